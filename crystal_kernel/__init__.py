@@ -1,0 +1,15 @@
+"""Crystal kernel: a coding agent that lives in Jupyter.
+
+The agent host (everything here except :mod:`crystal_kernel.jupyter`) imports no
+Jupyter library; the fronts (kernel, magics, CLI, server extension) render the one
+typed event stream that :mod:`crystal_kernel.host.loop` produces.
+"""
+
+__version__ = "0.1.0"
+
+
+def load_ipython_extension(ipython):  # pragma: no cover - thin shim, tested via jupyter
+    """`%load_ext crystal_kernel` registers the `%crystal` / `%%crystal` magics."""
+    from crystal_kernel.jupyter.magics import load_ipython_extension as _load
+
+    _load(ipython)

@@ -1,0 +1,133 @@
+"""Workspace access: which paths a tool may read or write.
+
+Every path a tool touches is resolved (symlinks included) and must lie inside the
+workspace or a directory added with ``/access add DIR [ro|rw]``; writes need rw.
+Credential locations are refused even inside allowed folders (see
+:data:`CREDENTIAL_RULES`, documented in docs/security.md).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from crystal_kernel.errors import ToolError
+
+# Folder names that hold credentials anywhere in a path.
+CREDENTIAL_DIRS = frozenset({".ssh", ".aws", ".gnupg", ".azure", ".kube", ".password-store", ".docker"})
+# File-name globs that are credentials wherever they are.
+CREDENTIAL_FILES = (
+    ".netrc", "_netrc", ".git-credentials", ".pypirc", ".npmrc", ".pgpass",
+    ".env", ".env.*", "*.env",
+    "id_rsa", "id_rsa.*", "id_dsa", "id_dsa.*", "id_ecdsa", "id_ecdsa.*", "id_ed25519", "id_ed25519.*",
+    "*.pem", "*.key", "*.p12", "*.pfx", "*.jks", "*.keystore",
+    "credentials", "credentials.json", "service-account*.json",
+)
+# Example env files are documentation, not secrets.
+CREDENTIAL_EXCEPTIONS = (".env.example", ".env.sample", ".env.template", ".env.dist")
+# Relative path suffixes (parts) that are credentials.
+CREDENTIAL_SUFFIXES = ((".git", "config"), (".config", "gcloud"), (".config", "gh", "hosts.yml"))
+
+CREDENTIAL_RULES = (
+    "folders: " + ", ".join(sorted(CREDENTIAL_DIRS)) + "; files: " + ", ".join(CREDENTIAL_FILES)
+    + "; paths: " + ", ".join("/".join(s) for s in CREDENTIAL_SUFFIXES)
+)
+
+
+def is_credential_path(path: Path) -> bool:
+    """True when a (resolved) path names a credential location."""
+    parts = path.parts
+    if any(p in CREDENTIAL_DIRS for p in parts):
+        return True
+    name = path.name
+    if name not in CREDENTIAL_EXCEPTIONS and any(fnmatch.fnmatchcase(name, g) for g in CREDENTIAL_FILES):
+        return True
+    for suffix in CREDENTIAL_SUFFIXES:
+        n = len(suffix)
+        for i in range(len(parts) - n + 1):
+            if tuple(parts[i : i + n]) == suffix:
+                return True
+    return False
+
+
+@dataclass
+class DirectoryRule:
+    path: Path
+    mode: Literal["ro", "rw"] = "rw"
+
+
+@dataclass
+class AccessRules:
+    """The session's workspace root plus added directories."""
+
+    workspace: Path
+    directories: list[DirectoryRule] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.workspace = Path(os.path.realpath(self.workspace))
+
+    def add(self, directory: str | Path, mode: Literal["ro", "rw"] = "rw") -> DirectoryRule:
+        resolved = Path(os.path.realpath(Path(directory).expanduser()))
+        if not resolved.is_dir():
+            raise ToolError(f"'{directory}' is not a folder.")
+        self.directories = [d for d in self.directories if d.path != resolved]
+        rule = DirectoryRule(resolved, mode)
+        self.directories.append(rule)
+        return rule
+
+    def remove(self, directory: str | Path) -> bool:
+        resolved = Path(os.path.realpath(Path(directory).expanduser()))
+        before = len(self.directories)
+        self.directories = [d for d in self.directories if d.path != resolved]
+        return len(self.directories) != before
+
+    def absolute(self, path: str | Path) -> Path:
+        """The path made absolute against the workspace, not yet resolved."""
+        p = Path(path).expanduser()
+        return p if p.is_absolute() else self.workspace / p
+
+    def resolve(self, path: str | Path, *, write: bool = False) -> Path:
+        """Resolve a tool's path and check it; raise ToolError the model can read."""
+        if str(path).strip() == "":
+            raise ToolError("The path is empty.")
+        resolved = Path(os.path.realpath(self.absolute(path)))
+        rule = self.rule_for(resolved)
+        if rule is None:
+            raise ToolError(
+                f"'{path}' is outside the workspace ({self.workspace}) and every added directory; "
+                "access refused."
+            )
+        if write and rule.mode != "rw":
+            raise ToolError(f"'{path}' is in a read-only directory ({rule.path}); writing is refused.")
+        if is_credential_path(resolved.relative_to(rule.path)) or is_credential_path(Path(resolved.name)):
+            raise ToolError(f"'{path}' is a credential location; access refused.")
+        return resolved
+
+    def rule_for(self, resolved: Path) -> DirectoryRule | None:
+        if _inside(resolved, self.workspace):
+            return DirectoryRule(self.workspace, "rw")
+        for d in self.directories:
+            if _inside(resolved, d.path):
+                return d
+        return None
+
+    def in_workspace(self, path: str | Path) -> bool:
+        """Authority: True when the resolved path lies in the workspace itself."""
+        resolved = Path(os.path.realpath(self.absolute(path)))
+        return _inside(resolved, self.workspace)
+
+    def directories_text(self) -> str:
+        """PH-6: empty without added directories, else the access text."""
+        if not self.directories:
+            return ""
+        lines = ["Directories added to this session besides the workspace:"]
+        for d in self.directories:
+            lines.append(f"- {d.path} ({'read and write' if d.mode == 'rw' else 'read only'})")
+        return "\n".join(lines)
+
+
+def _inside(path: Path, root: Path) -> bool:
+    return path == root or root in path.parents

@@ -1,0 +1,189 @@
+"""Home, config.json, and the precedence config < environment < command-line flags.
+
+Keys are camelCase (SPEC §11). Unknown keys survive every save. API keys are never
+stored: ``apiKeyEnv`` names the variable that holds one.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from crystal_kernel.errors import UserError
+from crystal_kernel.host.fsutil import atomic_write_json, read_json_object
+
+PROVIDERS = ("openai", "openai-responses", "anthropic", "replay")
+APPROVAL_MODES = ("plan", "default", "edit", "review", "audit", "full")
+MODES = ("plan", "work")
+# FL-5: keys older versions wrote; ignored and dropped at the next save.
+DROPPED_KEYS = ("promptSet", "promptAttachments")
+
+ENV_OVERRIDES = {
+    "CRYSTAL_PROVIDER": "provider",
+    "CRYSTAL_MODEL": "model",
+    "CRYSTAL_BASE_URL": "baseUrl",
+    "CRYSTAL_API_KEY_ENV": "apiKeyEnv",
+    "CRYSTAL_APPROVAL": "approval",
+}
+
+DEFAULT_MODELS = {
+    "openai": "gpt-4.1",
+    "openai-responses": "gpt-4.1",
+    "anthropic": "claude-sonnet-4-5",
+    "replay": "replay",
+}
+DEFAULT_KEY_ENV = {"openai": "OPENAI_API_KEY", "openai-responses": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
+
+
+def home_dir() -> Path:
+    """Home is $CRYSTAL_HOME when set, else ~/.crystal."""
+    env = os.environ.get("CRYSTAL_HOME")
+    return Path(env).expanduser() if env else Path.home() / ".crystal"
+
+
+@dataclass
+class Config:
+    """Effective settings for a session. ``raw`` is config.json as read (unknown keys kept)."""
+
+    home: Path
+    provider: str = "replay"
+    model: str | None = None
+    base_url: str | None = None
+    api_key_env: str | None = None
+    approval: str = "default"
+    mode: str = "work"
+    bash_timeout_seconds: float = 120
+    background_bash_timeout_seconds: float | None = 10800
+    skills: bool = True
+    forbidden: list[dict[str, str]] = field(default_factory=list)
+    record: bool = False
+    tool_output_limit: int = 30000
+    topic_naming: bool = True
+    review_model: str | None = None
+    image_model: str | None = None
+    compaction_threshold: float = 0.8
+    context_window: int | None = None
+    prices: dict[str, Any] = field(default_factory=dict)
+    max_steps: int = 50
+    raw: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def path(self) -> Path:
+        return self.home / "config.json"
+
+    @property
+    def effective_model(self) -> str:
+        return self.model or DEFAULT_MODELS.get(self.provider, "default")
+
+    def api_key(self) -> str | None:
+        """The key from the named variable; UserError when the variable is missing."""
+        if self.provider == "replay":
+            return None
+        name = self.api_key_env or DEFAULT_KEY_ENV.get(self.provider)
+        if not name:
+            return None
+        value = os.environ.get(name)
+        if not value:
+            raise UserError(
+                f"The API key variable {name} is not set (provider {self.provider}); "
+                "set it or name another with apiKeyEnv / --api-key-env."
+            )
+        return value
+
+    def save_preferences(self, **changes: Any) -> None:
+        """Write config.json atomically: unknown keys kept, FL-5 keys dropped."""
+        data = dict(_read_config_file(self.path))
+        for key in DROPPED_KEYS:
+            data.pop(key, None)
+        for attr, value in changes.items():
+            data[_CAMEL[attr]] = value
+            setattr(self, attr, value)
+        atomic_write_json(self.path, data)
+        self.raw = data
+
+
+# attribute name -> camelCase key
+_CAMEL = {
+    "provider": "provider", "model": "model", "base_url": "baseUrl", "api_key_env": "apiKeyEnv",
+    "approval": "approval", "mode": "mode", "bash_timeout_seconds": "bashTimeoutSeconds",
+    "background_bash_timeout_seconds": "backgroundBashTimeoutSeconds", "skills": "skills",
+    "forbidden": "forbidden", "record": "record", "tool_output_limit": "toolOutputLimit",
+    "topic_naming": "topicNaming", "review_model": "reviewModel", "image_model": "imageModel",
+    "compaction_threshold": "compactionThreshold", "context_window": "contextWindow",
+    "prices": "prices", "max_steps": "maxSteps",
+}
+_ATTR = {v: k for k, v in _CAMEL.items()}
+
+
+def _read_config_file(path: Path) -> dict[str, Any]:
+    if not path.exists():
+        return {}
+    return read_json_object(path, "config file")
+
+
+def load_config(home: Path | None = None, overrides: dict[str, Any] | None = None,
+                environ: dict[str, str] | None = None) -> Config:
+    """config.json, then CRYSTAL_* variables, then ``overrides`` (camelCase keys, from flags)."""
+    home = Path(home) if home else home_dir()
+    environ = os.environ if environ is None else environ
+    raw = _read_config_file(home / "config.json")
+    merged: dict[str, Any] = {k: v for k, v in raw.items() if k not in DROPPED_KEYS}
+    for var, key in ENV_OVERRIDES.items():
+        if environ.get(var):
+            merged[key] = environ[var]
+    for key, value in (overrides or {}).items():
+        if value is not None:
+            merged[key] = value
+    config = Config(home=home, raw=raw)
+    for key, value in merged.items():
+        attr = _ATTR.get(key)
+        if attr is not None:
+            setattr(config, attr, _check(key, value))
+    return config
+
+
+def _check(key: str, value: Any) -> Any:
+    """Validate one setting; UserError with one line when it is wrong."""
+    def bad(expected: str) -> UserError:
+        return UserError(f"Config key '{key}' must be {expected}, not {value!r}.")
+
+    if key == "approval" and value not in APPROVAL_MODES:
+        raise UserError(f"Unknown approval mode '{value}'; use one of: {', '.join(APPROVAL_MODES)}.")
+    if key == "mode" and value not in MODES:
+        raise UserError(f"Unknown mode '{value}'; use plan or work.")
+    if key in ("skills", "record", "topicNaming") and not isinstance(value, bool):
+        raise bad("true or false")
+    if key == "bashTimeoutSeconds":
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+            raise bad("a positive number")
+    if key == "backgroundBashTimeoutSeconds":
+        if value is None or value == "unlimited":
+            return None
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+            raise bad('a positive number, null or "unlimited"')
+    if key in ("toolOutputLimit", "maxSteps", "contextWindow"):
+        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+            raise bad("a positive whole number")
+    if key == "compactionThreshold":
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 1:
+            raise bad("a number between 0 and 1")
+    if key == "forbidden":
+        if not isinstance(value, list) or not all(
+            isinstance(r, dict) and isinstance(r.get("tool"), str) and isinstance(r.get("pattern"), str)
+            for r in value
+        ):
+            raise bad('a list of {"tool": NAME, "pattern": GLOB} objects')
+    if key in ("provider", "model", "baseUrl", "apiKeyEnv", "reviewModel", "imageModel"):
+        if not isinstance(value, str) or not value:
+            raise bad("a non-empty string")
+    return value
+
+
+def known_keys() -> tuple[str, ...]:
+    return tuple(_CAMEL.values())
+
+
+def config_fields() -> tuple[str, ...]:
+    return tuple(f.name for f in fields(Config))

@@ -1,0 +1,107 @@
+"""The typed event stream every front renders (SPEC §11).
+
+The turn loop yields these; the kernel, the magics, the CLI (``--format jsonl``) and the
+tests only render them. ``to_json()`` gives exactly the §11 wire shape (camelCase keys,
+a ``type`` field); fields beyond §11 are added only where noted.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from crystal_kernel.host.messages import ImagePart
+
+
+class _Event(BaseModel):
+    model_config = ConfigDict(populate_by_name=True, frozen=True)
+
+    def to_json(self) -> dict[str, Any]:
+        return self.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+class TextDelta(_Event):
+    """A piece of the assistant's answer, in stream order."""
+
+    type: Literal["text"] = "text"
+    text: str
+
+
+class ToolCallStarted(_Event):
+    """The model called a tool; it is about to be approved and run."""
+
+    type: Literal["tool_call"] = "tool_call"
+    id: str
+    name: str
+    arguments: dict[str, Any]
+
+
+class ToolResultEvent(_Event):
+    """A tool call finished. ``images`` carries the image parts for fronts that show
+    them; on the wire (§11) only their mime types are listed."""
+
+    type: Literal["tool_result"] = "tool_result"
+    id: str
+    name: str
+    ok: bool
+    text: str
+    images: list[ImagePart] = Field(default_factory=list)
+    # How the front should show the text: "diff", "terminal" or "text" (not on the wire).
+    display: str = "text"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "type": self.type,
+            "id": self.id,
+            "name": self.name,
+            "ok": self.ok,
+            "text": self.text,
+            "images": [{"mimeType": i.mime_type} for i in self.images],
+        }
+
+
+class ApprovalEvent(_Event):
+    """Who decided a tool call, and what. ``by`` is host, reviewer, person or policy.
+
+    ``verdict`` (reviewer's classification and rationale) is an addition to §11 so a
+    person can see why.
+    """
+
+    type: Literal["approval"] = "approval"
+    id: str
+    name: str
+    outcome: Literal["allow", "deny", "ask"]
+    by: Literal["host", "reviewer", "person", "policy"]
+    reason: str | None = None
+    verdict: dict[str, Any] | None = None
+
+
+class Note(_Event):
+    """Something the person should know (a skipped manifest, a retry, a conflict)."""
+
+    type: Literal["note"] = "note"
+    text: str
+
+
+class UsageEvent(_Event):
+    type: Literal["usage"] = "usage"
+    input_tokens: int = Field(alias="inputTokens")
+    output_tokens: int = Field(alias="outputTokens")
+
+
+class ErrorEvent(_Event):
+    type: Literal["error"] = "error"
+    message: str
+
+
+class TurnEnd(_Event):
+    """Always the last event of a turn. stopReason: end_turn, max_steps, cancelled,
+    error, interrupted."""
+
+    type: Literal["turn_end"] = "turn_end"
+    session_id: str = Field(alias="sessionId")
+    stop_reason: str = Field(alias="stopReason")
+
+
+Event = Union[TextDelta, ToolCallStarted, ToolResultEvent, ApprovalEvent, Note, UsageEvent, ErrorEvent, TurnEnd]

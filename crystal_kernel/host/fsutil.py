@@ -1,0 +1,52 @@
+"""Atomic file writes and careful JSON reads: nothing the host writes is ever half
+written, and a corrupt file is reported and left as it was."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from crystal_kernel.errors import UserError
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    """Write via a temp file in the same folder, fsync, then rename over the target."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        if path.exists():
+            os.chmod(tmp, path.stat().st_mode & 0o777)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+
+
+def atomic_write_json(path: Path, data: Any) -> None:
+    atomic_write_text(path, json.dumps(data, indent=2, ensure_ascii=False) + "\n")
+
+
+def read_json_object(path: Path, what: str) -> dict[str, Any]:
+    """Read a JSON object; raise UserError naming the file when it is not one."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise UserError(f"Cannot read {what} {path}: {exc.strerror or exc}.") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise UserError(f"{what.capitalize()} {path} is not valid JSON (line {exc.lineno}: {exc.msg}).") from None
+    if not isinstance(data, dict):
+        raise UserError(f"{what.capitalize()} {path} must hold a JSON object.")
+    return data

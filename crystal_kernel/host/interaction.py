@@ -1,0 +1,76 @@
+"""What the host may ask a person, and the protocol a front implements to answer.
+
+The loop never blocks on a widget itself: it awaits the front's :class:`Interaction`.
+A front with no person (``crystal run``, unattended execution) uses
+:class:`NoPerson`: questions are unavailable and every "ask" resolves to deny.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, Protocol
+
+from pydantic import BaseModel, Field
+
+
+class QuestionOption(BaseModel):
+    label: str = Field(description="Short answer text; this is what is returned when chosen.")
+    description: str = Field(default="", description="What choosing this option means.")
+
+
+class Question(BaseModel):
+    """One question of the question tool (SPEC Q-1)."""
+
+    header: str = Field(description="A short title for the question (a few words).")
+    question: str = Field(description="The full question text.")
+    options: list[QuestionOption] = Field(default_factory=list, description="The choices offered.")
+    multiple: bool = Field(default=False, description="Allow choosing several options.")
+    custom: bool = Field(default=True, description="Allow a free-text answer.")
+
+
+class ApprovalRequest(BaseModel):
+    """A tool call waiting for a person's decision."""
+
+    call_id: str
+    tool: str
+    arguments: dict[str, Any]
+    risk: str
+    authority: str
+    external: bool = False
+    # The reviewer's verdict in review/audit mode, shown to the person.
+    verdict: dict[str, Any] | None = None
+    # A pattern a person may allow for the rest of the session (e.g. the bash command).
+    session_pattern: str | None = None
+
+
+class PersonDecision(BaseModel):
+    outcome: Literal["allow_once", "allow_session", "deny"]
+    reason: str | None = None
+
+
+class Interaction(Protocol):
+    """Implemented by every front."""
+
+    @property
+    def person_present(self) -> bool: ...
+
+    async def ask_questions(self, questions: list[Question]) -> list[list[str]] | None:
+        """Answers per question in order (labels; custom text counts), or None if dismissed."""
+        ...
+
+    async def ask_approval(self, request: ApprovalRequest) -> PersonDecision: ...
+
+
+class NoPerson:
+    """The front where nobody can answer: questions unavailable, asks denied."""
+
+    person_present = False
+
+    async def ask_questions(self, questions: list[Question]) -> list[list[str]] | None:
+        return None
+
+    async def ask_approval(self, request: ApprovalRequest) -> PersonDecision:
+        return PersonDecision(
+            outcome="deny",
+            reason="No person is present to approve this call, so it was denied. "
+            "Do not retry it; explain what you wanted to do instead.",
+        )

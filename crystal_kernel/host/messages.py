@@ -1,0 +1,99 @@
+"""Transcript messages and their parts, with a JSON round-trip.
+
+A transcript is a list of :class:`Message`. The system text is *not* stored in the
+transcript: the session composes it per request (MODE-4 replaces it on a mode switch).
+"""
+
+from __future__ import annotations
+
+import base64
+from typing import Annotated, Any, Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class _Part(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+
+class TextPart(_Part):
+    kind: Literal["text"] = "text"
+    text: str
+
+
+class ImagePart(_Part):
+    """An image, base64 encoded (no whitespace)."""
+
+    kind: Literal["image"] = "image"
+    mime_type: str
+    data: str
+
+    @classmethod
+    def from_bytes(cls, mime_type: str, raw: bytes) -> "ImagePart":
+        return cls(mime_type=mime_type, data=base64.b64encode(raw).decode("ascii"))
+
+    def raw(self) -> bytes:
+        return base64.b64decode(self.data)
+
+
+class ToolCallPart(_Part):
+    """A call the model made. ``input_kind`` is kept for MODE-6 (only json is mapped)."""
+
+    kind: Literal["tool_call"] = "tool_call"
+    id: str
+    name: str
+    arguments: dict[str, Any] = Field(default_factory=dict)
+    input_kind: Literal["json", "text"] = "json"
+    # The raw argument text when it was not valid JSON (sent back so the model sees it).
+    raw_arguments: str | None = None
+
+
+class ToolResultPart(_Part):
+    kind: Literal["tool_result"] = "tool_result"
+    call_id: str
+    name: str
+    ok: bool
+    text: str = ""
+    images: list[ImagePart] = Field(default_factory=list)
+
+
+Part = Annotated[Union[TextPart, ImagePart, ToolCallPart, ToolResultPart], Field(discriminator="kind")]
+
+
+class Message(BaseModel):
+    """One transcript entry.
+
+    ``role`` is ``user`` (person text, or tool results), ``assistant`` (text and tool
+    calls). ``interrupted`` marks an answer whose stream broke or was cancelled: what
+    arrived is kept.
+    """
+
+    model_config = ConfigDict(extra="allow")
+
+    role: Literal["user", "assistant"]
+    parts: list[Part] = Field(default_factory=list)
+    interrupted: bool = False
+    # Summary messages written by compaction carry kind="summary".
+    meta: dict[str, Any] = Field(default_factory=dict)
+
+    @classmethod
+    def user_text(cls, text: str) -> "Message":
+        return cls(role="user", parts=[TextPart(text=text)])
+
+    def text(self) -> str:
+        """All text parts joined (what a person would read)."""
+        return "".join(p.text for p in self.parts if isinstance(p, TextPart))
+
+    def tool_calls(self) -> list[ToolCallPart]:
+        return [p for p in self.parts if isinstance(p, ToolCallPart)]
+
+    def tool_results(self) -> list[ToolResultPart]:
+        return [p for p in self.parts if isinstance(p, ToolResultPart)]
+
+
+def dump_transcript(messages: list[Message]) -> list[dict[str, Any]]:
+    return [m.model_dump(mode="json") for m in messages]
+
+
+def load_transcript(data: list[dict[str, Any]]) -> list[Message]:
+    return [Message.model_validate(m) for m in data]

@@ -1,0 +1,1 @@
+"""Model providers: one module per wire protocol, on the official SDKs."""

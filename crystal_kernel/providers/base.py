@@ -1,0 +1,102 @@
+"""The provider protocol every adapter implements.
+
+An adapter turns a :class:`ModelRequest` into one streamed model reply, yielding
+:class:`StreamItem` values: text chunks as they arrive, each tool call once it is
+complete (argument deltas assembled by the adapter), usage, and a final ``Finished``.
+Adapters raise :class:`~crystal_kernel.errors.ProviderError` with one English line for
+auth, connection, unknown model and exhausted retries; :class:`NotSupported` for MODE-6.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, AsyncIterator, Literal, Protocol, Union, runtime_checkable
+
+from crystal_kernel.host.messages import Message
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    """A tool as offered to the model."""
+
+    name: str
+    description: str
+    input_schema: dict[str, Any]
+    input_kind: Literal["json", "text"] = "json"
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    images: bool = True
+    context_window: int = 128_000
+
+
+@dataclass
+class ModelRequest:
+    model: str
+    system: str
+    messages: list[Message]
+    tools: list[ToolSpec] = field(default_factory=list)
+    max_output_tokens: int | None = None
+    # A short label for logs and cassettes: "turn", "review", "compaction", "topic", "image".
+    purpose: str = "turn"
+
+
+@dataclass(frozen=True)
+class TextChunk:
+    text: str
+
+
+@dataclass(frozen=True)
+class ToolCallChunk:
+    """A complete tool call. ``arguments`` is the raw JSON text the model produced."""
+
+    id: str
+    name: str
+    arguments: str
+
+
+@dataclass(frozen=True)
+class UsageChunk:
+    input_tokens: int
+    output_tokens: int
+
+
+@dataclass(frozen=True)
+class Finished:
+    stop_reason: str = "end_turn"
+
+
+StreamItem = Union[TextChunk, ToolCallChunk, UsageChunk, Finished]
+
+
+@runtime_checkable
+class Provider(Protocol):
+    """A model endpoint. ``name`` is the config name (openai, anthropic, …)."""
+
+    name: str
+    model: str
+    capabilities: Capabilities
+
+    def stream(self, request: ModelRequest) -> AsyncIterator[StreamItem]:
+        """Stream one reply. Cancelling the consumer must close the HTTP stream."""
+        ...
+
+    async def aclose(self) -> None:
+        ...
+
+
+def refuse_text_tools(request: ModelRequest) -> None:
+    """MODE-6: adapters refuse text-input tools and text tool calls in history."""
+    from crystal_kernel.errors import NotSupported
+    from crystal_kernel.host.messages import ToolCallPart
+
+    for spec in request.tools:
+        if spec.input_kind != "json":
+            raise NotSupported(f"Tool '{spec.name}' takes text input, which no provider maps.")
+    for message in request.messages:
+        for part in message.parts:
+            if isinstance(part, ToolCallPart) and part.input_kind != "json":
+                raise NotSupported(
+                    f"The transcript holds a text tool call to '{part.name}', which no provider maps."
+                )

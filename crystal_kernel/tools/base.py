@@ -1,0 +1,199 @@
+"""The tool framework.
+
+A tool has a name, a model-facing description kept in ``<name>.md`` beside its module,
+a pydantic input model (its JSON schema is what the model sees), a host risk and
+authority per call, and an async ``run``. ``run`` raises :class:`ToolError` for
+failures the model should read; the loop turns anything else into a failed result
+marked as an internal error.
+"""
+
+from __future__ import annotations
+
+import enum
+import inspect
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from crystal_kernel.errors import ToolError
+from crystal_kernel.host.messages import ImagePart
+from crystal_kernel.providers.base import ToolSpec
+
+if TYPE_CHECKING:
+    from crystal_kernel.host.session import Session
+    from crystal_kernel.host.interaction import Interaction
+
+
+class Risk(enum.IntEnum):
+    READ = 0
+    WRITE = 1
+    EXECUTE = 2
+
+    def __str__(self) -> str:
+        return self.name.lower()
+
+
+class Authority(enum.IntEnum):
+    WORKSPACE = 0
+    OUTSIDE = 1
+
+    def __str__(self) -> str:
+        return "outside-workspace" if self is Authority.OUTSIDE else "workspace"
+
+
+@dataclass(frozen=True)
+class Classification:
+    """The host's view of one call: risk, authority, and whether the tool is external
+    (exec, plugin, MCP: floor write + workspace, MODE-3)."""
+
+    risk: Risk
+    authority: Authority = Authority.WORKSPACE
+    external: bool = False
+    # What a person may allow for the session (a bash command, a path), if anything.
+    pattern: str | None = None
+
+
+@dataclass
+class ToolResult:
+    ok: bool
+    text: str = ""
+    images: list[ImagePart] = field(default_factory=list)
+    # How fronts should render the text: "text", "diff" or "terminal".
+    display: Literal["text", "diff", "terminal"] = "text"
+
+    @classmethod
+    def fail(cls, text: str) -> "ToolResult":
+        return cls(ok=False, text=text)
+
+
+@dataclass
+class ToolContext:
+    """What a running tool may use."""
+
+    session: "Session"
+    interaction: "Interaction"
+    call_id: str = ""
+    # Whether the model of this turn accepts images (EX-12, view_image).
+    images_ok: bool = True
+
+    @property
+    def workspace(self) -> Path:
+        return self.session.access.workspace
+
+    @property
+    def access(self):
+        return self.session.access
+
+    @property
+    def config(self):
+        return self.session.config
+
+
+class ToolInput(BaseModel):
+    """Base of every tool's input model: unknown arguments are refused."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class EmptyInput(ToolInput):
+    pass
+
+
+class Tool:
+    """Base class of built-in tools. Subclasses set ``name``, ``Input``, ``risk`` and
+    implement ``run``; the description is read from ``<name>.md`` beside the module."""
+
+    name: ClassVar[str]
+    Input: ClassVar[type[BaseModel]] = EmptyInput
+    risk: ClassVar[Risk] = Risk.READ
+    external: ClassVar[bool] = False
+    input_kind: ClassVar[Literal["json", "text"]] = "json"
+    # Path-bearing argument names; their authority decides the call's authority.
+    path_arguments: ClassVar[tuple[str, ...]] = ()
+
+    @property
+    def description(self) -> str:
+        return _description_for(type(self))
+
+    def input_schema(self) -> dict[str, Any]:
+        return input_schema(self.Input)
+
+    def spec(self) -> ToolSpec:
+        return ToolSpec(self.name, self.description, self.input_schema(), self.input_kind)
+
+    def parse(self, arguments: dict[str, Any]) -> BaseModel:
+        """Validate arguments; a failure is a ToolError the model can act on."""
+        try:
+            return self.Input.model_validate(arguments)
+        except ValidationError as exc:
+            raise ToolError(format_validation_error(self.name, exc)) from None
+
+    def classify(self, args: BaseModel, ctx: ToolContext) -> Classification:
+        authority = Authority.WORKSPACE
+        pattern = None
+        for arg in self.path_arguments:
+            value = getattr(args, arg, None)
+            if value:
+                pattern = str(value)
+                if not ctx.access.in_workspace(value):
+                    authority = Authority.OUTSIDE
+        return Classification(self.risk, authority, self.external, pattern)
+
+    async def run(self, args: Any, ctx: ToolContext) -> ToolResult:  # pragma: no cover
+        raise NotImplementedError
+
+
+def input_schema(model: type[BaseModel]) -> dict[str, Any]:
+    """The JSON schema the model sees: inline, no titles, no $defs where avoidable."""
+    schema = model.model_json_schema()
+    defs = schema.pop("$defs", {})
+
+    def inline(node: Any) -> Any:
+        if isinstance(node, dict):
+            if "$ref" in node and len(node) == 1:
+                return inline(defs[node["$ref"].split("/")[-1]])
+            return {k: inline(v) for k, v in node.items() if k != "title"}
+        if isinstance(node, list):
+            return [inline(v) for v in node]
+        return node
+
+    out = inline(schema)
+    out.setdefault("properties", {})
+    out["type"] = "object"
+    return out
+
+
+def format_validation_error(tool: str, exc: ValidationError) -> str:
+    problems = []
+    for err in exc.errors():
+        where = ".".join(str(p) for p in err["loc"]) or "arguments"
+        problems.append(f"{where}: {err['msg']}")
+    return f"Invalid arguments for {tool}: " + "; ".join(problems)
+
+
+@cache
+def _description_for(cls: type) -> str:
+    module_file = Path(inspect.getfile(cls))
+    md = module_file.with_name(f"{cls.name}.md")
+    if md.exists():
+        return md.read_text(encoding="utf-8").strip()
+    doc = inspect.getdoc(cls)
+    return doc or cls.name
+
+
+def truncate_output(text: str, limit: int) -> str:
+    """Bound what the model sees; say how much was cut."""
+    if limit <= 0 or len(text) <= limit:
+        return text
+    head = int(limit * 0.8)
+    tail = limit - head
+    cut = len(text) - head - tail
+    return (
+        text[:head]
+        + f"\n\n[... {cut} characters cut: the output was {len(text)} characters, "
+        f"the tool output limit is {limit} ...]\n\n"
+        + text[-tail:]
+    )
