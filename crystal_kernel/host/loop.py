@@ -1,0 +1,239 @@
+"""One turn: request -> stream -> tool calls -> approval -> results -> repeat.
+
+:class:`Turn` runs the turn body in its own task and hands events to the front through
+a queue, so that :meth:`Turn.cancel` (Ctrl-C, the stop button) always ends with a
+``TurnEnd(stopReason="cancelled")`` after the partial answer has been kept and the
+running tool's processes killed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any, AsyncIterator
+
+from crystal_kernel.errors import NotSupported, ProviderError, ToolError
+from crystal_kernel.host.approval_flow import decide
+from crystal_kernel.host.events import (
+    ErrorEvent, Event, Note, TextDelta, ToolCallStarted, ToolResultEvent, TurnEnd, UsageEvent,
+)
+from crystal_kernel.host.interaction import Interaction, NoPerson
+from crystal_kernel.host.messages import Message, Part, TextPart, ToolCallPart, ToolResultPart
+from crystal_kernel.host.session import Session
+from crystal_kernel.providers.base import Finished, TextChunk, ToolCallChunk, UsageChunk
+from crystal_kernel.tools.base import ToolContext, ToolResult, truncate_output
+
+NO_IMAGES = "This model cannot accept tool images."
+_DONE = object()
+
+
+class Turn:
+    """A running turn. Iterate it for events; call :meth:`cancel` from any task."""
+
+    def __init__(self, session: Session, prompt: str | list[Part], interaction: Interaction | None = None):
+        self.session = session
+        self.prompt = prompt
+        self.interaction = interaction or NoPerson()
+        self._queue: asyncio.Queue[Any] = asyncio.Queue()
+        self._task: asyncio.Task | None = None
+        self.stop_reason: str | None = None
+        # Results of the calls of the current assistant message, as they finish.
+        self._pending: list[ToolResultPart] | None = None
+
+    def cancel(self) -> None:
+        if self._task is not None and not self._task.done():
+            self._task.cancel()
+
+    async def __aiter__(self) -> AsyncIterator[Event]:
+        if self.session.busy:
+            raise RuntimeError("A turn is already running in this session.")
+        self._task = asyncio.ensure_future(self._run())
+        try:
+            while True:
+                item = await self._queue.get()
+                if item is _DONE:
+                    break
+                yield item
+        finally:
+            # The consumer stopped early (or was cancelled itself): stop the body too.
+            if not self._task.done():
+                self._task.cancel()
+                try:
+                    await self._task
+                except BaseException:
+                    pass
+
+    def _emit(self, event: Event) -> None:
+        self._queue.put_nowait(event)
+
+    def _emit_notes(self) -> None:
+        for text in self.session.drain_notes():
+            self._emit(Note(text=text))
+
+    async def _run(self) -> None:
+        session = self.session
+        session.busy = True
+        reason = "end_turn"
+        try:
+            reason = await self._body()
+        except asyncio.CancelledError:
+            reason = "cancelled"
+        except (ProviderError, NotSupported) as exc:
+            self._emit(ErrorEvent(message=str(exc)))
+            reason = "error"
+        except Exception as exc:  # a bug: say so plainly, keep the session usable
+            self._emit(ErrorEvent(message=f"Internal error: {type(exc).__name__}: {exc}"))
+            reason = "error"
+        finally:
+            session.busy = False
+            self.stop_reason = reason
+            self._close_open_calls()
+            session.turns += 1
+            try:
+                session.save()
+            except Exception as exc:
+                self._emit(ErrorEvent(message=f"Could not save the session: {exc}"))
+            self._emit_notes()
+            self._emit(TurnEnd(session_id=session.id, stop_reason=reason))
+            self._queue.put_nowait(_DONE)
+
+    def _append(self, message: Message) -> None:
+        self.session.transcript.append(message)
+        self.session.history.append(message)
+
+    def _close_open_calls(self) -> None:
+        """Every tool call in the transcript gets a result, even after a cancel."""
+        transcript = self.session.transcript
+        if not transcript:
+            return
+        last = transcript[-1]
+        if last.role != "assistant" or not last.tool_calls():
+            return
+        parts = list(self._pending or [])
+        done = {p.call_id for p in parts}
+        parts += [
+            ToolResultPart(call_id=c.id, name=c.name, ok=False, text="Cancelled before it ran.")
+            for c in last.tool_calls()
+            if c.id not in done
+        ]
+        self._pending = None
+        self._append(Message(role="user", parts=parts))
+
+    async def _body(self) -> str:
+        session = self.session
+        prompt_parts = [TextPart(text=self.prompt)] if isinstance(self.prompt, str) else list(self.prompt)
+        self._append(Message(role="user", parts=prompt_parts))
+        turn_in = turn_out = 0
+        self._emit_notes()
+        steps = 0
+        try:
+            while True:
+                if steps >= session.config.max_steps:
+                    self._emit(Note(text=f"Stopped after {steps} model steps (maxSteps)."))
+                    return "max_steps"
+                steps += 1
+                request = session.build_request()
+                self._emit_notes()
+                answer = Message(role="assistant")
+                stop = "end_turn"
+                try:
+                    async for item in session.provider.stream(request):
+                        if isinstance(item, TextChunk):
+                            if not item.text:
+                                continue
+                            if answer.parts and isinstance(answer.parts[-1], TextPart):
+                                answer.parts[-1].text += item.text
+                            else:
+                                answer.parts.append(TextPart(text=item.text))
+                            self._emit(TextDelta(text=item.text))
+                        elif isinstance(item, ToolCallChunk):
+                            answer.parts.append(_call_part(item))
+                        elif isinstance(item, UsageChunk):
+                            turn_in += item.input_tokens
+                            turn_out += item.output_tokens
+                            session.usage.input_tokens += item.input_tokens
+                            session.usage.output_tokens += item.output_tokens
+                            self._emit(UsageEvent(input_tokens=item.input_tokens, output_tokens=item.output_tokens))
+                        elif isinstance(item, Finished):
+                            stop = item.stop_reason
+                except BaseException:
+                    # Keep what arrived, marked as interrupted; unfinished calls are dropped.
+                    answer.parts = [p for p in answer.parts if isinstance(p, TextPart)]
+                    if answer.parts:
+                        answer.interrupted = True
+                        self._append(answer)
+                    raise
+                calls = answer.tool_calls()
+                if answer.parts:
+                    self._append(answer)
+                if not calls:
+                    return "end_turn" if stop in ("end_turn", "stop", "tool_use", "tool_calls") else stop
+                self._pending = []
+                for call in calls:
+                    self._pending.append(await self._run_call(call))
+                results, self._pending = self._pending, None
+                self._append(Message(role="user", parts=results))
+        finally:
+            session.usage.turns.append({"inputTokens": turn_in, "outputTokens": turn_out})
+
+    async def _run_call(self, call: ToolCallPart) -> ToolResultPart:
+        session = self.session
+        self._emit(ToolCallStarted(id=call.id, name=call.name, arguments=call.arguments))
+        tool = session.tool(call.name)
+        if tool is None:
+            available = ", ".join(t.name for t in session.tools())
+            return self._result(call, ToolResult.fail(f"Unknown tool '{call.name}'. Available tools: {available}."))
+        if call.raw_arguments is not None:
+            return self._result(
+                call, ToolResult.fail(f"The arguments for {call.name} were not a valid JSON object: {call.raw_arguments[:200]}")
+            )
+        try:
+            args = tool.parse(call.arguments)
+        except ToolError as exc:
+            return self._result(call, ToolResult.fail(str(exc)))
+        ctx = ToolContext(session=session, interaction=self.interaction, call_id=call.id,
+                          images_ok=session.capabilities.images)
+        try:
+            classification = tool.classify(args, ctx)
+        except ToolError as exc:
+            return self._result(call, ToolResult.fail(str(exc)))
+        decision = await decide(session, self.interaction, call, classification, self._emit)
+        if not decision.allowed:
+            return self._result(call, ToolResult.fail(decision.message_for_model()))
+        try:
+            result = await tool.run(args, ctx)
+        except ToolError as exc:
+            result = ToolResult.fail(str(exc))
+        except asyncio.CancelledError:
+            if self._pending is not None:
+                self._pending.append(self._result(call, ToolResult.fail("Cancelled by the person.")))
+            raise
+        except Exception as exc:
+            session.note(f"Tool {call.name} failed with an internal error: {type(exc).__name__}: {exc}")
+            result = ToolResult.fail(f"Internal error in {call.name}: {type(exc).__name__}: {exc}")
+        if result.images and not ctx.images_ok:
+            result = ToolResult.fail(NO_IMAGES)
+        result.text = truncate_output(result.text, session.config.tool_output_limit)
+        return self._result(call, result)
+
+    def _result(self, call: ToolCallPart, result: ToolResult) -> ToolResultPart:
+        self._emit(ToolResultEvent(id=call.id, name=call.name, ok=result.ok, text=result.text,
+                                   images=list(result.images), display=result.display))
+        return ToolResultPart(call_id=call.id, name=call.name, ok=result.ok, text=result.text,
+                              images=list(result.images))
+
+
+def _call_part(chunk: ToolCallChunk) -> ToolCallPart:
+    text = chunk.arguments.strip() or "{}"
+    try:
+        arguments = json.loads(text)
+    except json.JSONDecodeError:
+        return ToolCallPart(id=chunk.id, name=chunk.name, arguments={}, raw_arguments=chunk.arguments)
+    if not isinstance(arguments, dict):
+        return ToolCallPart(id=chunk.id, name=chunk.name, arguments={}, raw_arguments=chunk.arguments)
+    return ToolCallPart(id=chunk.id, name=chunk.name, arguments=arguments)
+
+
+def run_turn(session: Session, prompt: str | list[Part], interaction: Interaction | None = None) -> Turn:
+    """Start a turn; iterate the returned :class:`Turn` for events."""
+    return Turn(session, prompt, interaction)

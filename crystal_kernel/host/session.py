@@ -1,0 +1,347 @@
+"""Session: the conversation, its mode and approval, todos, usage, access, jobs.
+
+A session is front-agnostic: the kernel, the magics, the CLI and ACP all hold one and
+run turns on it through :func:`crystal_kernel.host.loop.run_turn`.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from pydantic import BaseModel
+
+from crystal_kernel.errors import UserError
+from crystal_kernel.host.access import AccessRules
+from crystal_kernel.host.approval import SessionAllowances
+from crystal_kernel.host.config import APPROVAL_MODES, Config
+from crystal_kernel.host.messages import Message, dump_transcript, load_transcript
+from crystal_kernel.host.store import DOCUMENT_VERSION, SessionStore, new_session_id, now_iso
+from crystal_kernel.providers.base import ModelRequest, Provider
+from crystal_kernel.tools.base import Tool
+from crystal_kernel.tools.catalog import CatalogOptions, build_catalog, check_disabled
+
+if TYPE_CHECKING:
+    from crystal_kernel.jobs.manager import JobManager
+
+
+class Todo(BaseModel):
+    content: str
+    status: Literal["pending", "in_progress", "completed"] = "pending"
+
+
+@dataclass
+class ProcessFlags:
+    """Process flags every front accepts (FL-*, MODE-7). Never saved."""
+
+    prompt_set: str | None = None
+    prompt_attachments: Literal["on", "off"] = "on"
+    prompt_attachment: list[str] = field(default_factory=list)
+    disable_tool: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Usage:
+    input_tokens: int = 0
+    output_tokens: int = 0
+    turns: list[dict[str, int]] = field(default_factory=list)
+
+    @property
+    def total(self) -> int:
+        return self.input_tokens + self.output_tokens
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"inputTokens": self.input_tokens, "outputTokens": self.output_tokens, "turns": self.turns}
+
+
+# Document keys the session writes; everything else in a loaded document is preserved.
+_OWN_KEYS = {
+    "version", "id", "created", "updated", "workspace", "topic", "mode", "approval", "provider",
+    "model", "turns", "transcript", "history", "todos", "usage", "audit", "directories", "forkedFrom",
+}
+
+
+class Session:
+    """One agent session in one workspace."""
+
+    def __init__(
+        self,
+        *,
+        workspace: Path,
+        config: Config,
+        provider: Provider,
+        flags: ProcessFlags | None = None,
+        person_present: bool = True,
+        notebook: bool = False,
+        session_id: str | None = None,
+    ):
+        self.workspace = Path(os.path.realpath(workspace))
+        if not self.workspace.is_dir():
+            raise UserError(f"The workspace '{workspace}' is not a folder.")
+        self.config = config
+        self.home = config.home
+        self.provider = provider
+        self.flags = flags or ProcessFlags()
+        self.flags.disable_tool = check_disabled(self.flags.disable_tool)
+        self.person_present = person_present
+        self.notebook = notebook
+        self.id = session_id or new_session_id()
+        self.store = SessionStore(self.workspace)
+        self.access = AccessRules(self.workspace)
+        self.mode: str = config.mode
+        self.approval: str = config.approval
+        self.transcript: list[Message] = []
+        # Full history for the record: compaction shortens the transcript, never this.
+        self.history: list[Message] = []
+        self.todos: list[Todo] = []
+        self.usage = Usage()
+        self.audit: list[dict[str, Any]] = []
+        self.allowances = SessionAllowances()
+        self.topic: str | None = None
+        self.turns = 0
+        self.created = now_iso()
+        self.forked_from: str | None = None
+        self.busy = False
+        self.reviewer: Any = None
+        # The IPython shell, when a notebook front hosts this session (notebook tools use it).
+        self.notebook_shell: Any = None
+        self._extra_doc: dict[str, Any] = {}
+        self._notes: list[str] = []
+        self._system: str | None = None
+        self._tools: list[Tool] | None = None
+        self._jobs: JobManager | None = None
+
+    # ----- notes -------------------------------------------------------------------
+    def note(self, text: str) -> None:
+        """Queue an English note for the person; the loop emits it as a Note event."""
+        self._notes.append(text)
+
+    def drain_notes(self) -> list[str]:
+        notes, self._notes = self._notes, []
+        return notes
+
+    # ----- capabilities, tools, system text ------------------------------------------
+    @property
+    def capabilities(self):
+        return self.provider.capabilities
+
+    def tools(self) -> list[Tool]:
+        """The catalog for the current mode (MODE-1/2), cached until refreshed."""
+        if self._tools is None:
+            self._tools = self._build_tools()
+        return self._tools
+
+    def tool(self, name: str) -> Tool | None:
+        for t in self.tools():
+            if t.name == name:
+                return t
+        return None
+
+    def _build_tools(self) -> list[Tool]:
+        external: list[Tool] = []
+        try:
+            from crystal_kernel.tools.external import discover_external_tools
+        except ModuleNotFoundError:
+            discover_external_tools = None
+        if discover_external_tools is not None:
+            found, notes = discover_external_tools(self.home, self.workspace, context=self)
+            for n in notes:
+                self.note(n)
+            external = [t for t in found if self.mode in getattr(t, "catalogs", {"work"})]
+        skills = False
+        if self.config.skills:
+            try:
+                from crystal_kernel.tools.skill import discover_skills
+
+                skills = bool(discover_skills(self.home, self.workspace))
+            except ModuleNotFoundError:
+                skills = False
+        options = CatalogOptions(
+            mode=self.mode,
+            disabled=self.flags.disable_tool,
+            person_present=self.person_present,
+            skills_available=skills,
+            notebook=self.notebook,
+        )
+        return build_catalog(options, external=external)
+
+    def system_text(self) -> str:
+        """The active system message; composed once, replaced by refresh_system()."""
+        if self._system is None:
+            self._system = self._compose_system()
+        return self._system
+
+    def _compose_system(self) -> str:
+        try:
+            from crystal_kernel.prompts.compose import compose_system
+        except ModuleNotFoundError:
+            return f"You are Crystal, a coding agent working in {self.workspace} ({self.mode} mode)."
+        return compose_system(self)
+
+    def refresh_system(self) -> None:
+        """MODE-4/PH-12: replace the active system message and rebuild the catalog."""
+        self._system = None
+        self._tools = None
+
+    def build_request(self, purpose: str = "turn") -> ModelRequest:
+        return ModelRequest(
+            model=self.provider.model,
+            system=self.system_text(),
+            messages=list(self.transcript),
+            tools=[t.spec() for t in self.tools()],
+            purpose=purpose,
+        )
+
+    # ----- switches (between turns) ---------------------------------------------------
+    def _refuse_while_busy(self, what: str) -> None:
+        if self.busy:
+            raise UserError(f"Cannot {what} while a turn is running.")
+
+    def set_mode(self, mode: str) -> None:
+        """MODE-4: replaces the system message and catalog; the transcript stays."""
+        if mode not in ("plan", "work"):
+            raise UserError(f"Unknown mode '{mode}'; use plan or work.")
+        self._refuse_while_busy("switch mode")
+        self.mode = mode
+        self.refresh_system()
+
+    def set_approval(self, approval: str) -> None:
+        if approval not in APPROVAL_MODES:
+            raise UserError(f"Unknown approval mode '{approval}'; use one of: {', '.join(APPROVAL_MODES)}.")
+        self._refuse_while_busy("change the approval mode")
+        self.approval = approval
+        self.refresh_system()
+
+    def set_provider(self, provider: Provider) -> None:
+        self._refuse_while_busy("change the model")
+        self.provider = provider
+        self.refresh_system()
+
+    def change_directory(self, directory: str) -> None:
+        """/cd: a new workspace root for this session."""
+        self._refuse_while_busy("change the workspace")
+        target = Path(os.path.realpath(self.access.absolute(directory)))
+        if not target.is_dir():
+            raise UserError(f"'{directory}' is not a folder.")
+        self.workspace = target
+        self.access.workspace = target
+        self.store = SessionStore(target)
+        self.refresh_system()
+
+    # ----- jobs ---------------------------------------------------------------------
+    @property
+    def jobs(self) -> "JobManager":
+        if self._jobs is None:
+            from crystal_kernel.jobs.manager import JobManager
+
+            self._jobs = JobManager(
+                self.workspace,
+                self.id,
+                timeout_seconds=self.config.background_bash_timeout_seconds,
+                log_dir=self.workspace / ".crystal" / "data" / "jobs" / self.id,
+            )
+        return self._jobs
+
+    @property
+    def has_jobs(self) -> bool:
+        return self._jobs is not None
+
+    async def close(self) -> None:
+        """Stop background jobs (BG-2) and anything else the session started."""
+        if self._jobs is not None:
+            result = self._jobs.close()
+            if hasattr(result, "__await__"):
+                await result
+        for tool in self.tools() if self._tools is not None else []:
+            closer = getattr(tool, "aclose", None)
+            if closer is not None:
+                try:
+                    await closer()
+                except Exception:
+                    pass
+        closer = getattr(self.provider, "aclose", None)
+        if closer is not None:
+            try:
+                await closer()
+            except Exception:
+                pass
+
+    # ----- persistence -----------------------------------------------------------------
+    def to_document(self) -> dict[str, Any]:
+        doc = dict(self._extra_doc)
+        doc.update(
+            {
+                "version": DOCUMENT_VERSION,
+                "id": self.id,
+                "created": self.created,
+                "updated": now_iso(),
+                "workspace": str(self.workspace),
+                "topic": self.topic,
+                "mode": self.mode,
+                "approval": self.approval,
+                "provider": self.provider.name,
+                "model": self.provider.model,
+                "turns": self.turns,
+                "transcript": dump_transcript(self.transcript),
+                "history": dump_transcript(self.history),
+                "todos": [t.model_dump() for t in self.todos],
+                "usage": self.usage.as_dict(),
+                "audit": self.audit,
+                "directories": [{"path": str(d.path), "mode": d.mode} for d in self.access.directories],
+                "forkedFrom": self.forked_from,
+            }
+        )
+        return doc
+
+    def save(self) -> Path:
+        return self.store.save(self.to_document())
+
+    def load_document(self, doc: dict[str, Any]) -> None:
+        """Fill this session from a saved document (resume). Corrupt parts raise UserError."""
+        try:
+            self.transcript = load_transcript(doc.get("transcript") or [])
+            self.history = load_transcript(doc.get("history") or doc.get("transcript") or [])
+            self.todos = [Todo.model_validate(t) for t in doc.get("todos") or []]
+        except Exception as exc:
+            raise UserError(f"Session document {doc.get('id')} is corrupt: {str(exc).splitlines()[0]}") from None
+        self.id = doc["id"]
+        self.created = doc.get("created", self.created)
+        self.topic = doc.get("topic")
+        self.turns = int(doc.get("turns", 0))
+        if doc.get("mode") in ("plan", "work"):
+            self.mode = doc["mode"]
+        usage = doc.get("usage") or {}
+        self.usage = Usage(int(usage.get("inputTokens", 0)), int(usage.get("outputTokens", 0)),
+                           list(usage.get("turns", [])))
+        self.audit = list(doc.get("audit") or [])
+        self.forked_from = doc.get("forkedFrom")
+        for d in doc.get("directories") or []:
+            try:
+                self.access.add(d["path"], d.get("mode", "rw"))
+            except Exception:
+                self.note(f"Added directory {d.get('path')} is gone; it was dropped from this session.")
+        self._extra_doc = {k: v for k, v in doc.items() if k not in _OWN_KEYS}
+        self.refresh_system()
+
+    def resume(self, session_id: str) -> None:
+        self.load_document(self.store.load(session_id))
+
+    def fork(self) -> "Session":
+        """A new session with a copy of this one's conversation and todos."""
+        child = Session(
+            workspace=self.workspace, config=self.config, provider=self.provider, flags=self.flags,
+            person_present=self.person_present, notebook=self.notebook,
+        )
+        doc = self.to_document()
+        doc["id"] = child.id
+        doc["created"] = now_iso()
+        doc["audit"] = []
+        child.load_document(doc)
+        child.forked_from = self.id
+        child.mode, child.approval = self.mode, self.approval
+        child.notebook_shell = self.notebook_shell
+        child.save()
+        return child
+
