@@ -1,0 +1,66 @@
+"""Small file helpers shared by the file tools: binary and image sniffing, diffs."""
+
+from __future__ import annotations
+
+import difflib
+from pathlib import Path
+
+# How many leading bytes decide whether a file is text.
+SNIFF_BYTES = 8192
+# Images a model can take, by magic number (the same types EX-10 accepts).
+IMAGE_MAX_BYTES = 20 * 1024 * 1024
+
+
+def image_mime(head: bytes) -> str | None:
+    """The image type named by a file's first bytes, or None."""
+    if head.startswith(b"\x89PNG\r\n\x1a\n"):
+        return "image/png"
+    if head.startswith(b"\xff\xd8\xff"):
+        return "image/jpeg"
+    if head.startswith((b"GIF87a", b"GIF89a")):
+        return "image/gif"
+    if len(head) >= 12 and head.startswith(b"RIFF") and head[8:12] == b"WEBP":
+        return "image/webp"
+    return None
+
+
+def looks_binary(head: bytes) -> bool:
+    """A NUL byte, or text that is not UTF-8 at all, marks a binary file."""
+    if b"\x00" in head:
+        return True
+    try:
+        head.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        # A multi-byte character cut at the sniff boundary is still text.
+        return exc.start < len(head) - 4
+    return False
+
+
+def read_head(path: Path, size: int = SNIFF_BYTES) -> bytes:
+    with open(path, "rb") as handle:
+        return handle.read(size)
+
+
+def unified_diff(old: str, new: str, label: str, *, created: bool = False) -> str:
+    """A unified diff of one file, git style labels."""
+    lines = difflib.unified_diff(
+        old.splitlines(keepends=True),
+        new.splitlines(keepends=True),
+        fromfile="/dev/null" if created else f"a/{label}",
+        tofile=f"b/{label}",
+        n=3,
+    )
+    out = []
+    for line in lines:
+        if not line.endswith("\n"):
+            line += "\n\\ No newline at end of file\n"
+        out.append(line)
+    return "".join(out)
+
+
+def display_path(path: Path, workspace: Path) -> str:
+    """Workspace-relative when inside it, else absolute."""
+    try:
+        return path.relative_to(workspace).as_posix() or "."
+    except ValueError:
+        return str(path)

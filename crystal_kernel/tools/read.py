@@ -1,0 +1,79 @@
+"""The read tool: a text file as numbered lines, a window at a time."""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from crystal_kernel.errors import ToolError
+from crystal_kernel.tools._files import display_path, image_mime, looks_binary, read_head
+from crystal_kernel.tools.base import Risk, Tool, ToolContext, ToolInput, ToolResult, truncate_output
+
+DEFAULT_LIMIT = 2000
+# Longer lines are cut so one minified file cannot flood the context.
+MAX_LINE_CHARS = 2000
+
+
+class ReadInput(ToolInput):
+    path: str = Field(description="The file to read, relative to the workspace or absolute.")
+    offset: int | None = Field(
+        default=None, ge=1, description="The line number to start from (1 is the first line)."
+    )
+    limit: int | None = Field(
+        default=None, ge=1, description=f"How many lines to return (default {DEFAULT_LIMIT})."
+    )
+
+
+class ReadTool(Tool):
+    name = "read"
+    Input = ReadInput
+    risk = Risk.READ
+    path_arguments = ("path",)
+
+    async def run(self, args: ReadInput, ctx: ToolContext) -> ToolResult:
+        path = ctx.access.resolve(args.path)
+        shown = display_path(path, ctx.workspace)
+        if not path.exists():
+            raise ToolError(f"'{args.path}' does not exist.")
+        if path.is_dir():
+            raise ToolError(f"'{args.path}' is a folder, not a file; use list or tree to see what it holds.")
+        if not path.is_file():
+            raise ToolError(f"'{args.path}' is not a regular file.")
+        try:
+            head = read_head(path)
+        except OSError as exc:
+            raise ToolError(f"Cannot read '{args.path}': {exc.strerror or exc}.") from None
+        mime = image_mime(head)
+        if mime:
+            raise ToolError(
+                f"'{args.path}' is an image ({mime}); read only shows text. "
+                "Use view_image to look at it (or describe_image on a text-only model)."
+            )
+        if looks_binary(head):
+            raise ToolError(f"'{args.path}' is a binary file ({path.stat().st_size} bytes); read only shows text.")
+
+        start = args.offset or 1
+        limit = args.limit or DEFAULT_LIMIT
+        lines: list[str] = []
+        total = 0
+        cut_lines = 0
+        # Stream the file: only the requested window is kept in memory.
+        with open(path, "r", encoding="utf-8", errors="replace", newline=None) as handle:
+            for total, line in enumerate(handle, start=1):
+                if start <= total < start + limit:
+                    line = line.rstrip("\n")
+                    if len(line) > MAX_LINE_CHARS:
+                        line = line[:MAX_LINE_CHARS] + f" [... line cut at {MAX_LINE_CHARS} characters]"
+                        cut_lines += 1
+                    lines.append(f"{total:6d}\t{line}")
+        if total == 0:
+            return ToolResult(ok=True, text=f"'{shown}' is empty.")
+        if start > total:
+            raise ToolError(f"offset {start} is past the end of '{shown}', which has {total} lines.")
+        end = start + len(lines) - 1
+        body = "\n".join(lines)
+        if start > 1 or end < total:
+            note = f"\n\n[lines {start}-{end} of {total}"
+            if end < total:
+                note += f"; read on with offset={end + 1}"
+            body += note + "]"
+        return ToolResult(ok=True, text=truncate_output(body, ctx.config.tool_output_limit))

@@ -1,0 +1,146 @@
+"""bash: exit codes, output, workspace cwd, timeouts and cancellation killing the whole
+tree, bounded output. Real child processes throughout."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from pathlib import Path
+
+import psutil
+
+from tests.tools.conftest import call
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+async def test_runs_in_workspace_with_exit_code(ctx, workspace: Path):
+    result = await call("bash", ctx, command="pwd; echo err >&2; exit 0")
+    assert result.ok and result.display == "terminal"
+    assert str(workspace) in result.text
+    assert "err" in result.text
+    assert result.text.endswith("Exit code: 0")
+
+
+async def test_nonzero_exit_is_failed_result(ctx):
+    result = await call("bash", ctx, command="echo oops; exit 3")
+    assert not result.ok
+    assert "oops" in result.text and result.text.endswith("Exit code: 3")
+
+
+async def test_no_output(ctx):
+    result = await call("bash", ctx, command="true")
+    assert result.ok and result.text == "(no output)\n\nExit code: 0"
+
+
+async def test_stdin_is_closed(ctx):
+    start = time.monotonic()
+    result = await call("bash", ctx, command="cat; echo done", timeout_seconds=10)
+    assert result.ok and "done" in result.text
+    assert time.monotonic() - start < 5
+
+
+async def test_timeout_kills_whole_tree(ctx, workspace: Path):
+    # A grandchild in its own session: only a tree kill reaches it.
+    command = "setsid sleep 300 & echo $! > child.pid; sleep 300"
+    start = time.monotonic()
+    result = await call("bash", ctx, command=command, timeout_seconds=0.5)
+    elapsed = time.monotonic() - start
+    assert not result.ok
+    assert "timed out after 0.5 seconds" in result.text
+    assert elapsed < 3
+    pid = int((workspace / "child.pid").read_text())
+    deadline = time.monotonic() + 2
+    while _pid_alive(pid) and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)
+    assert not _pid_alive(pid)
+
+
+async def test_configured_timeout_is_default(ctx):
+    ctx.session.config.bash_timeout_seconds = 0.3
+    result = await call("bash", ctx, command="sleep 30")
+    assert not result.ok and "timed out after 0.3 seconds" in result.text
+
+
+async def test_term_ignoring_process_is_killed(ctx, workspace: Path):
+    command = "trap '' TERM; echo $$ > shell.pid; while true; do sleep 0.05; done"
+    start = time.monotonic()
+    result = await call("bash", ctx, command=command, timeout_seconds=0.3)
+    assert not result.ok and time.monotonic() - start < 3
+    assert not _pid_alive(int((workspace / "shell.pid").read_text()))
+
+
+async def test_cancellation_kills_tree_within_two_seconds(ctx, workspace: Path):
+    task = asyncio.ensure_future(call("bash", ctx, command="echo $$ > shell.pid; sleep 1000 & sleep 1000"))
+    for _ in range(100):
+        if (workspace / "shell.pid").exists() and (workspace / "shell.pid").read_text().strip():
+            break
+        await asyncio.sleep(0.05)
+    shell = psutil.Process(int((workspace / "shell.pid").read_text()))
+    tree = [shell.pid] + [c.pid for c in shell.children(recursive=True)]
+    assert len(tree) >= 2
+    start = time.monotonic()
+    task.cancel()
+    try:
+        await task
+    except asyncio.CancelledError:
+        pass
+    assert time.monotonic() - start < 2
+    assert not any(_pid_alive(pid) for pid in tree)
+
+
+async def test_background_leftovers_are_stopped_and_reported(ctx, workspace: Path):
+    start = time.monotonic()
+    result = await call("bash", ctx, command="sleep 300 & echo $! > bg.pid; echo started")
+    assert time.monotonic() - start < 4
+    assert result.ok and "started" in result.text
+    assert "left processes running in the background" in result.text
+    assert not _pid_alive(int((workspace / "bg.pid").read_text()))
+
+
+async def test_huge_output_is_bounded(ctx):
+    ctx.session.config.tool_output_limit = 2000
+    result = await call("bash", ctx, command="echo FIRST; seq 1 2000000; echo LAST")
+    assert result.ok
+    assert result.text.startswith("FIRST")
+    assert "LAST" in result.text
+    assert "output cut" in result.text
+    assert len(result.text) < 2600
+
+
+async def test_small_overflow_is_cut_with_note(ctx):
+    ctx.session.config.tool_output_limit = 100
+    result = await call("bash", ctx, command="printf 'a%.0s' $(seq 1 150)")
+    assert "output cut" in result.text and "150 bytes" in result.text
+
+
+async def test_empty_command_refused(ctx):
+    result = await call("bash", ctx, command="   ")
+    assert not result.ok and result.text == "The command is empty."
+
+
+async def test_bad_timeout_refused(ctx):
+    result = await call("bash", ctx, command="true", timeout_seconds=0)
+    assert not result.ok and "timeout_seconds" in result.text
+
+
+async def test_classification_pattern_is_the_command(ctx):
+    from crystal_kernel.tools.catalog import load_builtin
+
+    tool = load_builtin("bash")
+    c = tool.classify(tool.parse({"command": "make test"}), ctx)
+    assert str(c.risk) == "execute" and c.pattern == "make test"
+
+
+async def test_no_process_left_behind(ctx):
+    me = psutil.Process(os.getpid())
+    before = {c.pid for c in me.children(recursive=True)}
+    await call("bash", ctx, command="sleep 0.1; echo hi")
+    after = {c.pid for c in me.children(recursive=True) if c.status() != psutil.STATUS_ZOMBIE}
+    assert after <= before
