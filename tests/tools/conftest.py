@@ -1,47 +1,26 @@
-"""Fixtures for tool tests: a real workspace folder and the smallest session a
-ToolContext needs.
-
-The stand-in session below exists only until crystal_kernel/host/session.py lands; it
-carries the attributes tools read (access, config, workspace, home, todos, provider,
-flags, note).
-"""
+"""Fixtures for tool tests: a real workspace folder and a real Session (scripted
+provider, no person) for the ToolContext."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from crystal_kernel.host.access import AccessRules
 from crystal_kernel.host.config import Config
 from crystal_kernel.host.interaction import NoPerson
+from crystal_kernel.host.session import Session
+from crystal_kernel.testing.scripted import ScriptedProvider
 from crystal_kernel.tools.base import ToolContext, ToolResult
 from crystal_kernel.tools.catalog import load_builtin
-
-
-@dataclass
-class StandInSession:
-    workspace: Path
-    home: Path
-    config: Config
-    access: AccessRules
-    todos: list[Any] = field(default_factory=list)
-    provider: Any = None
-    mode: str = "work"
-    notes: list[str] = field(default_factory=list)
-    id: str = "test-session"
-
-    def note(self, text: str) -> None:
-        self.notes.append(text)
 
 
 @pytest.fixture
 def workspace(tmp_path: Path) -> Path:
     ws = tmp_path / "ws"
     ws.mkdir()
-    return ws
+    return ws.resolve()
 
 
 @pytest.fixture
@@ -52,15 +31,18 @@ def home(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def session(workspace: Path, home: Path) -> StandInSession:
-    config = Config(home=home)
-    return StandInSession(workspace=workspace.resolve(), home=home, config=config,
-                          access=AccessRules(workspace))
+def provider() -> ScriptedProvider:
+    return ScriptedProvider()
 
 
 @pytest.fixture
-def ctx(session: StandInSession) -> ToolContext:
-    return ToolContext(session=session, interaction=NoPerson(), call_id="call-1")  # type: ignore[arg-type]
+def session(workspace: Path, home: Path, provider: ScriptedProvider) -> Session:
+    return Session(workspace=workspace, config=Config(home=home), provider=provider, person_present=False)
+
+
+@pytest.fixture
+def ctx(session: Session) -> ToolContext:
+    return ToolContext(session=session, interaction=NoPerson(), call_id="call-1")
 
 
 async def call(name: str, ctx: ToolContext, **arguments: Any) -> ToolResult:
