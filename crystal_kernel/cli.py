@@ -1,0 +1,165 @@
+"""The ``crystal`` command (SPEC §11).
+
+Every command refuses bad input with a one-line English error on stderr and exit code 2,
+and changes nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import importlib
+import json
+import signal
+import sys
+from pathlib import Path
+from typing import Any, Sequence
+
+from crystal_kernel.errors import UserError
+
+EXIT_USAGE = 2
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """argparse that reports a usage error as one line and exit code 2."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.exit(EXIT_USAGE, f"crystal: {message}\n")
+
+
+# Subcommand groups that live beside their feature: module exposing add_subparsers(sub).
+SUBCOMMAND_MODULES = (
+    "crystal_kernel.tools.cli",
+    "crystal_kernel.prompts.cli",
+    "crystal_kernel.jupyter.cli",
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from crystal_kernel.host.bootstrap import add_model_flags, add_process_flags
+
+    parser = OneLineParser(prog="crystal", description="Crystal: a coding agent that lives in Jupyter.")
+    sub = parser.add_subparsers(dest="command", parser_class=OneLineParser, required=True)
+    run = sub.add_parser("run", help="run one headless turn")
+    run.add_argument("prompt", nargs="?", help="the prompt, or - to read it from stdin")
+    run.add_argument("--workspace", default=".")
+    add_model_flags(run)
+    run.add_argument("--format", choices=("text", "jsonl"), default="text")
+    group = run.add_mutually_exclusive_group()
+    group.add_argument("--session", metavar="ID", help="continue this session, or start one with this id")
+    group.add_argument("--resume", metavar="ID", help="continue a saved session")
+    add_process_flags(run)
+    run.set_defaults(handler=cmd_run)
+    for module_name in SUBCOMMAND_MODULES:
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as exc:
+            if exc.name and module_name.startswith(exc.name):
+                continue
+            raise
+        module.add_subparsers(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    ns = parser.parse_args(argv)
+    try:
+        result = ns.handler(ns)
+        return int(result or 0)
+    except UserError as exc:
+        print(f"crystal: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        return 130
+
+
+def cmd_run(ns: argparse.Namespace) -> int:
+    from crystal_kernel.host.bootstrap import flags_from_args, open_session, overrides_from_args
+
+    prompt = ns.prompt
+    if prompt is None:
+        raise UserError("A prompt is required (or - to read it from stdin).")
+    if prompt == "-":
+        prompt = sys.stdin.read()
+    if not prompt.strip():
+        raise UserError("The prompt is empty.")
+    session = open_session(
+        ns.workspace, overrides=overrides_from_args(ns), flags=flags_from_args(ns),
+        resume=ns.resume, session_id=ns.session, person_present=False,
+    )
+    return asyncio.run(_run_turn(session, prompt, ns.format))
+
+
+async def _run_turn(session: Any, prompt: str, fmt: str) -> int:
+    from crystal_kernel.host.commands import is_command, run_command
+    from crystal_kernel.host.loop import run_turn
+
+    out = _Printer(fmt)
+    try:
+        if is_command(prompt):
+            result = await run_command(session, prompt)
+            out.command(result.text)
+            session.save()
+            return 0
+        turn = run_turn(session, prompt)
+        loop = asyncio.get_running_loop()
+        loop.add_signal_handler(signal.SIGINT, turn.cancel)
+        loop.add_signal_handler(signal.SIGTERM, turn.cancel)
+        async for event in turn:
+            out.event(event)
+        return {"end_turn": 0, "max_steps": 0, "cancelled": 130}.get(turn.stop_reason or "", 1)
+    finally:
+        await session.close()
+
+
+class _Printer:
+    """text: the answer on stdout, tool activity on stderr; jsonl: one event per line."""
+
+    def __init__(self, fmt: str):
+        self.fmt = fmt
+        self.at_line_start = True
+
+    def _write(self, text: str) -> None:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+        if text:
+            self.at_line_start = text.endswith("\n")
+
+    def command(self, text: str) -> None:
+        if self.fmt == "jsonl":
+            self._write(json.dumps({"type": "note", "text": text}, ensure_ascii=False) + "\n")
+        else:
+            self._write(text + "\n")
+
+    def event(self, event: Any) -> None:
+        if self.fmt == "jsonl":
+            self._write(json.dumps(event.to_json(), ensure_ascii=False) + "\n")
+            return
+        kind = event.type
+        if kind == "text":
+            self._write(event.text)
+        elif kind == "tool_call":
+            self._eol()
+            print(f"→ {event.name} {json.dumps(event.arguments, ensure_ascii=False)[:200]}", file=sys.stderr)
+        elif kind == "tool_result":
+            first = event.text.strip().splitlines()[0][:200] if event.text.strip() else ""
+            print(f"{'✓' if event.ok else '✗'} {event.name} {first}", file=sys.stderr)
+        elif kind == "approval" and event.outcome == "deny":
+            print(f"denied ({event.by}): {event.name} {event.reason or ''}", file=sys.stderr)
+        elif kind == "note":
+            self._eol()
+            print(f"note: {event.text}", file=sys.stderr)
+        elif kind == "error":
+            self._eol()
+            print(f"error: {event.message}", file=sys.stderr)
+        elif kind == "turn_end":
+            self._eol()
+
+    def _eol(self) -> None:
+        if not self.at_line_start:
+            self._write("\n")
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

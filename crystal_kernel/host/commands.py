@@ -1,0 +1,207 @@
+"""Slash commands, front-agnostic (SPEC §11). Fronts call :func:`run_command` and render
+the :class:`CommandResult`; a UserError is shown as one line and changes nothing."""
+
+from __future__ import annotations
+
+import importlib
+import shlex
+from dataclasses import dataclass, field
+from typing import Any, Awaitable, Callable
+
+from crystal_kernel.errors import UserError
+
+
+@dataclass
+class CommandResult:
+    """Markdown-ish text for every front, plus optional structured data for rich fronts."""
+
+    text: str
+    data: dict[str, Any] = field(default_factory=dict)
+    # A front-specific hint: "jobs" (render a job table), "logs" (a live log view), "sessions".
+    kind: str = "text"
+
+
+Handler = Callable[[Any, list[str]], "str | CommandResult | Awaitable[str | CommandResult]"]
+
+HELP = """Commands:
+/help                          this list
+/mode plan|work                switch mode (the transcript stays)
+/approval MODE                 plan, default, edit, review, audit or full
+/model [PROVIDER:]MODEL        switch the model
+/cd DIR                        change the workspace root
+/access [add DIR [ro|rw] | remove DIR]   directories besides the workspace
+/promptset [NAME]  (/prompts)  list or switch prompt sets
+/promptattach [enable|disable|up|down NAME]   prompt attachments
+/todos                         the session's todo list
+/jobs   /logs JOB [--follow]   /stop JOB       background jobs
+/compact                       summarise the conversation now
+/sessions  /resume ID  /fork   saved sessions
+/usage                         tokens (and cost) so far
+/tools                         the tools this session offers"""
+
+# name -> "module:function" for handlers that live beside their feature.
+DELEGATED = {
+    "promptset": "crystal_kernel.prompts.commands:promptset_command",
+    "prompts": "crystal_kernel.prompts.commands:promptset_command",
+    "promptattach": "crystal_kernel.prompts.commands:promptattach_command",
+    "jobs": "crystal_kernel.jobs.commands:jobs_command",
+    "logs": "crystal_kernel.jobs.commands:logs_command",
+    "stop": "crystal_kernel.jobs.commands:stop_command",
+    "compact": "crystal_kernel.host.compaction:compact_command",
+    "usage": "crystal_kernel.host.usage:usage_command",
+}
+
+
+def is_command(text: str) -> bool:
+    return text.lstrip().startswith("/")
+
+
+def command_names() -> list[str]:
+    return sorted(set(_BUILTIN) | set(DELEGATED))
+
+
+async def run_command(session: Any, line: str) -> CommandResult:
+    """Run one slash command line on a session."""
+    try:
+        words = shlex.split(line.strip())
+    except ValueError as exc:
+        raise UserError(f"Cannot parse the command: {exc}.") from None
+    if not words or not words[0].startswith("/"):
+        raise UserError("A command starts with '/'.")
+    name, args = words[0][1:], words[1:]
+    handler: Any = _BUILTIN.get(name)
+    if handler is None and name in DELEGATED:
+        module_name, _, func = DELEGATED[name].partition(":")
+        try:
+            handler = getattr(importlib.import_module(module_name), func)
+        except (ModuleNotFoundError, AttributeError):
+            raise UserError(f"/{name} is not available in this version.") from None
+    if handler is None:
+        raise UserError(f"Unknown command /{name}; /help lists the commands.")
+    result = handler(session, args)
+    if hasattr(result, "__await__"):
+        result = await result
+    return result if isinstance(result, CommandResult) else CommandResult(str(result))
+
+
+def _help(session: Any, args: list[str]) -> str:
+    return HELP
+
+
+def _mode(session: Any, args: list[str]) -> str:
+    if not args:
+        return f"Mode: {session.mode}"
+    session.set_mode(args[0])
+    return f"Mode is now {session.mode}."
+
+
+def _approval(session: Any, args: list[str]) -> str:
+    if not args:
+        return f"Approval: {session.approval}"
+    session.set_approval(args[0])
+    return f"Approval mode is now {session.approval}."
+
+
+def _model(session: Any, args: list[str]) -> str:
+    if not args:
+        return f"Model: {session.provider.name}:{session.provider.model}"
+    from crystal_kernel.host.config import PROVIDERS
+    from crystal_kernel.providers.registry import make_provider
+
+    spec = args[0]
+    provider_name, sep, model = spec.partition(":")
+    if not sep or provider_name not in PROVIDERS:
+        provider_name, model = session.provider.name, spec
+    config = session.config
+    saved = (config.provider, config.model)
+    config.provider, config.model = provider_name, model
+    try:
+        provider = make_provider(config)
+    except BaseException:
+        config.provider, config.model = saved
+        raise
+    session.set_provider(provider)
+    return f"Model is now {provider.name}:{provider.model}."
+
+
+def _cd(session: Any, args: list[str]) -> str:
+    if len(args) != 1:
+        raise UserError("Usage: /cd DIR")
+    session.change_directory(args[0])
+    return f"Workspace is now {session.workspace}."
+
+
+def _access(session: Any, args: list[str]) -> str:
+    from crystal_kernel.errors import ToolError
+
+    if args and args[0] == "add" and len(args) in (2, 3):
+        mode = args[2] if len(args) == 3 else "rw"
+        if mode not in ("ro", "rw"):
+            raise UserError("Usage: /access add DIR [ro|rw]")
+        try:
+            rule = session.access.add(args[1], mode)
+        except ToolError as exc:
+            raise UserError(str(exc)) from None
+        session.refresh_system()
+        return f"Added {rule.path} ({rule.mode})."
+    if args and args[0] == "remove" and len(args) == 2:
+        if not session.access.remove(args[1]):
+            raise UserError(f"'{args[1]}' is not an added directory.")
+        session.refresh_system()
+        return f"Removed {args[1]}."
+    if args:
+        raise UserError("Usage: /access [add DIR [ro|rw] | remove DIR]")
+    lines = [f"Workspace: {session.workspace} (rw)"]
+    lines += [f"{d.path} ({d.mode})" for d in session.access.directories]
+    return "\n".join(lines)
+
+
+def _todos(session: Any, args: list[str]) -> str:
+    if not session.todos:
+        return "No todos."
+    marks = {"pending": "[ ]", "in_progress": "[~]", "completed": "[x]"}
+    return "\n".join(f"{marks[t.status]} {t.content}" for t in session.todos)
+
+
+def _sessions(session: Any, args: list[str]) -> CommandResult:
+    rows = session.store.list()
+    if not rows:
+        return CommandResult("No saved sessions in this workspace.", kind="sessions")
+    lines = [f"{'*' if r.id == session.id else ' '} {r.id}  {r.updated}  turns {r.turns}  tokens {r.tokens}  {r.topic or ''}"
+             for r in rows]
+    return CommandResult("\n".join(lines), data={"sessions": [r.__dict__ for r in rows]}, kind="sessions")
+
+
+def _resume(session: Any, args: list[str]) -> str:
+    if session.busy:
+        raise UserError("Cannot resume while a turn is running.")
+    target = args[0] if args else session.store.latest()
+    if not target:
+        raise UserError("No saved session to resume.")
+    session.resume(target)
+    return f"Resumed session {session.id} ({len(session.transcript)} messages)."
+
+
+def _fork(session: Any, args: list[str]) -> CommandResult:
+    """The front swaps to ``data["session"]``; the old session stays saved."""
+    if session.busy:
+        raise UserError("Cannot fork while a turn is running.")
+    child = session.fork()
+    return CommandResult(f"Forked session {session.id} into {child.id}; you are now in {child.id}.",
+                         data={"session": child}, kind="fork")
+
+
+def _tools(session: Any, args: list[str]) -> str:
+    lines = []
+    for t in session.tools():
+        first = t.description.strip().splitlines()[0] if t.description.strip() else ""
+        lines.append(f"{t.name:14} {first[:90]}")
+    if session.flags.disable_tool:
+        lines.append("Disabled: " + ", ".join(session.flags.disable_tool))
+    return "\n".join(lines)
+
+
+_BUILTIN: dict[str, Handler] = {
+    "help": _help, "mode": _mode, "approval": _approval, "model": _model, "cd": _cd, "access": _access,
+    "todos": _todos, "sessions": _sessions, "resume": _resume, "fork": _fork, "tools": _tools,
+}
