@@ -1,0 +1,72 @@
+"""The edit tool: exact string replacement in one file, returning a unified diff."""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from crystal_kernel.errors import ToolError
+from crystal_kernel.host.fsutil import atomic_write_text
+from crystal_kernel.tools._files import display_path, looks_binary, read_head, unified_diff
+from crystal_kernel.tools.base import Risk, Tool, ToolContext, ToolInput, ToolResult, truncate_output
+
+
+class EditInput(ToolInput):
+    path: str = Field(description="The file to change, relative to the workspace or absolute.")
+    old_string: str = Field(description="The exact text to replace, including whitespace and indentation.")
+    new_string: str = Field(description="The text to put in its place.")
+    replace_all: bool = Field(default=False, description="Replace every occurrence instead of exactly one.")
+
+
+class EditTool(Tool):
+    name = "edit"
+    Input = EditInput
+    risk = Risk.WRITE
+    path_arguments = ("path",)
+
+    async def run(self, args: EditInput, ctx: ToolContext) -> ToolResult:
+        path = ctx.access.resolve(args.path, write=True)
+        shown = display_path(path, ctx.workspace)
+        if not path.exists():
+            raise ToolError(f"'{args.path}' does not exist; use write to create a new file.")
+        if path.is_dir():
+            raise ToolError(f"'{args.path}' is a folder, not a file.")
+        if args.old_string == "":
+            raise ToolError("old_string is empty; give the exact text to replace (use write to create a file).")
+        if args.old_string == args.new_string:
+            raise ToolError("old_string and new_string are the same; nothing would change.")
+        try:
+            if looks_binary(read_head(path)):
+                raise ToolError(f"'{args.path}' is a binary file; edit only changes text.")
+            # newline="" keeps \r\n files byte for byte outside the replaced text.
+            with open(path, encoding="utf-8", newline="") as handle:
+                old = handle.read()
+        except UnicodeDecodeError:
+            raise ToolError(f"'{args.path}' is not UTF-8 text; edit only changes text.") from None
+        except OSError as exc:
+            raise ToolError(f"Cannot read '{args.path}': {exc.strerror or exc}.") from None
+        count = old.count(args.old_string)
+        if count == 0:
+            raise ToolError(
+                f"old_string was not found in '{shown}'. It must match the file exactly, whitespace and "
+                "indentation included; read the file again and copy the text."
+            )
+        if count > 1 and not args.replace_all:
+            raise ToolError(
+                f"old_string occurs {count} times in '{shown}'; include more surrounding lines to make it "
+                "unique, or set replace_all to replace every occurrence."
+            )
+        new = old.replace(args.old_string, args.new_string) if args.replace_all else old.replace(
+            args.old_string, args.new_string, 1
+        )
+        try:
+            _atomic_write_exact(path, new)
+        except OSError as exc:
+            raise ToolError(f"Cannot write '{args.path}': {exc.strerror or exc}.") from None
+        replaced = f"{count} occurrences" if count > 1 else "1 occurrence"
+        text = f"Edited {shown}: replaced {replaced}.\n" + unified_diff(old, new, shown)
+        return ToolResult(ok=True, text=truncate_output(text, ctx.config.tool_output_limit), display="diff")
+
+
+def _atomic_write_exact(path, text: str) -> None:
+    # atomic_write_text opens in text mode; on POSIX that writes newlines unchanged.
+    atomic_write_text(path, text)
