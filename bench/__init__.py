@@ -1,0 +1,1 @@
+"""Benchmarks: each bench_*.py has main() -> list of rows; `python -m bench` prints them."""
