@@ -108,6 +108,10 @@ async def _run_turn(session: Any, prompt: str, fmt: str) -> int:
         loop.add_signal_handler(signal.SIGTERM, turn.cancel)
         async for event in turn:
             out.event(event)
+        if turn.stop_reason == "error":
+            # The model service failed (or a bug): one line on stderr, exit 2 (SPEC §11).
+            print(f"crystal: {turn.error}", file=sys.stderr)
+            return EXIT_USAGE
         return {"end_turn": 0, "max_steps": 0, "cancelled": 130}.get(turn.stop_reason or "", 1)
     finally:
         await session.close()
@@ -151,8 +155,7 @@ class _Printer:
             self._eol()
             print(f"note: {event.text}", file=sys.stderr)
         elif kind == "error":
-            self._eol()
-            print(f"error: {event.message}", file=sys.stderr)
+            self._eol()  # the error itself is printed once, as the command's last line
         elif kind == "turn_end":
             self._eol()
 

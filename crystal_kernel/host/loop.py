@@ -37,6 +37,8 @@ class Turn:
         self._queue: asyncio.Queue[Any] = asyncio.Queue()
         self._task: asyncio.Task | None = None
         self.stop_reason: str | None = None
+        # The one-line error that ended the turn, if any.
+        self.error: str | None = None
         # Results of the calls of the current assistant message, as they finish.
         self._pending: list[ToolResultPart] | None = None
 
@@ -79,10 +81,12 @@ class Turn:
         except asyncio.CancelledError:
             reason = "cancelled"
         except (ProviderError, NotSupported) as exc:
-            self._emit(ErrorEvent(message=str(exc)))
+            self.error = str(exc)
+            self._emit(ErrorEvent(message=self.error))
             reason = "error"
         except Exception as exc:  # a bug: say so plainly, keep the session usable
-            self._emit(ErrorEvent(message=f"Internal error: {type(exc).__name__}: {exc}"))
+            self.error = f"Internal error: {type(exc).__name__}: {exc}"
+            self._emit(ErrorEvent(message=self.error))
             reason = "error"
         finally:
             session.busy = False

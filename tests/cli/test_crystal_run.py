@@ -1,0 +1,124 @@
+"""`crystal run` in a real subprocess against the loopback model server (SPEC §11)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from crystal_kernel.testing.llm_server import LLMServer
+
+CRYSTAL = str(Path(sys.executable).parent / "crystal")
+
+
+def crystal(args, *, env_extra=None, input=None, timeout=60):
+    env = dict(os.environ)
+    env.update(env_extra or {})
+    return subprocess.run([CRYSTAL, *args], capture_output=True, text=True, env=env, input=input, timeout=timeout)
+
+
+def openai_env(server):
+    return {"CRYSTAL_PROVIDER": "openai", "CRYSTAL_BASE_URL": server.base_url, "CRYSTAL_MODEL": "gpt-test",
+            "OPENAI_API_KEY": "sk-test"}
+
+
+def test_run_writes_file_runs_bash_and_saves_session(workspace):
+    replies = [
+        {"tool_calls": [{"name": "write", "arguments": {"path": "notes/hello.txt", "content": "hello from crystal\n"}}]},
+        {"tool_calls": [{"name": "bash", "arguments": {"command": "cat notes/hello.txt | tr a-z A-Z"}}]},
+        {"text": "I wrote the file and read it back."},
+    ]
+    with LLMServer(replies) as server:
+        out = crystal(["run", "write a greeting and shout it", "--workspace", str(workspace), "--format", "jsonl",
+                       "--approval", "full"], env_extra=openai_env(server))
+        bodies = server.bodies("chat")
+    assert out.returncode == 0, out.stderr
+    assert (workspace / "notes" / "hello.txt").read_text() == "hello from crystal\n"
+    events = [json.loads(line) for line in out.stdout.splitlines()]
+    types = [e["type"] for e in events]
+    assert types[-1] == "turn_end" and events[-1]["stopReason"] == "end_turn"
+    results = [e for e in events if e["type"] == "tool_result"]
+    assert [r["name"] for r in results] == ["write", "bash"] and all(r["ok"] for r in results)
+    assert "HELLO FROM CRYSTAL" in results[1]["text"]
+    assert "".join(e["text"] for e in events if e["type"] == "text") == "I wrote the file and read it back."
+    assert any(e["type"] == "usage" for e in events)
+    # The model was offered the tools and got the bash output back.
+    assert {t["function"]["name"] for t in bodies[0]["tools"]} >= {"read", "write", "bash"}
+    assert "question" not in {t["function"]["name"] for t in bodies[0]["tools"]}  # no person present
+    tool_msgs = [m for m in bodies[2]["messages"] if m["role"] == "tool"]
+    assert "HELLO FROM CRYSTAL" in json.dumps(tool_msgs)
+    session_id = events[-1]["sessionId"]
+    doc = json.loads((workspace / ".crystal" / "sessions" / f"{session_id}.json").read_text())
+    assert doc["transcript"][0]["parts"][0]["text"] == "write a greeting and shout it"
+    assert doc["transcript"][-1]["parts"][0]["text"] == "I wrote the file and read it back."
+
+    # --resume continues that session: the model sees the earlier conversation.
+    with LLMServer([{"text": "Still here."}]) as server:
+        again = crystal(["run", "are you there?", "--workspace", str(workspace), "--format", "jsonl",
+                         "--resume", session_id], env_extra=openai_env(server))
+        body = server.bodies("chat")[0]
+    assert again.returncode == 0, again.stderr
+    user_texts = [m["content"] if isinstance(m["content"], str) else json.dumps(m["content"])
+                  for m in body["messages"] if m["role"] == "user"]
+    assert "write a greeting and shout it" in user_texts[0] and "are you there?" in user_texts[-1]
+    doc = json.loads((workspace / ".crystal" / "sessions" / f"{session_id}.json").read_text())
+    assert doc["turns"] == 2
+
+
+def test_text_format_prints_the_answer(workspace):
+    with LLMServer([{"text": "Plain answer."}]) as server:
+        out = crystal(["run", "-", "--workspace", str(workspace)], env_extra=openai_env(server), input="hello")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "Plain answer."
+
+
+@pytest.mark.parametrize(
+    "args, env, message",
+    [
+        (["run", "x", "--provider", "nope"], {}, "Unknown provider"),
+        (["run", "x", "--provider", "openai"], {}, "OPENAI_API_KEY"),
+        (["run", "x", "--approval", "sometimes"], {}, "Unknown approval mode"),
+        (["run", "x", "--resume", "20990101-000000-abcdef"], {}, "No session"),
+        (["run", "x", "--resume", "../../etc/passwd"], {}, "not a valid session id"),
+        (["run", "x", "--disable-tool", "frobnicate"], {}, "unknown built-in tool"),
+        (["run", "x", "--workspace", "/no/such/folder"], {}, "not a folder"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(workspace, args, env, message):
+    if "--workspace" not in args:
+        args = [*args, "--workspace", str(workspace)]
+    out = crystal(args, env_extra=env)
+    assert out.returncode == 2
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and message in lines[0], out.stderr
+    assert not (workspace / ".crystal" / "sessions").exists() or not any((workspace / ".crystal" / "sessions").iterdir())
+
+
+def test_malformed_config_is_reported_and_left_alone(workspace, private_home):
+    bad = '{"provider": "openai",, }'
+    (private_home / "config.json").write_text(bad)
+    out = crystal(["run", "x", "--workspace", str(workspace)])
+    assert out.returncode == 2 and "not valid JSON" in out.stderr and len(out.stderr.strip().splitlines()) == 1
+    assert (private_home / "config.json").read_text() == bad
+
+
+def test_corrupt_session_document_is_reported_and_left_alone(workspace):
+    sessions = workspace / ".crystal" / "sessions"
+    sessions.mkdir(parents=True)
+    (sessions / "s1.json").write_text("{broken")
+    out = crystal(["run", "x", "--workspace", str(workspace), "--resume", "s1"])
+    assert out.returncode == 2 and "not valid JSON" in out.stderr
+    assert (sessions / "s1.json").read_text() == "{broken"
+
+
+def test_connection_refused_is_one_line(workspace):
+    env = {"CRYSTAL_PROVIDER": "openai", "CRYSTAL_BASE_URL": "http://127.0.0.1:9/v1", "OPENAI_API_KEY": "k"}
+    out = crystal(["run", "x", "--workspace", str(workspace), "--format", "jsonl"], env_extra=env)
+    assert out.returncode == 2
+    errors = [json.loads(line) for line in out.stdout.splitlines() if '"error"' in line]
+    assert errors and "connection refused" in errors[0]["message"].lower()
+    assert len(out.stderr.strip().splitlines()) == 1 and "connection refused" in out.stderr.lower()
