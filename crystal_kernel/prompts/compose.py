@@ -1,0 +1,142 @@
+"""The final texts the model reads (PA-7, PH-4, MODE-7, REV-3).
+
+Work / Plan / Review: the resolved body (PS-6), bound in one pass with host, per-call
+and plugin values; for Work and Plan the disabled-tools note (MODE-7); then the mode's
+enabled attachments by order, each bound with the same values (PA-6); then plugin
+``on_prompt`` appends; then plugin ``rewrite_prompt``. Other named prompts are the
+resolved body, bound. The workspace instruction block is the ``{{instructions_section}}``
+(or raw ``{{instructions}}``) slot, which the Review prompts never receive (REV-3).
+"""
+
+from __future__ import annotations
+
+import re
+import weakref
+from pathlib import Path
+from typing import Any
+
+from crystal_kernel.prompts import hooks
+from crystal_kernel.prompts.attachments import attachment_text
+from crystal_kernel.prompts.context import PromptContext, context_from_session
+from crystal_kernel.prompts.names import ATTACHABLE, EXTRA_SLOTS, NAMED_PROMPTS
+from crystal_kernel.prompts.placeholders import Binder
+from crystal_kernel.prompts.promptsets import resolve_prompt
+from crystal_kernel.prompts.selection import PromptSelection, resolve_selection
+from crystal_kernel.errors import UserError
+
+# PH-4: the {{mode}} value of each named prompt (None: the session's mode).
+PROMPT_MODE: dict[str, str | None] = {
+    "work": "work", "plan": "plan",
+    "review": "review", "review.user": "review",
+    "topic": None,
+    "compaction.system": "compaction", "compaction.user": "compaction",
+    "image.system": "image", "image.user": "image",
+}
+NO_INSTRUCTIONS = ("review", "review.user")  # REV-3
+
+
+def disabled_tools_note(names: list[str]) -> str:
+    """MODE-7: the omitted tool names and the instruction not to call them."""
+    if not names:
+        return ""
+    listed = ", ".join(names)
+    return (f"Tools disabled for this session: {listed}. They are not available: do not call "
+            "them, and do not ask for them; use the tools you have or say what you cannot do.")
+
+
+def compose(name: str, ctx: PromptContext, selection: PromptSelection,
+            extra: dict[str, str] | None = None, notes: list[str] | None = None) -> str:
+    """Compose the named prompt for ``ctx`` under ``selection``; notes go to ``notes``."""
+    if name not in NAMED_PROMPTS:
+        raise UserError(f"Unknown prompt '{name}'; use one of: {', '.join(NAMED_PROMPTS)}.")
+    notes = notes if notes is not None else []
+    resolved = resolve_prompt(name, ctx.home, ctx.workspace, selection.set_folder, notes)
+
+    values = ctx.host_values()
+    values["mode"] = PROMPT_MODE[name] or ctx.mode
+    # PH-7: a caller's per-call slots; declared ones it leaves out bind to "". Without
+    # ``extra`` (export) they stay as tokens, showing where per-call text goes.
+    if extra is not None:
+        for key in EXTRA_SLOTS.get(name, ()):
+            value = extra.get(key)
+            values[key] = "" if value is None else str(value)
+    lazy = ctx.lazy_values()
+    if name in NO_INSTRUCTIONS:
+        values["instructions"] = values["instructions_section"] = ""
+    plugin_lazy, owners = hooks.plugin_placeholders(ctx, notes)
+    for key, resolver in plugin_lazy.items():
+        lazy.setdefault(key, resolver)
+    binder = Binder(values, lazy, notes, owners)
+
+    text = tidy(binder.bind(resolved.text))
+    if name in ("work", "plan"):
+        note = disabled_tools_note(ctx.disabled_tools)
+        if note:
+            text = hooks.append_block(text, note + "\n")
+    if name in ATTACHABLE:
+        for folder in selection.attachments:
+            piece = attachment_text(folder, name, notes)
+            if piece is not None:
+                text = hooks.append_block(text, binder.bind(piece))
+        text = hooks.on_prompt(name, text, ctx, notes)
+        text = hooks.rewrite_prompt(name, text, ctx, notes)
+    return text
+
+
+_BLANK_RUNS = re.compile(r"\n{3,}")
+_TRAILING_SPACE = re.compile(r"[ \t]+\n")
+
+
+def tidy(text: str) -> str:
+    """Layout only: slots bound to nothing leave no gaps. Trailing spaces on a line go,
+    runs of blank lines become one, and the text ends with exactly one newline."""
+    text = _BLANK_RUNS.sub("\n\n", _TRAILING_SPACE.sub("\n", text)).strip("\n")
+    return text.rstrip() + "\n" if text.strip() else ""
+
+
+# Notes already shown per session, so a replaced system message does not repeat them.
+_shown: "weakref.WeakKeyDictionary[Any, set[str]]" = weakref.WeakKeyDictionary()
+
+
+def _emit(session: Any, notes: list[str]) -> None:
+    note = getattr(session, "note", None)
+    if note is None:
+        return
+    try:
+        seen = _shown.setdefault(session, set())
+    except TypeError:
+        seen = set()
+    for text in dict.fromkeys(notes):
+        if text not in seen:
+            seen.add(text)
+            note(text)
+
+
+def session_selection(session: Any, notes: list[str]) -> PromptSelection:
+    selection = resolve_selection(Path(session.home), Path(session.workspace), getattr(session, "flags", None))
+    notes.extend(selection.notes)
+    return selection
+
+
+def compose_system(session: Any) -> str:
+    """The Work or Plan system text for ``session.mode``."""
+    return compose_named("plan" if getattr(session, "mode", "work") == "plan" else "work", session)
+
+
+def compose_named(name: str, session: Any, extra: dict[str, str] | None = None) -> str:
+    """Any named prompt for a session, with the PH-7 per-call slots in ``extra``."""
+    notes: list[str] = []
+    ctx = context_from_session(session)
+    selection = session_selection(session, notes)
+    text = compose(name, ctx, selection, extra, notes)
+    _emit(session, notes)
+    return text
+
+
+def export_prompt(name: str, ctx: PromptContext, flags: Any) -> tuple[str, list[str]]:
+    """``crystal prompts export``: the composed text and the notes, outside a session.
+    Forced names that are missing fail as at startup (FL-3)."""
+    selection = resolve_selection(ctx.home, ctx.workspace, flags, startup=True)
+    notes = list(selection.notes)
+    text = compose(name, ctx, selection, None, notes)
+    return text, list(dict.fromkeys(notes))
