@@ -73,8 +73,33 @@ def plugin_manager() -> pluggy.PluginManager:
 
 
 def load_notes() -> list[str]:
+    """English notes about plugins that could not be loaded (empty when all loaded)."""
     plugin_manager()
     return list(_load_notes)
+
+
+def call_each(hook_name: str, notes: list[str] | None = None, /, **kwargs: Any) -> list[tuple[str, Any]]:
+    """Call every plugin's implementation of ``hook_name`` on its own, in load order
+    (first registered first), and return ``(plugin name, answer)`` pairs, None answers
+    dropped. A plugin that raises is skipped with an English note appended to ``notes``
+    and the other plugins still answer: one broken plugin never takes the session down.
+
+    Use this instead of ``plugin_manager().hook.NAME(...)``, which stops at the first
+    exception and calls the last registered plugin first."""
+    hook = getattr(plugin_manager().hook, hook_name)
+    answers: list[tuple[str, Any]] = []
+    for impl in hook.get_hookimpls():
+        if impl.wrapper or impl.hookwrapper:
+            continue
+        try:
+            result = impl.function(*(kwargs[name] for name in impl.argnames))
+        except Exception as exc:  # a plugin's bug is reported, never raised
+            if notes is not None:
+                notes.append(f"Plugin '{impl.plugin_name}' failed in {hook_name}: {type(exc).__name__}: {exc}")
+            continue
+        if result is not None:
+            answers.append((impl.plugin_name, result))
+    return answers
 
 
 def reset_plugin_manager() -> None:

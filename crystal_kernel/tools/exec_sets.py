@@ -1,0 +1,316 @@
+"""Exec tool sets: tools that run as child processes (SPEC §1, EX-1 … EX-16).
+
+A set is a folder with a ``tools.json`` (see :mod:`exec_manifest`); every tool in it
+becomes one :class:`ExecTool`. Running a tool (:meth:`ExecTool.run`):
+
+1. argv = set command + tool command + flags from the argv map, in manifest order
+   (EX-5, EX-7); the executable is resolved against the set folder (EX-4);
+2. the child starts from that list, never a shell, in the workspace, with the host's
+   environment plus the five ``CRYSTAL_*`` variables and without ``CRYSTAL_HOME``
+   (EX-1, EX-2); data folders are made lazily (EX-3);
+3. the arguments go to stdin as UTF-8 JSON, or stdin is closed at once (EX-6, EX-9);
+4. stdout and stderr are read into bounded buffers under the timeout (EX-15);
+5. the output is turned into a result (:mod:`exec_output`, EX-10 … EX-16).
+
+Timeout, cancellation and a failed stdin write kill the whole process tree.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import signal
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import jsonschema
+import psutil
+from pydantic import RootModel
+
+from crystal_kernel.errors import ToolError
+from crystal_kernel.tools.base import Authority, Classification, Risk, Tool, ToolContext, ToolResult
+from crystal_kernel.tools.exec_manifest import ExecToolManifest, has_separator
+from crystal_kernel.tools.exec_output import content_result, text_result
+
+# Bytes kept per stream: the tool output limit counts characters, and a UTF-8
+# character is at most four bytes.
+_BYTES_PER_CHAR = 4
+
+
+class ExternalArguments(RootModel[dict[str, Any]]):
+    """The argument object of an external tool, kept exactly as the model sent it."""
+
+
+@dataclass(frozen=True)
+class ExecToolSet:
+    """An installed set: its folder, manifest and shared command."""
+
+    directory: Path
+    manifest_path: Path
+    command: tuple[str, ...]
+    source: Literal["home", "project"]
+
+    @property
+    def name(self) -> str:
+        return self.directory.name
+
+
+class ExecTool(Tool):
+    """One tool of an exec set, offered to the model like any other (external)."""
+
+    external = True
+    risk = Risk.WRITE
+
+    def __init__(self, tool_set: ExecToolSet, manifest: ExecToolManifest):
+        self.tool_set = tool_set
+        self.manifest = manifest
+        self.name = manifest.name  # type: ignore[misc]  # instance name, not the ClassVar
+        self.input_kind = manifest.input_kind  # type: ignore[misc]
+        self.catalogs: frozenset[str] = frozenset(manifest.catalogs)
+        self._validator = jsonschema.validators.validator_for(manifest.input_schema)(manifest.input_schema)
+
+    # -- what the model sees -------------------------------------------------
+    @property
+    def description(self) -> str:
+        return self.manifest.description or f"External tool {self.name} from the exec set '{self.tool_set.name}'."
+
+    @property
+    def origin(self) -> str:
+        """Where the tool comes from, for listings."""
+        return f"exec set {self.tool_set.name} ({self.tool_set.source}: {self.tool_set.manifest_path})"
+
+    def input_schema(self) -> dict[str, Any]:
+        return self.manifest.input_schema
+
+    def parse(self, arguments: dict[str, Any]) -> ExternalArguments:
+        """Arguments must be an object that satisfies the manifest's schema."""
+        if not isinstance(arguments, dict):
+            raise ToolError(f"Invalid arguments for {self.name}: expected a JSON object.")
+        errors = sorted(self._validator.iter_errors(arguments), key=lambda e: list(e.absolute_path))
+        if errors:
+            problems = []
+            for err in errors[:5]:
+                where = ".".join(str(p) for p in err.absolute_path) or "arguments"
+                problems.append(f"{where}: {err.message}")
+            raise ToolError(f"Invalid arguments for {self.name}: " + "; ".join(problems))
+        return ExternalArguments(arguments)
+
+    def classify(self, args: Any, ctx: ToolContext) -> Classification:
+        # MODE-3: an external tool is at least write risk with workspace authority.
+        return Classification(Risk.WRITE, Authority.WORKSPACE, external=True)
+
+    # -- running ------------------------------------------------------------
+    def build_argv(self, arguments: dict[str, Any]) -> list[str]:
+        """EX-5 + EX-7: set command, tool command, then mapped flags in argv-map order.
+        The executable is not resolved here (see :meth:`resolve_executable`)."""
+        argv = list(self.tool_set.command) + list(self.manifest.command or [])
+        for prop, flag in self.manifest.argv.items():
+            if prop not in arguments:
+                continue
+            argv.extend(_flag_values(self.name, prop, flag, arguments[prop]))
+        return argv
+
+    def resolve_executable(self, exe: str) -> str:
+        """EX-4: bare name in the set folder if it exists there, else PATH; a relative
+        path with a separator must stay in the set folder; absolute as given."""
+        folder = Path(os.path.realpath(self.tool_set.directory))
+        if os.path.isabs(exe):
+            return exe
+        if has_separator(exe):
+            candidate = Path(os.path.realpath(folder / exe))
+            if candidate != folder and folder not in candidate.parents:
+                raise ToolError(f"The executable '{exe}' of {self.name} leaves its set folder; refused.")
+            return str(candidate)
+        local = folder / exe
+        if local.is_file():
+            return str(local)
+        found = shutil.which(exe)
+        if found is None:
+            raise ToolError(f"The executable '{exe}' of {self.name} was not found in its set folder or on PATH.")
+        return found
+
+    def final_argv(self, arguments: dict[str, Any]) -> list[str]:
+        argv = self.build_argv(arguments)
+        argv[0] = self.resolve_executable(argv[0])
+        # The set command's own files (["python3", "mytool.py"]) live in the set folder,
+        # while the child runs in the workspace: make such arguments absolute.
+        folder = self.tool_set.directory
+        for i in range(1, len(self.tool_set.command)):
+            part = argv[i]
+            if not part.startswith("-") and not os.path.isabs(part) and (folder / part).is_file():
+                argv[i] = str(folder / part)
+        return argv
+
+    def child_env(self, ctx: ToolContext) -> dict[str, str]:
+        """EX-2: the host environment plus five variables; CRYSTAL_HOME removed."""
+        tool_data, project_data = self.data_dirs(ctx)
+        env = dict(os.environ)
+        env.pop("CRYSTAL_HOME", None)
+        env.update(
+            CRYSTAL_WORKSPACE=str(ctx.workspace),
+            CRYSTAL_SESSION=str(ctx.session.id),
+            CRYSTAL_APPROVAL=str(ctx.session.approval),
+            CRYSTAL_TOOL_DATA=str(tool_data),
+            CRYSTAL_PROJECT_DATA=str(project_data),
+        )
+        return env
+
+    def data_dirs(self, ctx: ToolContext) -> tuple[Path, Path]:
+        home = Path(getattr(ctx.session, "home", None) or ctx.config.home)
+        return (home / "data" / "tools" / self.tool_set.name,
+                Path(ctx.workspace) / ".crystal" / "data" / "tools" / self.tool_set.name)
+
+    async def run(self, args: Any, ctx: ToolContext) -> ToolResult:
+        arguments = args.root if isinstance(args, ExternalArguments) else dict(args)
+        argv = self.final_argv(arguments)
+        env = self.child_env(ctx)
+        for folder in self.data_dirs(ctx):  # EX-3: lazily, failures not reported
+            try:
+                folder.mkdir(parents=True, exist_ok=True)
+            except OSError:
+                pass
+        limit = int(ctx.config.tool_output_limit)
+        payload = json.dumps(arguments, ensure_ascii=False).encode("utf-8") if self.manifest.stdin else None
+        outcome = await run_process(argv, cwd=Path(ctx.workspace), env=env, payload=payload,
+                                    timeout=self.manifest.timeout, max_bytes=limit * _BYTES_PER_CHAR)
+        if outcome.timed_out:
+            return ToolResult.fail(f"{self.name} timed out after {self.manifest.timeout:g} seconds and was stopped.")
+        if outcome.stdin_failed:
+            return ToolResult.fail(
+                f"{self.name} stopped reading its input before the arguments were written "
+                f"({outcome.stdin_failed}); the tool was stopped."
+            )
+        if self.manifest.output == "text":
+            return text_result(self.name, outcome, limit)
+        return await content_result(self.name, outcome, limit, Path(ctx.workspace), images_ok=ctx.images_ok)
+
+
+def _flag_values(tool: str, prop: str, flag: str, value: Any) -> list[str]:
+    """EX-7: the argv pieces for one mapped property."""
+    if isinstance(value, bool):
+        return [flag, "true" if value else "false"]
+    if isinstance(value, (int, float)):
+        return [flag, json.dumps(value)]
+    if isinstance(value, str):
+        return [flag, value]
+    if isinstance(value, list) and all(isinstance(v, str) for v in value):
+        out: list[str] = []
+        for v in value:
+            out += [flag, v]
+        return out
+    kind = ("null" if value is None else "an object" if isinstance(value, dict)
+            else "an array that is not all strings" if isinstance(value, list) else type(value).__name__)
+    raise ToolError(
+        f"Argument '{prop}' of {tool} is {kind}; it is passed as the command-line flag {flag}, "
+        "which takes only a string, a number, a boolean or an array of strings."
+    )
+
+
+@dataclass
+class ProcessOutcome:
+    """What a finished (or stopped) child left behind. Buffers are bounded."""
+
+    returncode: int | None
+    stdout: bytes = b""
+    stderr: bytes = b""
+    stdout_total: int = 0
+    stderr_total: int = 0
+    timed_out: bool = False
+    stdin_failed: str | None = None
+
+
+async def run_process(argv: list[str], *, cwd: Path, env: dict[str, str], payload: bytes | None,
+                      timeout: float | None, max_bytes: int) -> ProcessOutcome:
+    """Start ``argv`` (no shell) in its own process group, feed stdin, read both streams
+    into buffers of ``max_bytes`` each, all under ``timeout`` (None: no limit).
+    Timeout, cancellation and a failed stdin write kill the whole process tree."""
+    try:
+        proc = await asyncio.create_subprocess_exec(
+            *argv, cwd=str(cwd), env=env, stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, start_new_session=True,
+        )
+    except OSError as exc:
+        raise ToolError(f"Could not start {argv[0]}: {exc.strerror or exc}.") from None
+    outcome = ProcessOutcome(returncode=None)
+    try:
+        await asyncio.wait_for(_exchange(proc, payload, max_bytes, outcome), timeout)
+    except asyncio.TimeoutError:
+        outcome.timed_out = True
+        kill_process_tree(proc.pid)
+        await _reap(proc)
+    except BaseException:
+        # Cancellation (or a bug): never leave the tree running.
+        kill_process_tree(proc.pid)
+        raise
+    outcome.returncode = proc.returncode
+    return outcome
+
+
+async def _exchange(proc: asyncio.subprocess.Process, payload: bytes | None, max_bytes: int,
+                    outcome: ProcessOutcome) -> None:
+    async def feed() -> None:
+        assert proc.stdin is not None
+        try:
+            if payload:
+                proc.stdin.write(payload)
+                await proc.stdin.drain()
+        except (BrokenPipeError, ConnectionResetError) as exc:
+            outcome.stdin_failed = exc.strerror or str(exc) or "broken pipe"
+        finally:
+            proc.stdin.close()
+            try:
+                await proc.stdin.wait_closed()
+            except (BrokenPipeError, ConnectionResetError):
+                pass
+        if outcome.stdin_failed and proc.returncode is None:
+            # The child closed its input but is still running: stop the tree (EX-15).
+            kill_process_tree(proc.pid)
+
+    async def read(stream: asyncio.StreamReader, which: str) -> None:
+        buf = bytearray()
+        total = 0
+        while True:
+            chunk = await stream.read(65536)
+            if not chunk:
+                break
+            total += len(chunk)
+            if len(buf) < max_bytes:
+                buf += chunk[: max_bytes - len(buf)]
+        setattr(outcome, which, bytes(buf))
+        setattr(outcome, f"{which}_total", total)
+
+    assert proc.stdout is not None and proc.stderr is not None
+    await asyncio.gather(feed(), read(proc.stdout, "stdout"), read(proc.stderr, "stderr"))
+    await proc.wait()
+    if outcome.stdin_failed and proc.returncode is not None and proc.returncode >= 0:
+        # The child ended by itself without reading all of its input: that is its choice,
+        # and its exit status speaks for the call.
+        outcome.stdin_failed = None
+
+
+async def _reap(proc: asyncio.subprocess.Process) -> None:
+    try:
+        await asyncio.wait_for(proc.wait(), 5)
+    except asyncio.TimeoutError:  # pragma: no cover - SIGKILL does not wait
+        pass
+
+
+def kill_process_tree(pid: int) -> None:
+    """SIGKILL the child's process group and every descendant psutil can still see
+    (a grandchild that left the group or ignores SIGTERM included)."""
+    try:
+        descendants = psutil.Process(pid).children(recursive=True)
+    except psutil.Error:
+        descendants = []
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError, OSError):
+        pass
+    for child in descendants:
+        try:
+            child.kill()
+        except psutil.Error:
+            pass

@@ -1,0 +1,190 @@
+"""Discovery of every external tool a session may offer: exec tool sets (EX-*) and
+plugin tool sets (SPEC §10).
+
+Order, which decides who keeps a name two sources want: Home sets
+(``{home}/tools/<dir>/tools.json``, folders sorted by name), then workspace sets
+(``<workspace>/.crystal/tools/<dir>/tools.json``), then plugins in load order. A name
+that is not ``^[a-z][a-z0-9_]{0,63}$``, that belongs to a built-in (even a disabled one,
+MODE-7) or that an earlier set already took is refused with a note; the rest still load.
+A text-input tool is skipped with a note (MODE-6).
+
+Every tool returned has ``external = True`` and a ``catalogs`` set (``plan``/``work``);
+its ``classify`` never goes below write risk with workspace authority (MODE-3).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Iterable
+
+from crystal_kernel import plugins
+from crystal_kernel.errors import ToolError
+from crystal_kernel.providers.base import ToolSpec
+from crystal_kernel.tools.base import Authority, Classification, Risk, Tool, ToolContext, ToolResult
+from crystal_kernel.tools.catalog import RESERVED_NAMES
+from crystal_kernel.tools.exec_manifest import NAME_PATTERN, ManifestError, parse_tool, read_set
+from crystal_kernel.tools.exec_sets import ExecTool, ExecToolSet
+
+CATALOGS = frozenset({"plan", "work"})
+MANIFEST = "tools.json"
+
+
+def set_folders(home: Path, workspace: Path) -> list[tuple[str, Path]]:
+    """(source, folder) of every candidate set, Home first, each sorted by name."""
+    out: list[tuple[str, Path]] = []
+    for source, root in (("home", Path(home) / "tools"), ("project", Path(workspace) / ".crystal" / "tools")):
+        try:
+            entries = sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
+        except OSError:
+            continue
+        out.extend((source, p) for p in entries)
+    return out
+
+
+def load_exec_set(source: str, folder: Path, notes: list[str]) -> list[ExecTool]:
+    """The tools of one set folder; problems become notes naming the file."""
+    manifest_path = folder / MANIFEST
+    if not manifest_path.is_file():
+        notes.append(f"Exec tool set folder {folder} has no {MANIFEST}; skipped.")
+        return []
+    try:
+        manifest = read_set(manifest_path)
+    except ManifestError as exc:
+        notes.append(f"Exec tool set {manifest_path} {exc}; skipped.")
+        return []
+    tool_set = ExecToolSet(folder, manifest_path, tuple(manifest.command), source)  # type: ignore[arg-type]
+    tools: list[ExecTool] = []
+    for index, raw in enumerate(manifest.tools):
+        try:
+            tools.append(ExecTool(tool_set, parse_tool(raw, manifest.command, index)))
+        except ManifestError as exc:
+            notes.append(f"Exec tool set {manifest_path}: {exc}; that tool was skipped.")
+    return tools
+
+
+class PluginTool(Tool):
+    """A plugin's in-process tool under the external rules: floor write + workspace,
+    ``external`` set, and a plugin bug turned into a failed result the model reads."""
+
+    external = True
+
+    def __init__(self, inner: Tool, plugin: str, catalogs: frozenset[str]):
+        self.inner = inner
+        self.plugin = plugin
+        self.name = inner.name  # type: ignore[misc]
+        self.input_kind = getattr(inner, "input_kind", "json")  # type: ignore[misc]
+        self.catalogs = catalogs
+
+    @property
+    def description(self) -> str:
+        return self.inner.description
+
+    @property
+    def origin(self) -> str:
+        return f"plugin {self.plugin}"
+
+    def input_schema(self) -> dict[str, Any]:
+        return self.inner.input_schema()
+
+    def spec(self) -> ToolSpec:
+        return ToolSpec(self.name, self.description, self.input_schema(), self.input_kind)
+
+    def parse(self, arguments: dict[str, Any]) -> Any:
+        return self._guard(lambda: self.inner.parse(arguments))
+
+    def classify(self, args: Any, ctx: ToolContext) -> Classification:
+        try:
+            inner = self.inner.classify(args, ctx)
+        except Exception:  # a broken classifier gets the strictest floor we know
+            return Classification(Risk.EXECUTE, Authority.OUTSIDE, external=True)
+        return Classification(max(inner.risk, Risk.WRITE), max(inner.authority, Authority.WORKSPACE),
+                              external=True, pattern=inner.pattern)
+
+    async def run(self, args: Any, ctx: ToolContext) -> ToolResult:
+        try:
+            return await self.inner.run(args, ctx)
+        except ToolError:
+            raise
+        except Exception as exc:
+            raise ToolError(f"The plugin tool {self.name} ({self.plugin}) failed: {type(exc).__name__}: {exc}") from None
+
+    def _guard(self, fn: Any) -> Any:
+        try:
+            return fn()
+        except ToolError:
+            raise
+        except Exception as exc:
+            raise ToolError(f"The plugin tool {self.name} ({self.plugin}) failed: {type(exc).__name__}: {exc}") from None
+
+
+def plugin_tools(context: Any, notes: list[str]) -> list[PluginTool]:
+    """Tools from every plugin's ``crystal_tools(context)``; bad entries become notes."""
+    out: list[PluginTool] = []
+    for plugin, answer in plugins.call_each("crystal_tools", notes, context=context):
+        items = answer if isinstance(answer, (list, tuple)) else [answer]
+        for item in items:
+            if not isinstance(item, Tool) or not isinstance(getattr(item, "name", None), str):
+                notes.append(f"Plugin '{plugin}' returned {type(item).__name__} from crystal_tools, "
+                             "not a Tool with a name; skipped.")
+                continue
+            raw = getattr(item, "catalogs", None)
+            catalogs = frozenset(raw) if raw is not None else frozenset({"work"})
+            if not catalogs <= CATALOGS:
+                notes.append(f"Plugin '{plugin}' tool {item.name}: catalogs must be plan and/or work, "
+                             f"not {sorted(catalogs - CATALOGS)}; skipped.")
+                continue
+            out.append(PluginTool(item, plugin, catalogs))
+    return out
+
+
+def accept(tools: Iterable[Tool], origin_of: Any, notes: list[str], taken: dict[str, str]) -> list[Tool]:
+    """Apply the naming rules in order; ``taken`` maps names to who has them."""
+    kept: list[Tool] = []
+    for tool in tools:
+        where = origin_of(tool)
+        if not NAME_PATTERN.match(tool.name):
+            notes.append(f"Tool '{tool.name}' from {where} refused: names must match ^[a-z][a-z0-9_]{{0,63}}$.")
+            continue
+        if tool.name in RESERVED_NAMES:
+            notes.append(f"Tool '{tool.name}' from {where} refused: the name belongs to a built-in tool.")
+            continue
+        if tool.name in taken:
+            notes.append(f"Tool '{tool.name}' from {where} refused: the name is already taken by {taken[tool.name]}.")
+            continue
+        if getattr(tool, "input_kind", "json") != "json":
+            notes.append(f"Tool '{tool.name}' from {where} skipped: it declares text input, "
+                         "and tool input is JSON only.")
+            continue
+        taken[tool.name] = where
+        kept.append(tool)
+    return kept
+
+
+def discover_exec_tools(home: Path, workspace: Path) -> tuple[list[ExecTool], list[str]]:
+    """Exec set tools only (Home sets, then workspace sets), names checked."""
+    notes: list[str] = []
+    found: list[ExecTool] = []
+    for source, folder in set_folders(home, workspace):
+        found.extend(load_exec_set(source, folder, notes))
+    kept = accept(found, lambda t: f"{t.tool_set.manifest_path}", notes, {})
+    return kept, notes  # type: ignore[return-value]
+
+
+def discover_external_tools(home: Path, workspace: Path, *, context: Any = None) -> tuple[list[Tool], list[str]]:
+    """Every external tool for a session, with English notes about what was skipped.
+
+    ``context`` is handed to plugins' ``crystal_tools`` hook (the session, usually).
+    Filter the result by ``tool.catalogs`` for the mode and pass it to
+    :func:`crystal_kernel.tools.catalog.build_catalog` as ``external``."""
+    notes: list[str] = list(plugins.load_notes())
+    found: list[Tool] = []
+    for source, folder in set_folders(home, workspace):
+        found.extend(load_exec_set(source, folder, notes))
+    found.extend(plugin_tools(context, notes))
+
+    def origin(tool: Tool) -> str:
+        if isinstance(tool, ExecTool):
+            return str(tool.tool_set.manifest_path)
+        return f"plugin '{getattr(tool, 'plugin', '?')}'"
+
+    return accept(found, origin, notes, {}), notes
