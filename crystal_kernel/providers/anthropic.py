@@ -1,0 +1,187 @@
+"""Anthropic Messages (provider ``anthropic``), on the official async SDK, streaming.
+
+Raw stream events are read (not the SDK's accumulating helper) so that text is yielded
+as it arrives and a broken stream keeps what came. Tool results carry their images
+inside the ``tool_result`` block, and ``is_error`` for failed calls. The system text and
+the newest message get a prompt-cache breakpoint, since the prefix repeats every step.
+"""
+
+from __future__ import annotations
+
+from typing import Any, AsyncIterator
+
+from anthropic import AsyncAnthropic
+
+from crystal_kernel.errors import ProviderError
+from crystal_kernel.host.messages import ImagePart, Message, TextPart, ToolResultPart
+from crystal_kernel.providers.base import (
+    Capabilities,
+    Finished,
+    ModelRequest,
+    StreamItem,
+    TextChunk,
+    ToolCallChunk,
+    UsageChunk,
+    refuse_text_tools,
+)
+from crystal_kernel.providers.common import (
+    Endpoint,
+    RetryPolicy,
+    capabilities_for,
+    map_stream_error,
+    omitted_images,
+    paired,
+    with_retries,
+)
+
+ANTHROPIC_URL = "https://api.anthropic.com"
+DEFAULT_MAX_TOKENS = 16_384
+_CACHE = {"type": "ephemeral"}
+
+
+def _image(image: ImagePart) -> dict[str, Any]:
+    return {"type": "image", "source": {"type": "base64", "media_type": image.mime_type, "data": image.data}}
+
+
+def anthropic_messages(request: ModelRequest, images: bool) -> list[dict[str, Any]]:
+    """Map the transcript to Messages API messages (empty text blocks are not allowed)."""
+    out: list[dict[str, Any]] = []
+    for message in paired(request.messages):
+        blocks = _assistant(message) if message.role == "assistant" else _user(message, images)
+        if blocks:
+            out.append({"role": message.role, "content": blocks})
+    if out:
+        last = out[-1]["content"][-1]
+        last["cache_control"] = _CACHE
+    return out
+
+
+def _assistant(message: Message) -> list[dict[str, Any]]:
+    blocks: list[dict[str, Any]] = [{"type": "text", "text": p.text} for p in message.parts
+                                    if isinstance(p, TextPart) and p.text.strip()]
+    for call in message.tool_calls():
+        # Arguments that were not valid JSON are kept as text: ``input`` must be an object.
+        arguments = call.arguments if call.raw_arguments is None else {"_unparsed": call.raw_arguments}
+        blocks.append({"type": "tool_use", "id": call.id, "name": call.name, "input": arguments})
+    return blocks
+
+
+def _user(message: Message, images: bool) -> list[dict[str, Any]]:
+    results: list[dict[str, Any]] = []
+    rest: list[dict[str, Any]] = []
+    for part in message.parts:
+        if isinstance(part, ToolResultPart):
+            content: list[dict[str, Any]] = []
+            text = part.text or ("(no output)" if part.ok else "The tool call failed.")
+            if part.images and not images:
+                text += "\n" + omitted_images(len(part.images))
+            content.append({"type": "text", "text": text})
+            if images:
+                content.extend(_image(i) for i in part.images)
+            block: dict[str, Any] = {"type": "tool_result", "tool_use_id": part.call_id, "content": content}
+            if not part.ok:
+                block["is_error"] = True
+            results.append(block)
+        elif isinstance(part, TextPart):
+            if part.text.strip():
+                rest.append({"type": "text", "text": part.text})
+        elif isinstance(part, ImagePart):
+            rest.append(_image(part) if images else {"type": "text", "text": omitted_images(1)})
+    # Tool results must come first in the user message.
+    return results + rest
+
+
+class AnthropicProvider:
+    """Messages API adapter."""
+
+    name = "anthropic"
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        api_key: str | None,
+        base_url: str | None = None,
+        capabilities: Capabilities | None = None,
+        retry: RetryPolicy = RetryPolicy(),
+        timeout: float = 600.0,
+        key_env: str | None = None,
+    ) -> None:
+        self.model = model
+        self.capabilities = capabilities or capabilities_for(model)
+        self.retry = retry
+        self.client = AsyncAnthropic(api_key=api_key or "none", base_url=base_url or ANTHROPIC_URL,
+                                     max_retries=0, timeout=timeout)
+        self.endpoint = Endpoint(url=base_url or ANTHROPIC_URL, model=model, key_env=key_env)
+
+    def body(self, request: ModelRequest) -> dict[str, Any]:
+        body: dict[str, Any] = {"model": request.model or self.model,
+                                "max_tokens": request.max_output_tokens or DEFAULT_MAX_TOKENS,
+                                "messages": anthropic_messages(request, self.capabilities.images)}
+        if request.system:
+            body["system"] = [{"type": "text", "text": request.system, "cache_control": _CACHE}]
+        if request.tools:
+            body["tools"] = [{"name": t.name, "description": t.description, "input_schema": t.input_schema}
+                             for t in request.tools]
+        return body
+
+    def stream(self, request: ModelRequest) -> AsyncIterator[StreamItem]:
+        return self._stream(request)
+
+    async def _stream(self, request: ModelRequest) -> AsyncIterator[StreamItem]:
+        refuse_text_tools(request)
+        body = self.body(request)
+
+        async def start() -> Any:
+            return await self.client.messages.create(**body, stream=True)
+
+        stream = await with_retries(start, self.endpoint, self.retry)
+        blocks: dict[int, dict[str, str]] = {}
+        input_tokens = output_tokens = 0
+        stop: str | None = None
+        finished = False
+        try:
+            async for event in stream:
+                kind = event.type
+                if kind == "message_start":
+                    usage = event.message.usage
+                    input_tokens = (usage.input_tokens or 0) + (getattr(usage, "cache_creation_input_tokens", 0)
+                                                                or 0) + (getattr(usage, "cache_read_input_tokens", 0)
+                                                                         or 0)
+                    output_tokens = usage.output_tokens or 0
+                elif kind == "content_block_start":
+                    block = event.content_block
+                    if block.type == "tool_use":
+                        blocks[event.index] = {"id": block.id, "name": block.name, "json": ""}
+                    elif block.type == "text" and block.text:
+                        yield TextChunk(block.text)
+                elif kind == "content_block_delta":
+                    delta = event.delta
+                    if delta.type == "text_delta":
+                        if delta.text:
+                            yield TextChunk(delta.text)
+                    elif delta.type == "input_json_delta" and event.index in blocks:
+                        blocks[event.index]["json"] += delta.partial_json
+                elif kind == "content_block_stop":
+                    call = blocks.pop(event.index, None)
+                    if call is not None:
+                        yield ToolCallChunk(id=call["id"], name=call["name"], arguments=call["json"] or "{}")
+                        stop = stop or "tool_use"
+                elif kind == "message_delta":
+                    stop = event.delta.stop_reason or stop
+                    if event.usage is not None:
+                        output_tokens = event.usage.output_tokens or output_tokens
+                elif kind == "message_stop":
+                    finished = True
+        except Exception as exc:
+            raise map_stream_error(exc, self.endpoint) from None
+        finally:
+            await stream.close()
+        if not finished:
+            raise ProviderError(f"The stream from the model server at {self.endpoint.url} ended before the "
+                                "answer was complete.")
+        yield UsageChunk(input_tokens, output_tokens)
+        yield Finished(stop or "end_turn")
+
+    async def aclose(self) -> None:
+        await self.client.close()

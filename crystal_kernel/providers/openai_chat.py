@@ -1,0 +1,202 @@
+"""OpenAI Chat Completions (provider ``openai``), on the official async SDK, streaming.
+
+Also speaks to Ollama, vLLM, llama.cpp and LM Studio through ``baseUrl``: they implement
+the same wire protocol. Tool-call deltas arrive split across chunks, keyed by ``index``
+(several calls may interleave); they are assembled here and yielded once complete.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, AsyncIterator
+
+from openai import AsyncOpenAI
+
+from crystal_kernel.errors import ProviderError
+from crystal_kernel.host.messages import ImagePart, Message, TextPart, ToolCallPart, ToolResultPart
+from crystal_kernel.providers.base import (
+    Capabilities,
+    Finished,
+    ModelRequest,
+    StreamItem,
+    TextChunk,
+    ToolCallChunk,
+    UsageChunk,
+    refuse_text_tools,
+)
+from crystal_kernel.providers.common import (
+    Endpoint,
+    RetryPolicy,
+    capabilities_for,
+    map_stream_error,
+    omitted_images,
+    paired,
+    result_text,
+    with_retries,
+)
+
+OPENAI_URL = "https://api.openai.com/v1"
+_STOP = {"stop": "end_turn", "tool_calls": "tool_use", "function_call": "tool_use", "length": "max_tokens"}
+
+
+def call_arguments(part: ToolCallPart) -> str:
+    """The argument text to send back: the model's own text when it was not valid JSON."""
+    return part.raw_arguments if part.raw_arguments is not None else json.dumps(part.arguments)
+
+
+def image_url(image: ImagePart) -> str:
+    return f"data:{image.mime_type};base64,{image.data}"
+
+
+def chat_messages(request: ModelRequest, images: bool) -> list[dict[str, Any]]:
+    """Map the transcript to Chat Completions messages."""
+    out: list[dict[str, Any]] = []
+    if request.system:
+        out.append({"role": "system", "content": request.system})
+    for message in paired(request.messages):
+        if message.role == "assistant":
+            out.append(_assistant(message))
+        else:
+            out.extend(_user(message, images))
+    return out
+
+
+def _assistant(message: Message) -> dict[str, Any]:
+    entry: dict[str, Any] = {"role": "assistant", "content": message.text() or None}
+    calls = message.tool_calls()
+    if calls:
+        entry["tool_calls"] = [{"id": c.id, "type": "function",
+                                "function": {"name": c.name, "arguments": call_arguments(c)}} for c in calls]
+    elif entry["content"] is None:
+        entry["content"] = ""
+    return entry
+
+
+def _user(message: Message, images: bool) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    followup: list[dict[str, Any]] = []
+    content: list[dict[str, Any]] = []
+    for part in message.parts:
+        if isinstance(part, ToolResultPart):
+            text = result_text(part)
+            if part.images and images:
+                # A tool message can only carry text, so the result's images follow in a
+                # user message (after all tool messages: they must directly follow the
+                # assistant's tool calls), introduced by a line naming the call.
+                followup.append({"type": "text", "text": f"Images from the {part.name} call {part.call_id}:"})
+                followup.extend({"type": "image_url", "image_url": {"url": image_url(i)}} for i in part.images)
+            elif part.images:
+                text += "\n" + omitted_images(len(part.images))
+            out.append({"role": "tool", "tool_call_id": part.call_id, "content": text})
+        elif isinstance(part, TextPart):
+            content.append({"type": "text", "text": part.text})
+        elif isinstance(part, ImagePart):
+            if images:
+                content.append({"type": "image_url", "image_url": {"url": image_url(part)}})
+            else:
+                content.append({"type": "text", "text": omitted_images(1)})
+    content = followup + content
+    if content:
+        if all(c["type"] == "text" for c in content):
+            out.append({"role": "user", "content": "\n".join(c["text"] for c in content)})
+        else:
+            out.append({"role": "user", "content": content})
+    return out
+
+
+def chat_tools(request: ModelRequest) -> list[dict[str, Any]]:
+    return [{"type": "function", "function": {"name": t.name, "description": t.description,
+                                              "parameters": t.input_schema}} for t in request.tools]
+
+
+class OpenAIChatProvider:
+    """Chat Completions adapter. ``base_url`` None means api.openai.com."""
+
+    name = "openai"
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        api_key: str | None,
+        base_url: str | None = None,
+        capabilities: Capabilities | None = None,
+        retry: RetryPolicy = RetryPolicy(),
+        timeout: float = 600.0,
+        key_env: str | None = None,
+    ) -> None:
+        self.model = model
+        self.capabilities = capabilities or capabilities_for(model)
+        self.retry = retry
+        self.base_url = base_url
+        # Retries are ours (common.with_retries): bounded, and they honour retry-after.
+        self.client = AsyncOpenAI(api_key=api_key or "none", base_url=base_url or OPENAI_URL,
+                                  max_retries=0, timeout=timeout)
+        self.endpoint = Endpoint(url=base_url or OPENAI_URL, model=model, key_env=key_env)
+
+    def body(self, request: ModelRequest) -> dict[str, Any]:
+        """The request body (without ``stream``)."""
+        body: dict[str, Any] = {"model": request.model or self.model,
+                                "messages": chat_messages(request, self.capabilities.images)}
+        tools = chat_tools(request)
+        if tools:
+            body["tools"] = tools
+        if request.max_output_tokens:
+            # api.openai.com wants max_completion_tokens; local servers know max_tokens.
+            key = "max_completion_tokens" if self.base_url is None else "max_tokens"
+            body[key] = request.max_output_tokens
+        return body
+
+    def stream(self, request: ModelRequest) -> AsyncIterator[StreamItem]:
+        return self._stream(request)
+
+    async def _stream(self, request: ModelRequest) -> AsyncIterator[StreamItem]:
+        refuse_text_tools(request)
+        body = self.body(request)
+
+        async def start() -> Any:
+            return await self.client.chat.completions.create(
+                **body, stream=True, stream_options={"include_usage": True})
+
+        stream = await with_retries(start, self.endpoint, self.retry)
+        calls: list[dict[str, str]] = []
+        by_index: dict[int, dict[str, str]] = {}
+        finish: str | None = None
+        usage: UsageChunk | None = None
+        try:
+            async for chunk in stream:
+                if chunk.usage is not None:
+                    usage = UsageChunk(chunk.usage.prompt_tokens or 0, chunk.usage.completion_tokens or 0)
+                for choice in chunk.choices or []:
+                    delta = choice.delta
+                    if delta is not None and delta.content:
+                        yield TextChunk(delta.content)
+                    for tc in (delta.tool_calls or []) if delta is not None else []:
+                        current = by_index.get(tc.index)
+                        # Some servers reuse index 0 for every call; a new id starts a new call.
+                        if current is None or (tc.id and current["id"] and tc.id != current["id"]):
+                            current = {"id": tc.id or "", "name": "", "arguments": ""}
+                            by_index[tc.index] = current
+                            calls.append(current)
+                        if tc.id:
+                            current["id"] = tc.id
+                        if tc.function is not None:
+                            current["name"] += tc.function.name or ""
+                            current["arguments"] += tc.function.arguments or ""
+                    if choice.finish_reason:
+                        finish = choice.finish_reason
+        except Exception as exc:
+            raise map_stream_error(exc, self.endpoint) from None
+        finally:
+            await stream.close()
+        if finish is None:
+            raise ProviderError(f"The stream from the model server at {self.endpoint.url} ended before the "
+                                "answer was complete.")
+        for n, call in enumerate(calls):
+            yield ToolCallChunk(id=call["id"] or f"call_{n}", name=call["name"], arguments=call["arguments"] or "{}")
+        if usage is not None:
+            yield usage
+        yield Finished("tool_use" if calls else _STOP.get(finish, finish))
+
+    async def aclose(self) -> None:
+        await self.client.close()

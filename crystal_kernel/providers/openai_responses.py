@@ -1,0 +1,182 @@
+"""OpenAI Responses API (provider ``openai-responses``), on the official async SDK, streaming.
+
+The whole transcript is sent every time (``store`` false), as input items: messages,
+``function_call`` and ``function_call_output``. A tool result's images travel inside the
+``function_call_output`` list form (``input_text`` + ``input_image``), which the API and
+the SDK accept.
+"""
+
+from __future__ import annotations
+
+from typing import Any, AsyncIterator
+
+from openai import AsyncOpenAI
+
+from crystal_kernel.errors import ProviderError
+from crystal_kernel.host.messages import ImagePart, Message, TextPart, ToolResultPart
+from crystal_kernel.providers.base import (
+    Capabilities,
+    Finished,
+    ModelRequest,
+    StreamItem,
+    TextChunk,
+    ToolCallChunk,
+    UsageChunk,
+    refuse_text_tools,
+)
+from crystal_kernel.providers.common import (
+    Endpoint,
+    RetryPolicy,
+    capabilities_for,
+    map_stream_error,
+    omitted_images,
+    paired,
+    result_text,
+    with_retries,
+)
+from crystal_kernel.providers.openai_chat import OPENAI_URL, call_arguments, image_url
+
+
+def response_input(request: ModelRequest, images: bool) -> list[dict[str, Any]]:
+    """Map the transcript to Responses input items."""
+    items: list[dict[str, Any]] = []
+    for message in paired(request.messages):
+        if message.role == "assistant":
+            items.extend(_assistant(message))
+        else:
+            items.extend(_user(message, images))
+    return items
+
+
+def _assistant(message: Message) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = []
+    text = message.text()
+    if text:
+        items.append({"role": "assistant", "content": text})
+    for call in message.tool_calls():
+        items.append({"type": "function_call", "call_id": call.id, "name": call.name,
+                      "arguments": call_arguments(call)})
+    return items
+
+
+def _user(message: Message, images: bool) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = []
+    content: list[dict[str, Any]] = []
+    for part in message.parts:
+        if isinstance(part, ToolResultPart):
+            text = result_text(part)
+            if part.images and images:
+                output: Any = [{"type": "input_text", "text": text}]
+                output.extend({"type": "input_image", "image_url": image_url(i)} for i in part.images)
+            else:
+                output = text + ("\n" + omitted_images(len(part.images)) if part.images else "")
+            items.append({"type": "function_call_output", "call_id": part.call_id, "output": output})
+        elif isinstance(part, TextPart):
+            content.append({"type": "input_text", "text": part.text})
+        elif isinstance(part, ImagePart):
+            content.append({"type": "input_image", "image_url": image_url(part)} if images
+                           else {"type": "input_text", "text": omitted_images(1)})
+    if content:
+        items.append({"role": "user", "content": content})
+    return items
+
+
+class OpenAIResponsesProvider:
+    """Responses API adapter."""
+
+    name = "openai-responses"
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        api_key: str | None,
+        base_url: str | None = None,
+        capabilities: Capabilities | None = None,
+        retry: RetryPolicy = RetryPolicy(),
+        timeout: float = 600.0,
+        key_env: str | None = None,
+    ) -> None:
+        self.model = model
+        self.capabilities = capabilities or capabilities_for(model)
+        self.retry = retry
+        self.client = AsyncOpenAI(api_key=api_key or "none", base_url=base_url or OPENAI_URL,
+                                  max_retries=0, timeout=timeout)
+        self.endpoint = Endpoint(url=base_url or OPENAI_URL, model=model, key_env=key_env)
+
+    def body(self, request: ModelRequest) -> dict[str, Any]:
+        body: dict[str, Any] = {"model": request.model or self.model,
+                                "input": response_input(request, self.capabilities.images),
+                                # The host keeps the transcript; nothing needs storing server-side.
+                                "store": False}
+        if request.system:
+            body["instructions"] = request.system
+        if request.tools:
+            body["tools"] = [{"type": "function", "name": t.name, "description": t.description,
+                              "parameters": t.input_schema, "strict": False} for t in request.tools]
+        if request.max_output_tokens:
+            body["max_output_tokens"] = request.max_output_tokens
+        return body
+
+    def stream(self, request: ModelRequest) -> AsyncIterator[StreamItem]:
+        return self._stream(request)
+
+    async def _stream(self, request: ModelRequest) -> AsyncIterator[StreamItem]:
+        refuse_text_tools(request)
+        body = self.body(request)
+
+        async def start() -> Any:
+            return await self.client.responses.create(**body, stream=True)
+
+        stream = await with_retries(start, self.endpoint, self.retry)
+        calls: dict[str, dict[str, str]] = {}
+        done: list[ToolCallChunk] = []
+        final: Any = None
+        try:
+            async for event in stream:
+                kind = event.type
+                if kind == "response.output_text.delta":
+                    if event.delta:
+                        yield TextChunk(event.delta)
+                elif kind == "response.output_item.added" and event.item.type == "function_call":
+                    calls[event.item.id or event.item.call_id] = {
+                        "call_id": event.item.call_id, "name": event.item.name, "arguments": ""}
+                elif kind == "response.function_call_arguments.delta":
+                    if event.item_id in calls:
+                        calls[event.item_id]["arguments"] += event.delta
+                elif kind == "response.output_item.done" and event.item.type == "function_call":
+                    item = event.item
+                    known = calls.get(item.id or item.call_id, {})
+                    done.append(ToolCallChunk(id=item.call_id, name=item.name,
+                                              arguments=item.arguments or known.get("arguments") or "{}"))
+                elif kind in ("response.completed", "response.incomplete"):
+                    final = event.response
+                elif kind == "response.failed":
+                    error = getattr(event.response, "error", None)
+                    message = getattr(error, "message", None) or "the response failed"
+                    raise ProviderError(f"The model server reported a failed answer: {message}")
+                elif kind == "error":
+                    raise ProviderError(f"The model server reported an error mid-answer: {event.message}")
+        except ProviderError:
+            raise
+        except Exception as exc:
+            raise map_stream_error(exc, self.endpoint) from None
+        finally:
+            await stream.close()
+        if final is None:
+            raise ProviderError(f"The stream from the model server at {self.endpoint.url} ended before the "
+                                "answer was complete.")
+        for call in done:
+            yield call
+        if final.usage is not None:
+            yield UsageChunk(final.usage.input_tokens or 0, final.usage.output_tokens or 0)
+        if done:
+            yield Finished("tool_use")
+        elif final.status == "incomplete":
+            reason = getattr(final.incomplete_details, "reason", None) or "incomplete"
+            yield Finished("max_tokens" if reason == "max_output_tokens" else reason)
+        else:
+            yield Finished("end_turn")
+
+    async def aclose(self) -> None:
+        await self.client.close()

@@ -1,0 +1,91 @@
+"""Provider construction from config: the built-in names plus plugins' providers.
+
+``make_provider(config)`` returns a ready :class:`~crystal_kernel.providers.base.Provider`.
+With ``record`` on, a live provider is wrapped so each finished reply is appended to the
+cassette (replay.py). Unknown names are a :class:`UserError` listing the known ones.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Callable
+
+from crystal_kernel.errors import UserError
+from crystal_kernel.host.config import DEFAULT_KEY_ENV, Config
+from crystal_kernel.providers.base import Capabilities, Provider
+from crystal_kernel.providers.common import RetryPolicy, capabilities_for
+
+BUILTIN = ("openai", "openai-responses", "anthropic", "replay")
+
+
+def plugin_providers() -> dict[str, Callable[[Config], Provider]]:
+    """Provider factories contributed by plugins (first plugin keeps a name)."""
+    from crystal_kernel.plugins import plugin_manager
+
+    found: dict[str, Callable[[Config], Provider]] = {}
+    for answer in plugin_manager().hook.crystal_providers():
+        for name, factory in (answer or {}).items():
+            if name not in BUILTIN:
+                found.setdefault(name, factory)
+    return found
+
+
+def known_providers() -> list[str]:
+    return [*BUILTIN, *sorted(plugin_providers())]
+
+
+def _api_key(config: Config) -> str | None:
+    try:
+        return config.api_key()
+    except UserError:
+        # A local server (Ollama, llama.cpp, ...) behind baseUrl usually needs no key; if
+        # it does, its 401 says which variable to set.
+        if config.base_url and not config.api_key_env:
+            return None
+        raise
+
+
+def make_provider(config: Config, *, workspace: Path | None = None, model: str | None = None,
+                  retry: RetryPolicy | None = None) -> Provider:
+    """The provider ``config.provider`` names, for ``model`` (default: the config's model)."""
+    name = config.provider
+    model = model or config.effective_model
+    workspace = Path(workspace) if workspace else Path.cwd()
+    if name == "replay":
+        from crystal_kernel.providers.replay import ReplayProvider, cassette_path
+
+        # A recording may hold any model's replies; images are kept, the window is generous.
+        return ReplayProvider(cassette_path(config, workspace), model=model,
+                              capabilities=Capabilities(images=True, context_window=config.context_window or 200_000))
+    provider: Provider
+    if name in ("openai", "openai-responses", "anthropic"):
+        kwargs: dict[str, Any] = {
+            "api_key": _api_key(config),
+            "base_url": config.base_url,
+            "capabilities": capabilities_for(model, config.context_window),
+            "key_env": config.api_key_env or DEFAULT_KEY_ENV.get(name),
+        }
+        if retry is not None:
+            kwargs["retry"] = retry
+        if name == "openai":
+            from crystal_kernel.providers.openai_chat import OpenAIChatProvider
+
+            provider = OpenAIChatProvider(model, **kwargs)
+        elif name == "openai-responses":
+            from crystal_kernel.providers.openai_responses import OpenAIResponsesProvider
+
+            provider = OpenAIResponsesProvider(model, **kwargs)
+        else:
+            from crystal_kernel.providers.anthropic import AnthropicProvider
+
+            provider = AnthropicProvider(model, **kwargs)
+    else:
+        factories = plugin_providers()
+        if name not in factories:
+            raise UserError(f"Unknown provider '{name}'; use one of: {', '.join(known_providers())}.")
+        provider = factories[name](config)
+    if config.record:
+        from crystal_kernel.providers.replay import RecordingProvider, cassette_path
+
+        provider = RecordingProvider(provider, cassette_path(config, workspace))
+    return provider
