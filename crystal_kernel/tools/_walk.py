@@ -1,0 +1,232 @@
+"""Gitignore-aware file walking, shared by grep, glob, tree and search.
+
+The rules mirror what ripgrep does with the flags in :data:`RG_BASE_FLAGS`, so the
+``rg`` binary and the pure-Python fallback list the same files: hidden entries (names
+starting with a dot) are skipped unless named as the starting folder, symbolic links are
+not followed, and ``.gitignore``, ``.ignore`` and ``.rgignore`` files apply in the
+folder that holds them, below it, and from every parent folder of the starting point
+(whether or not the folder is a git repository). Global git excludes are not read.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import sys
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Iterator
+
+IGNORE_FILES = (".gitignore", ".ignore", ".rgignore")
+RG_BASE_FLAGS = (
+    "--no-config", "--no-require-git", "--no-ignore-global", "--no-ignore-exclude", "--color", "never",
+)
+
+
+@lru_cache(maxsize=1)
+def rg_binary() -> str | None:
+    """The ripgrep binary shipped by the ``ripgrep`` package (next to the interpreter), or
+    one on PATH."""
+    here = shutil.which("rg", path=str(Path(sys.executable).parent))
+    return here or shutil.which("rg")
+
+
+def glob_to_regex(pattern: str, *, braces: bool = False) -> str:
+    """Translate one glob (gitignore dialect: ``*``, ``?``, ``[...]``, ``**``) to a regex
+    body matching a whole relative POSIX path. ``braces`` also expands ``{a,b}``."""
+    out: list[str] = []
+    i, n = 0, len(pattern)
+    depth = 0
+    while i < n:
+        c = pattern[i]
+        if c == "*":
+            if pattern.startswith("**", i):
+                start_ok = i == 0 or pattern[i - 1] == "/"
+                if start_ok and pattern.startswith("**/", i):
+                    out.append("(?:.*/)?")
+                    i += 3
+                    continue
+                if start_ok and i + 2 == n:
+                    out.append(".*")
+                    i += 2
+                    continue
+                out.append("[^/]*")
+                i += 2
+                continue
+            out.append("[^/]*")
+        elif c == "?":
+            out.append("[^/]")
+        elif c == "[":
+            j = i + 1
+            if j < n and pattern[j] in "!^":
+                j += 1
+            if j < n and pattern[j] == "]":
+                j += 1
+            while j < n and pattern[j] != "]":
+                j += 1
+            if j >= n:
+                out.append(re.escape(c))
+            else:
+                body = pattern[i + 1 : j]
+                negate = body[:1] in ("!", "^")
+                if negate:
+                    body = body[1:]
+                body = body.replace("\\", "\\\\").replace("^", "\\^")
+                out.append(f"[{'^' if negate else ''}{body}]" if not negate else f"[^/{body}]")
+                i = j
+        elif c == "\\" and i + 1 < n:
+            i += 1
+            out.append(re.escape(pattern[i]))
+        elif braces and c == "{":
+            out.append("(?:")
+            depth += 1
+        elif braces and c == "}" and depth:
+            out.append(")")
+            depth -= 1
+        elif braces and c == "," and depth:
+            out.append("|")
+        else:
+            out.append(re.escape(c))
+        i += 1
+    out.extend(")" * depth)
+    return "".join(out)
+
+
+@dataclass(frozen=True)
+class IgnoreRule:
+    regex: re.Pattern[str]
+    negate: bool
+    dir_only: bool
+
+
+def parse_ignore(text: str) -> list[IgnoreRule]:
+    """The rules of one gitignore-format file."""
+    rules = []
+    for raw in text.splitlines():
+        line = raw.rstrip("\r")
+        # Trailing spaces are dropped unless escaped.
+        stripped = line.rstrip(" ")
+        if stripped.endswith("\\") and len(stripped) < len(line):
+            stripped += " "
+        line = stripped
+        if not line or line.startswith("#"):
+            continue
+        negate = line.startswith("!")
+        if negate:
+            line = line[1:]
+        elif line.startswith(("\\!", "\\#")):
+            line = line[1:]
+        dir_only = line.endswith("/")
+        line = line.rstrip("/")
+        if not line:
+            continue
+        anchored = "/" in line
+        line = line.lstrip("/")
+        body = glob_to_regex(line)
+        regex = "^" + body + "$" if anchored else "^(?:.*/)?" + body + "$"
+        try:
+            rules.append(IgnoreRule(re.compile(regex, re.DOTALL), negate, dir_only))
+        except re.error:
+            continue
+    return rules
+
+
+@dataclass(frozen=True)
+class IgnoreFile:
+    base: Path
+    rules: tuple[IgnoreRule, ...]
+
+
+def _read_ignores(folder: Path) -> list[IgnoreFile]:
+    found = []
+    for name in IGNORE_FILES:
+        try:
+            text = (folder / name).read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            continue
+        rules = parse_ignore(text)
+        if rules:
+            found.append(IgnoreFile(folder, tuple(rules)))
+    return found
+
+
+def is_ignored(path: Path, is_dir: bool, stack: list[IgnoreFile]) -> bool:
+    """Last matching rule wins; deeper ignore files come later in ``stack``."""
+    for ignore in reversed(stack):
+        try:
+            rel = path.relative_to(ignore.base).as_posix()
+        except ValueError:
+            continue
+        for rule in reversed(ignore.rules):
+            if rule.dir_only and not is_dir:
+                continue
+            if rule.regex.match(rel):
+                return not rule.negate
+    return False
+
+
+def initial_stack(root: Path) -> list[IgnoreFile]:
+    """Ignore files of every parent of ``root`` (outermost first) and of ``root``."""
+    stack: list[IgnoreFile] = []
+    for folder in reversed([root, *root.parents]):
+        stack.extend(_read_ignores(folder))
+    return stack
+
+
+def walk(root: Path, *, max_depth: int | None = None, files_only: bool = True) -> Iterator[tuple[Path, bool, int]]:
+    """Yield ``(path, is_dir, depth)`` below ``root`` in sorted depth-first order, skipping
+    hidden, ignored and symlinked entries. ``depth`` is 1 for root's own entries."""
+    yield from _walk(root, initial_stack(root), 1, max_depth, files_only)
+
+
+def _walk(folder: Path, stack: list[IgnoreFile], depth: int, max_depth: int | None,
+          files_only: bool) -> Iterator[tuple[Path, bool, int]]:
+    try:
+        with os.scandir(folder) as it:
+            entries = sorted(it, key=lambda e: e.name)
+    except OSError:
+        return
+    for entry in entries:
+        if entry.name.startswith("."):
+            continue
+        try:
+            if entry.is_symlink():
+                continue
+            is_dir = entry.is_dir(follow_symlinks=False)
+            if not is_dir and not entry.is_file(follow_symlinks=False):
+                continue
+        except OSError:
+            continue
+        path = Path(entry.path)
+        if is_ignored(path, is_dir, stack):
+            continue
+        if is_dir:
+            if not files_only:
+                yield path, True, depth
+            if max_depth is None or depth < max_depth:
+                yield from _walk(path, stack + _read_ignores(path), depth + 1, max_depth, files_only)
+        else:
+            yield path, False, depth
+
+
+async def list_files(root: Path, *, use_rg: bool = True) -> list[Path]:
+    """Every file below ``root`` that the walking rules keep, via ``rg --files`` when the
+    binary is there (fast, parallel), else :func:`walk`. Unordered."""
+    import asyncio
+
+    rg = rg_binary() if use_rg else None
+    if rg is None:
+        return await asyncio.to_thread(lambda: [p for p, _, _ in walk(root)])
+    proc = await asyncio.create_subprocess_exec(
+        rg, *RG_BASE_FLAGS, "--files", "--null", "--", str(root),
+        stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.DEVNULL, start_new_session=True,
+    )
+    try:
+        out, _ = await proc.communicate()
+    except asyncio.CancelledError:
+        proc.kill()
+        raise
+    return [Path(os.fsdecode(p)) for p in out.split(b"\0") if p]

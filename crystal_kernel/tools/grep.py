@@ -1,0 +1,235 @@
+"""The grep tool: regex search through ripgrep, with a pure-Python fallback that gives the
+same results (same files, same lines, same order)."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pydantic import Field
+
+from crystal_kernel.errors import ToolError
+from crystal_kernel.host.access import is_credential_path
+from crystal_kernel.tools._files import display_path, looks_binary, read_head
+from crystal_kernel.tools._process import kill_process_tree
+from crystal_kernel.tools._walk import RG_BASE_FLAGS, glob_to_regex, rg_binary, walk
+from crystal_kernel.tools.base import Risk, Tool, ToolContext, ToolInput, ToolResult, truncate_output
+
+MAX_MATCHES = 100
+MAX_LINE_CHARS = 500
+# Lines kept in memory for sorting; past this only counts are kept.
+STORE_LINES = 20000
+RG_TIMEOUT_SECONDS = 60.0
+
+
+class GrepInput(ToolInput):
+    pattern: str = Field(description="A regular expression (Rust/Python syntax) to find in file contents.")
+    path: str | None = Field(default=None, description="A folder or file to search (default: the workspace).")
+    glob: str | None = Field(
+        default=None,
+        description="Only search files matching this glob, e.g. '*.py' or 'src/**/*.ts' (relative to path).",
+    )
+    ignore_case: bool = Field(default=False, description="Match letters regardless of case.")
+    context: int = Field(default=0, ge=0, le=20, description="Lines of context to show around each match.")
+
+
+@dataclass
+class FileHits:
+    path: Path
+    matches: int = 0
+    lines: list[tuple[int, bool, str]] = field(default_factory=list)
+
+
+def compile_glob(glob: str | None) -> re.Pattern[str] | None:
+    """A file filter: a glob without '/' matches file names at any depth, one with '/'
+    matches the path relative to the search folder."""
+    if not glob:
+        return None
+    body = glob_to_regex(glob.lstrip("/"), braces=True)
+    anchored = "/" in glob.rstrip("/")
+    return re.compile(("^" if anchored else "^(?:.*/)?") + body + "$", re.DOTALL)
+
+
+def path_allowed(path: Path, root: Path, glob_re: re.Pattern[str] | None) -> bool:
+    try:
+        rel = path.relative_to(root)
+    except ValueError:
+        rel = Path(path.name)
+    if is_credential_path(rel) or is_credential_path(Path(path.name)):
+        return False
+    return glob_re is None or bool(glob_re.match(rel.as_posix() if rel.parts else path.name))
+
+
+async def grep_rg(rg: str, pattern: str, root: Path, *, ignore_case: bool, context: int,
+                  glob_re: re.Pattern[str] | None) -> list[FileHits]:
+    """Run ripgrep and collect hits per file."""
+    argv = [rg, *RG_BASE_FLAGS, "--null", "--line-number", "--with-filename", "--no-heading"]
+    if ignore_case:
+        argv.append("--ignore-case")
+    if context:
+        argv += ["--context", str(context)]
+    argv += ["--regexp", pattern, "--", str(root)]
+    proc = await asyncio.create_subprocess_exec(
+        *argv, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE, start_new_session=True, limit=1 << 20,
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    hits: dict[str, FileHits] = {}
+    stored = 0
+    skipped: set[str] = set()
+
+    async def consume() -> None:
+        nonlocal stored
+        assert proc.stdout is not None
+        while True:
+            try:
+                raw = await proc.stdout.readline()
+            except ValueError:  # a line longer than the stream limit: skip its rest
+                raw = await proc.stdout.read(1 << 20)
+                continue
+            if not raw:
+                return
+            name, sep, rest = raw.partition(b"\0")
+            if not sep:
+                continue  # the "--" group separator
+            key = name.decode("utf-8", errors="surrogateescape")
+            if key in skipped:
+                continue
+            entry = hits.get(key)
+            if entry is None:
+                path = Path(key)
+                if not path_allowed(path, root, glob_re):
+                    skipped.add(key)
+                    continue
+                entry = hits[key] = FileHits(path)
+            i = 0
+            while i < len(rest) and 48 <= rest[i] <= 57:
+                i += 1
+            number, kind = int(rest[:i]), rest[i : i + 1]
+            text = rest[i + 1 :].rstrip(b"\n").rstrip(b"\r").decode("utf-8", errors="replace")
+            is_match = kind == b":"
+            if is_match:
+                entry.matches += 1
+            if stored < STORE_LINES:
+                entry.lines.append((number, is_match, text))
+                stored += 1
+
+    try:
+        await asyncio.wait_for(consume(), RG_TIMEOUT_SECONDS)
+    except asyncio.TimeoutError:
+        await asyncio.to_thread(kill_process_tree, proc.pid)
+    except asyncio.CancelledError:
+        await asyncio.shield(asyncio.to_thread(kill_process_tree, proc.pid))
+        raise
+    err = (await proc.stderr.read(4096)).decode("utf-8", errors="replace").strip()
+    code = await proc.wait()
+    if code == 2 and not hits:
+        if "regex" in err.lower():
+            raise ToolError("Invalid regular expression: " + " ".join(err.split())[:400])
+        if err:
+            raise ToolError("Search failed: " + err.splitlines()[0][:300])
+    return list(hits.values())
+
+
+def grep_python(pattern: str, root: Path, *, ignore_case: bool, context: int,
+                glob_re: re.Pattern[str] | None) -> list[FileHits]:
+    """The same search in pure Python (used when no rg binary is available)."""
+    try:
+        regex = re.compile(pattern, re.IGNORECASE if ignore_case else 0)
+    except re.error as exc:
+        raise ToolError(f"Invalid regular expression: {exc}.") from None
+    files = [root] if root.is_file() else (p for p, _, _ in walk(root))
+    out: list[FileHits] = []
+    stored = 0
+    for path in files:
+        if path != root and not path_allowed(path, root, glob_re):
+            continue
+        try:
+            data = path.read_bytes()
+        except OSError:
+            continue
+        if b"\0" in data:
+            continue
+        lines = data.decode("utf-8", errors="replace").split("\n")
+        if lines and lines[-1] == "":
+            lines.pop()
+        found = [i for i, line in enumerate(lines) if regex.search(line.rstrip("\r"))]
+        if not found:
+            continue
+        entry = FileHits(path, matches=len(found))
+        matched = set(found)
+        wanted: set[int] = set()
+        for i in found:
+            wanted.update(range(max(0, i - context), min(len(lines), i + context + 1)))
+        for i in sorted(wanted):
+            if stored >= STORE_LINES:
+                break
+            entry.lines.append((i + 1, i in matched, lines[i].rstrip("\r")))
+            stored += 1
+        out.append(entry)
+    return out
+
+
+def format_hits(hits: list[FileHits], workspace: Path, limit: int) -> tuple[str, int]:
+    """Files sorted by path, at most ``limit`` match lines shown; returns text and matches."""
+    hits = sorted(hits, key=lambda h: str(h.path))
+    total = sum(h.matches for h in hits)
+    blocks: list[str] = []
+    shown = 0
+    left_files = 0
+    for entry in hits:
+        if shown >= limit:
+            left_files += 1
+            continue
+        lines: list[str] = [display_path(entry.path, workspace) + ":"]
+        previous = None
+        here = 0
+        for number, is_match, text in entry.lines:
+            if is_match and shown >= limit:
+                break
+            if previous is not None and number != previous + 1:
+                lines.append("--")
+            if len(text) > MAX_LINE_CHARS:
+                text = text[:MAX_LINE_CHARS] + " [... line cut]"
+            lines.append(f"{number}{':' if is_match else '-'}{text}")
+            previous = number
+            shown += is_match
+            here += is_match
+        left_files += here < entry.matches
+        blocks.append("\n".join(lines))
+    text = "\n\n".join(blocks)
+    if shown < total:
+        text += (
+            f"\n\n[{total} matches in {len(hits)} files; {total - shown} more matches"
+            f" (in {left_files} files) are not shown. Narrow the pattern, path or glob.]"
+        )
+    return text, total
+
+
+class GrepTool(Tool):
+    name = "grep"
+    Input = GrepInput
+    risk = Risk.READ
+    path_arguments = ("path",)
+
+    async def run(self, args: GrepInput, ctx: ToolContext) -> ToolResult:
+        root = ctx.access.resolve(args.path or ".")
+        if not root.exists():
+            raise ToolError(f"'{args.path}' does not exist.")
+        if root.is_file() and looks_binary(read_head(root)):
+            raise ToolError(f"'{args.path}' is a binary file; grep searches text.")
+        glob_re = compile_glob(args.glob)
+        rg = rg_binary()
+        if rg:
+            hits = await grep_rg(rg, args.pattern, root, ignore_case=args.ignore_case,
+                                 context=args.context, glob_re=glob_re)
+        else:
+            hits = await asyncio.to_thread(grep_python, args.pattern, root, ignore_case=args.ignore_case,
+                                           context=args.context, glob_re=glob_re)
+        if not hits:
+            where = display_path(root, ctx.workspace)
+            return ToolResult(ok=True, text=f"No matches for /{args.pattern}/ in {where}.")
+        text, _ = format_hits(hits, ctx.workspace, MAX_MATCHES)
+        return ToolResult(ok=True, text=truncate_output(text, ctx.config.tool_output_limit))

@@ -1,0 +1,69 @@
+"""The list tool: the entries of one folder."""
+
+from __future__ import annotations
+
+import os
+
+from pydantic import Field
+
+from crystal_kernel.errors import ToolError
+from crystal_kernel.tools._files import display_path
+from crystal_kernel.tools.base import Risk, Tool, ToolContext, ToolInput, ToolResult, truncate_output
+
+MAX_ENTRIES = 1000
+
+
+class ListInput(ToolInput):
+    path: str | None = Field(default=None, description="The folder to list (default: the workspace).")
+
+
+def _size(n: int) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024  # type: ignore[assignment]
+    return f"{n} B"
+
+
+class ListTool(Tool):
+    name = "list"
+    Input = ListInput
+    risk = Risk.READ
+    path_arguments = ("path",)
+
+    async def run(self, args: ListInput, ctx: ToolContext) -> ToolResult:
+        folder = ctx.access.resolve(args.path or ".")
+        shown = display_path(folder, ctx.workspace)
+        if not folder.exists():
+            raise ToolError(f"'{args.path}' does not exist.")
+        if not folder.is_dir():
+            raise ToolError(f"'{args.path}' is a file, not a folder; use read to see its content.")
+        try:
+            with os.scandir(folder) as it:
+                entries = list(it)
+        except OSError as exc:
+            raise ToolError(f"Cannot list '{args.path}': {exc.strerror or exc}.") from None
+        rows: list[tuple[int, str, str]] = []
+        for entry in entries:
+            try:
+                if entry.is_symlink():
+                    target = os.readlink(entry.path)
+                    kind = 0 if entry.is_dir() else 1
+                    rows.append((kind, entry.name, f"{entry.name}{'/' if kind == 0 else ''} -> {target}"))
+                elif entry.is_dir(follow_symlinks=False):
+                    rows.append((0, entry.name, entry.name + "/"))
+                else:
+                    size = entry.stat(follow_symlinks=False).st_size
+                    rows.append((1, entry.name, f"{entry.name}  ({_size(size)})"))
+            except OSError:
+                rows.append((1, entry.name, entry.name))
+        if not rows:
+            return ToolResult(ok=True, text=f"{shown}/ is empty.")
+        # Folders first, then files, each by name.
+        rows.sort(key=lambda r: (r[0], r[1].lower(), r[1]))
+        folders = sum(1 for r in rows if r[0] == 0)
+        lines = [f"{shown}/ ({folders} folders, {len(rows) - folders} files)"]
+        lines += [r[2] for r in rows[:MAX_ENTRIES]]
+        if len(rows) > MAX_ENTRIES:
+            lines.append(f"[... {len(rows) - MAX_ENTRIES} more entries not shown]")
+        return ToolResult(ok=True, text=truncate_output("\n".join(lines), ctx.config.tool_output_limit))

@@ -1,0 +1,150 @@
+"""grep: ripgrep and the pure-Python fallback give equal results; gitignore, hidden,
+binary and credential files are skipped; results are bounded with a count."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from crystal_kernel.tools import grep as grep_module
+from crystal_kernel.tools._walk import rg_binary
+from crystal_kernel.tools.grep import compile_glob, format_hits, grep_python, grep_rg
+from tests.tools.conftest import call
+
+
+def make_tree(ws: Path) -> None:
+    files = {
+        "src/app.py": "import os\n\ndef main():\n    print('Hello')\n    return 0\n",
+        "src/util.py": "def helper(x):\n    return x * 2\n\n\ndef other():\n    pass\n",
+        "src/deep/nested/mod.py": "class Thing:\n    def method(self):\n        return 'hello world'\n",
+        "docs/guide.md": "# Guide\nSay hello to main.\n",
+        "build/out.py": "def main(): pass\n",
+        "logs/a.log": "def main in log\n",
+        "logs/keep.log": "def main kept\n",
+        ".hidden/secret.py": "def main(): hidden\n",
+        "server.pem": "def main key\n",
+        "crlf.txt": "def main():\r\n  x\r\n",
+        "unicode.txt": "héllo wörld def main\n",
+        "sub/.gitignore": "*.tmp\n",
+        "sub/x.tmp": "def main tmp\n",
+        "sub/y.py": "def main sub\n",
+        ".gitignore": "build/\n*.log\n!keep.log\n",
+    }
+    for name, text in files.items():
+        p = ws / name
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(text)
+    (ws / "bin.dat").write_bytes(b"def main\x00\x01\x02")
+
+
+CASES = [
+    ("def ", {}),
+    ("hello", {"ignore_case": True}),
+    ("hello", {}),
+    ("def main", {"context": 1}),
+    (r"return \w+", {"context": 2}),
+    ("def", {"glob": "*.py"}),
+    ("def", {"glob": "src/**/*.py"}),
+    ("def", {"glob": "*.{md,txt}"}),
+    ("w.rld", {}),
+    ("^class", {}),
+    ("nomatchatall", {}),
+]
+
+
+@pytest.mark.parametrize("pattern,options", CASES)
+async def test_rg_and_python_fallback_give_equal_output(workspace: Path, pattern, options):
+    make_tree(workspace)
+    assert rg_binary(), "the ripgrep package ships rg next to the interpreter"
+    kwargs = dict(ignore_case=options.get("ignore_case", False), context=options.get("context", 0),
+                  glob_re=compile_glob(options.get("glob")))
+    a = await grep_rg(rg_binary(), pattern, workspace, **kwargs)
+    b = grep_python(pattern, workspace, **kwargs)
+    assert format_hits(a, workspace, 10**6) == format_hits(b, workspace, 10**6)
+
+
+async def test_happy_path_output(ctx, workspace: Path):
+    make_tree(workspace)
+    result = await call("grep", ctx, pattern="def main")
+    assert result.ok
+    assert "src/app.py:\n3:def main():" in result.text
+    assert "sub/y.py:\n1:def main sub" in result.text
+    assert "logs/keep.log:\n1:def main kept" in result.text
+    for hidden in ("build/out.py", "logs/a.log", ".hidden", "server.pem", "bin.dat", "x.tmp"):
+        assert hidden not in result.text, hidden
+
+
+async def test_context_and_separators(ctx, workspace: Path):
+    (workspace / "f.txt").write_text("a\nmatch\nb\nc\nd\ne\nmatch\nf\n")
+    result = await call("grep", ctx, pattern="match", context=1)
+    assert result.text == "f.txt:\n1-a\n2:match\n3-b\n--\n6-e\n7:match\n8-f"
+
+
+async def test_single_file_and_path(ctx, workspace: Path):
+    make_tree(workspace)
+    result = await call("grep", ctx, pattern="def", path="src/util.py")
+    assert result.ok and result.text.startswith("src/util.py:\n1:def helper(x):")
+    result = await call("grep", ctx, pattern="def", path="src/deep")
+    assert "src/deep/nested/mod.py" in result.text and "app.py" not in result.text
+
+
+async def test_no_match(ctx, workspace: Path):
+    (workspace / "a.txt").write_text("x\n")
+    result = await call("grep", ctx, pattern="zzz")
+    assert result.ok and result.text == "No matches for /zzz/ in .."
+
+
+async def test_invalid_regex_refused_both_ways(ctx, workspace: Path, monkeypatch):
+    (workspace / "a.txt").write_text("x\n")
+    result = await call("grep", ctx, pattern="(unclosed")
+    assert not result.ok and result.text.startswith("Invalid regular expression")
+    monkeypatch.setattr(grep_module, "rg_binary", lambda: None)
+    result = await call("grep", ctx, pattern="(unclosed")
+    assert not result.ok and result.text.startswith("Invalid regular expression")
+
+
+async def test_fallback_used_without_rg(ctx, workspace: Path, monkeypatch):
+    make_tree(workspace)
+    with_rg = await call("grep", ctx, pattern="def main", context=1)
+    monkeypatch.setattr(grep_module, "rg_binary", lambda: None)
+    without = await call("grep", ctx, pattern="def main", context=1)
+    assert with_rg.text == without.text
+
+
+async def test_results_bounded_with_count(ctx, workspace: Path):
+    for i in range(30):
+        (workspace / f"f{i:02d}.txt").write_text("hit\n" * 10)
+    result = await call("grep", ctx, pattern="hit")
+    assert result.text.count(":hit") == 100
+    assert "[300 matches in 30 files; 200 more matches (in 20 files) are not shown." in result.text
+
+
+async def test_long_lines_cut_and_output_limit(ctx, workspace: Path):
+    (workspace / "long.txt").write_text(("x" * 2000 + "\n") * 50)
+    ctx.session.config.tool_output_limit = 3000
+    result = await call("grep", ctx, pattern="x")
+    assert "[... line cut]" in result.text and "characters cut" in result.text
+
+
+async def test_access_refusals(ctx, workspace: Path, tmp_path: Path):
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "a.txt").write_text("secret\n")
+    os.symlink(outside, workspace / "link")
+    for path in ("..", str(outside), "link"):
+        result = await call("grep", ctx, pattern="secret", path=path)
+        assert not result.ok and "outside the workspace" in result.text, path
+    (workspace / ".env").write_text("secret\n")
+    result = await call("grep", ctx, pattern="secret", path=".env")
+    assert not result.ok and "credential location" in result.text
+    # A symlink inside the workspace is not followed by a folder search.
+    result = await call("grep", ctx, pattern="secret")
+    assert result.ok and result.text.startswith("No matches")
+
+
+async def test_binary_file_refused(ctx, workspace: Path):
+    (workspace / "b.bin").write_bytes(b"a\x00b")
+    result = await call("grep", ctx, pattern="a", path="b.bin")
+    assert not result.ok and "binary file" in result.text
