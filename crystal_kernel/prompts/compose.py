@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import re
 import weakref
-from pathlib import Path
 from typing import Any
 
 from crystal_kernel.prompts import hooks
@@ -112,8 +111,21 @@ def _emit(session: Any, notes: list[str]) -> None:
             note(text)
 
 
-def session_selection(session: Any, notes: list[str]) -> PromptSelection:
-    selection = resolve_selection(Path(session.home), Path(session.workspace), getattr(session, "flags", None))
+# Sessions that have composed once: their first composition is the startup check (FL-3).
+_started: "weakref.WeakSet[Any]" = weakref.WeakSet()
+
+
+def session_selection(session: Any, ctx: PromptContext, notes: list[str]) -> PromptSelection:
+    """The session's selection. The first time for a session object, a forced name that
+    is not discovered raises UserError (FL-3: it fails startup); later it is a note."""
+    try:
+        startup = session not in _started
+    except TypeError:
+        startup = False
+    selection = resolve_selection(ctx.home, ctx.workspace, getattr(session, "flags", None),
+                                  startup=startup)
+    if startup:
+        _started.add(session)
     notes.extend(selection.notes)
     return selection
 
@@ -127,7 +139,7 @@ def compose_named(name: str, session: Any, extra: dict[str, str] | None = None) 
     """Any named prompt for a session, with the PH-7 per-call slots in ``extra``."""
     notes: list[str] = []
     ctx = context_from_session(session)
-    selection = session_selection(session, notes)
+    selection = session_selection(session, ctx, notes)
     text = compose(name, ctx, selection, extra, notes)
     _emit(session, notes)
     return text
