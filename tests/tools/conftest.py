@@ -45,12 +45,12 @@ def ctx(session: Session) -> ToolContext:
     return ToolContext(session=session, interaction=NoPerson(), call_id="call-1")
 
 
-async def call(name: str, ctx: ToolContext, **arguments: Any) -> ToolResult:
+async def call(tool_name: str, ctx: ToolContext, /, **arguments: Any) -> ToolResult:
     """Run a built-in tool exactly as the loop does: parse, then run; a ToolError becomes
     a failed result with its message."""
     from crystal_kernel.errors import ToolError
 
-    tool = load_builtin(name)
+    tool = load_builtin(tool_name)
     try:
         args = tool.parse(arguments)
         return await tool.run(args, ctx)
