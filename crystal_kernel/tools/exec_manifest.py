@@ -43,7 +43,7 @@ class ExecToolManifest(BaseModel):
     argv: dict[str, str] = Field(default_factory=dict)
     stdin: bool = True
     output: Literal["content", "text"] = "content"
-    timeout_seconds: Union[float, Literal["unlimited"]] = Field(DEFAULT_TIMEOUT_SECONDS, alias="timeoutSeconds")
+    timeout_seconds: Union[int, float, Literal["unlimited"]] = Field(DEFAULT_TIMEOUT_SECONDS, alias="timeoutSeconds")
     catalogs: list[Literal["plan", "work"]] = Field(default_factory=lambda: ["work"])
     input_kind: Literal["json", "text"] = Field("json", alias="inputKind")
 

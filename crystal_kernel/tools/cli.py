@@ -1,0 +1,214 @@
+"""``crystal tools list|show|call`` and ``crystal plugins list`` (SPEC §11).
+
+Tool authors try a tool without a model: ``call`` runs it exactly as the agent would
+(approval aside) in a session of its own, and prints
+``{"ok", "text", "images": [{"mimeType", "bytes"}]}`` (``bytes``: the image's size).
+Exit codes: 0 when the tool succeeded, 1 when it returned a failed result, 2 for bad
+input (one English line on stderr, nothing changed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from crystal_kernel.errors import ProviderError, ToolError, UserError
+from crystal_kernel.providers.base import Capabilities
+
+
+def add_subparsers(subparsers: Any) -> None:
+    """Register ``tools`` and ``plugins`` on the ``crystal`` command's subparsers."""
+    tools = subparsers.add_parser("tools", help="list, show or call external tools (exec sets, plugins)")
+    actions = tools.add_subparsers(dest="tools_action", required=True)
+
+    p = actions.add_parser("list", help="list the external tools of Home and a workspace")
+    _common(p)
+    p.add_argument("--format", choices=("text", "json"), default="text")
+    p.set_defaults(handler=cmd_list)
+
+    p = actions.add_parser("show", help="show one tool: description, schema, command")
+    p.add_argument("name")
+    _common(p)
+    p.add_argument("--format", choices=("text", "json"), default="text")
+    p.set_defaults(handler=cmd_show)
+
+    p = actions.add_parser("call", help="run one tool as the agent would and print the result as JSON")
+    p.add_argument("name")
+    p.add_argument("--args", dest="arguments", default="{}", metavar="JSON",
+                   help="the argument object as JSON (default {})")
+    _common(p)
+    p.add_argument("--images", action="store_true",
+                   help="behave as on an image-capable turn (default: text-only, EX-12)")
+    p.set_defaults(handler=cmd_call)
+
+    plugins = subparsers.add_parser("plugins", help="list the installed plugins")
+    pactions = plugins.add_subparsers(dest="plugins_action", required=True)
+    p = pactions.add_parser("list", help="list plugins and the hooks they implement")
+    p.add_argument("--format", choices=("text", "json"), default="text")
+    p.set_defaults(handler=cmd_plugins_list)
+
+
+def _common(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--workspace", metavar="DIR", default=".", help="workspace root (default .)")
+    parser.add_argument("--home", metavar="DIR", help="Crystal home (default $CRYSTAL_HOME or ~/.crystal)")
+
+
+def _paths(ns: argparse.Namespace) -> tuple[Path, Path]:
+    from crystal_kernel.host.config import home_dir
+
+    workspace = Path(ns.workspace).expanduser()
+    if not workspace.is_dir():
+        raise UserError(f"The workspace '{ns.workspace}' is not a folder.")
+    home = Path(ns.home).expanduser() if ns.home else home_dir()
+    return home, workspace.resolve()
+
+
+def _describe(tool: Any) -> dict[str, Any]:
+    from crystal_kernel.tools.exec_sets import ExecTool
+
+    info: dict[str, Any] = {
+        "name": tool.name,
+        "description": tool.description,
+        "catalogs": sorted(getattr(tool, "catalogs", ())),
+        "source": getattr(tool, "origin", "built-in"),
+        "inputSchema": tool.input_schema(),
+    }
+    if isinstance(tool, ExecTool):
+        m = tool.manifest
+        info.update(
+            set=tool.tool_set.name, manifest=str(tool.tool_set.manifest_path),
+            command=list(tool.tool_set.command) + list(m.command or []), argv=dict(m.argv),
+            stdin=m.stdin, output=m.output, timeoutSeconds=m.timeout_seconds,
+        )
+    return info
+
+
+def _discover(ns: argparse.Namespace, context: Any = None) -> tuple[list[Any], list[str]]:
+    from crystal_kernel.tools.external import discover_external_tools
+
+    home, workspace = _paths(ns)
+    return discover_external_tools(home, workspace, context=context)
+
+
+def cmd_list(ns: argparse.Namespace) -> int:
+    tools, notes = _discover(ns)
+    if ns.format == "json":
+        print(json.dumps({"tools": [_describe(t) for t in tools], "notes": notes}, indent=2, ensure_ascii=False))
+        return 0
+    for note in notes:
+        print(f"note: {note}", file=sys.stderr)
+    if not tools:
+        print("No external tools. Add a set under {home}/tools/<dir>/tools.json or "
+              "<workspace>/.crystal/tools/<dir>/tools.json (see docs/exec-tools.md).")
+        return 0
+    width = max(len(t.name) for t in tools)
+    for t in tools:
+        first = (t.description.strip().splitlines() or [""])[0][:80]
+        print(f"{t.name:<{width}}  [{','.join(sorted(t.catalogs))}]  {first}")
+        print(f"{'':<{width}}  from {t.origin}")
+    return 0
+
+
+def _find(ns: argparse.Namespace, context: Any = None) -> Any:
+    from crystal_kernel.tools.catalog import RESERVED_NAMES
+
+    tools, notes = _discover(ns, context)
+    for tool in tools:
+        if tool.name == ns.name:
+            return tool
+    if ns.name in RESERVED_NAMES:
+        raise UserError(f"'{ns.name}' is a built-in tool; crystal tools works with external tools only.")
+    refused = [n for n in notes if f"'{ns.name}'" in n]
+    hint = f" ({refused[0]})" if refused else " Run 'crystal tools list' to see the installed tools."
+    raise UserError(f"No external tool named '{ns.name}'.{hint}")
+
+
+def cmd_show(ns: argparse.Namespace) -> int:
+    info = _describe(_find(ns))
+    if ns.format == "json":
+        print(json.dumps(info, indent=2, ensure_ascii=False))
+        return 0
+    for key, value in info.items():
+        if key == "description":
+            continue
+        shown = json.dumps(value, ensure_ascii=False) if isinstance(value, (dict, list)) else value
+        print(f"{key}: {shown}")
+    print()
+    print(info["description"])
+    return 0
+
+
+class _NoModel:
+    """The provider of a ``tools call`` session: there is no model, only its image
+    capability (``--images``) matters to the tools."""
+
+    name = "none"
+    model = "none"
+
+    def __init__(self, images: bool):
+        self.capabilities = Capabilities(images=images)
+
+    async def stream(self, request: Any) -> Any:  # pragma: no cover - never called
+        raise ProviderError("crystal tools call has no model.")
+        yield  # makes this an async generator
+
+
+def cmd_call(ns: argparse.Namespace) -> int:
+    try:
+        arguments = json.loads(ns.arguments)
+    except json.JSONDecodeError as exc:
+        raise UserError(f"--args is not valid JSON ({exc.msg} at column {exc.colno}).") from None
+    if not isinstance(arguments, dict):
+        raise UserError("--args must be a JSON object.")
+    from crystal_kernel.host.config import load_config
+    from crystal_kernel.host.interaction import NoPerson
+    from crystal_kernel.host.session import Session
+    from crystal_kernel.tools.base import ToolContext, ToolResult
+
+    home, workspace = _paths(ns)
+    session = Session(workspace=workspace, config=load_config(home), provider=_NoModel(ns.images),  # type: ignore[arg-type]
+                      person_present=False)
+    tool = _find(ns, context=session)
+    ctx = ToolContext(session=session, interaction=NoPerson(), call_id="cli", images_ok=ns.images)
+
+    async def go() -> ToolResult:
+        try:
+            try:
+                return await tool.run(tool.parse(arguments), ctx)
+            except ToolError as exc:
+                return ToolResult.fail(str(exc))
+        finally:
+            await session.close()
+
+    result = asyncio.run(go())
+    for note in session.drain_notes():
+        print(f"note: {note}", file=sys.stderr)
+    print(json.dumps({"ok": result.ok, "text": result.text,
+                      "images": [{"mimeType": i.mime_type, "bytes": len(i.raw())} for i in result.images]},
+                     ensure_ascii=False))
+    return 0 if result.ok else 1
+
+
+def cmd_plugins_list(ns: argparse.Namespace) -> int:
+    from crystal_kernel import plugins
+
+    manager = plugins.plugin_manager()
+    rows = []
+    for name, plugin in manager.list_name_plugin():
+        hooks = sorted(h.name for h in manager.get_hookcallers(plugin) or [])
+        rows.append({"name": name, "hooks": hooks})
+    notes = plugins.load_notes()
+    if ns.format == "json":
+        print(json.dumps({"plugins": rows, "notes": notes}, indent=2))
+        return 0
+    for note in notes:
+        print(f"note: {note}", file=sys.stderr)
+    if not rows:
+        print(f"No plugins installed (entry-point group {plugins.ENTRY_POINT_GROUP}).")
+    for row in rows:
+        print(f"{row['name']}: {', '.join(row['hooks']) or 'no hooks'}")
+    return 0

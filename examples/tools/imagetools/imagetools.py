@@ -1,0 +1,163 @@
+#!/usr/bin/env python3
+"""A sample Crystal exec tool set: three tools sharing one executable.
+
+    imagetools.py plot    --width W --height H [--kind bar|line]   (values on stdin)
+    imagetools.py swatch  --color HEX [--size N]                     (stdin closed)
+    imagetools.py pngsize --path FILE                                (text output)
+
+Pure Python standard library: PNG files are written with zlib, so it runs anywhere
+Python 3.8+ does. Crystal passes the argument object on stdin as JSON (when the tool
+has "stdin": true) and mapped flags on the command line; see docs/exec-tools.md.
+"""
+
+import argparse
+import base64
+import json
+import os
+import struct
+import sys
+import zlib
+
+
+def png_bytes(width, height, pixels):
+    """Encode rows of (r, g, b) tuples as an 8-bit RGB PNG."""
+    def chunk(kind, data):
+        body = kind + data
+        return struct.pack(">I", len(data)) + body + struct.pack(">I", zlib.crc32(body) & 0xFFFFFFFF)
+
+    raw = bytearray()
+    for row in pixels:
+        raw.append(0)  # filter: none
+        for r, g, b in row:
+            raw += bytes((r, g, b))
+    header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(bytes(raw), 9)) + chunk(b"IEND", b"")
+
+
+def parse_color(text):
+    text = text.lstrip("#")
+    if len(text) == 3:
+        text = "".join(c * 2 for c in text)
+    if len(text) != 6:
+        raise ValueError("colors look like #1e90ff or #18f")
+    return tuple(int(text[i:i + 2], 16) for i in (0, 2, 4))
+
+
+def fail(message):
+    # A non-zero exit fails the call; the model reads stdout's text and stderr.
+    print(json.dumps({"text": message}))
+    sys.exit(1)
+
+
+def plot(args, data):
+    values = data.get("values")
+    if not isinstance(values, list) or not values or not all(isinstance(v, (int, float)) for v in values):
+        fail("plot needs 'values': a non-empty array of numbers.")
+    width, height = args.width, args.height
+    if not (16 <= width <= 2000 and 16 <= height <= 2000):
+        fail("width and height must be between 16 and 2000 pixels.")
+    background, axis, ink = (255, 255, 255), (60, 60, 60), parse_color(data.get("color", "#1e78c8"))
+    pixels = [[background] * width for _ in range(height)]
+    margin = 8
+    lo, hi = min(0, min(values)), max(0, max(values))
+    span = (hi - lo) or 1
+
+    def y_of(v):
+        return height - 1 - margin - int((v - lo) / span * (height - 1 - 2 * margin))
+
+    def put(x, y, color):
+        if 0 <= x < width and 0 <= y < height:
+            pixels[y][x] = color
+
+    zero = y_of(0)
+    for x in range(margin, width - margin):
+        put(x, zero, axis)
+    for y in range(margin, height - margin):
+        put(margin, y, axis)
+    n = len(values)
+    step = (width - 2 * margin) / n
+    points = []
+    for i, v in enumerate(values):
+        x0 = margin + int(i * step) + 1
+        x1 = margin + int((i + 1) * step) - 1
+        top = y_of(v)
+        points.append(((x0 + x1) // 2, top))
+        if args.kind == "bar":
+            for x in range(x0, max(x0 + 1, x1)):
+                for y in range(min(top, zero), max(top, zero) + 1):
+                    put(x, y, ink)
+    if args.kind == "line":
+        for (xa, ya), (xb, yb) in zip(points, points[1:]):
+            steps = max(abs(xb - xa), abs(yb - ya), 1)
+            for s in range(steps + 1):
+                x = xa + (xb - xa) * s // steps
+                y = ya + (yb - ya) * s // steps
+                for dx in (0, 1):
+                    for dy in (0, 1):
+                        put(x + dx, y + dy, ink)
+    image = png_bytes(width, height, pixels)
+    # Large images go through a file, not stdout (EX-14): the project data folder is
+    # inside the workspace, and Crystal gives its path in CRYSTAL_PROJECT_DATA.
+    folder = os.environ.get("CRYSTAL_PROJECT_DATA") or os.path.join(os.getcwd(), ".crystal", "data", "tools", "imagetools")
+    os.makedirs(folder, exist_ok=True)  # the host may not have been able to create it
+    name = "".join(c if c.isalnum() or c in "-_" else "_" for c in data.get("title", "plot"))[:40] or "plot"
+    path = os.path.join(folder, name + ".png")
+    with open(path, "wb") as handle:
+        handle.write(image)
+    title = data.get("title", "plot")
+    text = "%s: %d values from %g to %g, %dx%d %s chart saved to %s" % (
+        title, n, min(values), max(values), width, height, args.kind, os.path.relpath(path))
+    print(json.dumps({"text": text, "images": [{"mimeType": "image/png", "path": path}]}))
+
+
+def swatch(args):
+    try:
+        color = parse_color(args.color)
+    except ValueError as exc:
+        fail(str(exc))
+    size = args.size
+    if not 1 <= size <= 256:
+        fail("size must be between 1 and 256.")
+    image = png_bytes(size, size, [[color] * size for _ in range(size)])
+    # Small images can travel inline as base64 (whitespace is allowed).
+    print(json.dumps({"text": "A %dx%d swatch of #%02x%02x%02x." % ((size, size) + color),
+                      "images": [{"mimeType": "image/png", "base64": base64.encodebytes(image).decode("ascii")}]}))
+
+
+def pngsize(args):
+    try:
+        with open(args.path, "rb") as handle:
+            head = handle.read(24)
+    except OSError as exc:
+        print("cannot read %s: %s" % (args.path, exc.strerror), file=sys.stderr)
+        sys.exit(1)
+    if head[:8] != b"\x89PNG\r\n\x1a\n":
+        print("%s is not a PNG file" % args.path, file=sys.stderr)
+        sys.exit(1)
+    width, height = struct.unpack(">II", head[16:24])
+    print("%s: %d x %d pixels" % (args.path, width, height))
+
+
+def main():
+    parser = argparse.ArgumentParser(prog="imagetools")
+    sub = parser.add_subparsers(dest="tool", required=True)
+    p = sub.add_parser("plot")
+    p.add_argument("--width", type=int, default=320)
+    p.add_argument("--height", type=int, default=200)
+    p.add_argument("--kind", choices=("bar", "line"), default="bar")
+    p = sub.add_parser("swatch")
+    p.add_argument("--color", required=True)
+    p.add_argument("--size", type=int, default=32)
+    p = sub.add_parser("pngsize")
+    p.add_argument("--path", required=True)
+    args = parser.parse_args()
+    if args.tool == "plot":
+        plot(args, json.loads(sys.stdin.read() or "{}"))
+    elif args.tool == "swatch":
+        swatch(args)
+    else:
+        pngsize(args)
+
+
+if __name__ == "__main__":
+    main()
