@@ -150,6 +150,8 @@ def map_stream_error(exc: BaseException, where: Endpoint) -> ProviderError:
                              status=status)
     if _is_timeout(exc):
         return ProviderError(f"The model server at {where.url} stopped sending mid-answer (timed out).")
+    if _is_connection(exc) or "peer closed" in detail or "incomplete" in detail:
+        detail = "the connection closed before the answer was complete."
     return ProviderError(f"The stream from the model server at {where.url} broke mid-answer: {detail}")
 
 

@@ -13,7 +13,8 @@ or not, from a queue of scripted replies. A reply is a JSON-able dict:
 - ``delay``: seconds between streamed events;
 - faults: ``status`` (an HTTP error: 429, 500, 401, 404, ...) with optional ``headers``
   (e.g. ``{"retry-after": "0.05"}``) and ``message``; ``cut_after: N`` closes the
-  connection abruptly after N events (the chunked body is left incomplete); ``hang:
+  connection abruptly after N events (the chunked body is left incomplete); ``end_after:
+  N`` ends the body properly but early, after N events (no finish, no ``[DONE]``); ``hang:
   SECONDS`` (with ``hang_after: N`` events first) stops sending until the client goes
   away or the time (capped by ``max_hang``) is up.
 
@@ -250,8 +251,11 @@ def _make_handler(server: LLMServer) -> type[BaseHTTPRequestHandler]:
             cut_after = reply.get("cut_after")
             hang_after = reply.get("hang_after", 0) if "hang" in reply else None
             delay = float(reply.get("delay", 0))
+            end_after = reply.get("end_after")
             sent = 0
             for event in events.sse():
+                if end_after is not None and sent >= int(end_after):
+                    break
                 if cut_after is not None and sent >= int(cut_after):
                     raise _Cut()
                 if hang_after is not None and sent >= int(hang_after):
