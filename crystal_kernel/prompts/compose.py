@@ -11,6 +11,7 @@ resolved body, bound. The workspace instruction block is the ``{{instructions_se
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 import weakref
 from typing import Any
 
@@ -51,8 +52,10 @@ def compose(name: str, ctx: PromptContext, selection: PromptSelection,
     notes = notes if notes is not None else []
     resolved = resolve_prompt(name, ctx.home, ctx.workspace, selection.set_folder, notes)
 
+    mode = PROMPT_MODE[name] or ctx.mode
+    if ctx.mode != mode:  # PH-4; plugins see the same mode through the context
+        ctx = replace(ctx, mode=mode)
     values = ctx.host_values()
-    values["mode"] = PROMPT_MODE[name] or ctx.mode
     # PH-7: a caller's per-call slots; declared ones it leaves out bind to "". Without
     # ``extra`` (export) they stay as tokens, showing where per-call text goes.
     if extra is not None:

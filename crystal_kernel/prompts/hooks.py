@@ -48,7 +48,7 @@ def plugin_placeholders(context: Any, notes: list[str]) -> tuple[dict[str, Calla
             elif name in HOST_SLOTS:
                 notes.append(f"Plugin '{plugin}' cannot take the placeholder {{{{{name}}}}}: the host owns it.")
             elif name in resolvers:
-                notes.append(f"Plugin '{plugin}' also offers {{{{{name}}}}}; '{owners[name]}' loaded first and keeps it.")
+                notes.append(f"Plugin '{plugin}' also offers {{{{{name}}}}}; {owners[name]} loaded first and keeps it.")
             else:
                 resolvers[name] = _bound(fn, context)
                 owners[name] = f"plugin '{plugin}'"
