@@ -54,6 +54,11 @@ for _var in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "OPENAI_BASE_URL", "ANTHROPI
              "CRYSTAL_PROVIDER", "CRYSTAL_MODEL", "CRYSTAL_BASE_URL", "CRYSTAL_API_KEY_ENV", "CRYSTAL_APPROVAL"):
     os.environ.pop(_var, None)
 
+# Topic naming (PH-11) sends one extra request after a session's first turn; tests that
+# script model replies would see it take one. host/topic.py honours this switch; tests of
+# topic naming turn it back on with monkeypatch.
+os.environ["CRYSTAL_TOPIC_NAMING"] = "off"
+
 
 @pytest.fixture(autouse=True)
 def private_home(tmp_path_factory, monkeypatch):

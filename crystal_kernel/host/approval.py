@@ -1,15 +1,19 @@
-"""Approval: the DESIGN.md table, forbidden rules, session allowances, and who decided.
+"""Approval: the DESIGN.md table, forbidden rules, the review outcome (REV-*), and
+session allowances.
 
 Host risk (read < write < execute) and authority (workspace < outside) classify each
 call; external tools have a floor of write + workspace (MODE-3). Forbidden rules deny in
 every mode before anything else. "Ask" with no person present resolves to deny.
-The reviewing model (review/audit modes, REV-*) plugs in through :class:`Reviewer`.
+The reviewing model (review/audit modes) plugs in through :class:`Reviewer`; whatever it
+says, the host derives the outcome itself (:func:`review_outcome`) with the host's
+classification as a floor (:func:`floored_risk`). docs/approval.md explains the choices.
 """
 
 from __future__ import annotations
 
 import fnmatch
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
@@ -17,6 +21,9 @@ from crystal_kernel.tools.base import Authority, Classification, Risk
 
 Outcome = Literal["allow", "deny", "ask"]
 DecidedBy = Literal["host", "reviewer", "person", "policy"]
+Level = Literal["low", "medium", "high"]
+
+LEVELS: tuple[str, ...] = ("low", "medium", "high")
 
 
 def apply_floor(c: Classification) -> Classification:
@@ -26,79 +33,239 @@ def apply_floor(c: Classification) -> Classification:
     return c
 
 
-def host_outcome(mode: str, c: Classification) -> Outcome:
-    """The DESIGN.md table, without a reviewer: allow or ask."""
+def is_plain_read(c: Classification) -> bool:
+    """A built-in read. Reads outside the workspace only succeed inside a directory the
+    person added with /access, so they count as reads too (the table's read column)."""
     c = apply_floor(c)
-    if c.risk == Risk.READ and not c.external and c.authority == Authority.WORKSPACE:
-        return "allow"
-    if c.risk == Risk.READ and not c.external:
-        # Reading an added directory outside the workspace was granted by /access.
-        return "allow"
-    if mode == "full":
+    return c.risk == Risk.READ and not c.external
+
+
+def host_outcome(mode: str, c: Classification) -> Outcome:
+    """The DESIGN.md table without a reviewer: ``allow`` or ``ask``.
+
+    review and audit answer ``ask`` for everything but reads: the flow then consults
+    the reviewer (review) or shows its classification to the person (audit).
+    """
+    c = apply_floor(c)
+    if is_plain_read(c) or mode == "full":
         return "allow"
     if mode == "edit" and c.risk == Risk.WRITE and c.authority == Authority.WORKSPACE and not c.external:
         return "allow"
     return "ask"
 
 
-def forbidden_match(rules: list[dict[str, str]], tool: str, arguments: dict[str, Any]) -> dict[str, str] | None:
-    """SPEC §11: the glob matches a bash command, a file tool's path, else the arguments' JSON."""
-    for rule in rules:
-        if rule.get("tool") not in (tool, "*"):
-            continue
-        pattern = rule.get("pattern", "")
-        subject = _rule_subject(arguments)
-        if fnmatch.fnmatchcase(subject, pattern):
-            return rule
-    return None
+# ----- REV-1 / REV-2 -----------------------------------------------------------------
+
+def host_risk_level(c: Classification) -> Level:
+    """REV-2: the host's floor for the reviewer's ``risk_level``.
+
+    The review prompt's own scale puts reads and task edits inside the workspace at
+    ``low``, wider changes (build scripts, commits) at ``medium`` and anything beyond the
+    workspace at ``high``. What the host knows for certain maps onto it as:
+
+    - read, and write inside the workspace (external tools included, MODE-3) -> low;
+    - execute (a shell command can do anything the user can) -> medium;
+    - outside-workspace authority -> high, whatever the risk.
+
+    So a reviewer can never let a shell command run unattended unless the person asked
+    for it (REV-1 needs high authorization for medium risk), nor anything outside the
+    workspace. docs/approval.md explains the choice.
+    """
+    c = apply_floor(c)
+    if c.authority == Authority.OUTSIDE:
+        return "high"
+    if c.risk == Risk.EXECUTE:
+        return "medium"
+    return "low"
 
 
-def _rule_subject(arguments: dict[str, Any]) -> str:
-    if isinstance(arguments.get("command"), str):
-        return arguments["command"]
-    if isinstance(arguments.get("path"), str):
-        return arguments["path"]
-    return json.dumps(arguments, sort_keys=True, ensure_ascii=False)
+def floored_risk(reviewer_risk: str, c: Classification) -> Level:
+    """The reviewer's risk, never lower than the host's (REV-2)."""
+    floor = host_risk_level(c)
+    level = reviewer_risk if reviewer_risk in LEVELS else "high"
+    return LEVELS[max(LEVELS.index(level), LEVELS.index(floor))]  # type: ignore[return-value]
+
+
+def review_outcome(risk: str, authorization: str, harm_unrequested: bool) -> Outcome:
+    """REV-1, derived by the host from the reviewer's levels.
+
+    ==========  ===========  ============  ==========
+    risk        auth low     auth medium   auth high
+    ==========  ===========  ============  ==========
+    low         deny         allow         allow
+    medium      deny         ask           allow
+    high        deny         ask           allow
+    ==========  ===========  ============  ==========
+
+    ``high`` authorization means the person explicitly asked for this action, so high
+    risk with high authorization is "high risk that the user explicitly requested".
+    Harm the person did not ask for denies whatever the levels. Unknown levels ask.
+    """
+    if risk not in LEVELS or authorization not in LEVELS:
+        return "ask"
+    if harm_unrequested or authorization == "low":
+        return "deny"
+    if authorization == "high":
+        return "allow"
+    return "allow" if risk == "low" else "ask"
 
 
 @dataclass
 class Verdict:
-    """A reviewer's classification (REV-1) and the outcome the host derived from it."""
+    """A reviewer's classification (REV-1) and the outcome the host derived from it.
+
+    ``risk_level`` is the reviewer's own answer, ``effective_risk`` the level after the
+    host floor (REV-2). ``error`` says why a verdict could not be had (then ask).
+    """
 
     outcome: Outcome
     risk_level: str | None = None
     user_authorization: str | None = None
     harm_unrequested: bool | None = None
     rationale: str = ""
+    effective_risk: str | None = None
+    host_risk: str | None = None
+    error: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "risk_level": self.risk_level,
             "user_authorization": self.user_authorization,
             "harm_unrequested": self.harm_unrequested,
             "rationale": self.rationale,
+            "effective_risk": self.effective_risk,
+            "host_risk": self.host_risk,
             "outcome": self.outcome,
         }
+        if self.error:
+            out["error"] = self.error
+        return out
+
+    def summary(self) -> str:
+        """One line a person reads beside the approval prompt."""
+        if self.error:
+            return f"Reviewer gave no verdict ({self.error}); asking."
+        return (f"Reviewer: risk {self.effective_risk or self.risk_level}, authorization "
+                f"{self.user_authorization}{', harm not requested' if self.harm_unrequested else ''}"
+                f" -> {self.outcome}. {self.rationale}").strip()
+
+
+def verdict_from(data: dict[str, Any], c: Classification) -> Verdict:
+    """Turn a parsed reviewer answer into a :class:`Verdict` with the host's outcome."""
+    risk = str(data.get("risk_level", "")).strip().lower()
+    auth = str(data.get("user_authorization", "")).strip().lower()
+    harm_raw = data.get("harm_unrequested", False)
+    if isinstance(harm_raw, str):
+        harm = harm_raw.strip().lower() in ("true", "yes", "1")
+    else:
+        harm = bool(harm_raw)
+    rationale = str(data.get("rationale", "") or "").strip()[:2000]
+    host_level = host_risk_level(c)
+    if risk not in LEVELS or auth not in LEVELS:
+        return Verdict("ask", risk or None, auth or None, harm, rationale, host_risk=host_level,
+                       error="the verdict did not give risk_level and user_authorization as low, medium or high")
+    effective = floored_risk(risk, c)
+    return Verdict(review_outcome(effective, auth, harm), risk, auth, harm, rationale,
+                   effective_risk=effective, host_risk=host_level)
+
+
+def failed_verdict(c: Classification, why: str) -> Verdict:
+    """A reviewer that failed, timed out or answered garbage: the outcome is ask."""
+    return Verdict("ask", host_risk=host_risk_level(c), error=why[:300])
 
 
 class Reviewer(Protocol):
+    """Classifies one call. Implementations never raise for model trouble: they return
+    a verdict whose outcome is ``ask`` (the flow also guards against raising)."""
+
     async def review(self, session: Any, tool: str, arguments: dict[str, Any], c: Classification) -> Verdict: ...
 
 
+# ----- forbidden rules (SPEC §11) -------------------------------------------------------
+
+# Separators between simple commands in a shell line: a rule for "rm -rf*" also catches
+# "cd x && rm -rf /".
+_SHELL_SPLIT = re.compile(r"\s*(?:&&|\|\||[;|&\n]|\$\(|`)\s*")
+
+
+def forbidden_match(rules: list[dict[str, str]], tool: str, arguments: dict[str, Any],
+                    workspace: Any = None) -> dict[str, str] | None:
+    """SPEC §11: the glob matches a bash command, a file tool's path, else the arguments' JSON.
+
+    A command matches when the whole line or any simple command in it matches. A path
+    matches as written, relative to the workspace, or absolute; a leading ``**/`` also
+    matches at the top (``**/.git/**`` catches ``.git/config``). ``tool`` may be a glob.
+    """
+    for rule in rules:
+        name = rule.get("tool", "")
+        if name != tool and not fnmatch.fnmatchcase(tool, name):
+            continue
+        pattern = rule.get("pattern", "")
+        patterns = [pattern]
+        if pattern.startswith("**/"):
+            patterns.append(pattern[3:])
+        for subject in _rule_subjects(arguments, workspace):
+            if any(fnmatch.fnmatchcase(subject, p) for p in patterns):
+                return rule
+    return None
+
+
+def _rule_subjects(arguments: dict[str, Any], workspace: Any) -> list[str]:
+    command = arguments.get("command")
+    if isinstance(command, str):
+        parts = [command, command.strip()]
+        parts += [p.strip() for p in _SHELL_SPLIT.split(command) if p.strip()]
+        return parts
+    path = arguments.get("path")
+    if isinstance(path, str):
+        import os
+        from pathlib import Path
+
+        subjects = [path]
+        normal = os.path.normpath(path)
+        subjects.append(normal)
+        if workspace is not None:
+            absolute = Path(path).expanduser()
+            if not absolute.is_absolute():
+                absolute = Path(workspace) / absolute
+            absolute_text = os.path.normpath(str(absolute))
+            subjects.append(absolute_text)
+            real = os.path.realpath(absolute_text)
+            subjects.append(real)
+            try:
+                subjects.append(os.path.relpath(real, os.path.realpath(str(workspace))))
+            except ValueError:
+                pass
+        return subjects
+    return [json.dumps(arguments, sort_keys=True, ensure_ascii=False)]
+
+
+# ----- what a person allowed -------------------------------------------------------------
+
 @dataclass
 class SessionAllowances:
-    """What a person allowed "for the session": a tool, or a tool with a pattern."""
+    """What a person allowed "for the session": a whole tool, one exact pattern (the
+    bash command or path of the call they saw), or a glob they typed themselves.
 
-    entries: list[tuple[str, str | None]] = field(default_factory=list)
+    An exact pattern never widens: allowing ``rm -rf build/*`` once for the session does
+    not allow ``rm -rf /``.
+    """
 
-    def allow(self, tool: str, pattern: str | None) -> None:
-        if (tool, pattern) not in self.entries:
-            self.entries.append((tool, pattern))
+    entries: list[tuple[str, str | None, bool]] = field(default_factory=list)
+
+    def allow(self, tool: str, pattern: str | None, *, glob: bool = False) -> None:
+        entry = (tool, pattern, glob and pattern is not None)
+        if entry not in self.entries:
+            self.entries.append(entry)
 
     def allows(self, tool: str, pattern: str | None) -> bool:
-        for name, pat in self.entries:
+        for name, pat, glob in self.entries:
             if name != tool:
                 continue
-            if pat is None or (pattern is not None and fnmatch.fnmatchcase(pattern, pat)):
+            if pat is None:
+                return True
+            if pattern is None:
+                continue
+            if (fnmatch.fnmatchcase(pattern, pat) if glob else pattern == pat):
                 return True
         return False

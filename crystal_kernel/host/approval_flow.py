@@ -1,18 +1,40 @@
-"""Deciding one tool call: policy, session allowances, the mode table, the reviewer,
-then the person. Every decision is emitted as an ApprovalEvent and appended to the
-session's audit log."""
+"""Deciding one tool call: forbidden rules, the mode table, session allowances, the
+reviewer, then the person.
+
+Order (DESIGN.md's table, REV-1/2, SPEC §11 ``forbidden``):
+
+1. A forbidden rule denies, in every mode, before any reviewer is asked (by policy).
+2. The host table: reads, ``full``, and workspace writes in ``edit`` are allowed (host).
+3. ``review``: an allowance the person gave for the session allows; otherwise the
+   reviewer's verdict allows or denies (reviewer); its ``ask`` goes to the person.
+4. ``audit``: the reviewer classifies every non-read call, for the person and the log;
+   then a session allowance or the person decides.
+5. Other modes: a session allowance, else the person.
+
+"Ask" with no person present is a deny by the host, with a message to the model.
+Every decision is emitted as an :class:`ApprovalEvent` (with the verdict, when there is
+one) and appended to the session's audit log.
+"""
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, Callable
 
-from crystal_kernel.host.approval import apply_floor, forbidden_match, host_outcome
+from crystal_kernel.host.approval import (
+    Verdict, apply_floor, failed_verdict, forbidden_match, host_outcome, host_risk_level,
+)
 from crystal_kernel.host.events import ApprovalEvent
 from crystal_kernel.host.interaction import ApprovalRequest, Interaction
 from crystal_kernel.host.messages import ToolCallPart
 from crystal_kernel.tools.base import Classification
+
+# Strings longer than this are shortened in the audit log (a write's content, say).
+AUDIT_VALUE_LIMIT = 2000
+# The audit log keeps this many decisions; older ones are dropped (bounded documents).
+AUDIT_LIMIT = 5000
 
 
 @dataclass
@@ -28,6 +50,51 @@ class Decision:
         return f"{base}{who}." + (f" Reason: {self.reason}" if self.reason else "")
 
 
+def classification_dict(c: Classification) -> dict[str, Any]:
+    return {"risk": str(c.risk), "authority": str(c.authority), "external": c.external,
+            "level": host_risk_level(c)}
+
+
+def _short(value: Any) -> Any:
+    if isinstance(value, str) and len(value) > AUDIT_VALUE_LIMIT:
+        return value[:AUDIT_VALUE_LIMIT] + f"... [{len(value) - AUDIT_VALUE_LIMIT} characters more]"
+    if isinstance(value, dict):
+        return {k: _short(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_short(v) for v in value[:200]]
+    return value
+
+
+def get_reviewer(session: Any) -> Any:
+    """The session's reviewer; review and audit modes get the model reviewer on first use,
+    so every front (kernel, magics, CLI, ACP) has one without wiring it itself."""
+    reviewer = getattr(session, "reviewer", None)
+    if reviewer is None:
+        from crystal_kernel.host.review import ModelReviewer
+
+        reviewer = ModelReviewer()
+        session.reviewer = reviewer
+    return reviewer
+
+
+async def run_reviewer(session: Any, call: ToolCallPart, c: Classification) -> Verdict:
+    """Ask the reviewer; an exception or an overrun is a failed verdict (ask)."""
+    from crystal_kernel.host.review import review_timeout
+
+    reviewer = get_reviewer(session)
+    try:
+        # The reviewer bounds its own request; this guards reviewers that do not.
+        verdict = await asyncio.wait_for(reviewer.review(session, call.name, call.arguments, c),
+                                         timeout=review_timeout(session) + 5)
+    except asyncio.TimeoutError:
+        return failed_verdict(c, "the reviewer did not answer in time")
+    except Exception as exc:
+        return failed_verdict(c, f"the reviewer failed: {type(exc).__name__}: {exc}")
+    if not isinstance(verdict, Verdict):
+        return failed_verdict(c, "the reviewer returned no verdict")
+    return verdict
+
+
 async def decide(
     session: Any,
     interaction: Interaction,
@@ -36,63 +103,79 @@ async def decide(
     emit: Callable[[ApprovalEvent], None],
 ) -> Decision:
     c = apply_floor(classification)
-    verdict: dict[str, Any] | None = None
+    verdict: Verdict | None = None
 
     def record(outcome: str, by: str, reason: str | None = None) -> None:
-        emit(ApprovalEvent(id=call.id, name=call.name, outcome=outcome, by=by, reason=reason, verdict=verdict))
+        data = verdict.as_dict() if verdict is not None else None
+        emit(ApprovalEvent(id=call.id, name=call.name, outcome=outcome, by=by, reason=reason, verdict=data))
         session.audit.append(
             {
                 "time": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-                "call": {"id": call.id, "name": call.name, "arguments": call.arguments},
-                "classification": {"risk": str(c.risk), "authority": str(c.authority), "external": c.external},
-                "verdict": verdict,
+                "mode": session.approval,
+                "call": {"id": call.id, "name": call.name, "arguments": _short(call.arguments)},
+                "classification": classification_dict(c),
+                "verdict": data,
                 "outcome": outcome,
                 "by": by,
                 "reason": reason,
             }
         )
+        if len(session.audit) > AUDIT_LIMIT:
+            del session.audit[: len(session.audit) - AUDIT_LIMIT]
 
-    rule = forbidden_match(session.config.forbidden, call.name, call.arguments)
+    rule = forbidden_match(session.config.forbidden, call.name, call.arguments, session.workspace)
     if rule is not None:
         reason = f"forbidden rule {{tool: {rule['tool']}, pattern: {rule['pattern']}}}"
         record("deny", "policy", reason)
         return Decision(False, "policy", f"It matches a {reason}; it is denied in every approval mode.")
 
-    outcome = host_outcome(session.approval, c)
-    if outcome == "allow":
+    mode = session.approval
+    if host_outcome(mode, c) == "allow":
         record("allow", "host")
         return Decision(True, "host")
 
-    if session.allowances.allows(call.name, c.pattern):
+    allowed_for_session = session.allowances.allows(call.name, c.pattern)
+    if mode == "audit":
+        # Audit classifies every non-read call, even one the person allowed for the session.
+        verdict = await run_reviewer(session, call, c)
+    if allowed_for_session:
         record("allow", "person", "allowed for this session")
         return Decision(True, "person")
 
-    # Plain reads were allowed above, so every call here goes to the reviewer (REV-*).
-    if session.approval in ("review", "audit"):
-        reviewer = getattr(session, "reviewer", None)
-        if reviewer is not None:
-            result = await reviewer.review(session, call.name, call.arguments, c)
-            verdict = result.as_dict()
-            if session.approval == "review" and result.outcome in ("allow", "deny"):
-                record(result.outcome, "reviewer", result.rationale or None)
-                return Decision(result.outcome == "allow", "reviewer", result.rationale or None)
+    asked_by = "host"
+    if mode == "review":
+        verdict = await run_reviewer(session, call, c)
+        if verdict.outcome in ("allow", "deny"):
+            reason = verdict.rationale or None
+            record(verdict.outcome, "reviewer", reason)
+            return Decision(verdict.outcome == "allow", "reviewer", reason)
+        asked_by = "reviewer"
 
-    # Ask the person.
+    # Ask the person (showing the reviewer's classification in review and audit).
+    ask_reason = verdict.summary() if verdict is not None else None
+    record("ask", asked_by, ask_reason)
     if not interaction.person_present:
         reason = "No person is present to approve this call, so it was denied."
         record("deny", "host", reason)
-        return Decision(False, "host", reason + " Do not retry it; say what you wanted to do instead.")
-    record("ask", "host")
+        hint = f" The reviewer said: {verdict.rationale}" if verdict is not None and verdict.rationale else ""
+        return Decision(False, "host", reason + hint + " Do not retry it; say what you wanted to do instead.")
     answer = await interaction.ask_approval(
         ApprovalRequest(
             call_id=call.id, tool=call.name, arguments=call.arguments, risk=str(c.risk),
-            authority=str(c.authority), external=c.external, verdict=verdict, session_pattern=c.pattern,
+            authority=str(c.authority), external=c.external,
+            verdict=verdict.as_dict() if verdict is not None else None, session_pattern=c.pattern,
         )
     )
     if answer.outcome == "deny":
         record("deny", "person", answer.reason)
         return Decision(False, "person", answer.reason)
     if answer.outcome == "allow_session":
-        session.allowances.allow(call.name, c.pattern)
+        scope = getattr(answer, "session_scope", None)
+        if scope == "tool":
+            session.allowances.allow(call.name, None)
+        elif scope:
+            session.allowances.allow(call.name, scope, glob=True)
+        else:
+            session.allowances.allow(call.name, c.pattern)
     record("allow", "person", "allowed for this session" if answer.outcome == "allow_session" else None)
     return Decision(True, "person")

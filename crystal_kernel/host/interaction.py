@@ -45,6 +45,9 @@ class ApprovalRequest(BaseModel):
 class PersonDecision(BaseModel):
     outcome: Literal["allow_once", "allow_session", "deny"]
     reason: str | None = None
+    # allow_session only: "tool" allows the whole tool; a glob the person typed (e.g.
+    # "pytest *") allows matching calls; None allows this exact call's pattern again.
+    session_scope: str | None = None
 
 
 class Interaction(Protocol):

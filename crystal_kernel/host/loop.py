@@ -14,6 +14,8 @@ from typing import Any, AsyncIterator
 
 from crystal_kernel.errors import NotSupported, ProviderError, ToolError
 from crystal_kernel.host.approval_flow import decide
+from crystal_kernel.host.compaction import auto_compact
+from crystal_kernel.host.topic import name_session
 from crystal_kernel.host.events import (
     ErrorEvent, Event, Note, TextDelta, ToolCallStarted, ToolResultEvent, TurnEnd, UsageEvent,
 )
@@ -93,6 +95,9 @@ class Turn:
             self.stop_reason = reason
             self._close_open_calls()
             session.turns += 1
+            if reason == "end_turn":
+                # PH-11: name the session after its first turn (a failure is a note at most).
+                await name_session(session)
             try:
                 session.save()
             except Exception as exc:
@@ -137,6 +142,9 @@ class Turn:
                     return "max_steps"
                 steps += 1
                 request = session.build_request()
+                # Near the context window, summarise older turns first (host/compaction.py).
+                if await auto_compact(session, request, self._emit):
+                    request = session.build_request()
                 self._emit_notes()
                 answer = Message(role="assistant")
                 stop = "end_turn"
@@ -155,8 +163,7 @@ class Turn:
                         elif isinstance(item, UsageChunk):
                             turn_in += item.input_tokens
                             turn_out += item.output_tokens
-                            session.usage.input_tokens += item.input_tokens
-                            session.usage.output_tokens += item.output_tokens
+                            session.usage.add(item.input_tokens, item.output_tokens, model=request.model)
                             self._emit(UsageEvent(input_tokens=item.input_tokens, output_tokens=item.output_tokens))
                         elif isinstance(item, Finished):
                             stop = item.stop_reason
@@ -178,7 +185,8 @@ class Turn:
                 results, self._pending = self._pending, None
                 self._append(Message(role="user", parts=results))
         finally:
-            session.usage.turns.append({"inputTokens": turn_in, "outputTokens": turn_out})
+            session.usage.turns.append({"inputTokens": turn_in, "outputTokens": turn_out,
+                                        "model": session.provider.model})
 
     async def _run_call(self, call: ToolCallPart) -> ToolResultPart:
         session = self.session

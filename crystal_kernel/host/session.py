@@ -46,14 +46,39 @@ class ProcessFlags:
 class Usage:
     input_tokens: int = 0
     output_tokens: int = 0
-    turns: list[dict[str, int]] = field(default_factory=list)
+    turns: list[dict[str, Any]] = field(default_factory=list)
+    # Totals per model and per purpose (turn, review, compaction, topic): cost needs the
+    # model, and /usage shows what the side requests cost (host/usage.py).
+    by_model: dict[str, dict[str, int]] = field(default_factory=dict)
+    by_purpose: dict[str, dict[str, int]] = field(default_factory=dict)
 
     @property
     def total(self) -> int:
         return self.input_tokens + self.output_tokens
 
+    def add(self, input_tokens: int, output_tokens: int, *, model: str, purpose: str = "turn") -> None:
+        """Count one reply's tokens in the session totals and the breakdowns."""
+        self.input_tokens += input_tokens
+        self.output_tokens += output_tokens
+        for table, key in ((self.by_model, model), (self.by_purpose, purpose)):
+            row = table.setdefault(key, {"inputTokens": 0, "outputTokens": 0})
+            row["inputTokens"] += input_tokens
+            row["outputTokens"] += output_tokens
+
     def as_dict(self) -> dict[str, Any]:
-        return {"inputTokens": self.input_tokens, "outputTokens": self.output_tokens, "turns": self.turns}
+        return {"inputTokens": self.input_tokens, "outputTokens": self.output_tokens, "turns": self.turns,
+                "byModel": self.by_model, "byPurpose": self.by_purpose}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "Usage":
+        def table(value: Any) -> dict[str, dict[str, int]]:
+            if not isinstance(value, dict):
+                return {}
+            return {str(k): {"inputTokens": int(v.get("inputTokens", 0)), "outputTokens": int(v.get("outputTokens", 0))}
+                    for k, v in value.items() if isinstance(v, dict)}
+
+        return cls(int(data.get("inputTokens", 0)), int(data.get("outputTokens", 0)), list(data.get("turns", [])),
+                   table(data.get("byModel")), table(data.get("byPurpose")))
 
 
 # Document keys the session writes; everything else in a loaded document is preserved.
@@ -267,6 +292,13 @@ class Session:
                 await closer()
             except Exception:
                 pass
+        # The reviewer may hold its own provider (reviewModel).
+        closer = getattr(self.reviewer, "aclose", None)
+        if closer is not None:
+            try:
+                await closer()
+            except Exception:
+                pass
 
     # ----- persistence -----------------------------------------------------------------
     def to_document(self) -> dict[str, Any]:
@@ -312,9 +344,7 @@ class Session:
         self.turns = int(doc.get("turns", 0))
         if doc.get("mode") in ("plan", "work"):
             self.mode = doc["mode"]
-        usage = doc.get("usage") or {}
-        self.usage = Usage(int(usage.get("inputTokens", 0)), int(usage.get("outputTokens", 0)),
-                           list(usage.get("turns", [])))
+        self.usage = Usage.from_dict(doc.get("usage") or {})
         self.audit = list(doc.get("audit") or [])
         self.forked_from = doc.get("forkedFrom")
         for d in doc.get("directories") or []:

@@ -1,0 +1,144 @@
+"""Side requests: one tool-less request to a model outside the conversation (review,
+compaction, topic naming), bounded in time and in answer size, with usage counted.
+
+Also the bounded text rendering of a transcript that the review and compaction
+templates receive as ``{{conversation}}``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+from crystal_kernel.host.messages import ImagePart, Message, TextPart, ToolCallPart, ToolResultPart
+from crystal_kernel.providers.base import ModelRequest, TextChunk, UsageChunk
+
+
+class SideCallError(Exception):
+    """A side request failed; the message is one English line."""
+
+
+async def complete_text(
+    session: Any,
+    provider: Any,
+    *,
+    system: str,
+    user: str,
+    purpose: str,
+    timeout: float,
+    max_chars: int = 20_000,
+    max_output_tokens: int | None = None,
+) -> str:
+    """Send one request and return its text (at most ``max_chars``).
+
+    Raises :class:`SideCallError` on a provider error, an overrun of ``timeout`` seconds
+    or an empty answer. Cancellation of the caller propagates (the stream is closed).
+    """
+    request = ModelRequest(model=provider.model, system=system, messages=[Message.user_text(user)],
+                           tools=[], purpose=purpose, max_output_tokens=max_output_tokens)
+    pieces: list[str] = []
+    size = 0
+
+    async def run() -> None:
+        nonlocal size
+        stream = provider.stream(request)
+        try:
+            async for item in stream:
+                if isinstance(item, TextChunk):
+                    if size < max_chars:
+                        pieces.append(item.text[: max_chars - size])
+                        size += len(pieces[-1])
+                elif isinstance(item, UsageChunk):
+                    session.usage.add(item.input_tokens, item.output_tokens, model=provider.model, purpose=purpose)
+        finally:
+            closer = getattr(stream, "aclose", None)
+            if closer is not None:
+                await closer()
+
+    try:
+        await asyncio.wait_for(run(), timeout=timeout)
+    except asyncio.TimeoutError:
+        raise SideCallError(f"the {purpose} request took longer than {timeout:g} s") from None
+    except Exception as exc:  # ProviderError or anything else: reported, never raised on
+        first = str(exc).splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise SideCallError(f"the {purpose} request failed: {first}") from None
+    text = "".join(pieces).strip()
+    if not text:
+        raise SideCallError(f"the {purpose} request gave an empty answer")
+    return text
+
+
+def _clip(text: str, limit: int) -> str:
+    if len(text) <= limit:
+        return text
+    return text[:limit] + f" [... {len(text) - limit} characters cut]"
+
+
+def render_message(message: Message, *, result_limit: int, argument_limit: int, text_limit: int) -> str:
+    """One message as plain text for a side request."""
+    lines: list[str] = []
+    kind = message.meta.get("kind") if isinstance(message.meta, dict) else None
+    for part in message.parts:
+        if isinstance(part, TextPart):
+            if kind == "summary":
+                label = "Summary of the earlier conversation"
+            else:
+                label = "User" if message.role == "user" else "Assistant"
+            lines.append(f"{label}: {_clip(part.text, text_limit)}")
+        elif isinstance(part, ToolCallPart):
+            args = part.raw_arguments if part.raw_arguments is not None else json.dumps(
+                part.arguments, ensure_ascii=False)
+            lines.append(f"Assistant called {part.name}: {_clip(args, argument_limit)}")
+        elif isinstance(part, ToolResultPart):
+            status = "ok" if part.ok else "failed"
+            images = f" [{len(part.images)} image(s)]" if part.images else ""
+            lines.append(f"Result of {part.name} ({status}){images}: {_clip(part.text, result_limit)}")
+        elif isinstance(part, ImagePart):
+            lines.append(f"{'User' if message.role == 'user' else 'Assistant'}: [an image, {part.mime_type}]")
+    if message.interrupted:
+        lines.append("(this answer was interrupted)")
+    return "\n".join(lines)
+
+
+def is_person_prompt(message: Message) -> bool:
+    """A message the person wrote (not tool results, not a summary)."""
+    return (message.role == "user" and not message.tool_results()
+            and (message.meta or {}).get("kind") != "summary")
+
+
+def render_conversation(messages: list[Message], *, limit: int = 40_000, result_limit: int = 1_500,
+                        argument_limit: int = 1_500, text_limit: int = 6_000,
+                        keep_person: bool = True) -> str:
+    """The transcript as text, at most about ``limit`` characters.
+
+    When it is too long the oldest messages go first, but with ``keep_person`` the
+    person's own prompts are kept (shortened): they carry the authorization a reviewer
+    judges and the goals a summary must keep.
+    """
+    blocks = [(is_person_prompt(m), render_message(m, result_limit=result_limit, argument_limit=argument_limit,
+                                                    text_limit=text_limit)) for m in messages]
+    blocks = [(p, b) for p, b in blocks if b]
+    total = sum(len(b) + 2 for _, b in blocks)
+    if total <= limit:
+        return "\n\n".join(b for _, b in blocks)
+    kept: list[str] = []
+    dropped = 0
+    budget = limit
+    # Walk from the newest; person prompts always stay (clipped), others while they fit.
+    full = False
+    for person, block in reversed(blocks):
+        if person and keep_person:
+            block = _clip(block, 2_000)
+            kept.append(block)
+            budget -= len(block) + 2
+        elif not full and len(block) + 2 <= budget:
+            kept.append(block)
+            budget -= len(block) + 2
+        else:
+            # Once one message does not fit, older ones go too: the kept tail is contiguous.
+            full = True
+            dropped += 1
+    kept.reverse()
+    head = f"[{dropped} older messages left out for length]" if dropped else ""
+    return "\n\n".join(([head] if head else []) + kept)
