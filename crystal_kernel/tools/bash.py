@@ -15,6 +15,7 @@ import os
 from pydantic import Field
 
 from crystal_kernel.errors import ToolError
+from crystal_kernel.tools._index import note_change
 from crystal_kernel.tools._process import BoundedOutput, kill_process_tree
 from crystal_kernel.tools.base import Classification, Risk, Tool, ToolContext, ToolInput, ToolResult
 
@@ -98,6 +99,7 @@ class BashTool(Tool):
                 done, _ = await asyncio.wait({reader}, timeout=DRAIN_SECONDS)
                 leftovers = not done
         except asyncio.CancelledError:
+            note_change(ctx.workspace)
             await _stop(proc, reader)
             raise
         if timed_out or leftovers:
@@ -105,6 +107,8 @@ class BashTool(Tool):
         else:
             await proc.wait()
 
+        # Anything may have changed: the next search refreshes its index.
+        note_change(ctx.workspace)
         text = output.text().rstrip("\n")
         code = proc.returncode
         if timed_out:

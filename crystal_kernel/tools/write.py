@@ -6,6 +6,7 @@ from pydantic import Field
 
 from crystal_kernel.errors import ToolError
 from crystal_kernel.host.fsutil import atomic_write_text
+from crystal_kernel.tools._index import note_change
 from crystal_kernel.tools._files import display_path, looks_binary, read_head, unified_diff
 from crystal_kernel.tools.base import Risk, Tool, ToolContext, ToolInput, ToolResult, truncate_output
 
@@ -46,6 +47,7 @@ class WriteTool(Tool):
             atomic_write_text(path, args.content)
         except OSError as exc:
             raise ToolError(f"Cannot write '{args.path}': {exc.strerror or exc}.") from None
+        note_change(ctx.workspace)
         lines = args.content.count("\n") + (0 if args.content.endswith("\n") or not args.content else 1)
         if not existed:
             head = f"Created {shown} ({lines} lines, {len(args.content.encode('utf-8'))} bytes)."

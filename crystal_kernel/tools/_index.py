@@ -1,0 +1,261 @@
+"""The full-text index behind the search tool: SQLite FTS5 under
+``<workspace>/.crystal/index/``, BM25 ranking with file names and folders weighted above
+contents, updated incrementally from modification times.
+
+The index is a cache: a corrupt or foreign database file is replaced by a fresh one.
+Indexing is bounded: at most :data:`MAX_BODY_BYTES` of a file's text is indexed, binary
+files are indexed by path only, credential files are never read.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sqlite3
+import subprocess
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from crystal_kernel.host.access import is_credential_path
+from crystal_kernel.tools._files import looks_binary
+from crystal_kernel.tools._walk import RG_BASE_FLAGS, rg_binary, walk
+
+SCHEMA_VERSION = "1"
+MAX_BODY_BYTES = 256 * 1024
+MAX_FILES = 200_000
+# Weights of the name, folder and body columns in BM25.
+WEIGHTS = (10.0, 4.0, 1.0)
+# Changes made outside the agent's own tools show up after at most this long.
+REFRESH_SECONDS = 2.0
+
+_CAMEL = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
+_WORD = re.compile(r"\w+", re.UNICODE)
+
+
+def split_words(text: str) -> list[str]:
+    """Identifier-aware words: ``SessionStore_v2`` -> session, store, v, 2 (lowercase)."""
+    out: list[str] = []
+    for token in _WORD.findall(text):
+        for piece in token.split("_"):
+            if not piece:
+                continue
+            parts = _CAMEL.findall(piece) or [piece]
+            out.extend(p.lower() for p in parts)
+    return out
+
+
+def _name_field(rel: str) -> str:
+    name = rel.rsplit("/", 1)[-1]
+    return " ".join([name, *split_words(name)])
+
+
+def _folder_field(rel: str) -> str:
+    folder = rel.rsplit("/", 1)[0] if "/" in rel else ""
+    return " ".join([folder, *split_words(folder)])
+
+
+def fts_query(query: str) -> str:
+    """A safe FTS5 query: every word of the query, any of them (OR), identifiers split
+    the way the index splits them."""
+    terms: list[str] = []
+    for token in _WORD.findall(query):
+        words = split_words(token)
+        if not words:
+            continue
+        phrase = '"' + " ".join(words) + '"'
+        whole = '"' + token.lower().replace('"', "") + '"'
+        terms.append(phrase if phrase == whole else f"({phrase} OR {whole})")
+    return " OR ".join(dict.fromkeys(terms))
+
+
+@dataclass(frozen=True)
+class Hit:
+    path: str
+    score: float
+    snippet: str
+
+
+def _list_files(root: Path) -> list[str]:
+    rg = rg_binary()
+    if rg:
+        out = subprocess.run([rg, *RG_BASE_FLAGS, "--files", "--null", "--", "."], cwd=root,
+                             capture_output=True, timeout=120).stdout
+        names = [os.fsdecode(p) for p in out.split(b"\0") if p]
+        return [n[2:] if n.startswith("./") else n for n in names]
+    return [p.relative_to(root).as_posix() for p, _, _ in walk(root)]
+
+
+class SearchIndex:
+    """One workspace's index; thread-safe (one refresh or query at a time)."""
+
+    def __init__(self, workspace: Path) -> None:
+        self.workspace = Path(os.path.realpath(workspace))
+        self.folder = self.workspace / ".crystal" / "index"
+        self.path = self.folder / "search.sqlite"
+        self.lock = threading.Lock()
+        self.conn: sqlite3.Connection | None = None
+        self.last_refresh = 0.0
+        self.generation_seen = -1
+
+    # ----- storage ------------------------------------------------------------------
+    def _open(self) -> sqlite3.Connection:
+        if self.conn is not None:
+            return self.conn
+        self.folder.mkdir(parents=True, exist_ok=True)
+        ignore = self.folder / ".gitignore"
+        if not ignore.exists():
+            ignore.write_text("*\n")
+        try:
+            self.conn = self._connect()
+        except sqlite3.DatabaseError:
+            # A cache: replace what cannot be read.
+            self._reset()
+            self.conn = self._connect()
+        return self.conn
+
+    def _connect(self) -> sqlite3.Connection:
+        conn = sqlite3.connect(self.path, timeout=10, check_same_thread=False)
+        try:
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=NORMAL")
+            conn.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT)")
+            row = conn.execute("SELECT value FROM meta WHERE key='version'").fetchone()
+            if row is None or row[0] != SCHEMA_VERSION:
+                conn.executescript(
+                    "DROP TABLE IF EXISTS files; DROP TABLE IF EXISTS docs;"
+                    "CREATE TABLE files (id INTEGER PRIMARY KEY, path TEXT UNIQUE NOT NULL,"
+                    " mtime_ns INTEGER NOT NULL, size INTEGER NOT NULL);"
+                    "CREATE VIRTUAL TABLE docs USING fts5(name, folder, body,"
+                    " tokenize = 'unicode61 remove_diacritics 2');"
+                )
+                conn.execute("INSERT OR REPLACE INTO meta VALUES ('version', ?)", (SCHEMA_VERSION,))
+                conn.commit()
+            conn.execute("SELECT count(*) FROM files").fetchone()
+        except sqlite3.DatabaseError:
+            conn.close()
+            raise
+        return conn
+
+    def _reset(self) -> None:
+        if self.conn is not None:
+            self.conn.close()
+            self.conn = None
+        for suffix in ("", "-wal", "-shm", "-journal"):
+            try:
+                os.unlink(str(self.path) + suffix)
+            except FileNotFoundError:
+                pass
+
+    def close(self) -> None:
+        with self.lock:
+            if self.conn is not None:
+                self.conn.close()
+                self.conn = None
+
+    # ----- refresh ------------------------------------------------------------------
+    def refresh(self, *, force: bool = False, generation: int = 0) -> tuple[int, int]:
+        """Bring the index up to date; returns (files updated, files removed). Skipped
+        when the last refresh was under REFRESH_SECONDS ago and no tool changed files."""
+        with self.lock:
+            now = time.monotonic()
+            if (not force and generation == self.generation_seen
+                    and now - self.last_refresh < REFRESH_SECONDS):
+                return 0, 0
+            try:
+                result = self._refresh(self._open())
+            except sqlite3.DatabaseError:
+                # The file went bad under us: start over once from an empty index.
+                self._reset()
+                result = self._refresh(self._open())
+            self.last_refresh = time.monotonic()
+            self.generation_seen = generation
+            return result
+
+    def _refresh(self, conn: sqlite3.Connection) -> tuple[int, int]:
+        current: dict[str, tuple[int, int]] = {}
+        for rel in _list_files(self.workspace)[:MAX_FILES]:
+            if is_credential_path(Path(rel)):
+                continue
+            try:
+                st = os.stat(self.workspace / rel)
+            except OSError:
+                continue
+            current[rel] = (st.st_mtime_ns, st.st_size)
+        stored = {p: (m, s, i) for i, p, m, s in conn.execute("SELECT id, path, mtime_ns, size FROM files")}
+        removed = [stored[p][2] for p in stored.keys() - current.keys()]
+        changed = [p for p, ms in current.items() if p not in stored or stored[p][:2] != ms]
+        with conn:
+            for file_id in removed:
+                conn.execute("DELETE FROM files WHERE id=?", (file_id,))
+                conn.execute("DELETE FROM docs WHERE rowid=?", (file_id,))
+            for rel in changed:
+                body = self._body(self.workspace / rel)
+                mtime, size = current[rel]
+                if rel in stored:
+                    file_id = stored[rel][2]
+                    conn.execute("UPDATE files SET mtime_ns=?, size=? WHERE id=?", (mtime, size, file_id))
+                    conn.execute("DELETE FROM docs WHERE rowid=?", (file_id,))
+                else:
+                    file_id = conn.execute("INSERT INTO files (path, mtime_ns, size) VALUES (?, ?, ?)",
+                                           (rel, mtime, size)).lastrowid
+                conn.execute("INSERT INTO docs (rowid, name, folder, body) VALUES (?, ?, ?, ?)",
+                             (file_id, _name_field(rel), _folder_field(rel), body))
+        return len(changed), len(removed)
+
+    @staticmethod
+    def _body(path: Path) -> str:
+        try:
+            with open(path, "rb") as handle:
+                data = handle.read(MAX_BODY_BYTES)
+        except OSError:
+            return ""
+        if looks_binary(data[:8192]):
+            return ""
+        return data.decode("utf-8", errors="replace")
+
+    # ----- query --------------------------------------------------------------------
+    def query(self, text: str, limit: int) -> list[Hit]:
+        expression = fts_query(text)
+        if not expression:
+            return []
+        with self.lock:
+            conn = self._open()
+            rows = conn.execute(
+                "SELECT files.path, bm25(docs, ?, ?, ?) AS score,"
+                " snippet(docs, 2, '»', '«', ' … ', 16)"
+                " FROM docs JOIN files ON files.id = docs.rowid"
+                " WHERE docs MATCH ? ORDER BY score, files.path LIMIT ?",
+                (*WEIGHTS, expression, limit),
+            ).fetchall()
+        return [Hit(path, score, " ".join(snippet.split())) for path, score, snippet in rows]
+
+
+# Open indexes, most recently used last; bounded so long-lived processes keep few handles.
+_indexes: dict[Path, SearchIndex] = {}
+MAX_OPEN_INDEXES = 8
+_indexes_lock = threading.Lock()
+_generation: dict[Path, int] = {}
+
+
+def index_for(workspace: Path) -> SearchIndex:
+    """The process-wide index object of a workspace."""
+    key = Path(os.path.realpath(workspace))
+    with _indexes_lock:
+        index = _indexes.pop(key, None) or SearchIndex(key)
+        _indexes[key] = index
+        while len(_indexes) > MAX_OPEN_INDEXES:
+            oldest = next(iter(_indexes))
+            _indexes.pop(oldest).close()
+        return index
+
+
+def note_change(workspace: Path) -> None:
+    """Called by tools that change files (write, edit, bash) so the next search refreshes."""
+    key = Path(os.path.realpath(workspace))
+    _generation[key] = _generation.get(key, 0) + 1
+
+
+def generation(workspace: Path) -> int:
+    return _generation.get(Path(os.path.realpath(workspace)), 0)
