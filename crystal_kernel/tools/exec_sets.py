@@ -244,7 +244,10 @@ async def run_process(argv: list[str], *, cwd: Path, env: dict[str, str], payloa
     except BaseException:
         # Cancellation (or a bug): never leave the tree running.
         kill_process_tree(proc.pid)
-        raise
+        try:
+            await _reap(proc)
+        finally:
+            raise
     outcome.returncode = proc.returncode
     return outcome
 
@@ -292,10 +295,16 @@ async def _exchange(proc: asyncio.subprocess.Process, payload: bytes | None, max
 
 
 async def _reap(proc: asyncio.subprocess.Process) -> None:
+    """Collect a killed child and close its pipes (unread output may have paused them,
+    so they would otherwise never see end of file)."""
     try:
-        await asyncio.wait_for(proc.wait(), 5)
-    except asyncio.TimeoutError:  # pragma: no cover - SIGKILL does not wait
+        await asyncio.wait_for(asyncio.shield(proc.wait()), 5)
+    except (asyncio.TimeoutError, asyncio.CancelledError):
         pass
+    finally:
+        transport = getattr(proc, "_transport", None)  # asyncio offers no public close
+        if transport is not None:
+            transport.close()
 
 
 def kill_process_tree(pid: int) -> None:
