@@ -1,0 +1,1 @@
+"""Handlers of the Crystal jupyter_server extension (REST under ``/crystal/api/``)."""

@@ -1,0 +1,130 @@
+"""Base handler of the Crystal REST API: authentication, JSON errors, the workspace.
+
+Every handler is ``@web.authenticated`` (an API request without a valid token or
+cookie gets 403, never a login redirect). A person's bad input is a 400 with a JSON
+body ``{"error": "one English line"}``; a missing thing is a 404 with the same shape.
+The workspace is the server's root folder, or a folder inside it named by the
+``workspace`` query argument; nothing outside the root is ever read or written.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+from jupyter_server.base.handlers import APIHandler
+from tornado import web
+
+from crystal_kernel.errors import UserError
+from crystal_kernel.host.config import home_dir
+
+# The same shape as session ids (host/store.py): no separators, cannot start with a dot.
+ID_PATTERN = r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}"
+_ID = re.compile(rf"^{ID_PATTERN}$")
+MAX_BODY = 64 * 1024
+
+
+class NotFound(Exception):
+    """The named thing does not exist (404 with a JSON error)."""
+
+
+def check_id(value: str, what: str) -> str:
+    """Refuse anything that is not a plain id (no separators, no leading dot)."""
+    if not _ID.match(value or "") or ".." in value:
+        raise UserError(f"'{value}' is not a valid {what} id.")
+    return value
+
+
+def inside(root: Path, path: Path) -> Path:
+    """``path`` resolved (symlinks followed); UserError when it leaves ``root``."""
+    resolved = Path(os.path.realpath(path))
+    if resolved != root and root not in resolved.parents:
+        raise UserError("That path is outside the server's root folder.")
+    return resolved
+
+
+class CrystalHandler(APIHandler):
+    """JSON in, JSON out, errors as ``{"error": ...}``."""
+
+    @property
+    def root(self) -> Path:
+        root = self.settings.get("server_root_dir") or os.getcwd()
+        return Path(os.path.realpath(os.path.expanduser(root)))
+
+    @property
+    def home(self) -> Path:
+        return home_dir()
+
+    def workspace(self) -> Path:
+        """The server root, or ``?workspace=relative/folder`` inside it."""
+        rel = self.get_argument("workspace", "") or ""
+        if not rel or rel in (".", "/"):
+            return self.root
+        if "\x00" in rel or os.path.isabs(rel):
+            raise UserError("'workspace' must be a folder relative to the server's root.")
+        folder = inside(self.root, self.root / rel)
+        if not folder.is_dir():
+            raise UserError(f"'{rel}' is not a folder under the server's root.")
+        return folder
+
+    def int_argument(self, name: str, default: int, minimum: int = 0, maximum: int | None = None) -> int:
+        raw = self.get_argument(name, None)
+        if raw is None or raw == "":
+            return default
+        try:
+            value = int(raw)
+        except ValueError:
+            raise UserError(f"'{name}' must be a whole number, not '{raw[:40]}'.") from None
+        if value < minimum:
+            raise UserError(f"'{name}' must be at least {minimum}.")
+        if maximum is not None and value > maximum:
+            raise UserError(f"'{name}' must be at most {maximum}.")
+        return value
+
+    def json_body(self) -> dict[str, Any]:
+        body = self.request.body or b""
+        if len(body) > MAX_BODY:
+            raise UserError(f"The request body is larger than {MAX_BODY // 1024} KiB.")
+        try:
+            data = json.loads(body.decode("utf-8") or "null")
+        except (UnicodeDecodeError, json.JSONDecodeError):
+            raise UserError("The request body is not valid JSON.") from None
+        if not isinstance(data, dict):
+            raise UserError("The request body must be a JSON object.")
+        return data
+
+    def reply(self, data: Any, status: int = 200) -> None:
+        self.set_status(status)
+        self.finish(json.dumps(data, ensure_ascii=False))
+
+    def fail(self, status: int, message: str) -> None:
+        self.set_status(status)
+        self.finish(json.dumps({"error": message}))
+
+    def write_error(self, status_code: int, **kwargs: Any) -> None:
+        """Tornado errors (403 from @authenticated, 405, 500) as ``{"error": ...}``."""
+        self.set_header("Content-Type", "application/json")
+        message = self._reason or "Error"
+        exc = kwargs.get("exc_info", (None, None, None))[1]
+        if isinstance(exc, web.HTTPError) and exc.log_message:
+            message = exc.log_message % exc.args if exc.args else exc.log_message
+        elif status_code >= 500:
+            message = "The Crystal server extension failed; see the server log."
+        self.finish(json.dumps({"error": message}))
+
+    async def guarded(self, action: Any, *args: Any) -> None:
+        """Run ``action`` and turn UserError into 400 and NotFound into 404."""
+        try:
+            result = action(*args)
+            if hasattr(result, "__await__"):
+                result = await result
+        except UserError as exc:
+            self.fail(400, str(exc))
+            return
+        except NotFound as exc:
+            self.fail(404, str(exc))
+            return
+        self.reply(result)

@@ -1,0 +1,57 @@
+"""The Crystal jupyter_server extension: an authenticated REST API under
+``<base_url>crystal/api/`` that the JupyterLab sidebar reads.
+
+Enabled by ``etc/jupyter/jupyter_server_config.d/crystal_kernel.json`` (installed with
+the package), or by ``--ServerApp.jpserver_extensions='{"crystal_kernel.jupyter.server_ext": true}'``.
+
+Routes (all JSON; ``?workspace=DIR`` picks a folder under the server root, default the root):
+
+- ``GET sessions``, ``GET sessions/<id>``, ``GET status?session=<id>``
+- ``GET jobs``, ``GET jobs/<session>/<job>/log?offset=&limit=``, ``POST jobs/<session>/<job>/stop``
+- ``GET/POST promptsets``, ``GET/POST attachments``
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from jupyter_server.utils import url_path_join
+
+API = "crystal/api"
+
+
+def _jupyter_server_extension_points() -> list[dict[str, str]]:
+    return [{"module": "crystal_kernel.jupyter.server_ext"}]
+
+
+def handlers(base_url: str) -> list[tuple[str, Any]]:
+    from crystal_kernel.jupyter.server.jobs import JobLogHandler, JobsHandler, JobStopHandler
+    from crystal_kernel.jupyter.server.prompts import AttachmentsHandler, PromptSetsHandler
+    from crystal_kernel.jupyter.server.sessions import SessionHandler, SessionsHandler, StatusHandler
+
+    def route(*parts: str) -> str:
+        return url_path_join(base_url, API, *parts)
+
+    # Ids are matched loosely here ([^/]+) so a bad one reaches the handler and gets a
+    # 400 with a clear message instead of a bare 404; the handlers check them.
+    any_id = "([^/]+)"
+    return [
+        (route("sessions"), SessionsHandler),
+        (route("sessions", any_id), SessionHandler),
+        (route("status"), StatusHandler),
+        (route("jobs"), JobsHandler),
+        (route("jobs", any_id, any_id, "log"), JobLogHandler),
+        (route("jobs", any_id, any_id, "stop"), JobStopHandler),
+        (route("promptsets"), PromptSetsHandler),
+        (route("attachments"), AttachmentsHandler),
+    ]
+
+
+def _load_jupyter_server_extension(serverapp: Any) -> None:
+    web_app = serverapp.web_app
+    web_app.add_handlers(".*$", handlers(web_app.settings["base_url"]))
+    serverapp.log.info("Crystal: REST API at %s%s/", web_app.settings["base_url"], API)
+
+
+# Older jupyter_server / notebook spelling.
+load_jupyter_server_extension = _load_jupyter_server_extension
