@@ -134,7 +134,8 @@ def _messages_difference(expected: list[dict[str, Any]], got: list[dict[str, Any
                 for key in ("name", "arguments", "ok"):
                     if key in a[kind_a] and a[kind_a][key] != b[kind_a].get(key):
                         what = kind_a.replace("_", " ")
-                        return (f"{label} {what} {key} differs: expected '{_short(a[kind_a][key])}' "
+                        verb = "differ" if key == "arguments" else "differs"
+                        return (f"{label} {what} {key} {verb}: expected '{_short(a[kind_a][key])}' "
                                 f"got '{_short(b[kind_a].get(key))}'")
         if len(want_parts) != len(have_parts):
             return f"message {n} has {len(have_parts)} parts, the recording {len(want_parts)}"

@@ -139,7 +139,7 @@ class LLMServer:
 
     @property
     def requests(self) -> list[dict[str, Any]]:
-        """Logged requests: ``{"method", "path", "headers", "body", "time"}``."""
+        """Logged requests: ``{"method", "path", "headers" (lower-case names), "body", "time"}``."""
         with self._lock:
             return list(self._log)
 
@@ -212,7 +212,7 @@ def _make_handler(server: LLMServer) -> type[BaseHTTPRequestHandler]:
                 server.add(*replies)
                 self._send_json(200, {"pending": server.pending})
                 return
-            server._record({"method": "POST", "path": path, "headers": dict(self.headers.items()),
+            server._record({"method": "POST", "path": path, "headers": {k.lower(): v for k, v in self.headers.items()},
                             "body": body, "time": time.time()})
             kind = PATHS.get(path)
             if kind is None:
