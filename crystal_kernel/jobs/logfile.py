@@ -1,0 +1,75 @@
+"""The on-disk mirror of a job's output: ``<job>.log`` plus at most one rotated
+``<job>.log.1``, so a job's disk use is bounded by twice ``max_bytes``.
+
+The mirror exists so that something other than the kernel (the Jupyter server
+extension, a person with ``tail -f``) can read a job's output. It is best effort: a
+write error (disk full, folder removed) turns the mirror off and records why, and the
+in-memory buffer carries on.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Callable
+
+
+class RotatingLog:
+    """Appends bytes to ``path``; when it reaches ``max_bytes`` it becomes ``path.1``
+    (replacing the older one) and a fresh ``path`` starts."""
+
+    def __init__(self, path: Path, max_bytes: int, on_rotate: Callable[[], None] | None = None) -> None:
+        self.path = Path(path)
+        self.previous = self.path.with_name(self.path.name + ".1")
+        self.max_bytes = max(1, max_bytes)
+        self.on_rotate = on_rotate
+        # Absolute output offset of the first byte of the current file.
+        self.start_offset = 0
+        self.error: str | None = None
+        self._size = 0
+        self._fd: int | None = None
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+        except OSError as exc:
+            self.error = f"cannot write {self.path}: {exc.strerror or exc}"
+
+    @property
+    def active(self) -> bool:
+        return self._fd is not None
+
+    def write(self, data: memoryview | bytes, end_offset: int) -> None:
+        """Append ``data``, whose last byte is at absolute offset ``end_offset - 1``."""
+        if self._fd is None:
+            return
+        view = memoryview(data)
+        try:
+            while len(view):
+                if self._size >= self.max_bytes:
+                    self._rotate(end_offset - len(view))
+                room = self.max_bytes - self._size
+                written = os.write(self._fd, view[:room])
+                self._size += written
+                view = view[written:]
+        except OSError as exc:
+            self.error = f"writing {self.path} failed: {exc.strerror or exc}; the log file stops here"
+            self.close()
+
+    def _rotate(self, offset: int) -> None:
+        assert self._fd is not None
+        os.close(self._fd)
+        self._fd = None
+        os.replace(self.path, self.previous)
+        self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+        self._size = 0
+        self.start_offset = offset
+        if self.on_rotate is not None:
+            self.on_rotate()
+
+    def close(self) -> None:
+        if self._fd is not None:
+            try:
+                os.close(self._fd)
+            except OSError:
+                pass
+            self._fd = None

@@ -1,0 +1,172 @@
+"""The tiny supervisor every background job runs under (standard library only).
+
+The host starts ``python -I -S supervisor.py HOST_PID GRACE BASH COMMAND`` in a new
+session; the supervisor starts ``BASH -c COMMAND`` with stdin on /dev/null and the
+host's output pipe as stdout and stderr, then waits. Why a supervisor:
+
+- No orphans when the host dies, however it dies. The supervisor asks Linux for a
+  parent-death signal (``PR_SET_PDEATHSIG``: SIGTERM when the host thread that started
+  it goes away, SIGKILL included) and also polls ``getppid()`` as a fallback.
+- Grandchildren cannot escape. The supervisor is a child subreaper
+  (``PR_SET_CHILD_SUBREAPER``): whatever the job forks, double-forks or moves to a new
+  session stays below it, so a scan of ``/proc`` finds the whole tree.
+- A job is its whole tree. When the shell exits, anything it left running in the
+  background is stopped as well; on SIGTERM/SIGINT/SIGHUP (a stop, a timeout, the
+  host's death) every descendant gets SIGTERM, and after GRACE seconds SIGKILL.
+
+The supervisor exits the way the shell did: the same exit code, or killed by the same
+signal, so the host's ``returncode`` is the job's.
+
+The prctl calls are made here, after exec, rather than in a ``preexec_fn``: the host
+is multi-threaded (the kernel always is) and ``preexec_fn`` is unsafe there. The race
+that ``preexec_fn`` would close (the host dying before the call) is closed by checking
+``getppid()`` right after it.
+"""
+
+import ctypes
+import os
+import signal
+import sys
+import time
+
+PR_SET_PDEATHSIG = 1
+PR_SET_CHILD_SUBREAPER = 36
+STOP_SIGNALS = {signal.SIGTERM, signal.SIGINT, signal.SIGHUP}
+WATCHED = STOP_SIGNALS | {signal.SIGCHLD}
+# Python ignores SIGPIPE and SIGXFSZ; ignored signals survive exec, so reset them (and
+# the ones we block) for the job: `yes | head` must end with SIGPIPE as in a terminal.
+RESET = WATCHED | {signal.SIGPIPE, signal.SIGXFSZ, signal.SIGQUIT}
+POLL_SECONDS = 0.5
+
+
+def _set_prctl(option: int, value: int) -> None:
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(option, value, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass  # not Linux: the getppid() poll still stops the job when the host is gone
+
+
+def _tree(root: int) -> list[int]:
+    """Live (non-zombie) descendants of ``root``, found by scanning /proc."""
+    children: dict[int, list[int]] = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as handle:
+                stat = handle.read()
+        except OSError:
+            continue
+        # Fields after the command name, which is in parentheses and may hold spaces.
+        rest = stat[stat.rfind(b")") + 2:].split()
+        if rest[0] == b"Z":
+            continue
+        children.setdefault(int(rest[1]), []).append(int(name))
+    out: list[int] = []
+    todo = [root]
+    while todo:
+        for pid in children.get(todo.pop(), ()):
+            out.append(pid)
+            todo.append(pid)
+    return out
+
+
+def _reap(shell: int, status: "int | None") -> "int | None":
+    """Reap every finished child (orphans land here too); return the shell's status."""
+    while True:
+        try:
+            pid, wait_status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return status
+        if pid == 0:
+            return status
+        if pid == shell:
+            status = wait_status
+
+
+def _signal_all(pids: list[int], sig: int) -> None:
+    for pid in pids:
+        try:
+            os.kill(pid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+def _stop_tree(shell: int, status: "int | None", grace: float) -> "int | None":
+    """TERM every descendant, wait up to ``grace`` seconds, then KILL what is left."""
+    me = os.getpid()
+    _signal_all(_tree(me), signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    while True:
+        status = _reap(shell, status)
+        left = _tree(me)
+        if not left:
+            return status
+        if time.monotonic() >= deadline:
+            break
+        signal.sigtimedwait({signal.SIGCHLD}, 0.02)
+    for _ in range(100):  # a fork bomb keeps forking while we kill: keep at it
+        _signal_all(left, signal.SIGKILL)
+        signal.sigtimedwait({signal.SIGCHLD}, 0.02)
+        status = _reap(shell, status)
+        left = _tree(me)
+        if not left:
+            break
+    return _reap(shell, status)
+
+
+def _exit_like(status: "int | None") -> None:
+    if status is None:
+        os._exit(255)
+    if os.WIFEXITED(status):
+        os._exit(os.WEXITSTATUS(status))
+    sig = os.WTERMSIG(status)
+    try:
+        import resource
+
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # never leave a core file behind
+        signal.signal(sig, signal.SIG_DFL)
+    except (ValueError, OSError, ImportError):
+        pass
+    signal.pthread_sigmask(signal.SIG_SETMASK, set())
+    os.kill(os.getpid(), sig)
+    os._exit(128 + sig)
+
+
+def main(argv: list) -> None:
+    host, grace, bash, command = int(argv[1]), float(argv[2]), argv[3], argv[4]
+    # Block first: a stop that arrives from now on is read by sigtimedwait, not lost.
+    signal.pthread_sigmask(signal.SIG_BLOCK, WATCHED)
+    _set_prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+    _set_prctl(PR_SET_CHILD_SUBREAPER, 1)
+    if os.getppid() != host:
+        os._exit(255)  # the host died before the death signal was armed
+    try:
+        shell = os.posix_spawn(bash, [os.path.basename(bash), "-c", command], os.environ,
+                               setsigmask=(), setsigdef=RESET)
+    except OSError as exc:
+        sys.stderr.write(f"crystal: cannot start {bash}: {exc.strerror or exc}\n")
+        sys.stderr.flush()
+        os._exit(127)
+    status = None
+    stopping = False
+    while status is None and not stopping:
+        info = signal.sigtimedwait(WATCHED, POLL_SECONDS)
+        if info is not None and info.si_signo in STOP_SIGNALS:
+            stopping = True
+        elif info is None and os.getppid() != host:
+            stopping = True
+        status = _reap(shell, status)
+    status = _stop_tree(shell, status, grace)
+    while status is None:  # the shell was killed above; make sure we have its status
+        try:
+            pid, wait_status = os.waitpid(shell, 0)
+            status = wait_status
+        except ChildProcessError:
+            break
+    _exit_like(status)
+
+
+if __name__ == "__main__":
+    main(sys.argv)
