@@ -19,8 +19,9 @@ import re
 from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import Any, Literal, Union
 
-import jsonschema
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from crystal_kernel.tools.schema_check import SchemaProblem, check_schema
 
 NAME_PATTERN = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
 DEFAULT_TIMEOUT_SECONDS = 60.0
@@ -84,9 +85,9 @@ class ExecToolManifest(BaseModel):
         if value.get("type", "object") != "object":
             raise ValueError('must describe an object ("type": "object")')
         try:
-            jsonschema.validators.validator_for(value).check_schema(value)
-        except jsonschema.SchemaError as exc:
-            raise ValueError(f"is not a valid JSON schema ({exc.message})") from None
+            check_schema(value, "inputSchema")
+        except SchemaProblem as exc:
+            raise ValueError(f"is not a valid JSON schema ({exc})") from None
         return {"type": "object", **value}
 
     @model_validator(mode="after")

@@ -26,7 +26,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-import jsonschema
 import psutil
 from pydantic import RootModel
 
@@ -34,6 +33,7 @@ from crystal_kernel.errors import ToolError
 from crystal_kernel.tools.base import Authority, Classification, Risk, Tool, ToolContext, ToolResult
 from crystal_kernel.tools.exec_manifest import ExecToolManifest, has_separator
 from crystal_kernel.tools.exec_output import content_result, text_result
+from crystal_kernel.tools.schema_check import iter_errors
 
 # Bytes kept per stream: the tool output limit counts characters, and a UTF-8
 # character is at most four bytes.
@@ -70,7 +70,6 @@ class ExecTool(Tool):
         self.name = manifest.name  # type: ignore[misc]  # instance name, not the ClassVar
         self.input_kind = manifest.input_kind  # type: ignore[misc]
         self.catalogs: frozenset[str] = frozenset(manifest.catalogs)
-        self._validator = jsonschema.validators.validator_for(manifest.input_schema)(manifest.input_schema)
 
     # -- what the model sees -------------------------------------------------
     @property
@@ -89,12 +88,9 @@ class ExecTool(Tool):
         """Arguments must be an object that satisfies the manifest's schema."""
         if not isinstance(arguments, dict):
             raise ToolError(f"Invalid arguments for {self.name}: expected a JSON object.")
-        errors = sorted(self._validator.iter_errors(arguments), key=lambda e: list(e.absolute_path))
+        errors = list(iter_errors(arguments, self.manifest.input_schema))
         if errors:
-            problems = []
-            for err in errors[:5]:
-                where = ".".join(str(p) for p in err.absolute_path) or "arguments"
-                problems.append(f"{where}: {err.message}")
+            problems = [f"{where or 'arguments'}: {message}" for where, message in errors[:5]]
             raise ToolError(f"Invalid arguments for {self.name}: " + "; ".join(problems))
         return ExternalArguments(arguments)
 

@@ -156,7 +156,7 @@ async def test_arguments_checked_against_input_schema(home, workspace, ctx):
     tools, _ = load(home, workspace)
     bad = await call(tools["t"], {"size": 0, "other": 1}, ctx)
     assert not bad.ok and bad.text.startswith("Invalid arguments for t: ")
-    assert "0 is less than the minimum of 1" in bad.text and "Additional properties" in bad.text
+    assert "0 is less than the minimum of 1" in bad.text and "Additional properties are not allowed ('other' unexpected)" in bad.text
     missing = await call(tools["t"], {}, ctx)
     assert not missing.ok and "'size' is a required property" in missing.text
     good = await call(tools["t"], {"size": 4}, ctx)
