@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from crystal_kernel.errors import UserError
-from crystal_kernel.prompts.manifest import Folder, discover
+from crystal_kernel.prompts.manifest import Folder, discover, read_prompt_file
 from crystal_kernel.prompts.names import ATTACHABLE, folder_name_problem
 
 KIND = "prompt attachment"
@@ -53,15 +53,7 @@ def attachment_text(folder: Folder, kind: str, notes: list[str]) -> str | None:
     the file is missing, empty or unreadable."""
     if kind not in ATTACHABLE:
         return None
-    path = folder.file_for(kind)
-    if path is None:
-        return None
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        notes.append(f"Skipped the attachment file {path}: it cannot be read ({exc}).")
-        return None
-    return text if text.strip() else None
+    return read_prompt_file(folder.file_for(kind), notes)
 
 
 def require_attachment(folders: dict[str, Folder], name: str, where: str = "") -> Folder:

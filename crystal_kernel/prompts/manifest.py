@@ -17,6 +17,8 @@ from crystal_kernel.host.fsutil import atomic_write_json
 from crystal_kernel.prompts.names import MAX_DESCRIPTION, MAX_TITLE, SUFFIXES, folder_name_problem
 
 MANIFEST = "prompt.json"
+# Bound what one prompt or attachment file may add to every request.
+MAX_PROMPT_CHARS = 200_000
 
 
 @dataclass
@@ -79,13 +81,31 @@ def find_prompt_file(folder: Path, prompt_name: str) -> Path | None:
     return None
 
 
+def read_prompt_file(path: Path | None, notes: list[str]) -> str | None:
+    """A prompt or attachment file's text, verbatim (a UTF-8 BOM dropped); None when
+    missing, empty (whitespace only) or unreadable (with a note). Capped at
+    :data:`MAX_PROMPT_CHARS` with a note."""
+    if path is None:
+        return None
+    try:
+        with open(path, encoding="utf-8-sig") as handle:
+            text = handle.read(MAX_PROMPT_CHARS + 1)
+    except (OSError, UnicodeDecodeError) as exc:
+        notes.append(f"Skipped the prompt file {path}: it cannot be read ({exc}).")
+        return None
+    if len(text) > MAX_PROMPT_CHARS:
+        notes.append(f"The prompt file {path} is longer than {MAX_PROMPT_CHARS} characters; the rest was cut.")
+        text = text[:MAX_PROMPT_CHARS]
+    return text if text.strip() else None
+
+
 def read_manifest(folder: Path) -> tuple[dict[str, Any] | None, str | None]:
     """``(data, None)`` for a valid manifest, else ``(None, reason)``."""
     path = folder / MANIFEST
     if not path.is_file():
         return None, f"it has no {MANIFEST}"
     try:
-        text = path.read_text(encoding="utf-8")
+        text = path.read_text(encoding="utf-8-sig")
     except (OSError, UnicodeDecodeError) as exc:
         return None, f"its {MANIFEST} cannot be read ({exc})"
     try:

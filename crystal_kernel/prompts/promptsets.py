@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from crystal_kernel.errors import UserError
-from crystal_kernel.prompts.manifest import Folder, discover, find_prompt_file
+from crystal_kernel.prompts.manifest import Folder, discover, find_prompt_file, read_prompt_file
 from crystal_kernel.prompts.names import DEFAULT_SET, NAMED_PROMPTS, folder_name_problem
 
 BUILTIN_DIR = Path(__file__).with_name("builtin")
@@ -109,18 +109,6 @@ class ResolvedPrompt:
         return self.source if self.path is None else f"{self.source} ({self.path})"
 
 
-def _usable(path: Path | None, notes: list[str]) -> str | None:
-    """A prompt file's text when it exists and is not empty (PS-2)."""
-    if path is None:
-        return None
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        notes.append(f"Skipped the prompt file {path}: it cannot be read ({exc}).")
-        return None
-    return text if text.strip() else None
-
-
 def resolve_prompt(name: str, home: Path, workspace: Path | None, set_folder: Folder | None,
                    notes: list[str]) -> ResolvedPrompt:
     """PS-6: the winning text of a named prompt."""
@@ -133,7 +121,7 @@ def resolve_prompt(name: str, home: Path, workspace: Path | None, set_folder: Fo
     if set_folder is not None:
         levels.append((f"prompt set '{set_folder.name}'", set_folder.file_for(name)))
     for source, path in levels:
-        text = _usable(path, notes)
+        text = read_prompt_file(path, notes)
         if text is not None:
             return ResolvedPrompt(name, text, source, path)
     return ResolvedPrompt(name, builtin_text(name), "built-in")

@@ -58,6 +58,15 @@ def test_PA_2_files_missing_empty_and_trailing_newline(home, workspace, mkatt):
     assert _compose("review", home, workspace) == "REVIEW\n"
     # Trailing newlines at the end of a file are kept.
     assert _compose("work", home, workspace) == "BODY\n\none, no newline\n\ntwo\n\n"
+    # A UTF-8 BOM is not text; a file that is not UTF-8 is skipped with a note.
+    bom = mkatt("c-bom", {"enabled": True, "order": 2})
+    (bom / "review.md").write_bytes(b"\xef\xbb\xbfBOM review\n")
+    bad = mkatt("d-bad", {"enabled": True, "order": 3})
+    (bad / "review.md").write_bytes(b"\xff\xfe not utf-8\n")
+    notes: list[str] = []
+    ctx = PromptContext(workspace=workspace, home=home)
+    assert compose("review", ctx, resolve_selection(home, workspace), None, notes) == "REVIEW\n\nBOM review\n"
+    assert len(notes) == 1 and "d-bad" in notes[0] and "cannot be read" in notes[0]
 
 
 def test_PA_3_folder_names(home, workspace, mkatt, mkset):
