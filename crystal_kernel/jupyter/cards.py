@@ -1,0 +1,191 @@
+"""Mime bundles for what a turn shows: the status line, tool cards, notes and errors.
+
+Every bundle is plain HTML with a ``text/plain`` fallback, so a saved notebook reads
+well on any viewer (nbviewer, GitHub, a terminal) without a live kernel. Styles are
+inline because a saved notebook carries no stylesheet. Nothing here imports Jupyter.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from dataclasses import dataclass
+from typing import Any
+
+Bundle = dict[str, Any]
+
+# How much of a tool result a card shows (the model's copy is bounded separately).
+CARD_TEXT_LIMIT = 20_000
+ARGS_PREVIEW = 160
+ARGS_LIMIT = 8_000
+
+_BOX = ("border:1px solid #d0d7de;border-left:4px solid {accent};border-radius:4px;"
+        "padding:4px 8px;margin:4px 0;font-size:90%")
+_PRE = ("margin:4px 0 0 0;padding:4px 6px;background:#f6f8fa;max-height:24em;overflow:auto;"
+        "white-space:pre-wrap;word-break:break-word;font-family:monospace;font-size:90%")
+_MUTED = "color:#6e7781"
+_RED = "#cf222e"
+_GREEN = "#1a7f37"
+
+# The one argument that best says what a call does, per built-in tool.
+_KEY_ARGUMENT = {
+    "bash": "command", "bash_start": "command", "read": "path", "write": "path", "edit": "path",
+    "list": "path", "tree": "path", "glob": "pattern", "grep": "pattern", "search": "query",
+    "python": "code", "bash_status": "job_id", "bash_logs": "job_id", "bash_stop": "job_id",
+    "view_image": "path", "describe_image": "path", "cell_output": "n", "skill": "name",
+}
+
+
+def esc(text: Any) -> str:
+    return html.escape(str(text), quote=True)
+
+
+def clip(text: str, limit: int) -> str:
+    """Keep the end of long text (the newest output matters most) and say what was cut."""
+    if len(text) <= limit:
+        return text
+    return f"[... {len(text) - limit} characters not shown ...]\n" + text[-limit:]
+
+
+@dataclass(frozen=True)
+class Status:
+    """What the first line of a turn's output says (PA-8: only the set's folder name)."""
+
+    mode: str
+    approval: str
+    provider: str
+    model: str
+    prompt_set: str
+    tokens: int
+
+    def text(self) -> str:
+        return (f"Crystal · {self.mode} · approval {self.approval} · {self.provider}:{self.model}"
+                f" · prompts {self.prompt_set} · {self.tokens:,} tokens")
+
+
+def status_bundle(status: Status) -> Bundle:
+    html_text = (f'<div style="{_MUTED};font-size:85%;font-family:monospace">'
+                 f"{esc(status.text())}</div>")
+    return {"text/plain": status.text(), "text/html": html_text}
+
+
+def markdown_bundle(text: str) -> Bundle:
+    return {"text/markdown": text, "text/plain": text}
+
+
+def note_bundle(text: str) -> Bundle:
+    return {"text/plain": f"Note: {text}",
+            "text/html": f'<div style="{_MUTED};font-size:90%"><i>Note:</i> {esc(text)}</div>'}
+
+
+def error_bundle(text: str) -> Bundle:
+    return {"text/plain": f"Error: {text}",
+            "text/html": f'<div style="color:{_RED};font-weight:600">Error: {esc(text)}</div>'}
+
+
+def summarize_arguments(name: str, arguments: dict[str, Any]) -> str:
+    """One line saying what a call does: its key argument, else compact JSON."""
+    key = _KEY_ARGUMENT.get(name)
+    if key and key in arguments and isinstance(arguments[key], (str, int, float)):
+        value = str(arguments[key])
+        first = value.strip().splitlines()[0] if value.strip() else value
+        more = " …" if first != value.strip() else ""
+        text = first + more
+    else:
+        text = json.dumps(arguments, ensure_ascii=False, sort_keys=False)
+    return text if len(text) <= ARGS_PREVIEW else text[: ARGS_PREVIEW - 1] + "…"
+
+
+def _arguments_json(arguments: dict[str, Any]) -> str:
+    return clip(json.dumps(arguments, ensure_ascii=False, indent=2), ARGS_LIMIT)
+
+
+def diff_html(text: str) -> str:
+    """Colour a unified diff line by line."""
+    out = []
+    for line in text.splitlines():
+        style = ""
+        if line.startswith("+") and not line.startswith("+++"):
+            style = f"color:{_GREEN};background:#e6ffec"
+        elif line.startswith("-") and not line.startswith("---"):
+            style = f"color:{_RED};background:#ffebe9"
+        elif line.startswith("@@"):
+            style = "color:#0550ae"
+        out.append(f'<span style="{style}">{esc(line)}</span>' if style else esc(line))
+    return "\n".join(out)
+
+
+@dataclass
+class CardState:
+    """Everything a tool card shows; :func:`card_bundle` renders it."""
+
+    id: str
+    name: str
+    arguments: dict[str, Any]
+    state: str = "running"  # running, waiting, denied, done, failed, cancelled
+    approval: str | None = None  # who allowed or denied, shown under the title
+    result: str | None = None
+    display: str = "text"
+    images: int = 0
+
+
+_STATE_LABEL = {
+    "running": ("running…", "#9a6700"), "waiting": ("waiting for approval", "#9a6700"),
+    "denied": ("denied", _RED), "done": ("done", _GREEN), "failed": ("failed", _RED),
+    "cancelled": ("cancelled", _RED),
+}
+
+
+def card_bundle(card: CardState) -> Bundle:
+    label, colour = _STATE_LABEL.get(card.state, (card.state, _MUTED))
+    summary = summarize_arguments(card.name, card.arguments)
+    plain = [f"[{card.name}] {summary} — {label}"]
+    parts = [
+        f'<div class="crystal-card" data-tool="{esc(card.name)}" data-state="{esc(card.state)}" '
+        f'style="{_BOX.format(accent=colour)}">',
+        f'<div><b>{esc(card.name)}</b> <code>{esc(summary)}</code> '
+        f'<span style="color:{colour}">{esc(label)}</span></div>',
+    ]
+    if card.approval:
+        plain.append(card.approval)
+        parts.append(f'<div style="{_MUTED}">{esc(card.approval)}</div>')
+    if card.arguments and (len(card.arguments) > 1 or summary.endswith("…")):
+        parts.append(f'<details><summary style="{_MUTED}">arguments</summary>'
+                     f'<pre style="{_PRE}">{esc(_arguments_json(card.arguments))}</pre></details>')
+    if card.result is not None:
+        body = clip(card.result, CARD_TEXT_LIMIT)
+        plain.append(body)
+        if card.state in ("failed", "denied", "cancelled"):
+            parts.append(f'<pre style="{_PRE};color:{_RED}">{esc(body)}</pre>')
+        elif card.display == "diff":
+            parts.append(f'<pre style="{_PRE}">{diff_html(body)}</pre>')
+        elif card.display == "terminal":
+            parts.append(f'<pre style="{_PRE};background:#1f2328;color:#e6edf3">{esc(body)}</pre>')
+        elif body:
+            parts.append(f'<pre style="{_PRE}">{esc(body)}</pre>')
+    if card.images:
+        word = "image" if card.images == 1 else "images"
+        plain.append(f"({card.images} {word} below)")
+    parts.append("</div>")
+    return {"text/plain": "\n".join(plain), "text/html": "".join(parts)}
+
+
+def image_bundle(mime_type: str, data_base64: str, caption: str = "") -> Bundle:
+    """An image result as a real image output (it survives every viewer)."""
+    return {mime_type: data_base64, "text/plain": caption or f"<{mime_type} image>"}
+
+
+def table_bundle(columns: list[str], rows: list[list[Any]], title: str = "") -> Bundle:
+    """A small HTML table with an aligned text fallback."""
+    widths = [max([len(c)] + [len(str(r[i])) for r in rows]) for i, c in enumerate(columns)]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(columns, widths))]
+    lines += ["  ".join(str(v).ljust(w) for v, w in zip(r, widths)) for r in rows]
+    head = "".join(f'<th style="text-align:left;padding:2px 8px">{esc(c)}</th>' for c in columns)
+    body = "".join(
+        "<tr>" + "".join(f'<td style="text-align:left;padding:2px 8px;font-family:monospace">{esc(v)}</td>'
+                         for v in r) + "</tr>"
+        for r in rows
+    )
+    caption = f"<caption style='text-align:left'><b>{esc(title)}</b></caption>" if title else ""
+    return {"text/plain": ((title + "\n") if title else "") + "\n".join(lines),
+            "text/html": f"<table>{caption}<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"}

@@ -1,0 +1,105 @@
+"""Slash-command cells in the Crystal kernel.
+
+Each non-empty line of a command cell is one command (``/mode plan`` then ``/approval
+edit`` in one cell works). Most commands go to the host's :func:`run_command` and
+show its text; the kernel adds what only a notebook can do: ``/jobs`` as a table with
+Stop buttons, ``/logs JOB --follow`` as a live view, ``/resume`` without an id
+continuing this notebook's last session, and ``/fork`` switching the kernel to the fork.
+"""
+
+from __future__ import annotations
+
+import shlex
+from typing import Any
+
+from crystal_kernel.errors import UserError
+
+
+def _show_text(text: str) -> None:
+    from crystal_kernel.jupyter.render import IPythonOutput
+
+    IPythonOutput().show({"text/plain": text})
+
+
+async def run_command_cell(kernel: Any, text: str) -> Any:
+    from crystal_kernel.jupyter.kernel import CellOutcome
+
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    for line in lines:
+        if not line.startswith("/"):
+            raise UserError(f"Each line of a command cell must start with '/': {line[:60]!r}. "
+                            "Put the prompt in a cell of its own.")
+    for line in lines:
+        await run_line(kernel, line)
+    return CellOutcome()
+
+
+async def run_line(kernel: Any, line: str) -> None:
+    from crystal_kernel.host.commands import HELP, run_command
+    from crystal_kernel.jupyter.kernel import KERNEL_HELP
+
+    try:
+        words = shlex.split(line)
+    except ValueError as exc:
+        raise UserError(f"Cannot parse the command: {exc}.") from None
+    name, args = words[0][1:], words[1:]
+    if name == "help":
+        _show_text(HELP + "\n" + KERNEL_HELP)
+        return
+    session = kernel.ensure_session()
+    if name == "jobs" and not args:
+        _show_jobs(kernel, session)
+        return
+    if name == "logs":
+        _show_logs(kernel, session, args)
+        return
+    if name == "resume" and not args:
+        target = _notebook_session(kernel, session)
+        if target:
+            line = f"/resume {target}"
+    result = await run_command(session, line)
+    if result.kind == "fork" and result.data.get("session") is not None:
+        kernel._attach(result.data["session"])
+    if name in ("resume", "fork"):
+        kernel._remember()
+    _show_text(result.text)
+
+
+def _notebook_session(kernel: Any, session: Any) -> str | None:
+    from crystal_kernel.jupyter.notebook_map import last_session
+    from crystal_kernel.jupyter.render import IPythonOutput, Renderer
+
+    try:
+        target = last_session(session.workspace, kernel.notebook)
+    except UserError as exc:
+        Renderer(IPythonOutput()).show_note(f"{exc} Resuming the workspace's latest session instead.")
+        return None
+    if target and not session.store.exists(target):
+        return None
+    return target
+
+
+def _show_jobs(kernel: Any, session: Any) -> None:
+    from crystal_kernel.jupyter.jobs_view import JobsTable, jobs_table
+    from crystal_kernel.jupyter.render import IPythonOutput
+
+    output = IPythonOutput()
+    if not session.has_jobs or not session.jobs.status():
+        output.show(jobs_table([]))
+        return
+    table = JobsTable(session.jobs)
+    output.show(table.bundle())
+    if any(info.active for info in table.infos):
+        kernel.spawn(table.keep_fresh())
+
+
+def _show_logs(kernel: Any, session: Any, args: list[str]) -> None:
+    from crystal_kernel.jupyter.jobs_view import LogView, parse_logs_args
+    from crystal_kernel.jupyter.render import IPythonOutput
+
+    job_id, follow = parse_logs_args(args)
+    if not session.has_jobs:
+        raise UserError(f"No background job '{job_id}' in this session (jobs: none).")
+    view = LogView(session.jobs, job_id, IPythonOutput())
+    if follow and view.info.active:
+        kernel.spawn(view.follow())

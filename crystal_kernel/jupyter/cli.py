@@ -1,0 +1,58 @@
+"""``crystal kernel install [--user | --sys-prefix | --prefix DIR]`` (SPEC §11).
+
+Without a location flag the kernelspec goes to the user's Jupyter folder (no root
+needed). Crystal's process flags after the location are baked into the kernelspec's
+argv (``crystal kernel install --user --prompt-set strict --name crystal-strict``) and
+checked first: a bad flag installs nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from crystal_kernel.errors import UserError
+
+
+def add_subparsers(sub: Any) -> None:
+    kernel = sub.add_parser("kernel", help="the Crystal Jupyter kernel")
+    ksub = kernel.add_subparsers(dest="kernel_command", parser_class=type(kernel), required=True)
+    install = ksub.add_parser("install", help="install the kernelspec named crystal")
+    where = install.add_mutually_exclusive_group()
+    where.add_argument("--user", action="store_true", help="the user's Jupyter folder (the default)")
+    where.add_argument("--sys-prefix", dest="sys_prefix", action="store_true", help="this Python's prefix")
+    where.add_argument("--prefix", metavar="DIR", help="PREFIX/share/jupyter/kernels")
+    install.add_argument("--name", default="crystal", help="kernelspec name (default: crystal)")
+    install.add_argument("--display-name", dest="display_name", default="Crystal")
+    install.set_defaults(handler=cmd_install)
+    # Crystal's own kernel flags (FL-*, MODE-7, model flags), baked into argv.
+    from crystal_kernel.jupyter.options import add_kernel_flags
+
+    add_kernel_flags(install)
+
+
+def cmd_install(ns: argparse.Namespace) -> int:
+    from jupyter_client.kernelspec import _is_valid_kernel_name
+
+    from crystal_kernel.jupyter.kernelspec import install
+    from crystal_kernel.jupyter.options import parse, to_argv
+
+    flags = to_argv(ns)
+    if not _is_valid_kernel_name(ns.name):
+        raise UserError(f"--name '{ns.name}' is not a valid kernelspec name (letters, digits, '.', '_', '-').")
+    options, rest = parse(flags, environ={})
+    if rest:
+        raise UserError(f"Unknown kernel flags: {' '.join(rest)}")
+    if options.namespace is not None and options.namespace.disable_tool:
+        from crystal_kernel.tools.catalog import check_disabled
+
+        check_disabled(options.namespace.disable_tool)
+    prefix = sys.prefix if ns.sys_prefix else ns.prefix
+    try:
+        path = install(user=prefix is None, prefix=prefix, name=ns.name, display_name=ns.display_name,
+                       flags=flags)
+    except OSError as exc:
+        raise UserError(f"Cannot install the kernelspec: {exc.strerror or exc}.") from None
+    print(f"Installed kernelspec {ns.name} in {path}")
+    return 0

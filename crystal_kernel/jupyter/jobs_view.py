@@ -1,0 +1,183 @@
+"""``/jobs`` as a table with Stop buttons and ``/logs JOB --follow`` as a live view.
+
+Both use the session's JobManager (crystal_kernel/jobs/manager.py) directly. The job
+table is an ipywidgets grid whose bundle also carries an HTML table and a text table, so
+a saved notebook (or a front without widgets) still shows the jobs. The log view is a
+``display_id`` output that a background task keeps updating after the cell has
+finished, until the job ends; it holds the last ``LOG_LINES`` lines only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import time
+from typing import Any
+
+from crystal_kernel.errors import ToolError, UserError
+from crystal_kernel.jupyter.cards import Bundle, esc, table_bundle
+
+LOG_LINES = 200
+LOG_LINE_CHARS = 2000
+LOG_UPDATES_PER_SECOND = 4.0
+REFRESH_SECONDS = 1.0
+COLUMNS = ["id", "state", "exit", "runtime", "command"]
+
+
+def _row(info: Any) -> list[str]:
+    exit_text = "" if info.exit_code is None else str(info.exit_code)
+    if info.signal:
+        exit_text = (exit_text + " " if exit_text else "") + str(info.signal)
+    command = info.command if len(info.command) <= 80 else info.command[:79] + "…"
+    return [info.id, info.state, exit_text, f"{info.runtime_seconds:.1f}s", command]
+
+
+def jobs_table(infos: list[Any]) -> Bundle:
+    if not infos:
+        return {"text/plain": "No background jobs in this session.",
+                "text/html": "<i>No background jobs in this session.</i>"}
+    return table_bundle(COLUMNS, [_row(i) for i in infos], title="Background jobs")
+
+
+class JobsTable:
+    """The /jobs widget: one row per job, a Stop button on running ones."""
+
+    def __init__(self, manager: Any):
+        import ipywidgets as w
+
+        self.manager = manager
+        self.infos = manager.status()
+        self.cells: dict[str, list[Any]] = {}
+        self.buttons: dict[str, Any] = {}
+        grid: list[Any] = [w.HTML(f"<b>{esc(c)}</b>") for c in COLUMNS] + [w.HTML("")]
+        for info in self.infos:
+            cells = [w.HTML(f"<code>{esc(v)}</code>") for v in _row(info)]
+            button = w.Button(description="Stop", button_style="danger", disabled=not info.active,
+                              tooltip=f"Stop job {info.id} and its processes", layout=w.Layout(width="auto"))
+            button.on_click(lambda _b, job_id=info.id: self._stop(job_id))
+            self.cells[info.id] = cells
+            self.buttons[info.id] = button
+            grid += cells + [button]
+        self.widget = w.GridBox(grid, layout=w.Layout(grid_template_columns="auto auto auto auto 1fr auto",
+                                                      grid_gap="2px 12px"))
+        self.stopping: set[asyncio.Task] = set()
+
+    def bundle(self) -> Bundle:
+        data = dict(jobs_table(self.infos))
+        data.update(self.widget._repr_mimebundle_())
+        data["text/plain"] = jobs_table(self.infos)["text/plain"]
+        return data
+
+    def _stop(self, job_id: str) -> None:
+        button = self.buttons[job_id]
+        button.disabled = True
+        button.description = "Stopping…"
+        task = asyncio.ensure_future(self._astop(job_id))
+        self.stopping.add(task)
+        task.add_done_callback(self.stopping.discard)
+
+    async def _astop(self, job_id: str) -> None:
+        try:
+            await self.manager.astop(job_id)
+        finally:
+            self.buttons[job_id].description = "Stop"
+            self.refresh()
+
+    def refresh(self) -> bool:
+        """Update the state cells; True while some listed job still runs."""
+        running = False
+        for info in self.infos:
+            try:
+                now = self.manager.status(info.id)
+            except ToolError:
+                continue
+            for cell, value in zip(self.cells[info.id], _row(now)):
+                text = f"<code>{esc(value)}</code>"
+                if cell.value != text:
+                    cell.value = text
+            self.buttons[info.id].disabled = not now.active
+            running = running or now.active
+        return running
+
+    async def keep_fresh(self, limit_seconds: float = 3600.0) -> None:
+        """Refresh every second while a job runs (bounded in time)."""
+        deadline = time.monotonic() + limit_seconds
+        while time.monotonic() < deadline:
+            await asyncio.sleep(REFRESH_SECONDS)
+            if not self.refresh():
+                return
+
+
+def parse_logs_args(args: list[str]) -> tuple[str, bool]:
+    follow = "--follow" in args or "-f" in args
+    rest = [a for a in args if a not in ("--follow", "-f")]
+    if len(rest) != 1:
+        raise UserError("Usage: /logs JOB [--follow]")
+    return rest[0], follow
+
+
+class LogView:
+    """The last LOG_LINES lines of a job's output, updated in place while it runs."""
+
+    def __init__(self, manager: Any, job_id: str, output: Any):
+        self.manager = manager
+        self.job_id = job_id
+        self.output = output
+        self.lines: collections.deque[str] = collections.deque(maxlen=LOG_LINES)
+        self.partial = ""
+        self.dropped = 0
+        try:
+            self.info = manager.status(job_id)
+        except ToolError as exc:
+            raise UserError(str(exc)) from None
+        chunk = manager.logs(job_id)
+        self.offset = chunk.next_offset
+        self.dropped = chunk.start
+        self._add(chunk.text)
+        self.handle = output.show(self.bundle())
+        self.updates = 0
+
+    def _add(self, text: str) -> None:
+        pieces = (self.partial + text).split("\n")
+        self.partial = pieces.pop()
+        for line in pieces:
+            if len(self.lines) == self.lines.maxlen:
+                self.dropped += 1
+            self.lines.append(line if len(line) <= LOG_LINE_CHARS else line[:LOG_LINE_CHARS] + "…")
+        if len(self.partial) > LOG_LINE_CHARS:
+            self.partial = self.partial[-LOG_LINE_CHARS:]
+
+    def text(self) -> str:
+        body = list(self.lines) + ([self.partial] if self.partial else [])
+        return "\n".join(body)
+
+    def header(self) -> str:
+        info = self.info
+        state = info.state + ("" if info.exit_code is None else f" (exit {info.exit_code})")
+        return f"{info.id} · {state} · {info.command}"
+
+    def bundle(self) -> Bundle:
+        header = self.header()
+        note = f"[showing the last {LOG_LINES} lines]\n" if self.dropped else ""
+        body = note + self.text()
+        colour = "#9a6700" if self.info.active else "#6e7781"
+        html = (f'<div data-job="{esc(self.job_id)}" data-state="{esc(self.info.state)}">'
+                f'<div style="color:{colour};font-family:monospace;font-size:85%">{esc(header)}</div>'
+                f'<pre style="margin:2px 0;padding:4px 6px;background:#1f2328;color:#e6edf3;max-height:30em;'
+                f'overflow:auto;white-space:pre-wrap">{esc(body)}</pre></div>')
+        return {"text/plain": header + "\n" + body, "text/html": html}
+
+    async def follow(self) -> None:
+        """Keep the view current until the job ends (updates throttled)."""
+        interval = 1.0 / LOG_UPDATES_PER_SECOND
+        while True:
+            await self.manager.wait_output(self.job_id, self.offset, timeout=5.0)
+            chunk = self.manager.logs(self.job_id, self.offset)
+            self.offset = chunk.next_offset
+            self._add(chunk.text)
+            self.info = self.manager.status(self.job_id)
+            self.handle.update(self.bundle())
+            self.updates += 1
+            if not self.info.active and chunk.remaining <= 0:
+                return
+            await asyncio.sleep(interval)

@@ -1,0 +1,320 @@
+"""The Crystal kernel: every cell is a turn for the agent; a cell starting with ``/`` is
+a slash command (SPEC §11).
+
+Built on ipykernel >= 7.4 (DESIGN.md, "Decisions already measured"): a subclass of
+IPythonKernel, so comms, widgets, display and the notebook tools' IPython namespace
+all work; ``do_execute`` creates the cell's task itself so output follows the cell;
+widgets are answered while the cell runs; the stop button arrives as an
+``interrupt_request`` message (kernelspec ``interrupt_mode: message``) and cancels the
+turn from the control thread.
+"""
+
+from __future__ import annotations
+
+import _thread
+import asyncio
+import os
+import signal
+import threading
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator
+
+from ipykernel.ipkernel import IPythonKernel
+from traitlets import List
+
+from crystal_kernel import __version__ as _version
+from crystal_kernel.jupyter.options import KernelOptions
+
+_OPTIONS: KernelOptions | None = None
+
+KERNEL_HELP = """
+In this kernel:
+Tab                            completes /commands, their arguments and @paths
+@path                          attaches that file's content to the turn
+Stop (interrupt)               ends the turn; background jobs keep running"""
+
+
+def set_options(options: KernelOptions) -> None:
+    """Called by the kernel's main() before the app starts."""
+    global _OPTIONS
+    _OPTIONS = options
+
+
+def current_options() -> KernelOptions:
+    if _OPTIONS is None:
+        from crystal_kernel.jupyter.options import parse
+
+        set_options(parse([])[0])
+    assert _OPTIONS is not None
+    return _OPTIONS
+
+
+@dataclass
+class CellOutcome:
+    status: str = "ok"
+    ename: str = ""
+    evalue: str = ""
+
+    @classmethod
+    def error(cls, ename: str, evalue: str) -> "CellOutcome":
+        return cls("error", ename, evalue)
+
+
+class CrystalKernel(IPythonKernel):
+    implementation = "crystal"
+    implementation_version = _version
+    banner = "Crystal: a coding agent in your notebook. Each cell is a turn; /help lists the commands."
+    language_info = {
+        "name": "markdown",
+        "mimetype": "text/markdown",
+        "file_extension": ".md",
+        "codemirror_mode": "markdown",
+        "pygments_lexer": "markdown",
+    }
+    help_links = List([]).tag(config=True)
+
+    def __init__(self, **kwargs: Any):
+        super().__init__(**kwargs)
+        self.options = current_options()
+        self.crystal: Any = None  # the agent Session, opened on the first cell
+        self.notebook = os.environ.get("JPY_SESSION_NAME")
+        self._turn: Any = None
+        self._cell_task: asyncio.Task | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._background: set[asyncio.Task] = set()
+
+    # ----- kernel_info ------------------------------------------------------------------------
+    @property
+    def kernel_info(self) -> dict[str, Any]:  # type: ignore[override]
+        info = dict(super().kernel_info)
+        info["supported_features"] = []  # no debugger: cells are not Python
+        info["language_info"] = self.language_info
+        return info
+
+    # ----- the session ----------------------------------------------------------------------
+    @property
+    def workspace(self) -> Path:
+        if self.crystal is not None:
+            return self.crystal.workspace
+        return Path(self.options.workspace or os.getcwd())
+
+    def ensure_session(self) -> Any:
+        if self.crystal is None:
+            from crystal_kernel.host.bootstrap import open_session
+
+            session = open_session(
+                self.workspace, overrides=self.options.overrides, flags=self.options.process_flags(),
+                person_present=not self.options.unattended, notebook=True,
+            )
+            self._attach(session)
+        return self.crystal
+
+    def _attach(self, session: Any) -> None:
+        session.notebook_shell = self.shell
+        self.crystal = session
+
+    def _remember(self) -> None:
+        from crystal_kernel.jupyter.notebook_map import remember
+
+        if self.crystal is not None and self.notebook:
+            try:
+                remember(self.crystal.workspace, self.notebook, self.crystal.id)
+            except OSError as exc:
+                self.log.warning("Cannot record the notebook's session: %s", exc)
+
+    # ----- execution ------------------------------------------------------------------------------
+    async def do_execute(self, code: str, silent: bool, store_history: bool = True,
+                         user_expressions: Any = None, allow_stdin: bool = False, *,
+                         cell_meta: Any = None, cell_id: Any = None) -> dict[str, Any]:
+        shell = self.shell
+        count = shell.execution_count
+        if store_history and not silent:
+            shell.execution_count += 1
+        self._allow_stdin = allow_stdin
+        self._loop = asyncio.get_running_loop()
+        # The task carries this cell's parent header (contextvars), so everything it and
+        # its children display lands in this cell, even after the cell has ended.
+        task = asyncio.ensure_future(self._run_cell(code))
+        self._cell_task = task
+        try:
+            with self._sigint_cancels():
+                await asyncio.wait({task})
+        finally:
+            self._cell_task = None
+        if task.cancelled():
+            outcome = CellOutcome.error("KeyboardInterrupt", "Interrupted.")
+        elif task.exception() is not None:
+            exc = task.exception()
+            self.log.error("Crystal cell failed", exc_info=exc)
+            self._show_error(f"Internal error: {type(exc).__name__}: {exc}")
+            outcome = CellOutcome.error(type(exc).__name__, str(exc))
+        else:
+            outcome = task.result()
+        reply: dict[str, Any] = {"status": outcome.status, "execution_count": count,
+                                 "user_expressions": {}, "payload": []}
+        if outcome.status == "error":
+            reply.update(ename=outcome.ename, evalue=outcome.evalue, traceback=[])
+        return reply
+
+    async def _run_cell(self, code: str) -> CellOutcome:
+        from crystal_kernel.errors import UserError
+
+        text = code.strip()
+        if not text:
+            return CellOutcome()
+        try:
+            if text.startswith("/"):
+                from crystal_kernel.jupyter.cell_commands import run_command_cell
+
+                return await run_command_cell(self, text)
+            return await self._turn_cell(code)
+        except UserError as exc:
+            self._show_error(str(exc))
+            return CellOutcome.error("UserError", str(exc))
+
+    async def _turn_cell(self, code: str) -> CellOutcome:
+        from crystal_kernel.host.interaction import NoPerson
+        from crystal_kernel.host.loop import run_turn
+        from crystal_kernel.jupyter.mentions import attach_mentions
+        from crystal_kernel.jupyter.render import IPythonOutput, Renderer, status_of
+        from crystal_kernel.jupyter.widgets import WidgetInteraction
+
+        session = self.ensure_session()
+        output = IPythonOutput()
+        renderer = Renderer(output)
+        renderer.start(status_of(session))
+        prompt, notes = attach_mentions(session, code)
+        for note in notes:
+            renderer.show_note(note)
+        interaction: Any = NoPerson() if self.options.unattended else WidgetInteraction(
+            output, timeout=self.options.ask_timeout, before_ask=renderer.close)
+        turn = run_turn(session, prompt, interaction)
+        self._turn = turn
+        try:
+            async for event in turn:
+                renderer.handle(event)
+        finally:
+            self._turn = None
+            renderer.close()
+            self._remember()
+        if renderer.stop_reason == "cancelled":
+            return CellOutcome.error("KeyboardInterrupt", "The turn was interrupted.")
+        if renderer.stop_reason == "error":
+            return CellOutcome.error("CrystalError", renderer.errors[0] if renderer.errors else "The turn failed.")
+        return CellOutcome()
+
+    def _show_error(self, text: str) -> None:
+        from crystal_kernel.jupyter.cards import error_bundle
+        from crystal_kernel.jupyter.render import IPythonOutput
+
+        IPythonOutput().show(error_bundle(text))
+
+    def spawn(self, coro: Any) -> asyncio.Task:
+        """A background task that outlives the cell (e.g. /logs --follow); cancelled at
+        shutdown."""
+        task = asyncio.ensure_future(coro)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+        return task
+
+    # ----- interrupts -------------------------------------------------------------------------
+    def _cancel_current(self) -> None:
+        if self._turn is not None:
+            self._turn.cancel()
+        elif self._cell_task is not None and not self._cell_task.done():
+            self._cell_task.cancel()
+
+    def request_interrupt(self) -> None:
+        """Cancel the running turn; callable from any thread."""
+        from crystal_kernel.jupyter.notebook_tools import sync_code_running
+
+        if sync_code_running():
+            # The python tool is running blocking code on the main thread: interrupt it
+            # like a normal cell would be (our SIGINT handler raises KeyboardInterrupt).
+            _thread.interrupt_main()
+        loop = self._loop
+        if loop is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(self._cancel_current)
+
+    async def interrupt_request(self, stream: Any, ident: Any, parent: Any) -> None:  # type: ignore[override]
+        # Runs on the control thread (interrupt_mode "message"). Unlike ipykernel's, it
+        # sends no SIGINT to the process group: tool processes are stopped by the turn.
+        if not self.session:
+            return
+        self.request_interrupt()
+        self.session.send(stream, "interrupt_reply", {"status": "ok"}, parent, ident=ident)
+
+    @contextmanager
+    def _sigint_cancels(self) -> Iterator[None]:
+        """SIGINT (signal-mode kernelspecs, Ctrl-C in a console) cancels the turn too."""
+        if threading.current_thread() is not threading.main_thread():
+            yield
+            return
+
+        def handler(signum: int, frame: Any) -> None:
+            from crystal_kernel.jupyter.notebook_tools import sync_code_running
+
+            if sync_code_running():
+                raise KeyboardInterrupt
+            loop = self._loop
+            if loop is not None:
+                loop.call_soon_threadsafe(self._cancel_current)
+
+        saved = signal.signal(signal.SIGINT, handler)
+        try:
+            yield
+        finally:
+            signal.signal(signal.SIGINT, saved)
+
+    # ----- completion, inspection --------------------------------------------------------------------
+    async def do_complete(self, code: str, cursor_pos: int | None) -> dict[str, Any]:  # type: ignore[override]
+        from crystal_kernel.jupyter.completion import complete
+
+        cursor = len(code) if cursor_pos is None else cursor_pos
+
+        def job_ids() -> list[str]:
+            if self.crystal is None or not self.crystal.has_jobs:
+                return []
+            return [info.id for info in self.crystal.jobs.status()]
+
+        return complete(code, cursor, self.workspace, job_ids)
+
+    async def do_inspect(self, code: str, cursor_pos: int, detail_level: int = 0,  # type: ignore[override]
+                         omit_sections: Any = ()) -> dict[str, Any]:
+        return {"status": "ok", "found": False, "data": {}, "metadata": {}}
+
+    def do_is_complete(self, code: str) -> dict[str, Any]:
+        return {"status": "complete"}
+
+    # ----- shutdown ----------------------------------------------------------------------------------
+    async def do_shutdown(self, restart: bool) -> dict[str, Any]:  # type: ignore[override]
+        for task in list(self._background):
+            task.cancel()
+        if self.crystal is not None:
+            try:
+                await asyncio.wait_for(self.crystal.close(), timeout=15)
+            except Exception as exc:  # shutting down anyway; say why in the log
+                self.log.warning("Closing the Crystal session failed: %s", exc)
+        return super().do_shutdown(restart)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """``python -m crystal_kernel.jupyter -f CONNECTION_FILE [crystal flags]``."""
+    import sys
+
+    from crystal_kernel.errors import UserError
+    from crystal_kernel.jupyter.options import check, parse
+
+    args = sys.argv[1:] if argv is None else argv
+    try:
+        options, rest = parse(args)
+        check(options)
+    except UserError as exc:
+        print(f"crystal kernel: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
+    set_options(options)
+    from ipykernel.kernelapp import IPKernelApp
+
+    IPKernelApp.launch_instance(argv=rest, kernel_class=CrystalKernel)

@@ -1,0 +1,43 @@
+"""The ``crystal`` kernelspec: its kernel.json and its installation.
+
+``interrupt_mode`` is ``message``: the stop button reaches the kernel as an
+``interrupt_request`` on the control channel, and no SIGINT hits the kernel's children
+(DESIGN.md). Crystal's process flags can be baked into argv, so a person can install a
+kernelspec with, for example, a forced prompt set (FL-1).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any, Sequence
+
+KERNEL_NAME = "crystal"
+DISPLAY_NAME = "Crystal"
+
+
+def kernel_json(flags: Sequence[str] = (), *, display_name: str = DISPLAY_NAME,
+                python: str | None = None) -> dict[str, Any]:
+    argv = [python or sys.executable, "-m", "crystal_kernel.jupyter", "-f", "{connection_file}", *flags]
+    return {
+        "argv": argv,
+        "display_name": display_name,
+        "language": "markdown",
+        "interrupt_mode": "message",
+        "metadata": {"debugger": False},
+    }
+
+
+def install(*, user: bool = False, prefix: str | None = None, name: str = KERNEL_NAME,
+            display_name: str = DISPLAY_NAME, flags: Sequence[str] = ()) -> str:
+    """Install the kernelspec; returns the folder it was installed in."""
+    from jupyter_client.kernelspec import KernelSpecManager
+
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp) / name
+        folder.mkdir()
+        (folder / "kernel.json").write_text(json.dumps(kernel_json(flags, display_name=display_name), indent=2),
+                                            encoding="utf-8")
+        return KernelSpecManager().install_kernel_spec(str(folder), name, user=user, prefix=prefix)

@@ -1,0 +1,70 @@
+"""Which Crystal session a notebook used last, so ``/resume`` in a reopened notebook
+continues it.
+
+jupyter_server tells a kernel its notebook through ``JPY_SESSION_NAME`` (the notebook's
+path). The map lives in ``<workspace>/.crystal/notebooks.json``::
+
+    {"version": 1, "notebooks": {"/path/to/analysis.ipynb": {"session": "…", "updated": "…"}}}
+
+It is rewritten atomically; unknown fields survive; a corrupt file is left as it was
+(the kernel then notes it and falls back to the workspace's latest session).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from crystal_kernel.errors import UserError
+from crystal_kernel.host.fsutil import atomic_write_json, read_json_object
+from crystal_kernel.host.store import now_iso
+
+FILE = "notebooks.json"
+MAX_ENTRIES = 500
+
+
+def map_path(workspace: Path) -> Path:
+    return Path(workspace) / ".crystal" / FILE
+
+
+def _read(workspace: Path) -> dict[str, Any]:
+    path = map_path(workspace)
+    if not path.exists():
+        return {}
+    return read_json_object(path, "notebook map")
+
+
+def last_session(workspace: Path, notebook: str | None) -> str | None:
+    """The session id this notebook used last, or None. Raises UserError when the map
+    is corrupt (callers note it and go on)."""
+    if not notebook:
+        return None
+    entry = (_read(workspace).get("notebooks") or {}).get(notebook)
+    if isinstance(entry, dict) and isinstance(entry.get("session"), str):
+        return entry["session"]
+    return None
+
+
+def remember(workspace: Path, notebook: str | None, session_id: str) -> None:
+    """Record ``session_id`` as this notebook's session. A corrupt map is not rewritten."""
+    if not notebook:
+        return
+    try:
+        data = _read(workspace)
+    except UserError:
+        return
+    notebooks = data.get("notebooks")
+    if not isinstance(notebooks, dict):
+        notebooks = {}
+    old = notebooks.get(notebook)
+    entry = dict(old) if isinstance(old, dict) else {}
+    if entry.get("session") == session_id:
+        return
+    entry.update({"session": session_id, "updated": now_iso()})
+    notebooks[notebook] = entry
+    if len(notebooks) > MAX_ENTRIES:  # bounded: drop the oldest entries
+        ordered = sorted(notebooks.items(), key=lambda kv: str((kv[1] or {}).get("updated", "")))
+        notebooks = dict(ordered[-MAX_ENTRIES:])
+    data["version"] = data.get("version", 1)
+    data["notebooks"] = notebooks
+    atomic_write_json(map_path(workspace), data)

@@ -1,0 +1,284 @@
+"""Notebook tools (SPEC §11): ``python``, ``variables`` and ``cell_output``.
+
+They reach the IPython shell of the notebook through ``ctx.session.notebook_shell``,
+which the Crystal kernel and the ``%crystal`` magics set. ``python`` runs code in the
+notebook's own namespace: what it prints and displays shows in the cell as it would in
+a normal cell, and the text plus images go back to the model (bounded).
+"""
+
+from __future__ import annotations
+
+import ast
+import asyncio
+import base64
+import inspect
+import re
+import reprlib
+import sys
+import traceback
+from typing import Any
+
+from pydantic import Field
+
+from crystal_kernel.errors import ToolError
+from crystal_kernel.host.messages import ImagePart
+from crystal_kernel.tools.base import EmptyInput, Risk, Tool, ToolContext, ToolInput, ToolResult
+
+MAX_IMAGES = 8
+MAX_IMAGE_BYTES = 20 * 1024 * 1024
+# What is kept of printed text before the loop's tool-output limit applies.
+CAPTURE_LIMIT = 1_000_000
+IMAGE_TYPES = ("image/png", "image/jpeg", "image/gif", "image/webp")
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+
+
+class _State:
+    """Whether synchronous user code is running right now. The kernel's interrupt turns
+    into a KeyboardInterrupt only then (async code is cancelled like any turn)."""
+
+    sync_running = False
+
+
+def sync_code_running() -> bool:
+    return _State.sync_running
+
+
+def shell_of(ctx: ToolContext) -> Any:
+    shell = getattr(ctx.session, "notebook_shell", None)
+    if shell is None:
+        raise ToolError("This session is not attached to a notebook, so there is no Python namespace.")
+    return shell
+
+
+class _Capture:
+    """A bounded text sink that also writes through to the real stream."""
+
+    def __init__(self, real: Any, sink: list[str], budget: list[int]):
+        self._real = real
+        self._sink = sink
+        self._budget = budget
+
+    def write(self, text: str) -> int:
+        if self._budget[0] > 0:
+            piece = text[: self._budget[0]]
+            self._sink.append(piece)
+            self._budget[0] -= len(piece)
+        return self._real.write(text) if self._real is not None else len(text)
+
+    def flush(self) -> None:
+        if self._real is not None:
+            self._real.flush()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._real, name)
+
+
+class _Collected:
+    def __init__(self) -> None:
+        self.text: list[str] = []
+        self.budget = [CAPTURE_LIMIT]
+        self.images: list[ImagePart] = []
+        self.dropped_images = 0
+
+    def add_bundle(self, data: dict[str, Any]) -> None:
+        for mime in IMAGE_TYPES:
+            if mime in data:
+                self._add_image(mime, data[mime])
+                return
+        plain = data.get("text/plain")
+        if plain and "application/vnd.jupyter.widget-view+json" not in data:
+            self.text.append(str(plain) + "\n")
+        elif "application/vnd.jupyter.widget-view+json" in data:
+            self.text.append("[an interactive widget was displayed]\n")
+
+    def _add_image(self, mime: str, payload: Any) -> None:
+        if len(self.images) >= MAX_IMAGES:
+            self.dropped_images += 1
+            return
+        try:
+            raw = payload if isinstance(payload, bytes) else base64.b64decode("".join(str(payload).split()))
+        except Exception:
+            return
+        if len(raw) > MAX_IMAGE_BYTES:
+            self.text.append(f"[a {mime} image of {len(raw)} bytes was too large to send]\n")
+            return
+        self.images.append(ImagePart.from_bytes(mime, raw))
+
+
+def format_exception(etype: Any, value: BaseException, tb: Any) -> str:
+    return "".join(traceback.format_exception(etype, value, tb)).rstrip()
+
+
+async def run_code(shell: Any, code: str) -> tuple[bool, str, list[ImagePart]]:
+    """Run ``code`` in the shell's namespace the way a cell would (magics, ``!cmd`` and
+    top-level await included) and return (ok, text, images)."""
+    got = _Collected()
+    pub = shell.display_pub
+    real_publish = pub.publish
+
+    def publish(data: dict[str, Any], metadata: Any = None, *args: Any, **kwargs: Any) -> Any:
+        if not kwargs.get("update"):
+            got.add_bundle(data)
+        return real_publish(data, metadata, *args, **kwargs)
+
+    saved_out, saved_err = sys.stdout, sys.stderr
+    sys.stdout = _Capture(saved_out, got.text, got.budget)
+    sys.stderr = _Capture(saved_err, got.text, got.budget)
+    pub.publish = publish
+    ok = True
+    try:
+        await _execute(shell, code, got)
+    except (Exception, KeyboardInterrupt) as exc:
+        ok = False
+        tb = exc.__traceback__
+        # Drop this module's frames: the person and the model care about their code.
+        while tb is not None and tb.tb_frame.f_code.co_filename == __file__:
+            tb = tb.tb_next
+        sys.last_type, sys.last_value, sys.last_traceback = type(exc), exc, tb
+        got.text.append(format_exception(type(exc), exc, tb) + "\n")
+        print(format_exception(type(exc), exc, tb), file=saved_err)
+    finally:
+        _flush_figures()
+        try:
+            del pub.publish
+        except AttributeError:
+            pub.publish = real_publish
+        sys.stdout, sys.stderr = saved_out, saved_err
+    text = "".join(got.text)
+    if got.dropped_images:
+        text += f"\n[{got.dropped_images} more images were not sent (at most {MAX_IMAGES})]"
+    return ok, text, got.images
+
+
+def _flush_figures() -> None:
+    """Show pending matplotlib figures now (the inline backend shows them after a cell)."""
+    module = sys.modules.get("matplotlib_inline.backend_inline")
+    if module is not None and "matplotlib.pyplot" in sys.modules:
+        try:
+            module.flush_figures()
+        except Exception:
+            pass
+
+
+async def _execute(shell: Any, code: str, got: _Collected) -> None:
+    source = shell.transform_cell(code)
+    filename = shell.compile.cache(source)
+    tree = ast.parse(source, filename=filename)
+    last = tree.body.pop() if tree.body and isinstance(tree.body[-1], ast.Expr) else None
+    flags = getattr(ast, "PyCF_ALLOW_TOP_LEVEL_AWAIT", 0)
+    ns = shell.user_ns
+    body = compile(ast.Module(body=tree.body, type_ignores=[]), filename, "exec", flags=flags, dont_inherit=True)
+    await _run(body, ns, shell)
+    if last is not None:
+        expr = compile(ast.Expression(last.value), filename, "eval", flags=flags, dont_inherit=True)
+        value = await _run(expr, ns, shell)
+        if value is not None:
+            data, metadata = shell.display_formatter.format(value)
+            shell.display_pub.publish(data, metadata)
+
+
+async def _run(code: Any, ns: dict[str, Any], shell: Any) -> Any:
+    if code.co_flags & inspect.CO_COROUTINE:
+        return await eval(code, shell.user_global_ns, ns)
+    _State.sync_running = True
+    try:
+        return eval(code, shell.user_global_ns, ns)
+    finally:
+        _State.sync_running = False
+
+
+class PythonInput(ToolInput):
+    code: str = Field(description="Python code to run in the notebook's namespace (IPython syntax: magics, "
+                                  "!shell and top-level await work). The value of a last bare expression is shown.")
+
+
+class PythonTool(Tool):
+    name = "python"
+    Input = PythonInput
+    risk = Risk.EXECUTE
+
+    async def run(self, args: PythonInput, ctx: ToolContext) -> ToolResult:
+        shell = shell_of(ctx)
+        if not args.code.strip():
+            raise ToolError("The code is empty.")
+        ok, text, images = await run_code(shell, args.code)
+        if not text.strip() and not images:
+            text = "(no output)" if ok else text
+        return ToolResult(ok=ok, text=text, images=images)
+
+
+_REPR = reprlib.Repr()
+_REPR.maxstring = 80
+_REPR.maxother = 80
+_REPR.maxlist = _REPR.maxtuple = _REPR.maxdict = _REPR.maxset = 6
+MAX_VARIABLES = 200
+
+
+def short_repr(value: Any) -> str:
+    try:
+        text = _REPR.repr(value)
+    except Exception as exc:
+        text = f"<repr failed: {type(exc).__name__}>"
+    text = " ".join(text.split())
+    return text if len(text) <= 100 else text[:99] + "…"
+
+
+class VariablesTool(Tool):
+    name = "variables"
+    Input = EmptyInput
+    risk = Risk.READ
+
+    async def run(self, args: EmptyInput, ctx: ToolContext) -> ToolResult:
+        shell = shell_of(ctx)
+        hidden = getattr(shell, "user_ns_hidden", {})
+        names = [n for n in shell.user_ns if not n.startswith("_") and n not in hidden]
+        if not names:
+            return ToolResult(ok=True, text="The namespace has no user variables yet.")
+        lines = []
+        for name in sorted(names)[:MAX_VARIABLES]:
+            value = shell.user_ns[name]
+            lines.append(f"{name}: {type(value).__name__} = {short_repr(value)}")
+        if len(names) > MAX_VARIABLES:
+            lines.append(f"[{len(names) - MAX_VARIABLES} more names not listed]")
+        return ToolResult(ok=True, text="\n".join(lines))
+
+
+class CellOutputInput(ToolInput):
+    n: int | None = Field(default=None, description="The execution count of the output, as in Out[n]. "
+                                                    "Omitted: the last output, or the last error's traceback.")
+
+
+class CellOutputTool(Tool):
+    name = "cell_output"
+    Input = CellOutputInput
+    risk = Risk.READ
+
+    async def run(self, args: CellOutputInput, ctx: ToolContext) -> ToolResult:
+        shell = shell_of(ctx)
+        out = shell.user_ns.get("Out") or {}
+        if args.n is not None:
+            if args.n not in out:
+                known = ", ".join(str(k) for k in sorted(out)[-20:]) or "none"
+                raise ToolError(f"Out[{args.n}] does not exist. Outputs exist for: {known}.")
+            return _format_value(shell, out[args.n], f"Out[{args.n}]")
+        if out:
+            last = max(out)
+            return _format_value(shell, out[last], f"Out[{last}]")
+        value = getattr(sys, "last_value", None)
+        if value is not None:
+            stb = getattr(shell, "_last_traceback", None)
+            text = _ANSI.sub("", "\n".join(stb)) if stb else format_exception(
+                type(value), value, getattr(sys, "last_traceback", None))
+            return ToolResult(ok=True, text="The last error:\n" + text)
+        return ToolResult(ok=True, text="No cell has produced an output or an error yet.")
+
+
+def _format_value(shell: Any, value: Any, label: str) -> ToolResult:
+    data, _ = shell.display_formatter.format(value)
+    got = _Collected()
+    got.add_bundle(data)
+    if got.images:
+        text = f"{label}: {data.get('text/plain', '')}"
+    else:
+        text = f"{label}: {data.get('text/plain', short_repr(value))}"
+    return ToolResult(ok=True, text=text, images=got.images)

@@ -1,0 +1,252 @@
+"""Render a turn's host events into notebook outputs, for any front.
+
+The :class:`Renderer` takes host events (crystal_kernel.host.events) and an
+:class:`Output` — something that can show a mime bundle and later update it in place.
+The kernel and the ``%crystal`` magics both pass :class:`IPythonOutput`; tests may pass
+:class:`RecordingOutput`. The renderer never imports IPython itself.
+
+What a turn shows, in order: a status line (updated with the token count), the answer
+as Markdown (one display per text segment, updated in place at most ``max_rate`` times
+a second whatever the token rate), a card per tool call (running, approval, result),
+images as image outputs, notes, errors, and a closing line when the turn was
+interrupted or failed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any, Callable, Protocol
+
+from crystal_kernel.host.events import (
+    ApprovalEvent, ErrorEvent, Event, Note, TextDelta, ToolCallStarted, ToolResultEvent, TurnEnd, UsageEvent,
+)
+from crystal_kernel.jupyter.cards import (
+    Bundle, CardState, Status, card_bundle, error_bundle, image_bundle, markdown_bundle, note_bundle, status_bundle,
+)
+
+DEFAULT_MAX_RATE = 15.0  # display updates per second while text streams
+
+
+class Handle(Protocol):
+    def update(self, bundle: Bundle) -> None: ...
+
+
+class Output(Protocol):
+    """Where rendered bundles go. ``show`` adds an output and returns its handle."""
+
+    def show(self, bundle: Bundle) -> Handle: ...
+
+
+class IPythonOutput:
+    """Shows bundles through IPython's display machinery (display_id outputs, updated
+    in place with ``update_display_data``)."""
+
+    def show(self, bundle: Bundle) -> Handle:
+        from IPython.display import display
+
+        return _ProxyHandle(display(bundle, raw=True, display_id=True))
+
+
+class _ProxyHandle:
+    def __init__(self, handle: Any):
+        self._handle = handle
+
+    def update(self, bundle: Bundle) -> None:
+        self._handle.update(bundle, raw=True)
+
+
+class RecordingOutput:
+    """An in-memory Output: ``outputs[i]`` is the latest bundle of the i-th display and
+    ``updates`` counts updates per display (for tests and headless use)."""
+
+    def __init__(self) -> None:
+        self.outputs: list[Bundle] = []
+        self.updates: list[int] = []
+
+    def show(self, bundle: Bundle) -> Handle:
+        index = len(self.outputs)
+        self.outputs.append(dict(bundle))
+        self.updates.append(0)
+        outer = self
+
+        class _H:
+            def update(self, b: Bundle) -> None:
+                outer.outputs[index] = dict(b)
+                outer.updates[index] += 1
+
+        return _H()
+
+
+def status_of(session: Any) -> Status:
+    """The status line of a session: mode, approval, provider:model, prompt set, tokens."""
+    label = "default"
+    try:
+        from crystal_kernel.prompts.selection import resolve_selection
+
+        label = resolve_selection(session.home, session.workspace, session.flags).set_label
+    except Exception:
+        label = getattr(session.flags, "prompt_set", None) or "default"
+    provider = session.provider
+    return Status(mode=session.mode, approval=session.approval, provider=getattr(provider, "name", "?"),
+                  model=getattr(provider, "model", "?"), prompt_set=label, tokens=session.usage.total)
+
+
+class _Stream:
+    """One Markdown display updated in place, throttled to ``max_rate`` updates/s."""
+
+    def __init__(self, output: Output, max_rate: float, clock: Callable[[], float]):
+        self.output = output
+        self.interval = 1.0 / max_rate if max_rate > 0 else 0.0
+        self.clock = clock
+        self.text = ""
+        self.handle: Handle | None = None
+        self.shown = ""
+        self.last = 0.0
+        self.timer: asyncio.TimerHandle | None = None
+        self.updates = 0
+
+    def add(self, delta: str) -> None:
+        self.text += delta
+        now = self.clock()
+        if self.handle is None:
+            self.handle = self.output.show(markdown_bundle(self.text))
+            self.shown, self.last = self.text, now
+            return
+        if now - self.last >= self.interval:
+            self.flush()
+        elif self.timer is None:
+            try:
+                loop = asyncio.get_running_loop()
+            except RuntimeError:
+                return  # no loop: the next delta or close() flushes
+            self.timer = loop.call_later(self.interval - (now - self.last), self.flush)
+
+    def flush(self) -> None:
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
+        if self.handle is not None and self.text != self.shown:
+            self.handle.update(markdown_bundle(self.text))
+            self.shown, self.last = self.text, self.clock()
+            self.updates += 1
+
+
+class Renderer:
+    """Turns host events into outputs. Call :meth:`start` once, :meth:`handle` per event
+    and :meth:`close` at the end (close is idempotent)."""
+
+    def __init__(self, output: Output, *, max_rate: float = DEFAULT_MAX_RATE,
+                 clock: Callable[[], float] = time.monotonic, show_status: bool = True):
+        self.output = output
+        self.max_rate = max_rate
+        self.clock = clock
+        self.show_status = show_status
+        self._status: Status | None = None
+        self._status_handle: Handle | None = None
+        self._stream: _Stream | None = None
+        self._cards: dict[str, tuple[CardState, Handle]] = {}
+        self.stop_reason: str | None = None
+        self.errors: list[str] = []
+        self.text = ""  # the whole answer, for fronts that return it
+
+    # ----- lifecycle ------------------------------------------------------------------
+    def start(self, status: Status | None) -> None:
+        self._status = status
+        if status is not None and self.show_status:
+            self._status_handle = self.output.show(status_bundle(status))
+
+    def close(self) -> None:
+        self._end_stream()
+
+    # ----- events -----------------------------------------------------------------------
+    def handle(self, event: Event) -> None:
+        if isinstance(event, TextDelta):
+            if self._stream is None:
+                self._stream = _Stream(self.output, self.max_rate, self.clock)
+            self._stream.add(event.text)
+            self.text += event.text
+            return
+        self._end_stream()
+        if isinstance(event, ToolCallStarted):
+            card = CardState(id=event.id, name=event.name, arguments=dict(event.arguments))
+            self._cards[event.id] = (card, self.output.show(card_bundle(card)))
+        elif isinstance(event, ApprovalEvent):
+            self._approval(event)
+        elif isinstance(event, ToolResultEvent):
+            self._result(event)
+        elif isinstance(event, UsageEvent):
+            self._tokens(event.input_tokens + event.output_tokens)
+        elif isinstance(event, Note):
+            self.output.show(note_bundle(event.text))
+        elif isinstance(event, ErrorEvent):
+            self.errors.append(event.message)
+            self.output.show(error_bundle(event.message))
+        elif isinstance(event, TurnEnd):
+            self.stop_reason = event.stop_reason
+            if event.stop_reason == "cancelled":
+                self.output.show(note_bundle("Interrupted. The partial answer is kept; the next cell continues."))
+            elif event.stop_reason == "max_steps":
+                pass  # the loop already said so in a note
+
+    def show_note(self, text: str) -> None:
+        self._end_stream()
+        self.output.show(note_bundle(text))
+
+    # ----- pieces -------------------------------------------------------------------------
+    def _end_stream(self) -> None:
+        if self._stream is not None:
+            self._stream.flush()
+            self._stream = None
+
+    def _update_card(self, card: CardState, handle: Handle) -> None:
+        handle.update(card_bundle(card))
+
+    def _approval(self, event: ApprovalEvent) -> None:
+        entry = self._cards.get(event.id)
+        if entry is None:
+            return
+        card, handle = entry
+        who = {"host": "the approval mode", "reviewer": "the reviewer", "person": "you",
+               "policy": "a forbidden rule"}.get(event.by, event.by)
+        if event.outcome == "ask":
+            card.state = "waiting"
+            card.approval = None
+        elif event.outcome == "deny":
+            card.state = "denied"
+            card.approval = f"Denied by {who}" + (f": {event.reason}" if event.reason else ".")
+        else:
+            card.state = "running"
+            if event.by != "host":
+                card.approval = f"Allowed by {who}" + (f" ({event.reason})" if event.reason else ".")
+        if event.verdict:
+            verdict = event.verdict
+            risk = verdict.get("risk_level") or verdict.get("risk")
+            auth = verdict.get("user_authorization") or verdict.get("authorization")
+            why = verdict.get("rationale") or ""
+            line = f"Reviewer: risk {risk}, authorization {auth}" + (f" — {why}" if why else "")
+            card.approval = (card.approval + "\n" if card.approval else "") + line
+        self._update_card(card, handle)
+
+    def _result(self, event: ToolResultEvent) -> None:
+        entry = self._cards.get(event.id)
+        if entry is None:
+            card = CardState(id=event.id, name=event.name, arguments={})
+            entry = (card, self.output.show(card_bundle(card)))
+            self._cards[event.id] = entry
+        card, handle = entry
+        if card.state != "denied":
+            card.state = "done" if event.ok else ("cancelled" if event.text.startswith("Cancelled") else "failed")
+        card.result = event.text
+        card.display = event.display
+        card.images = len(event.images)
+        self._update_card(card, handle)
+        for image in event.images:
+            self.output.show(image_bundle(image.mime_type, image.data, f"[{event.name} image]"))
+
+    def _tokens(self, added: int) -> None:
+        if self._status is None or self._status_handle is None:
+            return
+        s = self._status
+        self._status = Status(s.mode, s.approval, s.provider, s.model, s.prompt_set, s.tokens + added)
+        self._status_handle.update(status_bundle(self._status))

@@ -1,0 +1,351 @@
+"""Questions (SPEC Q-1 … Q-5) and approvals as ipywidgets inside the running cell.
+
+:class:`WidgetInteraction` implements the host's Interaction protocol for any IPython
+front (the Crystal kernel, the ``%crystal`` magics): it shows a form, then awaits an
+asyncio Future that the widget callbacks resolve. On ipykernel >= 7.4 comm messages are
+dispatched while a cell runs (DESIGN.md), so awaiting is enough. Once answered, the form
+is replaced in place by a static summary, so a saved notebook shows what was decided.
+
+Nobody to answer (nbclient, papermill): give the front ``timeout`` seconds; when it
+passes, a question counts as dismissed (a failed tool result, Q-5) and an approval as
+denied. Fronts that know nobody is there use the host's NoPerson instead.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any, Awaitable, Callable
+
+from crystal_kernel.host.interaction import ApprovalRequest, PersonDecision, Question
+from crystal_kernel.jupyter.cards import Bundle, clip, esc, summarize_arguments
+
+_MUTED = "color:#6e7781"
+_BOX = "border:1px solid #d0d7de;border-radius:4px;padding:4px 8px;margin:4px 0"
+ARGS_LIMIT = 4000
+
+
+def _settle(future: asyncio.Future, value: Any) -> None:
+    """Resolve ``future`` from a widget callback, whatever thread the callback runs on."""
+    if future.done():
+        return
+    loop = future.get_loop()
+    try:
+        running = asyncio.get_running_loop()
+    except RuntimeError:
+        running = None
+    if running is loop:
+        future.set_result(value)
+    else:
+        loop.call_soon_threadsafe(lambda: future.done() or future.set_result(value))
+
+
+def _bundle_of(widget: Any) -> Bundle:
+    return widget._repr_mimebundle_()
+
+
+class QuestionForm:
+    """The question tool's form. ``on_done(answers)`` gets the labels per question in
+    order (custom text counts as a label, Q-4) or None when dismissed (Q-5)."""
+
+    def __init__(self, questions: list[Question], on_done: Callable[[list[list[str]] | None], None]):
+        import ipywidgets as w
+
+        self._w = w
+        self.questions = questions
+        self.on_done = on_done
+        # Q-2: one single-select question submits on the click; anything else confirms (Q-3).
+        self.immediate = len(questions) == 1 and not questions[0].multiple
+        self.choice: list[str | None] = [None] * len(questions)
+        self.option_buttons: list[list[Any]] = []
+        self.checkboxes: list[list[Any]] = []
+        self.custom: list[Any | None] = []
+        self.finished = False
+        self.message = w.HTML("")
+        self.step1 = self._build_questions()
+        self.widget = w.VBox([self.step1], layout=w.Layout(border="1px solid #d0d7de", padding="4px 8px"))
+
+    # ----- building ------------------------------------------------------------------------
+    def _build_questions(self) -> Any:
+        w = self._w
+        rows: list[Any] = []
+        for qi, q in enumerate(self.questions):
+            rows.append(w.HTML(f"<b>{esc(q.header)}</b><br>{esc(q.question)}"))
+            buttons: list[Any] = []
+            boxes: list[Any] = []
+            for opt in q.options:
+                note = w.HTML(f'<span style="{_MUTED}">{esc(opt.description)}</span>')
+                if q.multiple:
+                    box = w.Checkbox(value=False, description=opt.label, indent=False,
+                                     layout=w.Layout(width="auto"))
+                    boxes.append(box)
+                    rows.append(w.HBox([box, note]))
+                else:
+                    button = w.Button(description=opt.label, tooltip=opt.description or opt.label,
+                                      layout=w.Layout(width="auto"))
+                    button.on_click(lambda _b, qi=qi, label=opt.label: self._choose(qi, label))
+                    buttons.append(button)
+                    rows.append(w.HBox([button, note]))
+            text = None
+            if q.custom:
+                text = w.Text(value="", placeholder="Or type your own answer",
+                              continuous_update=not self.immediate, layout=w.Layout(width="60%"))
+                text.observe(lambda change, qi=qi: self._typed(qi, change["new"]), names="value")
+                rows.append(text)
+            self.option_buttons.append(buttons)
+            self.checkboxes.append(boxes)
+            self.custom.append(text)
+        actions = []
+        if not self.immediate:
+            next_button = w.Button(description="Next", button_style="primary", tooltip="Review the answers")
+            next_button.on_click(lambda _b: self._to_confirm())
+            actions.append(next_button)
+        dismiss = w.Button(description="Dismiss", tooltip="Do not answer; the agent goes on without answers")
+        dismiss.on_click(lambda _b: self._finish(None))
+        actions.append(dismiss)
+        rows += [self.message, w.HBox(actions)]
+        return w.VBox(rows)
+
+    def _build_confirm(self) -> Any:
+        w = self._w
+        summary = w.HTML(self.summary_html(self.answers(), title="Submit these answers?"))
+        submit = w.Button(description="Submit", button_style="primary")
+        submit.on_click(lambda _b: self._finish(self.answers()))
+        back = w.Button(description="Back")
+        back.on_click(lambda _b: self._back())
+        dismiss = w.Button(description="Dismiss")
+        dismiss.on_click(lambda _b: self._finish(None))
+        return w.VBox([summary, w.HBox([submit, back, dismiss])])
+
+    # ----- callbacks ----------------------------------------------------------------------------
+    def _choose(self, qi: int, label: str) -> None:
+        if self.finished:
+            return
+        self.choice[qi] = label
+        for b in self.option_buttons[qi]:
+            b.button_style = "info" if b.description == label else ""
+        text = self.custom[qi]
+        if text is not None and text.value:
+            text.value = ""  # an option replaces typed text
+        if self.immediate:
+            self._finish([[label]])
+
+    def _typed(self, qi: int, value: str) -> None:
+        if self.finished or not value.strip():
+            return
+        if not self.questions[qi].multiple:
+            self.choice[qi] = None
+            for b in self.option_buttons[qi]:
+                b.button_style = ""
+        if self.immediate:
+            self._finish([[value.strip()]])
+
+    def _to_confirm(self) -> None:
+        missing = [q.header for qi, q in enumerate(self.questions)
+                   if not q.multiple and not self.answers()[qi]]
+        if missing:
+            self.message.value = (f'<span style="color:#cf222e">Choose an answer for: '
+                                  f'{esc(", ".join(missing))}</span>')
+            return
+        self.message.value = ""
+        self.widget.children = [self._build_confirm()]
+
+    def _back(self) -> None:
+        self.widget.children = [self.step1]
+
+    def _finish(self, answers: list[list[str]] | None) -> None:
+        if self.finished:
+            return
+        self.finished = True
+        self.on_done(answers)
+
+    # ----- answers ------------------------------------------------------------------------------
+    def answers(self) -> list[list[str]]:
+        out: list[list[str]] = []
+        for qi, q in enumerate(self.questions):
+            text = self.custom[qi]
+            typed = text.value.strip() if text is not None else ""
+            if q.multiple:
+                picked = [b.description for b in self.checkboxes[qi] if b.value]
+                out.append(picked + ([typed] if typed else []))
+            else:
+                out.append([typed] if typed else ([self.choice[qi]] if self.choice[qi] else []))
+        return out
+
+    def summary_html(self, answers: list[list[str]] | None, title: str = "Answered") -> str:
+        if answers is None:
+            return f'<div style="{_BOX}"><b>Questions dismissed.</b></div>'
+        rows = "".join(
+            f"<tr><td style='padding:2px 8px'><b>{esc(q.header)}</b></td>"
+            f"<td style='padding:2px 8px'>{esc(', '.join(a) if a else '(no answer)')}</td></tr>"
+            for q, a in zip(self.questions, answers)
+        )
+        return f'<div style="{_BOX}"><div>{esc(title)}</div><table>{rows}</table></div>'
+
+    def summary_bundle(self, answers: list[list[str]] | None, note: str = "") -> Bundle:
+        if answers is None:
+            plain = "Questions dismissed." + (f" {note}" if note else "")
+            return {"text/plain": plain, "text/html": f'<div style="{_BOX}"><b>{esc(plain)}</b></div>'}
+        lines = [f"{q.header}: {', '.join(a) if a else '(no answer)'}" for q, a in zip(self.questions, answers)]
+        return {"text/plain": "Answered:\n" + "\n".join(lines), "text/html": self.summary_html(answers)}
+
+
+_OUTCOME_TEXT = {"allow_once": "Allowed once", "allow_session": "Allowed for this session", "deny": "Denied"}
+
+
+class ApprovalForm:
+    """``Allow once`` / ``Allow for session`` / ``Deny`` (with an optional reason)."""
+
+    def __init__(self, request: ApprovalRequest, on_done: Callable[[PersonDecision], None]):
+        import ipywidgets as w
+
+        self.request = request
+        self.on_done = on_done
+        self.finished = False
+        self.reason = w.Text(value="", placeholder="Reason for denying (optional; the model reads it)",
+                             layout=w.Layout(width="60%"))
+        session_tip = (f"Allow {request.tool} calls matching {request.session_pattern!r} for the rest of the session"
+                       if request.session_pattern else f"Allow every {request.tool} call for the rest of the session")
+        self.allow_once = w.Button(description="Allow once", button_style="success")
+        self.allow_session = w.Button(description="Allow for session", tooltip=session_tip,
+                                      layout=w.Layout(width="auto"))
+        self.deny = w.Button(description="Deny", button_style="danger")
+        self.allow_once.on_click(lambda _b: self._finish(PersonDecision(outcome="allow_once")))
+        self.allow_session.on_click(lambda _b: self._finish(PersonDecision(outcome="allow_session")))
+        self.deny.on_click(lambda _b: self._finish(
+            PersonDecision(outcome="deny", reason=self.reason.value.strip() or None)))
+        self.widget = w.VBox([w.HTML(self.request_html()), w.HBox([self.allow_once, self.allow_session, self.deny]),
+                              self.reason], layout=w.Layout(border="1px solid #d0d7de", padding="4px 8px"))
+
+    def _finish(self, decision: PersonDecision) -> None:
+        if self.finished:
+            return
+        self.finished = True
+        self.on_done(decision)
+
+    def verdict_text(self) -> str:
+        v = self.request.verdict
+        if not v:
+            return ""
+        risk = v.get("risk_level") or v.get("risk")
+        auth = v.get("user_authorization") or v.get("authorization")
+        suggests = v.get("outcome")
+        why = v.get("rationale") or ""
+        text = f"Reviewer: risk {risk}, authorization {auth}"
+        if suggests:
+            text += f", suggests {suggests}"
+        return text + (f" — {why}" if why else "")
+
+    def request_html(self) -> str:
+        r = self.request
+        args = clip(json.dumps(r.arguments, ensure_ascii=False, indent=2), ARGS_LIMIT)
+        where = f"risk {r.risk} · authority {r.authority}" + (" · external tool" if r.external else "")
+        verdict = self.verdict_text()
+        verdict_html = f'<div style="color:#9a6700">{esc(verdict)}</div>' if verdict else ""
+        return (f"<div><b>Allow {esc(r.tool)}?</b> <code>{esc(summarize_arguments(r.tool, r.arguments))}</code></div>"
+                f'<div style="{_MUTED}">{esc(where)}</div>{verdict_html}'
+                f'<details><summary style="{_MUTED}">arguments</summary>'
+                f'<pre style="white-space:pre-wrap;max-height:16em;overflow:auto">{esc(args)}</pre></details>')
+
+    def summary_bundle(self, decision: PersonDecision | None, note: str = "") -> Bundle:
+        r = self.request
+        what = f"{r.tool} {summarize_arguments(r.tool, r.arguments)}"
+        if decision is None:
+            plain = f"Approval for {what}: no decision. {note}".strip()
+        else:
+            plain = f"{_OUTCOME_TEXT[decision.outcome]}: {what}"
+            if decision.reason:
+                plain += f" (reason: {decision.reason})"
+        verdict = self.verdict_text()
+        if verdict:
+            plain += f"\n{verdict}"
+        colour = "#1a7f37" if decision is not None and decision.outcome != "deny" else "#cf222e"
+        return {"text/plain": plain,
+                "text/html": f'<div style="{_BOX};border-left:4px solid {colour}">{esc(plain)}</div>'}
+
+
+class WidgetInteraction:
+    """The Interaction of a notebook front with a person at the keyboard.
+
+    ``output`` shows bundles (render.IPythonOutput in a kernel). ``before_ask`` runs
+    before a form appears (the kernel flushes the streamed text there). ``timeout``: see
+    the module docstring; None waits for as long as the turn runs.
+    """
+
+    person_present = True
+
+    def __init__(self, output: Any = None, *, timeout: float | None = None,
+                 before_ask: Callable[[], Awaitable[None] | None] | None = None):
+        if output is None:
+            from crystal_kernel.jupyter.render import IPythonOutput
+
+            output = IPythonOutput()
+        self.output = output
+        self.timeout = timeout
+        self.before_ask = before_ask
+        # The forms on screen right now (tests and the kernel look at them).
+        self.open_forms: list[Any] = []
+
+    async def _prepare(self) -> None:
+        # Let the front render the events queued before this ask (the tool card).
+        for _ in range(3):
+            await asyncio.sleep(0)
+        if self.before_ask is not None:
+            result = self.before_ask()
+            if result is not None:
+                await result
+
+    async def _wait(self, form: Any, future: asyncio.Future) -> tuple[Any, str]:
+        handle = self.output.show(_bundle_of(form.widget))
+        self.open_forms.append(form)
+        value, note = None, ""
+        try:
+            if self.timeout is None:
+                value = await future
+            else:
+                value = await asyncio.wait_for(future, self.timeout)
+        except asyncio.TimeoutError:
+            note = f"Nobody answered within {self.timeout:g} seconds."
+        except asyncio.CancelledError:
+            note = "The turn was interrupted."
+            form.finished = True
+            handle.update(form.summary_bundle(None, note))
+            self._close(form)
+            raise
+        form.finished = True
+        handle.update(form.summary_bundle(value, note))
+        self._close(form)
+        return value, note
+
+    def _close(self, form: Any) -> None:
+        if form in self.open_forms:
+            self.open_forms.remove(form)
+        try:
+            _close_tree(form.widget)
+            if getattr(form, "step1", None) is not None:
+                _close_tree(form.step1)
+        except Exception:
+            pass
+
+    async def ask_questions(self, questions: list[Question]) -> list[list[str]] | None:
+        await self._prepare()
+        future: asyncio.Future = asyncio.get_running_loop().create_future()
+        form = QuestionForm(questions, lambda answers: _settle(future, answers))
+        value, _ = await self._wait(form, future)
+        return value
+
+    async def ask_approval(self, request: ApprovalRequest) -> PersonDecision:
+        await self._prepare()
+        future: asyncio.Future = asyncio.get_running_loop().create_future()
+        form = ApprovalForm(request, lambda decision: _settle(future, decision))
+        value, note = await self._wait(form, future)
+        if value is None:
+            return PersonDecision(outcome="deny", reason=f"{note} The call was not approved.".strip())
+        return value
+
+
+def _close_tree(widget: Any) -> None:
+    """Close a widget and its children so their comms are released."""
+    for child in getattr(widget, "children", ()) or ():
+        _close_tree(child)
+    widget.close()
