@@ -31,6 +31,7 @@ In process::
 As a process (for kernels and CLIs under test)::
 
     python -m crystal_kernel.testing.llm_server --script replies.json --port 0 [--log FILE]
+        [--router module:function] [--lifetime SECONDS]
 
 prints ``http://127.0.0.1:PORT`` on its first stdout line. ``GET /_log`` returns the
 request log, ``POST /_script`` appends replies (a list or ``{"replies": [...]}``).
@@ -541,6 +542,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--log", type=Path, help="append every request as one JSON line to this file")
     parser.add_argument("--router", help="module:function picking a reply per request")
     parser.add_argument("--max-hang", type=float, default=30.0)
+    parser.add_argument("--lifetime", type=float, default=900.0,
+                        help="exit after this many seconds, so a forgotten server never lingers")
     args = parser.parse_args(argv)
     replies: list[Reply] = []
     if args.script:
@@ -549,6 +552,9 @@ def main(argv: list[str] | None = None) -> int:
     server = LLMServer(replies, port=args.port, log_file=args.log, max_hang=args.max_hang,
                        router=_load_router(args.router) if args.router else None)
     print(server.url, flush=True)
+    timer = threading.Timer(args.lifetime, server._httpd.shutdown)
+    timer.daemon = True
+    timer.start()
     try:
         server._httpd.serve_forever(poll_interval=0.05)
     except KeyboardInterrupt:

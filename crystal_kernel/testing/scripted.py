@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, AsyncIterator, Callable, Iterable, Sequence, Union
 
 from crystal_kernel.providers.base import (
@@ -131,7 +131,8 @@ class ScriptedProvider:
         return self._stream(request)
 
     async def _stream(self, request: ModelRequest) -> AsyncIterator[StreamItem]:
-        self.requests.append(request)
+        # A copy: the caller may keep appending to the transcript list it passed.
+        self.requests.append(replace(request, messages=list(request.messages), tools=list(request.tools)))
         if self._next >= len(self.replies):
             raise AssertionError(
                 f"ScriptedProvider ran out of replies: {len(self.replies)} scripted, "

@@ -166,3 +166,14 @@ async def test_hang_before_headers_finish_is_cancellable(kind: str, server: LLMS
 async def test_empty_script_is_a_clear_server_error(kind: str, server: LLMServer, adapter) -> None:
     _, error = await collect_until_error(adapter(kind))
     assert "no scripted reply left" in str(error)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+async def test_a_silent_server_is_bounded_by_the_read_timeout(kind: str, server: LLMServer, adapter) -> None:
+    after = {"chat": 2, "responses": 6, "anthropic": 5}[kind]
+    server.add({"text": "Some words then silence", "chunk": 5, "hang": 10, "hang_after": after})
+    start = time.monotonic()
+    got, error = await collect_until_error(adapter(kind, timeout=0.5))
+    assert time.monotonic() - start < 3
+    assert any(isinstance(i, TextChunk) for i in got)
+    assert str(error) == f"The model server at {error_url(server, kind)} stopped sending mid-answer (timed out)."

@@ -91,3 +91,15 @@ def test_request_log_is_bounded() -> None:
                                              headers={"content-type": "application/json"})
             urllib.request.urlopen(request, timeout=5).read()
         assert len(server.requests) == 3
+
+
+def test_a_forgotten_server_process_exits_after_its_lifetime() -> None:
+    proc = subprocess.Popen([sys.executable, "-m", "crystal_kernel.testing.llm_server", "--lifetime", "0.5"],
+                            stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline().startswith("http://127.0.0.1:")
+        assert proc.wait(timeout=10) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.stdout.close()

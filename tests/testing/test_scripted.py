@@ -70,3 +70,12 @@ async def test_scripted_hang_is_cancellable_promptly() -> None:
         await task
     assert loop.time() - start < 1
     assert p.cancelled == 1
+
+
+async def test_scripted_records_a_snapshot_of_each_request() -> None:
+    p = ScriptedProvider([text_reply("a"), text_reply("b")])
+    transcript = [Message.user_text("one")]
+    await _collect(p, ModelRequest(model="m", system="s", messages=transcript))
+    transcript.append(Message.user_text("two"))
+    await _collect(p, ModelRequest(model="m", system="s", messages=transcript))
+    assert [len(r.messages) for r in p.requests] == [1, 2]
