@@ -9,6 +9,7 @@ marked as an internal error.
 
 from __future__ import annotations
 
+import copy
 import enum
 import inspect
 from dataclasses import dataclass, field
@@ -147,7 +148,15 @@ class Tool:
 
 
 def input_schema(model: type[BaseModel]) -> dict[str, Any]:
-    """The JSON schema the model sees: inline, no titles, no $defs where avoidable."""
+    """The JSON schema the model sees: inline, no titles, no $defs where avoidable.
+
+    A fresh copy each call; the generated schema is cached per model class because
+    pydantic's generation costs about a millisecond per tool and runs every request."""
+    return copy.deepcopy(_input_schema(model))
+
+
+@cache
+def _input_schema(model: type[BaseModel]) -> dict[str, Any]:
     schema = model.model_json_schema()
     defs = schema.pop("$defs", {})
 
