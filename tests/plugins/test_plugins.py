@@ -1,0 +1,218 @@
+"""Plugins (SPEC §10): entry-point discovery, in-process tool sets under the external
+rules (naming, catalogs, MODE-3 floor), and a plugin that raises never takes the
+session down. Plugins here are installed-like packages (see conftest.py)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from crystal_kernel import plugins
+from crystal_kernel.errors import ToolError
+from crystal_kernel.host.access import AccessRules
+from crystal_kernel.host.config import Config
+from crystal_kernel.host.interaction import NoPerson
+from crystal_kernel.tools.base import Authority, Risk, ToolContext
+from crystal_kernel.tools.external import PluginTool, discover_external_tools
+
+SHOUT = '''
+from crystal_kernel.plugins import hookimpl
+from crystal_kernel.tools.base import Risk, Tool, ToolInput, ToolResult
+
+
+class ShoutInput(ToolInput):
+    text: str
+
+
+class ShoutTool(Tool):
+    """Repeat the text in capitals."""
+
+    name = "shout"
+    Input = ShoutInput
+    risk = Risk.READ
+    catalogs = {"plan", "work"}
+
+    async def run(self, args, ctx):
+        return ToolResult(ok=True, text=args.text.upper() + " in " + ctx.workspace.name)
+
+
+class CrashTool(Tool):
+    """Always fails with a bug."""
+
+    name = "crash"
+
+    async def run(self, args, ctx):
+        raise ZeroDivisionError("division by zero")
+
+
+@hookimpl
+def crystal_tools(context):
+    return [ShoutTool(), CrashTool()]
+
+
+@hookimpl
+def crystal_placeholders():
+    return {"team": lambda context: "the shouting team"}
+'''
+
+BROKEN_TOOLS = '''
+from crystal_kernel.plugins import hookimpl
+
+@hookimpl
+def crystal_tools(context):
+    raise RuntimeError("cannot list tools today")
+'''
+
+
+class Ctx:
+    """The parts of a session a plugin tool reads here (workspace and access)."""
+
+    def __init__(self, workspace: Path, home: Path):
+        self.workspace = workspace
+        self.home = home
+        self.id = "s1"
+        self.approval = "default"
+        self.config = Config(home=home)
+        self.access = AccessRules(workspace)
+
+
+def ctx_for(workspace: Path, home: Path) -> ToolContext:
+    return ToolContext(session=Ctx(workspace, home), interaction=NoPerson())
+
+
+def test_entry_point_plugin_is_loaded(install_plugin):
+    install_plugin("shout", SHOUT)
+    manager = plugins.plugin_manager()
+    assert "shout" in [name for name, _ in manager.list_name_plugin()]
+    assert plugins.load_notes() == []
+
+
+async def test_plugin_tool_follows_external_rules(install_plugin, workspace, private_home):
+    install_plugin("shout", SHOUT)
+    tools, notes = discover_external_tools(private_home, workspace, context="the session")
+    by_name = {t.name: t for t in tools}
+    assert notes == []
+    shout = by_name["shout"]
+    assert isinstance(shout, PluginTool) and shout.external is True
+    assert shout.catalogs == {"plan", "work"} and by_name["crash"].catalogs == {"work"}
+    assert shout.spec().description == "Repeat the text in capitals."
+    assert shout.spec().input_schema["required"] == ["text"]
+    ctx = ctx_for(workspace, private_home)
+    args = shout.parse({"text": "hi"})
+    # MODE-3: the plugin says READ; the host floor is WRITE + WORKSPACE, external.
+    c = shout.classify(args, ctx)
+    assert (c.risk, c.authority, c.external) == (Risk.WRITE, Authority.WORKSPACE, True)
+    result = await shout.run(args, ctx)
+    assert result.ok and result.text == "HI in ws"
+
+
+async def test_plugin_tool_bug_is_a_failed_result(install_plugin, workspace, private_home):
+    install_plugin("shout", SHOUT)
+    tools, _ = discover_external_tools(private_home, workspace)
+    crash = {t.name: t for t in tools}["crash"]
+    try:
+        await crash.run(crash.parse({}), ctx_for(workspace, private_home))
+    except ToolError as exc:
+        assert str(exc) == ("The plugin tool crash (shout) failed: ZeroDivisionError: division by zero")
+    else:
+        raise AssertionError("expected a ToolError")
+    bad_args = None
+    try:
+        crash.parse({"unexpected": 1})
+    except ToolError as exc:
+        bad_args = str(exc)
+    assert bad_args and bad_args.startswith("Invalid arguments for crash")
+
+
+def test_raising_plugin_is_a_note_and_others_still_load(install_plugin, workspace, private_home):
+    install_plugin("broken", BROKEN_TOOLS)
+    install_plugin("shout", SHOUT)
+    tools, notes = discover_external_tools(private_home, workspace)
+    assert sorted(t.name for t in tools) == ["crash", "shout"]
+    assert notes == ["Plugin 'broken' failed in crystal_tools: RuntimeError: cannot list tools today"]
+
+
+def test_plugin_that_cannot_be_imported_is_a_note(install_plugin, workspace, private_home):
+    install_plugin("badimport", "raise ImportError('missing dependency: frobnicate')\n")
+    install_plugin("shout", SHOUT)
+    tools, notes = discover_external_tools(private_home, workspace)
+    assert sorted(t.name for t in tools) == ["crash", "shout"]
+    assert notes == ["Plugin 'badimport' could not be loaded: missing dependency: frobnicate"]
+
+
+def test_plugin_names_reserved_invalid_and_clashing(install_plugin, workspace, private_home):
+    install_plugin("names", '''
+        from crystal_kernel.plugins import hookimpl
+        from crystal_kernel.tools.base import Tool
+
+        def make(tool_name, catalogs=None, kind="json"):
+            cls = type("T", (Tool,), {"name": tool_name, "__doc__": "x", "input_kind": kind})
+            tool = cls()
+            if catalogs is not None:
+                tool.catalogs = catalogs
+            return tool
+
+        @hookimpl
+        def crystal_tools(context):
+            return [make("read"), make("Bad-Name"), make("from_set"), make("weird", {"everywhere"}),
+                    make("texty", kind="text"), "not a tool", make("fine")]
+        ''')
+    folder = private_home / "tools" / "s"
+    folder.mkdir(parents=True)
+    (folder / "tools.json").write_text(json.dumps({"command": ["true"], "tools": [{"name": "from_set"}]}))
+    tools, notes = discover_external_tools(private_home, workspace)
+    assert [t.name for t in tools] == ["from_set", "fine"]
+    assert notes == [
+        "Plugin 'names' tool weird: catalogs must be plan and/or work, not ['everywhere']; skipped.",
+        "Plugin 'names' returned str from crystal_tools, not a Tool with a name; skipped.",
+        "Tool 'read' from plugin 'names' refused: the name belongs to a built-in tool.",
+        "Tool 'Bad-Name' from plugin 'names' refused: names must match ^[a-z][a-z0-9_]{0,63}$.",
+        f"Tool 'from_set' from plugin 'names' refused: the name is already taken by {folder / 'tools.json'}.",
+        "Tool 'texty' from plugin 'names' skipped: it declares text input, and tool input is JSON only.",
+    ]
+
+
+def test_call_each_runs_in_load_order_and_isolates_failures(install_plugin):
+    install_plugin("first", '''
+        from crystal_kernel.plugins import hookimpl
+        @hookimpl
+        def crystal_on_prompt(kind, text, context):
+            return "first:" + kind
+        ''')
+    install_plugin("second", '''
+        from crystal_kernel.plugins import hookimpl
+        @hookimpl
+        def crystal_on_prompt(kind, text, context):
+            raise ValueError("oops")
+        ''')
+    install_plugin("third", '''
+        from crystal_kernel.plugins import hookimpl
+        @hookimpl
+        def crystal_on_prompt(kind, text, context):
+            return "third:" + text
+        ''')
+    notes: list[str] = []
+    answers = plugins.call_each("crystal_on_prompt", notes, kind="work", text="body", context=None)
+    assert answers == [("first", "first:work"), ("third", "third:body")]
+    assert notes == ["Plugin 'second' failed in crystal_on_prompt: ValueError: oops"]
+
+
+def test_plugins_list_command(install_plugin, site, workspace):
+    install_plugin("shout", SHOUT)
+    env = dict(os.environ, PYTHONPATH=str(site))
+    crystal = str(Path(sys.executable).parent / "crystal")
+    result = subprocess.run([crystal, "plugins", "list", "--format", "json"], cwd=workspace, env=env,
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert {"name": "shout", "hooks": ["crystal_placeholders", "crystal_tools"]} in data["plugins"]
+    listed = subprocess.run([crystal, "tools", "list", "--format", "json"], cwd=workspace, env=env,
+                            capture_output=True, text=True, timeout=60)
+    names = [t["name"] for t in json.loads(listed.stdout)["tools"]]
+    assert names == ["shout", "crash"]
+    called = subprocess.run([crystal, "tools", "call", "shout", "--args", '{"text": "hey"}'], cwd=workspace,
+                            env=env, capture_output=True, text=True, timeout=60)
+    assert json.loads(called.stdout) == {"ok": True, "text": "HEY in ws", "images": []}
