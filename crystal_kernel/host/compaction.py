@@ -17,6 +17,7 @@ the session's todos are untouched and repeated in the summary message.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -113,6 +114,15 @@ def threshold_tokens(session: Any) -> int:
     return int(context_window(session) * float(session.config.compaction_threshold))
 
 
+def keep_budget_tokens(session: Any, request: Any) -> int:
+    """How many tokens of recent messages to keep: a quarter of the window, and never
+    more than half of what the threshold leaves beside the system text and tools, so
+    the next request lands well below the threshold."""
+    fixed = estimate_tokens(dataclasses.replace(request, messages=[]))
+    room = max(0, threshold_tokens(session) - fixed)
+    return int(min(context_window(session) * KEEP_FRACTION, room / 2))
+
+
 # ----- where to cut ------------------------------------------------------------------
 
 def _is_results(message: Message) -> bool:
@@ -200,8 +210,9 @@ async def compact(session: Any, *, manual: bool = False, focus: str | None = Non
     summary; the transcript is unchanged then.
     """
     messages = list(session.transcript)
-    before = estimate_tokens(session.build_request("compaction"))
-    keep_budget = int(context_window(session) * KEEP_FRACTION)
+    request = session.build_request("compaction")
+    before = estimate_tokens(request)
+    keep_budget = keep_budget_tokens(session, request)
     cut = choose_cut(messages, keep_budget, manual=manual)
     if cut is None:
         raise NothingToCompact()
@@ -212,8 +223,11 @@ async def compact(session: Any, *, manual: bool = False, focus: str | None = Non
     system = compose_named("compaction.system", session)
     user = compose_named("compaction.user", session,
                          extra=compaction_slots(session, head, prior, manual=manual, focus=focus))
+    # The summary itself must stay small beside the kept messages: an eighth of the window.
+    summary_tokens = max(256, min(8_000, context_window(session) // 8))
     summary = await complete_text(session, session.provider, system=system, user=user, purpose="compaction",
-                                  timeout=COMPACTION_TIMEOUT, max_chars=60_000)
+                                  timeout=COMPACTION_TIMEOUT, max_chars=summary_tokens * CHARS_PER_TOKEN,
+                                  max_output_tokens=summary_tokens)
     # The transcript may not have changed meanwhile (turns and commands do not overlap).
     session.transcript[:] = [_summary_message(summary, session, len(head)), *messages[cut:]]
     after = estimate_tokens(session.build_request("compaction"))
