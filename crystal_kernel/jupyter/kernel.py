@@ -91,6 +91,9 @@ class CrystalKernel(IPythonKernel):
         info = dict(super().kernel_info)
         info["supported_features"] = []  # no debugger: cells are not Python
         info["language_info"] = self.language_info
+        from crystal_kernel.jupyter.status_info import kernel_status
+
+        info["crystal"] = kernel_status(self)  # the lab extension's status bar item reads it
         return info
 
     # ----- the session ----------------------------------------------------------------------
