@@ -57,6 +57,8 @@ def enabled_set(sets: dict[str, Folder], notes: list[str]) -> str | None:
 
 def require_set(home: Path, name: str) -> Folder:
     """The valid set folder called ``name``; UserError naming the problem otherwise."""
+    if name == DEFAULT_SET:
+        raise UserError("'default' is the built-in prompts, not a prompt set folder.")
     problem = folder_name_problem(name)
     if problem:
         raise UserError(problem)

@@ -50,14 +50,21 @@ def sets_text(data: dict[str, Any]) -> str:
     for row in data["sets"]:
         marker = "*" if row["name"] == data["selected"] else " "
         state = "enabled" if row["enabled"] else "disabled"
-        about = row["title"] + (f" — {row['description']}" if row["description"] else "")
-        lines.append(f"{marker} {row['name']:<20} {about} [{state}]")
+        lines.append(f"{marker} {row['name']:<20} {_about(row)}[{state}]")
     why = {"forced": " (forced by --prompt-set)", "enabled": " (enabled in prompt.json)"}.get(data["selectedBy"], "")
     lines.append(f"Selected: {data['selected']}{why}")
     for name, source in data.get("effective", {}).items():
         lines.append(f"{name.capitalize()}: {source}")
     lines += [f"Note: {n}" for n in data["notes"]]
     return "\n".join(lines)
+
+
+def _about(row: dict[str, Any]) -> str:
+    """Title (when it is not just the folder name) and description, with a trailing space."""
+    parts = [row["title"]] if row["title"] != row["name"] else []
+    if row["description"]:
+        parts.append(row["description"])
+    return " — ".join(parts) + " " if parts else ""
 
 
 def set_show_data(folder: Folder) -> dict[str, Any]:
@@ -132,9 +139,8 @@ def attachments_text(data: dict[str, Any]) -> str:
             state = "forced, enabled"
         else:
             state = "enabled" if row["enabled"] else "disabled"
-        about = row["title"] + (f" — {row['description']}" if row["description"] else "")
         modes = "/".join(row["modes"]) or "no files"
-        lines.append(f"  {place:<3} {row['name']:<20} {about}  [{row['source']}, {state}, {modes}]")
+        lines.append(f"  {place:<3} {row['name']:<20} {_about(row)}[{row['source']}, {state}, {modes}]")
     lines += [f"Note: {n}" for n in data["notes"]]
     return "\n".join(lines)
 
