@@ -24,6 +24,10 @@ def atomic_write_text(path: Path, text: str) -> None:
             os.fsync(handle.fileno())
         if path.exists():
             os.chmod(tmp, path.stat().st_mode & 0o777)
+        else:  # mkstemp makes 0600; a new file gets the usual permissions
+            umask = os.umask(0)
+            os.umask(umask)
+            os.chmod(tmp, 0o666 & ~umask)
         os.replace(tmp, path)
     except BaseException:
         try:
