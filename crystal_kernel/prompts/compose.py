@@ -122,7 +122,8 @@ def session_selection(session: Any, ctx: PromptContext, notes: list[str]) -> Pro
     """The session's selection. The first time for a session object, a forced name that
     is not discovered raises UserError (FL-3: it fails startup); later it is a note."""
     try:
-        startup = session not in _started
+        # A fork is made mid-process (its workspace may have changed since startup).
+        startup = session not in _started and not getattr(session, "forked_from", None)
     except TypeError:
         startup = False
     selection = resolve_selection(ctx.home, ctx.workspace, getattr(session, "flags", None),

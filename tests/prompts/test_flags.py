@@ -110,6 +110,9 @@ def test_FL_4_forced_names_refuse_changes_and_are_skipped_later(home, workspace,
     session.refresh_system()
     assert session.system_text() == "W\n\nO\n"
     assert any("'forced' is not a prompt attachment" in n and "skipped" in n for n in session.drain_notes())
+    # A fork made there is not a new start: it skips the name too instead of failing.
+    child = session.fork()
+    assert child.system_text() == "W\n\nO\n"
 
 
 def test_FL_5_flags_never_write_and_old_config_keys_are_dropped(home, workspace, mkset, mkatt, make_session, snap):
