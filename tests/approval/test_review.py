@@ -206,3 +206,38 @@ async def test_harm_unrequested_given_as_text_still_denies(workspace):
     ])
     events = await collect(run_turn(session, "write"))
     assert next(e for e in events if isinstance(e, ApprovalEvent)).outcome == "deny"
+
+
+async def test_review_model_from_config_is_a_separate_provider(workspace, monkeypatch):
+    """reviewModel "openai:gpt-reviewer": the agent stays on its provider while reviews go
+    through the real OpenAI adapter to the loopback server."""
+    from crystal_kernel.testing.llm_server import LLMServer
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    reply = {"text": '{"risk_level": "low", "user_authorization": "high", "harm_unrequested": false, '
+                     '"rationale": "asked for"}'}
+    with LLMServer([reply]) as server:
+        session = make_session(workspace, "review", [
+            tool_reply([("write", {"path": "r.txt", "content": "x"})]),
+            text_reply("done"),
+        ], review_model="openai:gpt-reviewer", base_url=server.base_url)
+        try:
+            events = await collect(run_turn(session, "write r.txt"))
+        finally:
+            await session.close()
+        bodies = server.bodies("chat")
+    first = next(e for e in events if isinstance(e, ApprovalEvent))
+    assert (first.outcome, first.by, first.reason) == ("allow", "reviewer", "asked for")
+    assert [b["model"] for b in bodies] == ["gpt-reviewer"] and not bodies[0].get("tools")
+    assert [r.purpose for r in session.provider.requests] == ["turn", "turn"]
+    assert session.usage.by_model["gpt-reviewer"] == {"inputTokens": 11, "outputTokens": 7}
+
+
+async def test_bad_review_model_asks_with_a_reason(workspace):
+    session = make_session(workspace, "review", [
+        tool_reply([("write", {"path": "r.txt", "content": "x"})]),
+        text_reply("done"),
+    ], review_model="nosuch:model", provider="nosuch")
+    events = await collect(run_turn(session, "write r.txt"))
+    first = next(e for e in events if isinstance(e, ApprovalEvent))
+    assert first.outcome == "ask" and "could not be set up" in first.verdict["error"]
