@@ -1,7 +1,8 @@
 """Reading the job files the job manager mirrors under
 ``<workspace>/.crystal/data/jobs/<session>/`` (no Jupyter imports here).
 
-Per job: ``<job>.json`` (the status the manager rewrites atomically on every change)
+Per job (format: docs/jobs.md, written by jobs/job.py): ``<job>.json`` (the status,
+rewritten atomically)
 and ``<job>.log`` plus at most one rotated ``<job>.log.1`` (jobs/logfile.py). Offsets
 are absolute byte offsets into the job's whole output, like ``bash_logs``: the current
 file starts at the status's ``logStart`` (or, failing that, ``bytes`` minus its size;
@@ -15,6 +16,7 @@ import json
 import os
 import signal
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +25,7 @@ from crystal_kernel.jupyter.server.base import NotFound, check_id, inside
 
 MAX_LOG_CHUNK = 256 * 1024      # bytes per log request
 MAX_JOBS_LISTED = 500
-ACTIVE_STATES = ("running", "starting", "stopping")
+ACTIVE_STATES = ("running",)
 
 
 def jobs_root(workspace: Path) -> Path:
@@ -79,28 +81,40 @@ def locate(workspace: Path, session: str, job: str) -> JobFiles:
     return files
 
 
-def _runtime(status: dict[str, Any]) -> float | None:
-    value = status.get("runtime")
+def _number(value: Any) -> float | None:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def _runtime(status: dict[str, Any], state: str) -> float | None:
+    """Seconds; a running job's status file is rewritten only every few seconds, so its
+    runtime is counted here from ``startedAt``."""
+    if state in ACTIVE_STATES and isinstance(status.get("startedAt"), str):
+        try:
+            started = datetime.fromisoformat(status["startedAt"])
+            return max(0.0, round((datetime.now(timezone.utc) - started).total_seconds(), 1))
+        except ValueError:
+            pass
+    return _number(status.get("runtimeSeconds"))
 
 
 def job_row(files: JobFiles) -> dict[str, Any]:
     status = files.status()
     size = _size(files.log_path) + _size(files.previous_path)
-    state = status.get("state") or "unknown"
-    if state in ACTIVE_STATES and not _alive(status):
-        state = "lost"  # its host died without a final status (BG-2: nothing survives it)
+    state = status.get("state") if isinstance(status.get("state"), str) else "unknown"
+    if state in ACTIVE_STATES and not _host_alive(status):
+        state = "lost"  # its host died without a final status (BG-2: the job died with it)
     return {
         "session": files.session,
         "id": files.job,
         "command": status.get("command", ""),
         "state": state,
         "exitCode": status.get("exitCode"),
-        "started": status.get("started"),
-        "ended": status.get("ended"),
-        "runtime": _runtime(status),
+        "signal": status.get("signal"),
+        "started": status.get("startedAt"),
+        "ended": status.get("endedAt"),
+        "runtime": _runtime(status, state),
         "bytes": status.get("bytes", size),
-        "stoppable": state in ACTIVE_STATES,
+        "stoppable": state in ACTIVE_STATES and isinstance(status.get("pid"), int),
     }
 
 
@@ -126,8 +140,12 @@ def list_jobs(workspace: Path) -> dict[str, Any]:
             except UserError:
                 continue
             rows.append(job_row(JobFiles(folder.name, job, folder)))
-    rows.sort(key=lambda r: (r.get("started") or "", r["id"]), reverse=True)
+    rows.sort(key=lambda r: (r.get("started") or "", r["session"], _job_number(r["id"])), reverse=True)
     return {"workspace": str(workspace), "jobs": rows[:MAX_JOBS_LISTED]}
+
+
+def _job_number(job: str) -> int:
+    return int(job[1:]) if job[1:].isdigit() else 0
 
 
 def read_log(workspace: Path, session: str, job: str, offset: int | None, limit: int) -> dict[str, Any]:
@@ -163,7 +181,8 @@ def read_log(workspace: Path, session: str, job: str, offset: int | None, limit:
     return {
         "session": session, "id": job, "offset": offset, "next": offset + len(data),
         "dropped": dropped, "end": end, "text": data.decode("utf-8", errors="replace"),
-        "state": row["state"], "exitCode": row["exitCode"], "runtime": row["runtime"],
+        "state": row["state"], "exitCode": row["exitCode"], "signal": row["signal"],
+        "runtime": row["runtime"],
     }
 
 
@@ -188,10 +207,11 @@ def _read(path: Path, position: int, count: int) -> bytes:
         return b""
 
 
-def _alive(status: dict[str, Any]) -> bool:
-    pid = status.get("pid")
+def _host_alive(status: dict[str, Any]) -> bool:
+    """False only when the status names a host process that is gone."""
+    pid = status.get("hostPid")
     if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 1:
-        return True  # nothing recorded to check: trust the status
+        return True
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
