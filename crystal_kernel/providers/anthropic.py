@@ -8,6 +8,7 @@ the newest message get a prompt-cache breakpoint, since the prefix repeats every
 
 from __future__ import annotations
 
+import json
 from typing import Any, AsyncIterator
 
 from anthropic import AsyncAnthropic
@@ -152,7 +153,9 @@ class AnthropicProvider:
                 elif kind == "content_block_start":
                     block = event.content_block
                     if block.type == "tool_use":
-                        blocks[event.index] = {"id": block.id, "name": block.name, "json": ""}
+                        # Input normally streams as JSON deltas; a server may send it whole here.
+                        start_input = json.dumps(block.input) if block.input else ""
+                        blocks[event.index] = {"id": block.id, "name": block.name, "json": "", "start": start_input}
                     elif block.type == "text" and block.text:
                         yield TextChunk(block.text)
                 elif kind == "content_block_delta":
@@ -165,7 +168,8 @@ class AnthropicProvider:
                 elif kind == "content_block_stop":
                     call = blocks.pop(event.index, None)
                     if call is not None:
-                        yield ToolCallChunk(id=call["id"], name=call["name"], arguments=call["json"] or "{}")
+                        yield ToolCallChunk(id=call["id"], name=call["name"],
+                                            arguments=call["json"] or call["start"] or "{}")
                         stop = stop or "tool_use"
                 elif kind == "message_delta":
                     stop = event.delta.stop_reason or stop

@@ -63,7 +63,12 @@ class _ChatBuilder:
         starts = [self._chunk({"tool_calls": [{"index": i, "id": c["id"], "type": "function",
                                                "function": {"name": c["name"], "arguments": ""}}]})
                   for i, c in enumerate(self.calls)]
-        if self.reply.get("interleave"):
+        if self.reply.get("whole_calls"):
+            # As Ollama does: each call complete in one delta, every one at index 0.
+            for c in self.calls:
+                yield self._chunk({"tool_calls": [{"index": 0, "id": c["id"], "type": "function",
+                                                   "function": {"name": c["name"], "arguments": c["arguments"]}}]})
+        elif self.reply.get("interleave"):
             yield from starts
             for step in range(max((len(p) for p in pieces), default=0)):
                 for i, p in enumerate(pieces):

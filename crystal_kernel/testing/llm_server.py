@@ -7,7 +7,8 @@ or not, from a queue of scripted replies. A reply is a JSON-able dict:
 - ``text``: the answer text, streamed in pieces of ``chunk`` characters (default 4);
 - ``tool_calls``: ``[{"name", "arguments" (dict or raw text), "id"?}]``; argument JSON is
   streamed in pieces of ``arg_chunk`` characters (default 7); ``interleave: true`` sends
-  the Chat Completions deltas of several calls interleaved by index;
+  the Chat Completions deltas of several calls interleaved by index; ``whole_calls: true``
+  sends each call whole, all at index 0 (as Ollama does);
 - ``usage``: ``{"input_tokens", "output_tokens"}`` (default 11 / 7);
 - ``stop``: an explicit stop reason in the protocol's own words;
 - ``delay``: seconds between streamed events;

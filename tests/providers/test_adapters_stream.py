@@ -188,3 +188,13 @@ async def test_user_images_are_sent_as_image_parts(kind: str, server: LLMServer,
     await collect(adapter(kind), request(kind, [msg]))
     raw = json.dumps(server.bodies()[0])
     assert PNG.data in raw and "What is this?" in raw
+
+
+async def test_chat_calls_sent_whole_at_one_index_stay_separate(server: LLMServer, adapter) -> None:
+    """Ollama sends each tool call complete, all with index 0: a new id is a new call."""
+    server.add({"whole_calls": True, "tool_calls": [
+        {"id": "a", "name": "bash", "arguments": {"command": "pwd"}},
+        {"id": "b", "name": "bash", "arguments": {"command": "ls"}}]})
+    items = await collect(adapter("chat", model="llama3.1"), request("chat", [Message.user_text("go")], [BASH]))
+    calls = [i for i in items if isinstance(i, ToolCallChunk)]
+    assert [(c.id, json.loads(c.arguments)) for c in calls] == [("a", {"command": "pwd"}), ("b", {"command": "ls"})]
