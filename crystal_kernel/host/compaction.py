@@ -98,11 +98,27 @@ def message_tokens(message: Message) -> int:
     return chars // CHARS_PER_TOKEN + images * IMAGE_TOKENS
 
 
+# id(schema) -> (schema, size). The schema is held so its id cannot be reused while cached;
+# tool schemas are built once per catalog, so this saves serialising them on every step.
+_SCHEMA_SIZES: dict[int, tuple[Any, int]] = {}
+
+
+def _schema_size(schema: Any) -> int:
+    hit = _SCHEMA_SIZES.get(id(schema))
+    if hit is not None and hit[0] is schema:
+        return hit[1]
+    size = _text_size(schema)
+    if len(_SCHEMA_SIZES) >= 1024:
+        _SCHEMA_SIZES.clear()
+    _SCHEMA_SIZES[id(schema)] = (schema, size)
+    return size
+
+
 def estimate_tokens(request: Any) -> int:
     """A rough size of a request: about four characters per token, images flat."""
     chars = len(request.system or "")
     for spec in request.tools or []:
-        chars += len(spec.name) + len(spec.description) + _text_size(spec.input_schema)
+        chars += len(spec.name) + len(spec.description) + _schema_size(spec.input_schema)
     return chars // CHARS_PER_TOKEN + sum(message_tokens(m) for m in request.messages)
 
 
