@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import random
 import re
+import socket
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
 from typing import Any, Awaitable, Callable, TypeVar
@@ -90,6 +91,18 @@ def _refused(exc: BaseException) -> bool:
     return False
 
 
+def _unresolved(exc: BaseException) -> bool:
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, socket.gaierror) or "name or service not known" in str(current).lower() \
+                or "nodename nor servname" in str(current).lower():
+            return True
+        current = current.__cause__ or current.__context__
+    return False
+
+
 def _status(exc: BaseException) -> int | None:
     status = getattr(exc, "status_code", None)
     return status if isinstance(status, int) else None
@@ -117,6 +130,8 @@ def map_error(exc: BaseException, where: Endpoint, *, attempts: int = 1) -> Prov
             return ProviderError(f"The model server at {where.url} did not answer in time{tries}.", retryable=True)
         if _refused(exc):
             return ProviderError(f"Cannot reach the model server at {where.url}: connection refused.")
+        if _unresolved(exc):
+            return ProviderError(f"Cannot reach the model server at {where.url}: its host name does not resolve.")
         if _is_connection(exc):
             cause = exc.__cause__ or exc.__context__
             reason = one_line(str(cause), 120) if cause and str(cause) else "connection failed"
@@ -190,8 +205,8 @@ async def with_retries(open_stream: Callable[[], Awaitable[T]], where: Endpoint,
     """Call ``open_stream`` until it succeeds; map failures to ProviderError.
 
     Only failures before the answer starts are retried: 429, 5xx, timeouts and dropped
-    connections. A refused connection is not retried (no server is listening), nor are
-    401/404/400 (retrying cannot fix them).
+    connections. A refused connection or an unknown host name is not retried (no server
+    is there), nor are 401/404/400 (retrying cannot fix them).
     """
     attempt = 0
     while True:
