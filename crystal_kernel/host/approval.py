@@ -139,6 +139,8 @@ class Verdict:
         }
         if self.error:
             out["error"] = self.error
+        # One readable line for fronts that show the verdict as text.
+        out["summary"] = self.summary()
         return out
 
     def summary(self) -> str:

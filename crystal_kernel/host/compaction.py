@@ -82,7 +82,23 @@ def _text_size(value: Any) -> int:
     return len(value) if isinstance(value, str) else len(json.dumps(value, ensure_ascii=False))
 
 
+# id(message) -> (message, tokens); transcript messages are not changed once appended.
+_MESSAGE_SIZES: dict[int, tuple[Message, int]] = {}
+
+
 def message_tokens(message: Message) -> int:
+    """The estimated tokens of one message (cached: this runs before every step)."""
+    hit = _MESSAGE_SIZES.get(id(message))
+    if hit is not None and hit[0] is message:
+        return hit[1]
+    size = _message_tokens(message)
+    if len(_MESSAGE_SIZES) >= 8192:
+        _MESSAGE_SIZES.clear()
+    _MESSAGE_SIZES[id(message)] = (message, size)
+    return size
+
+
+def _message_tokens(message: Message) -> int:
     chars = 16  # role and framing
     images = 0
     for part in message.parts:
