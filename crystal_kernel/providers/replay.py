@@ -19,7 +19,9 @@ What is matched (only the keys present in ``match``; an empty match accepts any 
   recording and its replay, and the replies are served in order anyway.
 - ``user``: the text of the newest user message that has text (handy by hand).
 - ``tools``: every tool named must still be offered (new tools may be added).
-- ``purpose``: turn, review, compaction, topic, image.
+- ``purpose``: turn, review, compaction, topic, image; an entry without one is a turn
+  reply, so hand-written cassettes need not script the side calls (topic naming, ...):
+  such a request with no recorded reply fails alone, without using up a turn reply.
 
 The system text is never matched: it carries the date, time and machine paths.
 Interactions are served in order; when the next one does not match, a later unused one
@@ -102,8 +104,9 @@ def _last_user_text(messages: list[dict[str, Any]]) -> str | None:
 
 def difference(match: dict[str, Any], actual: dict[str, Any]) -> str | None:
     """The first way ``actual`` differs from ``match``, in words; None when it matches."""
-    if "purpose" in match and match["purpose"] != actual["purpose"]:
-        return f"purpose differs: expected '{match['purpose']}' got '{actual['purpose']}'"
+    expected_purpose = match.get("purpose", "turn")
+    if expected_purpose != actual["purpose"]:
+        return f"purpose differs: expected '{expected_purpose}' got '{actual['purpose']}'"
     for name in match.get("tools", []):
         if name not in actual["tools"]:
             return f"tool '{name}' was offered when recorded but is not offered now"
@@ -213,6 +216,11 @@ class ReplayProvider:
         for index in order:
             if index < len(interactions) and difference(interactions[index].get("match", {}), actual) is None:
                 return index, interactions[index]
+        if request.purpose != "turn":
+            # Side calls (topic, review, ...) a cassette did not record must not use up or
+            # mismatch the turn replies; their callers treat this as a failed side call.
+            raise ProviderError(f"Replay cassette {self.path.name} holds no recorded reply for this "
+                                f"{request.purpose} request.")
         if self._next >= len(interactions):
             raise ProviderError(f"Replay cassette {self.path.name} has no reply left for this request "
                                 f"(it holds {len(interactions)} interactions, all served).")

@@ -151,7 +151,7 @@ async def test_hand_authored_cassette_with_user_match_and_extra_keys(tmp_path: P
     assert call.id == "replay_1_1"
     assert items[-1] == Finished("tool_use")
     assert replay.last_interaction["person"] == {"answers": ["yes"]}
-    with pytest.raises(ProviderError, match="purpose differs: expected 'turn' got 'topic'"):
+    with pytest.raises(ProviderError, match="holds no recorded reply for this topic request"):
         await collect(replay, req([Message.user_text("x")], purpose="topic"))
     items = await collect(replay, req([Message.user_text("Write hello.py")]))
     assert "".join(i.text for i in items if isinstance(i, TextChunk)) == "Done: hello.py prints 1."
@@ -221,3 +221,24 @@ async def test_images_are_matched_by_type(tmp_path: Path) -> None:
     msg = Message(role="user", parts=[TextPart(text="see"), ImagePart.from_bytes("image/jpeg", b"x")])
     with pytest.raises(ProviderError, match="message 1 part 2 image type differs: expected 'image/png'"):
         await collect(ReplayProvider(cassette), req([msg]))
+
+
+async def test_recorded_side_calls_are_served_by_purpose(tmp_path: Path) -> None:
+    cassette = tmp_path / "c.json"
+    write_cassette(cassette, [
+        {"match": {"purpose": "turn"}, "reply": [{"text": "turn one"}]},
+        {"match": {"purpose": "topic"}, "reply": [{"text": "Listing files"}]},
+        {"match": {}, "reply": [{"text": "turn two"}]},
+    ])
+    replay = ReplayProvider(cassette)
+
+    async def text(purpose: str) -> str:
+        items = await collect(replay, req(first_turn(), purpose=purpose))
+        return "".join(i.text for i in items if isinstance(i, TextChunk))
+
+    assert await text("turn") == "turn one"
+    # The next turn arrives before the topic request: the topic reply is skipped, then found.
+    assert await text("turn") == "turn two"
+    assert await text("topic") == "Listing files"
+    with pytest.raises(ProviderError, match="^Replay cassette c.json holds no recorded reply for this review request.$"):
+        await collect(replay, req(first_turn(), purpose="review"))
