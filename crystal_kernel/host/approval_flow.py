@@ -24,7 +24,7 @@ from datetime import datetime, timezone
 from typing import Any, Callable
 
 from crystal_kernel.host.approval import (
-    Verdict, apply_floor, failed_verdict, forbidden_match, host_outcome, host_risk_level,
+    Verdict, apply_floor, failed_verdict, forbidden_match, host_outcome, host_risk_level, verdict_from,
 )
 from crystal_kernel.host.events import ApprovalEvent
 from crystal_kernel.host.interaction import ApprovalRequest, Interaction
@@ -92,7 +92,13 @@ async def run_reviewer(session: Any, call: ToolCallPart, c: Classification) -> V
         return failed_verdict(c, f"the reviewer failed: {type(exc).__name__}: {exc}")
     if not isinstance(verdict, Verdict):
         return failed_verdict(c, "the reviewer returned no verdict")
-    return verdict
+    if verdict.error:
+        return verdict
+    # Whatever reviewer is plugged in, the host derives the outcome from its levels with
+    # the host floor (REV-1, REV-2); a verdict without levels cannot allow or deny.
+    data = {"risk_level": verdict.risk_level, "user_authorization": verdict.user_authorization,
+            "harm_unrequested": verdict.harm_unrequested, "rationale": verdict.rationale}
+    return verdict_from(data, c)
 
 
 async def decide(

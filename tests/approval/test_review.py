@@ -241,3 +241,23 @@ async def test_bad_review_model_asks_with_a_reason(workspace):
     events = await collect(run_turn(session, "write r.txt"))
     first = next(e for e in events if isinstance(e, ApprovalEvent))
     assert first.outcome == "ask" and "could not be set up" in first.verdict["error"]
+
+
+async def test_a_plugged_in_reviewer_cannot_skip_the_floor(workspace):
+    """A custom Reviewer that claims "allow" for a low-risk shell command still gets the
+    host's outcome: execute is at least medium, so medium authorization asks."""
+    from crystal_kernel.host.approval import Verdict
+
+    class Lenient:
+        async def review(self, session, tool, arguments, c):
+            return Verdict("allow", "low", "medium", False, "trust me")
+
+    session = make_session(workspace, "review", [
+        tool_reply([("bash", {"command": "echo x > x.txt"})]),
+        text_reply("ok"),
+    ])
+    session.reviewer = Lenient()
+    events = await collect(run_turn(session, "go"))
+    first = next(e for e in events if isinstance(e, ApprovalEvent))
+    assert (first.outcome, first.verdict["effective_risk"]) == ("ask", "medium")
+    assert not (workspace / "x.txt").exists()
