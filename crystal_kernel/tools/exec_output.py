@@ -11,7 +11,7 @@ from crystal_kernel.tools.base import ToolResult, truncate_output
 from crystal_kernel.tools.images import NO_IMAGES_TEXT, load_images, parse_image_refs
 
 if TYPE_CHECKING:
-    from crystal_kernel.tools.exec_sets import ProcessOutcome
+    from crystal_kernel.tools.child_process import ProcessOutcome
 
 PREVIEW_CHARS = 500
 

@@ -12,25 +12,24 @@ becomes one :class:`ExecTool`. Running a tool (:meth:`ExecTool.run`):
 4. stdout and stderr are read into bounded buffers under the timeout (EX-15);
 5. the output is turned into a result (:mod:`exec_output`, EX-10 … EX-16).
 
-Timeout, cancellation and a failed stdin write kill the whole process tree.
+Timeout, cancellation and a failed stdin write kill the whole process tree
+(:mod:`child_process`).
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import shutil
-import signal
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-import psutil
 from pydantic import RootModel
 
 from crystal_kernel.errors import ToolError
 from crystal_kernel.tools.base import Authority, Classification, Risk, Tool, ToolContext, ToolResult
+from crystal_kernel.tools.child_process import ProcessOutcome, kill_process_tree, run_process  # noqa: F401 (re-exported)
 from crystal_kernel.tools.exec_manifest import ExecToolManifest, has_separator
 from crystal_kernel.tools.exec_output import content_result, text_result
 from crystal_kernel.tools.schema_check import iter_errors
@@ -70,6 +69,7 @@ class ExecTool(Tool):
         self.name = manifest.name  # type: ignore[misc]  # instance name, not the ClassVar
         self.input_kind = manifest.input_kind  # type: ignore[misc]
         self.catalogs: frozenset[str] = frozenset(manifest.catalogs)
+        self._prefix: list[str] | None = None
 
     # -- what the model sees -------------------------------------------------
     @property
@@ -129,45 +129,62 @@ class ExecTool(Tool):
         return found
 
     def final_argv(self, arguments: dict[str, Any]) -> list[str]:
+        """The argv the child gets: resolved prefix, tool command, mapped flags."""
         argv = self.build_argv(arguments)
-        argv[0] = self.resolve_executable(argv[0])
-        # The set command's own files (["python3", "mytool.py"]) live in the set folder,
-        # while the child runs in the workspace: make such arguments absolute.
-        folder = self.tool_set.directory
-        for i in range(1, len(self.tool_set.command)):
-            part = argv[i]
-            if not part.startswith("-") and not os.path.isabs(part) and (folder / part).is_file():
-                argv[i] = str(folder / part)
+        prefix = self._resolved_prefix()
+        argv[: len(prefix)] = prefix
         return argv
 
-    def child_env(self, ctx: ToolContext) -> dict[str, str]:
-        """EX-2: the host environment plus five variables; CRYSTAL_HOME removed."""
+    def _resolved_prefix(self) -> list[str]:
+        """The executable resolved (EX-4) and the set command's own files made absolute,
+        computed at the first run and kept for this catalog's life."""
+        if self._prefix is None:
+            command = list(self.tool_set.command) + list(self.manifest.command or [])
+            prefix = [self.resolve_executable(command[0])]
+            # The set command's own files (["python3", "mytool.py"]) live in the set
+            # folder while the child runs in the workspace: make them absolute.
+            folder = self.tool_set.directory
+            for part in self.tool_set.command[1:]:
+                if not part.startswith("-") and not os.path.isabs(part) and (folder / part).is_file():
+                    part = str(folder / part)
+                prefix.append(part)
+            self._prefix = prefix
+        return self._prefix
+
+    def child_env(self, ctx: ToolContext) -> dict[Any, Any]:
+        """EX-2: the host environment plus five variables; CRYSTAL_HOME removed.
+        Bytes on POSIX (no decoding of every variable on each call)."""
         tool_data, project_data = self.data_dirs(ctx)
-        env = dict(os.environ)
+        extra = {
+            "CRYSTAL_WORKSPACE": str(ctx.workspace),
+            "CRYSTAL_SESSION": str(ctx.session.id),
+            "CRYSTAL_APPROVAL": str(ctx.session.approval),
+            "CRYSTAL_TOOL_DATA": tool_data,
+            "CRYSTAL_PROJECT_DATA": project_data,
+        }
+        if os.supports_bytes_environ:
+            env: dict[Any, Any] = dict(os.environb)
+            env.pop(b"CRYSTAL_HOME", None)
+            env.update((os.fsencode(k), os.fsencode(v)) for k, v in extra.items())
+            return env
+        env = os.environ.copy()
         env.pop("CRYSTAL_HOME", None)
-        env.update(
-            CRYSTAL_WORKSPACE=str(ctx.workspace),
-            CRYSTAL_SESSION=str(ctx.session.id),
-            CRYSTAL_APPROVAL=str(ctx.session.approval),
-            CRYSTAL_TOOL_DATA=str(tool_data),
-            CRYSTAL_PROJECT_DATA=str(project_data),
-        )
+        env.update(extra)
         return env
 
-    def data_dirs(self, ctx: ToolContext) -> tuple[Path, Path]:
-        home = Path(getattr(ctx.session, "home", None) or ctx.config.home)
-        return (home / "data" / "tools" / self.tool_set.name,
-                Path(ctx.workspace) / ".crystal" / "data" / "tools" / self.tool_set.name)
+    def data_dirs(self, ctx: ToolContext) -> tuple[str, str]:
+        """``{home}/data/tools/<set>`` and ``<workspace>/.crystal/data/tools/<set>``."""
+        home = getattr(ctx.session, "home", None) or ctx.config.home
+        name = self.tool_set.name
+        return (os.path.join(home, "data", "tools", name),
+                os.path.join(ctx.workspace, ".crystal", "data", "tools", name))
 
     async def run(self, args: Any, ctx: ToolContext) -> ToolResult:
         arguments = args.root if isinstance(args, ExternalArguments) else dict(args)
         argv = self.final_argv(arguments)
         env = self.child_env(ctx)
         for folder in self.data_dirs(ctx):  # EX-3: lazily, failures not reported
-            try:
-                folder.mkdir(parents=True, exist_ok=True)
-            except OSError:
-                pass
+            _ensure_folder(folder)
         limit = int(ctx.config.tool_output_limit)
         payload = json.dumps(arguments, ensure_ascii=False).encode("utf-8") if self.manifest.stdin else None
         outcome = await run_process(argv, cwd=Path(ctx.workspace), env=env, payload=payload,
@@ -182,6 +199,21 @@ class ExecTool(Tool):
         if self.manifest.output == "text":
             return text_result(self.name, outcome, limit)
         return await content_result(self.name, outcome, limit, Path(ctx.workspace), images_ok=ctx.images_ok)
+
+
+# Data folders already made by this process: made once, at the first run (EX-3). If a
+# folder is removed later, the tool creates it when missing, as the contract asks.
+_made_folders: set[str] = set()
+
+
+def _ensure_folder(folder: str) -> None:
+    if folder in _made_folders:
+        return
+    try:
+        os.makedirs(folder, exist_ok=True)
+    except OSError:
+        return  # not reported (EX-3)
+    _made_folders.add(folder)
 
 
 def _flag_values(tool: str, prop: str, flag: str, value: Any) -> list[str]:
@@ -203,119 +235,3 @@ def _flag_values(tool: str, prop: str, flag: str, value: Any) -> list[str]:
         f"Argument '{prop}' of {tool} is {kind}; it is passed as the command-line flag {flag}, "
         "which takes only a string, a number, a boolean or an array of strings."
     )
-
-
-@dataclass
-class ProcessOutcome:
-    """What a finished (or stopped) child left behind. Buffers are bounded."""
-
-    returncode: int | None
-    stdout: bytes = b""
-    stderr: bytes = b""
-    stdout_total: int = 0
-    stderr_total: int = 0
-    timed_out: bool = False
-    stdin_failed: str | None = None
-
-
-async def run_process(argv: list[str], *, cwd: Path, env: dict[str, str], payload: bytes | None,
-                      timeout: float | None, max_bytes: int) -> ProcessOutcome:
-    """Start ``argv`` (no shell) in its own process group, feed stdin, read both streams
-    into buffers of ``max_bytes`` each, all under ``timeout`` (None: no limit).
-    Timeout, cancellation and a failed stdin write kill the whole process tree."""
-    try:
-        proc = await asyncio.create_subprocess_exec(
-            *argv, cwd=str(cwd), env=env, stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, start_new_session=True,
-        )
-    except OSError as exc:
-        raise ToolError(f"Could not start {argv[0]}: {exc.strerror or exc}.") from None
-    outcome = ProcessOutcome(returncode=None)
-    try:
-        await asyncio.wait_for(_exchange(proc, payload, max_bytes, outcome), timeout)
-    except asyncio.TimeoutError:
-        outcome.timed_out = True
-        kill_process_tree(proc.pid)
-        await _reap(proc)
-    except BaseException:
-        # Cancellation (or a bug): never leave the tree running.
-        kill_process_tree(proc.pid)
-        try:
-            await _reap(proc)
-        finally:
-            raise
-    outcome.returncode = proc.returncode
-    return outcome
-
-
-async def _exchange(proc: asyncio.subprocess.Process, payload: bytes | None, max_bytes: int,
-                    outcome: ProcessOutcome) -> None:
-    async def feed() -> None:
-        assert proc.stdin is not None
-        try:
-            if payload:
-                proc.stdin.write(payload)
-                await proc.stdin.drain()
-        except (BrokenPipeError, ConnectionResetError) as exc:
-            outcome.stdin_failed = exc.strerror or str(exc) or "broken pipe"
-        finally:
-            proc.stdin.close()
-            try:
-                await proc.stdin.wait_closed()
-            except (BrokenPipeError, ConnectionResetError):
-                pass
-        if outcome.stdin_failed and proc.returncode is None:
-            # The child closed its input but is still running: stop the tree (EX-15).
-            kill_process_tree(proc.pid)
-
-    async def read(stream: asyncio.StreamReader, which: str) -> None:
-        buf = bytearray()
-        total = 0
-        while True:
-            chunk = await stream.read(65536)
-            if not chunk:
-                break
-            total += len(chunk)
-            if len(buf) < max_bytes:
-                buf += chunk[: max_bytes - len(buf)]
-        setattr(outcome, which, bytes(buf))
-        setattr(outcome, f"{which}_total", total)
-
-    assert proc.stdout is not None and proc.stderr is not None
-    await asyncio.gather(feed(), read(proc.stdout, "stdout"), read(proc.stderr, "stderr"))
-    await proc.wait()
-    if outcome.stdin_failed and proc.returncode is not None and proc.returncode >= 0:
-        # The child ended by itself without reading all of its input: that is its choice,
-        # and its exit status speaks for the call.
-        outcome.stdin_failed = None
-
-
-async def _reap(proc: asyncio.subprocess.Process) -> None:
-    """Collect a killed child and close its pipes (unread output may have paused them,
-    so they would otherwise never see end of file)."""
-    try:
-        await asyncio.wait_for(asyncio.shield(proc.wait()), 5)
-    except (asyncio.TimeoutError, asyncio.CancelledError):
-        pass
-    finally:
-        transport = getattr(proc, "_transport", None)  # asyncio offers no public close
-        if transport is not None:
-            transport.close()
-
-
-def kill_process_tree(pid: int) -> None:
-    """SIGKILL the child's process group and every descendant psutil can still see
-    (a grandchild that left the group or ignores SIGTERM included)."""
-    try:
-        descendants = psutil.Process(pid).children(recursive=True)
-    except psutil.Error:
-        descendants = []
-    try:
-        os.killpg(pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError, OSError):
-        pass
-    for child in descendants:
-        try:
-            child.kill()
-        except psutil.Error:
-            pass
