@@ -31,7 +31,7 @@ from crystal_kernel.jobs.logfile import RotatingLog
 from crystal_kernel.jobs.status import STATUS_VERSION, iso, write_status
 
 READ_CHUNK = 256 * 1024
-PIPE_BYTES = 1024 * 1024
+PIPE_SIZES = (4 * 1024 * 1024, 1024 * 1024)
 NAP_SECONDS = 0.001
 POLL_SECONDS = 0.5
 STATUS_EVERY_SECONDS = 2.0
@@ -79,6 +79,20 @@ class JobInfo:
         }
 
 
+def _enlarge_pipe(fd: int) -> None:
+    """A big pipe lets the job run ahead while the reader is not scheduled (a busy
+    machine). Linux caps unprivileged pipes at /proc/sys/fs/pipe-max-size (1 MiB by
+    default); a smaller pipe only costs throughput."""
+    import fcntl
+
+    for size in PIPE_SIZES:
+        try:
+            fcntl.fcntl(fd, F_SETPIPE_SZ, size)
+            return
+        except OSError:
+            continue
+
+
 class Job:
     """A running or finished job. Created by :class:`JobManager`; not public API."""
 
@@ -120,12 +134,7 @@ class Job:
         """Start the supervisor (call from the manager's spawner thread) and the reader."""
         read_fd, write_fd = os.pipe2(os.O_CLOEXEC)
         try:
-            try:
-                import fcntl
-
-                fcntl.fcntl(write_fd, F_SETPIPE_SZ, PIPE_BYTES)
-            except OSError:
-                pass  # a smaller pipe only costs throughput
+            _enlarge_pipe(write_fd)
             self.proc = subprocess.Popen(
                 argv, stdin=subprocess.DEVNULL, stdout=write_fd, stderr=write_fd, cwd=str(cwd),
                 env=env, start_new_session=True, close_fds=True,

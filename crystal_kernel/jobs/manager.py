@@ -175,7 +175,7 @@ class JobManager:
             self._jobs[job_id] = job
         argv = [sys.executable, "-I", "-S", str(SUPERVISOR), str(os.getpid()), repr(self.grace_seconds),
                 self._bash, command]
-        env = job_environment(self.workspace, self.session_id, job_id)
+        env = job_environment(workdir, self.session_id, job_id)
         try:
             _SPAWNER.run(lambda: job.spawn(argv, workdir, env))
         except OSError as exc:

@@ -106,8 +106,8 @@ def mark_lost(log_dir: Path | None) -> list[str]:
         if not isinstance(data, dict) or data.get("state") != "running":
             continue
         host = data.get("hostPid")
-        if isinstance(host, int) and host != os.getpid() and pid_alive(host):
-            continue  # another live process owns this session's jobs
+        if isinstance(host, int) and pid_alive(host):
+            continue  # a live process (maybe this one) still owns that job
         data["state"] = "lost"
         data["updatedAt"] = iso(datetime.now(timezone.utc).timestamp())
         if write_status(path, data) is None:
