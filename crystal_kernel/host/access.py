@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import fnmatch
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -43,14 +44,27 @@ CREDENTIAL_RULES = (
 )
 
 
+# All file globs as one compiled pattern: the file tools check every path they list.
+_SUFFIX_HEADS = frozenset(s[0] for s in CREDENTIAL_SUFFIXES)
+_CREDENTIAL_NAME = re.compile("|".join(fnmatch.translate(g) for g in CREDENTIAL_FILES))
+
+
 def is_credential_path(path: Path) -> bool:
     """True when a (resolved) path names a credential location."""
-    parts = path.parts
-    if any(p in CREDENTIAL_DIRS for p in parts):
+    return is_credential_parts(path.parts)
+
+
+def is_credential_parts(parts: tuple[str, ...]) -> bool:
+    """:func:`is_credential_path` on path components (cheap for tools listing many files)."""
+    if not parts:
+        return False
+    if not CREDENTIAL_DIRS.isdisjoint(parts):
         return True
-    name = path.name
-    if name not in CREDENTIAL_EXCEPTIONS and any(fnmatch.fnmatchcase(name, g) for g in CREDENTIAL_FILES):
+    name = parts[-1]
+    if name not in CREDENTIAL_EXCEPTIONS and _CREDENTIAL_NAME.match(name):
         return True
+    if len(parts) < 2 or _SUFFIX_HEADS.isdisjoint(parts):
+        return False
     for suffix in CREDENTIAL_SUFFIXES:
         n = len(suffix)
         for i in range(len(parts) - n + 1):

@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from crystal_kernel.host.access import is_credential_path
+from crystal_kernel.host.access import is_credential_parts
 from crystal_kernel.tools._files import looks_binary
 from crystal_kernel.tools._walk import RG_BASE_FLAGS, rg_binary, walk
 
@@ -175,11 +175,12 @@ class SearchIndex:
 
     def _refresh(self, conn: sqlite3.Connection) -> tuple[int, int]:
         current: dict[str, tuple[int, int]] = {}
+        base = str(self.workspace)
         for rel in _list_files(self.workspace)[:MAX_FILES]:
-            if is_credential_path(Path(rel)):
+            if is_credential_parts(tuple(rel.split("/"))):
                 continue
             try:
-                st = os.stat(self.workspace / rel)
+                st = os.stat(os.path.join(base, rel))
             except OSError:
                 continue
             current[rel] = (st.st_mtime_ns, st.st_size)

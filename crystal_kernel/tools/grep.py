@@ -4,6 +4,7 @@ same results (same files, same lines, same order)."""
 from __future__ import annotations
 
 import asyncio
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -11,7 +12,7 @@ from pathlib import Path
 from pydantic import Field
 
 from crystal_kernel.errors import ToolError
-from crystal_kernel.host.access import is_credential_path
+from crystal_kernel.host.access import is_credential_parts
 from crystal_kernel.tools._files import display_path, looks_binary, read_head
 from crystal_kernel.tools._process import kill_process_tree
 from crystal_kernel.tools._walk import RG_BASE_FLAGS, glob_to_regex, rg_binary, walk
@@ -22,6 +23,9 @@ MAX_LINE_CHARS = 500
 # Lines kept in memory for sorting; past this only counts are kept.
 STORE_LINES = 20000
 RG_TIMEOUT_SECONDS = 60.0
+READ_CHUNK = 1 << 18
+# A line longer than this is cut while reading (only its start is ever shown).
+MAX_PENDING = 1 << 20
 
 
 class GrepInput(ToolInput):
@@ -53,13 +57,15 @@ def compile_glob(glob: str | None) -> re.Pattern[str] | None:
 
 
 def path_allowed(path: Path, root: Path, glob_re: re.Pattern[str] | None) -> bool:
-    try:
-        rel = path.relative_to(root)
-    except ValueError:
-        rel = Path(path.name)
-    if is_credential_path(rel) or is_credential_path(Path(path.name)):
+    """Not a credential file, and matching the glob (relative to ``root``) when given."""
+    text, base = str(path), str(root)
+    if text.startswith(base + os.sep):
+        rel = text[len(base) + 1 :]
+    else:
+        rel = path.name
+    if is_credential_parts(tuple(rel.split(os.sep))):
         return False
-    return glob_re is None or bool(glob_re.match(rel.as_posix() if rel.parts else path.name))
+    return glob_re is None or bool(glob_re.match(rel.replace(os.sep, "/")))
 
 
 async def grep_rg(rg: str, pattern: str, root: Path, *, ignore_case: bool, context: int,
@@ -73,48 +79,60 @@ async def grep_rg(rg: str, pattern: str, root: Path, *, ignore_case: bool, conte
     argv += ["--regexp", pattern, "--", str(root)]
     proc = await asyncio.create_subprocess_exec(
         *argv, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE, start_new_session=True, limit=1 << 20,
+        stderr=asyncio.subprocess.PIPE, start_new_session=True,
     )
     assert proc.stdout is not None and proc.stderr is not None
     hits: dict[str, FileHits] = {}
     stored = 0
     skipped: set[str] = set()
 
-    async def consume() -> None:
+    def take(raw: bytes) -> None:
         nonlocal stored
-        assert proc.stdout is not None
-        while True:
-            try:
-                raw = await proc.stdout.readline()
-            except ValueError:  # a line longer than the stream limit: skip its rest
-                raw = await proc.stdout.read(1 << 20)
-                continue
-            if not raw:
+        name, sep, rest = raw.partition(b"\0")
+        if not sep:
+            return  # the "--" group separator
+        key = name.decode("utf-8", errors="surrogateescape")
+        if key in skipped:
+            return
+        entry = hits.get(key)
+        if entry is None:
+            path = Path(key)
+            if not path_allowed(path, root, glob_re):
+                skipped.add(key)
                 return
-            name, sep, rest = raw.partition(b"\0")
-            if not sep:
-                continue  # the "--" group separator
-            key = name.decode("utf-8", errors="surrogateescape")
-            if key in skipped:
-                continue
-            entry = hits.get(key)
-            if entry is None:
-                path = Path(key)
-                if not path_allowed(path, root, glob_re):
-                    skipped.add(key)
-                    continue
-                entry = hits[key] = FileHits(path)
-            i = 0
-            while i < len(rest) and 48 <= rest[i] <= 57:
-                i += 1
-            number, kind = int(rest[:i]), rest[i : i + 1]
-            text = rest[i + 1 :].rstrip(b"\n").rstrip(b"\r").decode("utf-8", errors="replace")
-            is_match = kind == b":"
-            if is_match:
-                entry.matches += 1
-            if stored < STORE_LINES:
-                entry.lines.append((number, is_match, text))
-                stored += 1
+            entry = hits[key] = FileHits(path)
+        i = 0
+        while i < len(rest) and 48 <= rest[i] <= 57:
+            i += 1
+        if i == 0:
+            return
+        number, kind = int(rest[:i]), rest[i : i + 1]
+        is_match = kind == b":"
+        if is_match:
+            entry.matches += 1
+        if stored < STORE_LINES:
+            text = rest[i + 1 :].rstrip(b"\r")
+            if len(text) > 4 * MAX_LINE_CHARS:
+                text = text[: 4 * MAX_LINE_CHARS]
+            entry.lines.append((number, is_match, text.decode("utf-8", errors="replace")))
+            stored += 1
+
+    async def consume() -> None:
+        # Big reads, split here: far fewer event-loop wake-ups than readline().
+        assert proc.stdout is not None
+        pending = b""
+        while True:
+            chunk = await proc.stdout.read(READ_CHUNK)
+            if not chunk:
+                if pending:
+                    take(pending)
+                return
+            lines = (pending + chunk).split(b"\n")
+            pending = lines.pop()
+            if len(pending) > MAX_PENDING:
+                pending = pending[:MAX_PENDING]
+            for raw in lines:
+                take(raw)
 
     try:
         await asyncio.wait_for(consume(), RG_TIMEOUT_SECONDS)
