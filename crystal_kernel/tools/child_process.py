@@ -57,6 +57,7 @@ class _Child:
         self.pidfd: int | None = None
         self.payload = memoryview(payload or b"")
         self.stdin_fd: int | None = None
+        self.watching = False
 
     def start(self) -> None:
         assert self.popen.stdin and self.popen.stdout and self.popen.stderr
@@ -66,13 +67,7 @@ class _Child:
             self.fds[fd] = which
             self.pending += 1
             self.loop.add_reader(fd, self._readable, fd)
-        self.pending += 1  # the exit
-        try:
-            self.pidfd = os.pidfd_open(self.popen.pid)  # type: ignore[attr-defined]
-            self.loop.add_reader(self.pidfd, self._pidfd_ready)
-        except (AttributeError, OSError):
-            waiter = self.loop.run_in_executor(None, self.popen.wait)
-            waiter.add_done_callback(lambda _: self._exit_seen())
+        self.pending += 1  # the exit: looked for once both streams are closed
         self.pending += 1  # stdin
         self.stdin_fd = self.popen.stdin.fileno()
         os.set_blocking(self.stdin_fd, False)
@@ -125,8 +120,26 @@ class _Child:
         del self.fds[fd]
         setattr(self.outcome, which, bytes(buf))
         self._one_done()
+        if not self.fds:
+            self.watch_exit()
 
     # -- exit ------------------------------------------------------------------
+    def watch_exit(self) -> None:
+        """Resolve ``exited`` when the child ends. Usually it already has when its
+        streams close, and one non-blocking wait settles it without a watcher."""
+        if self.exited.done() or self.watching:
+            return
+        self.watching = True
+        if self.popen.poll() is not None:
+            self._exit_seen()
+            return
+        try:
+            self.pidfd = os.pidfd_open(self.popen.pid)  # type: ignore[attr-defined]
+            self.loop.add_reader(self.pidfd, self._pidfd_ready)
+        except (AttributeError, OSError):  # no pidfd (not Linux): a thread waits
+            waiter = self.loop.run_in_executor(None, self.popen.wait)
+            waiter.add_done_callback(lambda _: self._exit_seen())
+
     def _pidfd_ready(self) -> None:
         self.loop.remove_reader(self.pidfd)  # type: ignore[arg-type]
         self.popen.wait()  # it exited: this only reaps it
@@ -146,6 +159,7 @@ class _Child:
         """Kill the tree (unless it already ended), reap it, release every fd."""
         if not self.exited.done():
             kill_process_tree(self.popen.pid)
+            self.watch_exit()
             try:
                 await asyncio.wait_for(asyncio.shield(self.exited), 5)
             except (asyncio.TimeoutError, asyncio.CancelledError):

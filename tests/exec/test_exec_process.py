@@ -315,3 +315,16 @@ async def test_ex15_timeout_covers_reading_output_after_exit(home, workspace, ct
     result = await call(tools["leak"], {}, ctx)
     assert not result.ok and "timed out" in result.text
     assert time.monotonic() - started < 6
+
+
+async def test_ex15_child_that_closes_its_streams_early_is_still_awaited(home, workspace, ctx):
+    # Output first, streams closed, exit later: the host waits for the exit status.
+    script = ("import os, sys, time, json; sys.stdout.write(json.dumps({'text': 'early'})); sys.stdout.flush(); "
+              "os.close(1); os.close(2); time.sleep(0.5); sys.exit(%d)")
+    home_set(home, "early", {"command": [PY, "-c", script % 0], "tools": [{"name": "early_ok"}]})
+    home_set(home, "early2", {"command": [PY, "-c", script % 4], "tools": [{"name": "early_bad"}]})
+    tools, _ = load(home, workspace)
+    ok = await call(tools["early_ok"], {}, ctx)
+    assert ok.ok and ok.text == "early"
+    bad = await call(tools["early_bad"], {}, ctx)
+    assert not bad.ok and bad.text.startswith("early_bad exited with code 4.")
