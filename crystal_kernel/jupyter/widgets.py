@@ -151,7 +151,11 @@ class QuestionForm:
         self.widget.children = [self._build_confirm()]
 
     def _back(self) -> None:
+        old = self.widget.children
         self.widget.children = [self.step1]
+        for child in old:  # the confirmation step is rebuilt on Next; free its comms
+            if child is not self.step1:
+                _close_tree(child)
 
     def _finish(self, answers: list[list[str]] | None) -> None:
         if self.finished:

@@ -1,0 +1,209 @@
+"""Play a notebook frontend against a real kernel, for tests and benchmarks.
+
+:class:`KernelDriver` wraps a jupyter_client ``BlockingKernelClient``: it executes a
+cell, collects the cell's outputs (``display_data`` updated in place by
+``update_display_data``, streams, errors), keeps the state of every ipywidgets model the
+kernel opens, and answers widgets the way a browser does — a Button click is a
+``comm_msg`` with ``{"method": "custom", "content": {"event": "click"}}``, a value is
+``{"method": "update", "state": {...}}`` (DESIGN.md). Actions wait until their widget
+exists, so a test can script a whole form: ``[click("Next"), click("Submit")]``.
+"""
+
+from __future__ import annotations
+
+import queue
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+WIDGET_TARGET = "jupyter.widget"
+ACTION_PAUSE = 0.2
+
+
+@dataclass
+class Action:
+    """One frontend action on the first open widget that matches."""
+
+    kind: str  # "click" or "set"
+    match: Callable[[dict[str, Any]], bool]
+    state: dict[str, Any] = field(default_factory=dict)
+    label: str = ""
+    # Which of several matching widgets (in the order the kernel opened them).
+    nth: int = 0
+
+
+def click(description: str) -> Action:
+    """Click the Button whose description is ``description``."""
+    return Action("click", lambda s: s.get("_model_name") == "ButtonModel" and s.get("description") == description
+                  and not s.get("disabled"), label=f"click {description!r}")
+
+
+def check(description: str, value: bool = True) -> Action:
+    """Set the Checkbox whose description is ``description``."""
+    return Action("set", lambda s: s.get("_model_name") == "CheckboxModel" and s.get("description") == description,
+                  {"value": value}, label=f"check {description!r}")
+
+
+def type_text(placeholder_part: str, value: str, nth: int = 0) -> Action:
+    """Type into the (``nth``) Text field whose placeholder contains ``placeholder_part``."""
+    return Action("set", lambda s: s.get("_model_name") == "TextModel"
+                  and placeholder_part in (s.get("placeholder") or ""), {"value": value},
+                  label=f"type {value!r}", nth=nth)
+
+
+@dataclass
+class CellRun:
+    reply: dict[str, Any]
+    messages: list[dict[str, Any]]
+    # display_id (or a running index for outputs without one) -> latest data bundle
+    displays: dict[str, dict[str, Any]]
+    order: list[str]
+    updates: dict[str, int]
+    streams: str
+    seconds: float
+
+    @property
+    def status(self) -> str:
+        return self.reply["content"]["status"]
+
+    def outputs(self) -> list[dict[str, Any]]:
+        """The latest bundle of each output, in order."""
+        return [self.displays[k] for k in self.order]
+
+    def texts(self) -> list[str]:
+        return [str(d.get("text/plain", "")) for d in self.outputs()]
+
+    def find(self, needle: str, mime: str = "text/plain") -> dict[str, Any]:
+        for d in self.outputs():
+            if needle in str(d.get(mime, "")):
+                return d
+        raise AssertionError(f"No output with {needle!r} in {mime}; outputs: {self.texts()}")
+
+
+class KernelDriver:
+    def __init__(self, client: Any):
+        self.kc = client
+        self.widgets: dict[str, dict[str, Any]] = {}
+        self.closed: set[str] = set()
+        # update_display_data seen outside a cell run (e.g. a live log view).
+        self.late_updates: dict[str, dict[str, Any]] = {}
+
+    # ----- comms -----------------------------------------------------------------------------
+    def _comm(self, msg: dict[str, Any]) -> None:
+        kind = msg["msg_type"]
+        content = msg["content"]
+        comm_id = content.get("comm_id")
+        if kind == "comm_open" and content.get("target_name") == WIDGET_TARGET:
+            self.widgets[comm_id] = dict(content.get("data", {}).get("state", {}))
+        elif kind == "comm_msg" and comm_id in self.widgets:
+            data = content.get("data", {})
+            if data.get("method") in ("update", "echo_update"):
+                self.widgets[comm_id].update(data.get("state", {}))
+        elif kind == "comm_close":
+            self.closed.add(comm_id)
+
+    def open_widgets(self) -> dict[str, dict[str, Any]]:
+        return {k: v for k, v in self.widgets.items() if k not in self.closed}
+
+    def send_comm(self, comm_id: str, data: dict[str, Any]) -> None:
+        msg = self.kc.session.msg("comm_msg", {"comm_id": comm_id, "data": data})
+        self.kc.shell_channel.send(msg)
+
+    def _try(self, action: Action) -> bool:
+        matches = [(k, s) for k, s in self.open_widgets().items() if action.match(s)]
+        for comm_id, state in matches[action.nth:action.nth + 1]:
+            if True:
+                if action.kind == "click":
+                    self.send_comm(comm_id, {"method": "custom", "content": {"event": "click"}})
+                else:
+                    state.update(action.state)
+                    self.send_comm(comm_id, {"method": "update", "state": action.state, "buffer_paths": []})
+                return True
+        return False
+
+    # ----- running cells ----------------------------------------------------------------------
+    def execute(self, code: str, *, actions: list[Action] | None = None, timeout: float = 60.0,
+                on_message: Callable[[dict[str, Any], "KernelDriver"], None] | None = None) -> CellRun:
+        """Run one cell; perform ``actions`` in order as their widgets appear."""
+        pending = list(actions or [])
+        started = time.monotonic()
+        msg_id = self.kc.execute(code)
+        messages: list[dict[str, Any]] = []
+        displays: dict[str, dict[str, Any]] = {}
+        order: list[str] = []
+        updates: dict[str, int] = {}
+        streams: list[str] = []
+        deadline = started + timeout
+        ready_at = 0.0
+        idle = False
+        while not idle:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"cell did not finish in {timeout}s; pending actions: "
+                                   f"{[a.label for a in pending]}; outputs so far: {order}")
+            try:
+                msg = self.kc.get_iopub_msg(timeout=0.05)
+            except queue.Empty:
+                msg = None
+            if msg is not None:
+                kind = msg["msg_type"]
+                if kind.startswith("comm_"):
+                    self._comm(msg)
+                elif kind == "update_display_data":
+                    did = msg["content"].get("transient", {}).get("display_id")
+                    if did in displays:
+                        displays[did] = msg["content"]["data"]
+                        updates[did] = updates.get(did, 0) + 1
+                    else:
+                        self.late_updates[did] = msg["content"]["data"]
+                if msg["parent_header"].get("msg_id") == msg_id:
+                    messages.append(msg)
+                    content = msg["content"]
+                    if kind == "display_data":
+                        did = content.get("transient", {}).get("display_id") or f"#{len(order)}"
+                        displays[did] = content["data"]
+                        order.append(did)
+                        updates[did] = 0
+                    elif kind == "stream":
+                        streams.append(content["text"])
+                    elif kind == "error":
+                        key = f"#{len(order)}"
+                        displays[key] = {"text/plain": f"{content['ename']}: {content['evalue']}"}
+                        order.append(key)
+                    elif kind == "status" and content["execution_state"] == "idle":
+                        idle = True
+                if on_message is not None:
+                    on_message(msg, self)
+            # One action at a time, with a pause for the kernel's answer to arrive (new or
+            # closed widgets), as a person would.
+            if pending and time.monotonic() >= ready_at and self._try(pending[0]):
+                pending.pop(0)
+                ready_at = time.monotonic() + ACTION_PAUSE
+        reply = self._reply(msg_id, max(1.0, deadline - time.monotonic()))
+        if pending:
+            raise AssertionError(f"actions never found their widget: {[a.label for a in pending]}")
+        return CellRun(reply, messages, displays, order, updates, "".join(streams), time.monotonic() - started)
+
+    def _reply(self, msg_id: str, timeout: float) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout
+        while True:
+            msg = self.kc.get_shell_msg(timeout=max(0.1, deadline - time.monotonic()))
+            if msg["parent_header"].get("msg_id") == msg_id:
+                return msg
+
+    def drain(self, seconds: float, until: Callable[["KernelDriver"], bool] | None = None) -> None:
+        """Read iopub for up to ``seconds`` (after a cell ended), tracking late display
+        updates and widget state, until ``until(self)`` is true."""
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            if until is not None and until(self):
+                return
+            try:
+                msg = self.kc.get_iopub_msg(timeout=0.05)
+            except queue.Empty:
+                continue
+            kind = msg["msg_type"]
+            if kind.startswith("comm_"):
+                self._comm(msg)
+            elif kind == "update_display_data":
+                did = msg["content"].get("transient", {}).get("display_id")
+                self.late_updates[did] = msg["content"]["data"]
