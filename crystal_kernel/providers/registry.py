@@ -20,11 +20,14 @@ BUILTIN = ("openai", "openai-responses", "anthropic", "replay")
 
 def plugin_providers() -> dict[str, Callable[[Config], Provider]]:
     """Provider factories contributed by plugins (first plugin keeps a name)."""
-    from crystal_kernel.plugins import plugin_manager
+    from crystal_kernel.plugins import call_each
 
     found: dict[str, Callable[[Config], Provider]] = {}
-    for answer in plugin_manager().hook.crystal_providers():
-        for name, factory in (answer or {}).items():
+    # call_each: load order, and a plugin that raises is skipped instead of failing startup.
+    for _plugin, answer in call_each("crystal_providers", []):
+        if not isinstance(answer, dict):
+            continue
+        for name, factory in answer.items():
             if name not in BUILTIN:
                 found.setdefault(name, factory)
     return found

@@ -216,3 +216,61 @@ def test_plugins_list_command(install_plugin, site, workspace):
     called = subprocess.run([crystal, "tools", "call", "shout", "--args", '{"text": "hey"}'], cwd=workspace,
                             env=env, capture_output=True, text=True, timeout=60)
     assert json.loads(called.stdout) == {"ok": True, "text": "HEY in ws", "images": []}
+
+
+PROMPT_PLUGIN = '''
+from crystal_kernel.plugins import hookimpl
+
+@hookimpl
+def crystal_on_prompt(kind, text, context):
+    return "Team rule from a plugin: answer in haiku (" + kind + " mode, " + context.workspace.name + ")."
+
+@hookimpl
+def crystal_rewrite_prompt(kind, text, context):
+    return None  # keep the composed text
+'''
+
+RAISING_PROMPT_PLUGIN = '''
+from crystal_kernel.plugins import hookimpl
+
+@hookimpl
+def crystal_on_prompt(kind, text, context):
+    raise KeyError("no such team")
+'''
+
+
+def test_installed_plugin_shapes_a_real_session(install_plugin, workspace):
+    """PA-7 through the real Session: one plugin appends, one raises (a note, no crash)."""
+    from crystal_kernel.host.config import load_config
+    from crystal_kernel.host.session import Session
+    from crystal_kernel.testing.scripted import ScriptedProvider
+
+    install_plugin("haiku", PROMPT_PLUGIN)
+    install_plugin("broken", RAISING_PROMPT_PLUGIN)
+    install_plugin("shout", SHOUT)
+    session = Session(workspace=workspace, config=load_config(overrides={"mode": "plan"}),
+                      provider=ScriptedProvider([]), person_present=False)
+    text = session.system_text()
+    assert text.rstrip().endswith("Team rule from a plugin: answer in haiku (plan mode, ws).")
+    names = [t.name for t in session.tools()]
+    assert "shout" in names and "crash" not in names  # crash is Work-only
+    notes = session.drain_notes()
+    assert any("broken" in n and "no such team" in n for n in notes)
+
+
+def test_raising_provider_plugin_does_not_break_provider_lookup(install_plugin):
+    install_plugin("badprov", '''
+        from crystal_kernel.plugins import hookimpl
+        @hookimpl
+        def crystal_providers():
+            raise RuntimeError("no providers today")
+        ''')
+    install_plugin("goodprov", '''
+        from crystal_kernel.plugins import hookimpl
+        @hookimpl
+        def crystal_providers():
+            return {"echo-model": lambda config: None}
+        ''')
+    from crystal_kernel.providers.registry import known_providers
+
+    assert "echo-model" in known_providers()
