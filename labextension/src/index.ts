@@ -1,0 +1,119 @@
+/**
+ * Crystal kernel's JupyterLab extension: a "Crystal" left sidebar (sessions, jobs,
+ * prompts), a status bar item for Crystal notebooks, a launcher entry and a command
+ * that creates a notebook with the Crystal kernel preselected.
+ */
+import {
+  ILayoutRestorer,
+  JupyterFrontEnd,
+  JupyterFrontEndPlugin
+} from '@jupyterlab/application';
+import { ICommandPalette } from '@jupyterlab/apputils';
+import { ILauncher } from '@jupyterlab/launcher';
+import { INotebookTracker } from '@jupyterlab/notebook';
+import { IStatusBar } from '@jupyterlab/statusbar';
+import { LabIcon } from '@jupyterlab/ui-components';
+
+import crystalSvg from '../style/icons/crystal.svg';
+import { CrystalSidebar } from './sidebar';
+import { CrystalStatus, KERNEL_NAME } from './status';
+import { TranscriptView } from './transcript';
+
+export const crystalIcon = new LabIcon({ name: 'crystal-kernel:crystal', svgstr: crystalSvg });
+
+namespace CommandIDs {
+  export const newNotebook = 'crystal:new-notebook';
+  export const openSession = 'crystal:open-session';
+  export const showSidebar = 'crystal:show-sidebar';
+  export const refresh = 'crystal:refresh';
+}
+
+const plugin: JupyterFrontEndPlugin<void> = {
+  id: 'crystal-kernel:plugin',
+  description: 'Crystal sidebar, status bar item, launcher entry and new-notebook command.',
+  autoStart: true,
+  optional: [ILauncher, ICommandPalette, INotebookTracker, IStatusBar, ILayoutRestorer],
+  activate: (
+    app: JupyterFrontEnd,
+    launcher: ILauncher | null,
+    palette: ICommandPalette | null,
+    tracker: INotebookTracker | null,
+    statusBar: IStatusBar | null,
+    restorer: ILayoutRestorer | null
+  ) => {
+    const { commands, shell } = app;
+    const transcripts = new Map<string, TranscriptView>();
+
+    commands.addCommand(CommandIDs.newNotebook, {
+      label: args => (args['isLauncher'] ? 'Crystal Notebook' : 'New Crystal Notebook'),
+      caption: 'Create a notebook where every cell is a turn for the Crystal agent',
+      icon: args => (args['isPalette'] ? undefined : crystalIcon),
+      execute: args =>
+        commands.execute('notebook:create-new', {
+          cwd: (args['cwd'] as string) || '',
+          kernelName: KERNEL_NAME
+        })
+    });
+
+    commands.addCommand(CommandIDs.openSession, {
+      label: 'Open Crystal Session',
+      execute: args => {
+        const id = String(args['id'] || '');
+        if (!id) {
+          return;
+        }
+        let view = transcripts.get(id);
+        if (!view || view.isDisposed) {
+          view = new TranscriptView(id);
+          transcripts.set(id, view);
+          view.disposed.connect(() => transcripts.delete(id));
+          shell.add(view, 'main');
+        } else {
+          void view.load();
+        }
+        shell.activateById(view.id);
+      }
+    });
+
+    const status = tracker && statusBar ? new CrystalStatus(tracker) : null;
+    const sidebar = new CrystalSidebar(
+      crystalIcon,
+      id => void commands.execute(CommandIDs.openSession, { id }),
+      () => status?.refresh()
+    );
+    shell.add(sidebar, 'left', { rank: 650 });
+    if (restorer) {
+      restorer.add(sidebar, sidebar.id);
+    }
+
+    commands.addCommand(CommandIDs.showSidebar, {
+      label: 'Show Crystal Sidebar',
+      execute: () => shell.activateById(sidebar.id)
+    });
+    commands.addCommand(CommandIDs.refresh, {
+      label: 'Refresh Crystal Sidebar',
+      execute: () => sidebar.refreshAll()
+    });
+
+    if (launcher) {
+      launcher.add({ command: CommandIDs.newNotebook, category: 'Crystal', rank: 0 });
+    }
+    if (palette) {
+      for (const command of [CommandIDs.newNotebook, CommandIDs.showSidebar, CommandIDs.refresh]) {
+        palette.addItem({ command, category: 'Crystal', args: { isPalette: true } });
+      }
+    }
+
+    if (status && statusBar) {
+      statusBar.registerStatusItem('crystal-kernel:status', {
+        item: status,
+        align: 'left',
+        rank: 5,
+        isActive: () => status.isActive,
+        activeStateChanged: status.changed
+      });
+    }
+  }
+};
+
+export default plugin;

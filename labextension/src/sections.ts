@@ -1,0 +1,328 @@
+/**
+ * The three sections of the Crystal sidebar: Sessions, Jobs and Prompts. Each renders
+ * itself from one API call and is refreshed by the sidebar's poll while it is visible.
+ */
+import { api, CrystalError, IAttachment, IJobRow, IPromptSet } from './api';
+import { button, duration, h, when } from './dom';
+
+export type Report = (message: string, error?: boolean) => void;
+
+function errorText(error: unknown): string {
+  return error instanceof CrystalError ? error.message : String(error);
+}
+
+export abstract class Section {
+  readonly node: HTMLDetailsElement;
+  protected readonly body: HTMLDivElement;
+  protected readonly count: HTMLSpanElement;
+
+  constructor(
+    readonly name: string,
+    protected report: Report
+  ) {
+    this.body = h('div', { class: 'jp-crystal-section-body' });
+    this.count = h('span', { class: 'jp-crystal-count' });
+    this.node = h(
+      'details',
+      { class: `jp-crystal-section jp-crystal-section-${name.toLowerCase()}`, open: true },
+      h('summary', {}, h('span', { class: 'jp-crystal-section-title' }, name), this.count),
+      this.body
+    );
+  }
+
+  get open(): boolean {
+    return this.node.open;
+  }
+
+  async refresh(): Promise<void> {
+    try {
+      await this.load();
+    } catch (error) {
+      this.body.replaceChildren(h('div', { class: 'jp-crystal-error' }, errorText(error)));
+    }
+  }
+
+  protected abstract load(): Promise<void>;
+
+  /** Run an action, then refresh; its message (or error) goes to the sidebar's line. */
+  protected async act(action: () => Promise<{ message?: string }>): Promise<void> {
+    try {
+      const result = await action();
+      if (result && result.message) {
+        this.report(result.message);
+      }
+    } catch (error) {
+      this.report(errorText(error), true);
+    }
+    await this.refresh();
+  }
+}
+
+export class SessionsSection extends Section {
+  constructor(
+    report: Report,
+    private openSession: (id: string) => void
+  ) {
+    super('Sessions', report);
+  }
+
+  protected async load(): Promise<void> {
+    const { sessions } = await api.sessions();
+    this.count.textContent = String(sessions.length);
+    if (!sessions.length) {
+      this.body.replaceChildren(
+        h('div', { class: 'jp-crystal-muted' }, 'No sessions in this folder yet.')
+      );
+      return;
+    }
+    const list = h('ul', { class: 'jp-crystal-list' });
+    for (const s of sessions) {
+      const item = h(
+        'li',
+        { class: 'jp-crystal-session jp-crystal-clickable', title: `Open session ${s.id}`, 'data-id': s.id },
+        h('div', { class: 'jp-crystal-row-title' }, s.topic || s.id),
+        h('div', { class: 'jp-crystal-muted' }, `${when(s.updated)} · ${s.turns} turns · ${s.tokens} tokens`)
+      );
+      item.addEventListener('click', () => this.openSession(s.id));
+      list.append(item);
+    }
+    this.body.replaceChildren(list);
+  }
+}
+
+/** The live tail of one job's log, read by offset. */
+class LogTail {
+  readonly node = h('pre', { class: 'jp-crystal-log' });
+  private next: number | undefined = undefined;
+  private text = '';
+  static readonly MAX_CHARS = 64 * 1024; // bounded: the newest part only
+
+  constructor(
+    readonly session: string,
+    readonly job: string
+  ) {}
+
+  async poll(): Promise<string> {
+    const chunk = await api.log(this.session, this.job, this.next);
+    if (this.next === undefined && chunk.offset > 0) {
+      this.text = '';
+    }
+    if (chunk.dropped > 0) {
+      this.text += `\n[… ${chunk.dropped} bytes no longer kept …]\n`;
+    }
+    this.text += chunk.text;
+    if (this.text.length > LogTail.MAX_CHARS) {
+      this.text = this.text.slice(this.text.length - LogTail.MAX_CHARS);
+    }
+    this.next = chunk.next;
+    const atBottom = this.node.scrollTop + this.node.clientHeight >= this.node.scrollHeight - 4;
+    this.node.textContent = this.text || '(no output yet)';
+    if (atBottom) {
+      this.node.scrollTop = this.node.scrollHeight;
+    }
+    return chunk.state;
+  }
+}
+
+export class JobsSection extends Section {
+  private tails = new Map<string, LogTail>();
+  private rows: IJobRow[] = [];
+
+  constructor(report: Report) {
+    super('Jobs', report);
+  }
+
+  /** Poll the open log tails (called more often than refresh). */
+  async pollLogs(): Promise<void> {
+    for (const tail of this.tails.values()) {
+      try {
+        await tail.poll();
+      } catch (error) {
+        tail.node.textContent = errorText(error);
+      }
+    }
+  }
+
+  protected async load(): Promise<void> {
+    const { jobs } = await api.jobs();
+    this.rows = jobs;
+    const running = jobs.filter(j => j.state === 'running').length;
+    this.count.textContent = running ? `${running} running` : String(jobs.length);
+    if (!jobs.length) {
+      this.tails.clear();
+      this.body.replaceChildren(
+        h('div', { class: 'jp-crystal-muted' }, 'No background jobs. The agent starts them with bash_start.')
+      );
+      return;
+    }
+    const list = h('ul', { class: 'jp-crystal-list' });
+    for (const job of jobs) {
+      list.append(this.renderJob(job));
+    }
+    this.body.replaceChildren(list);
+    await this.pollLogs();
+  }
+
+  private key(job: IJobRow): string {
+    return `${job.session}/${job.id}`;
+  }
+
+  private renderJob(job: IJobRow): HTMLElement {
+    const key = this.key(job);
+    const ending =
+      job.state === 'running' ? '' : job.signal ? ` (${job.signal})` : job.exitCode !== null ? ` (exit ${job.exitCode})` : '';
+    const state = h('span', { class: `jp-crystal-state jp-crystal-state-${job.state.replace(/\s+/g, '-')}` }, job.state + ending);
+    const actions = h('span', { class: 'jp-crystal-actions' });
+    const logButton = button(this.tails.has(key) ? 'Hide log' : 'Log', 'Show the live log tail', () => {
+      if (this.tails.has(key)) {
+        this.tails.delete(key);
+      } else {
+        this.tails.set(key, new LogTail(job.session, job.id));
+      }
+      void this.refresh();
+    }, 'jp-crystal-log-toggle');
+    actions.append(logButton);
+    if (job.stoppable) {
+      actions.append(
+        button('Stop', `Stop job ${job.id} and everything it started`, () => {
+          void this.act(() => api.stop(job.session, job.id));
+        }, 'jp-crystal-stop jp-mod-warn')
+      );
+    }
+    const item = h(
+      'li',
+      { class: 'jp-crystal-job', 'data-id': job.id, 'data-session': job.session, 'data-state': job.state },
+      h(
+        'div',
+        { class: 'jp-crystal-row-head' },
+        h('span', { class: 'jp-crystal-job-id' }, job.id),
+        state,
+        h('span', { class: 'jp-crystal-muted' }, duration(job.runtime)),
+        actions
+      ),
+      h('code', { class: 'jp-crystal-command', title: job.command }, job.command)
+    );
+    const tail = this.tails.get(key);
+    if (tail) {
+      item.append(tail.node);
+    }
+    return item;
+  }
+
+  get jobs(): IJobRow[] {
+    return this.rows;
+  }
+}
+
+export class PromptsSection extends Section {
+  constructor(
+    report: Report,
+    private changed: () => void = () => undefined
+  ) {
+    super('Prompts', report);
+  }
+
+  protected async act(action: () => Promise<{ message?: string }>): Promise<void> {
+    await super.act(action);
+    this.changed(); // the status bar shows the prompt set: let it ask the kernel again
+  }
+
+  protected async load(): Promise<void> {
+    const [sets, attachments] = await Promise.all([api.promptSets(), api.attachments()]);
+    this.count.textContent = sets.selected;
+    const setList = h('ul', { class: 'jp-crystal-list jp-crystal-promptsets' });
+    setList.append(
+      this.setRow(
+        { name: 'default', title: 'Built-in prompts', description: '', enabled: sets.selected === 'default' },
+        sets.selected
+      )
+    );
+    for (const set of sets.sets) {
+      setList.append(this.setRow(set, sets.selected));
+    }
+    const attachList = h('ul', { class: 'jp-crystal-list jp-crystal-attachments' });
+    const enabled = attachments.attachments.filter(a => a.enabled);
+    for (const a of attachments.attachments) {
+      attachList.append(this.attachmentRow(a, enabled));
+    }
+    if (!attachments.attachments.length) {
+      attachList.append(
+        h('li', { class: 'jp-crystal-muted' }, 'No attachments (folders with prompt.json in ~/.crystal/prompt-attachments/ or .crystal/prompt-attachments/).')
+      );
+    }
+    const notes = [...sets.notes, ...attachments.notes].map(n => h('div', { class: 'jp-crystal-note' }, n));
+    this.body.replaceChildren(
+      h('div', { class: 'jp-crystal-subtitle' }, 'Prompt set'),
+      setList,
+      h('div', { class: 'jp-crystal-subtitle' }, 'Attachments'),
+      attachList,
+      ...notes
+    );
+  }
+
+  private setRow(set: IPromptSet, selected: string): HTMLElement {
+    const isSelected = set.name === selected;
+    const actions = h('span', { class: 'jp-crystal-actions' });
+    if (isSelected && set.name !== 'default') {
+      actions.append(
+        button('Disable', 'Go back to the built-in prompts', () => {
+          void this.act(() => api.promptSetAction('disable', set.name));
+        }, 'jp-crystal-disable')
+      );
+    } else if (!isSelected) {
+      actions.append(
+        button('Enable', `Use prompt set ${set.name} (disables any other)`, () => {
+          void this.act(() =>
+            set.name === 'default' ? api.promptSetAction('disable') : api.promptSetAction('enable', set.name)
+          );
+        }, 'jp-crystal-enable')
+      );
+    }
+    return h(
+      'li',
+      {
+        class: `jp-crystal-promptset ${isSelected ? 'jp-mod-selected' : ''}`.trim(),
+        'data-name': set.name,
+        title: set.description || set.title
+      },
+      h(
+        'div',
+        { class: 'jp-crystal-row-head' },
+        h('span', { class: 'jp-crystal-radio' }, isSelected ? '●' : '○'),
+        h('span', { class: 'jp-crystal-row-title' }, set.name),
+        h('span', { class: 'jp-crystal-muted jp-crystal-grow' }, set.title !== set.name ? set.title : ''),
+        actions
+      )
+    );
+  }
+
+  private attachmentRow(a: IAttachment, enabled: IAttachment[]): HTMLElement {
+    const index = enabled.indexOf(a);
+    const toggle = h('input', { type: 'checkbox', class: 'jp-crystal-attach-toggle', title: a.enabled ? 'Disable' : 'Enable' }) as HTMLInputElement;
+    toggle.checked = a.enabled;
+    toggle.addEventListener('change', () => {
+      void this.act(() => api.attachmentAction(a.enabled ? 'disable' : 'enable', a.name));
+    });
+    const actions = h('span', { class: 'jp-crystal-actions' });
+    if (a.enabled) {
+      const up = button('▲', 'Move up', () => void this.act(() => api.attachmentAction('up', a.name)), 'jp-crystal-up');
+      const down = button('▼', 'Move down', () => void this.act(() => api.attachmentAction('down', a.name)), 'jp-crystal-down');
+      up.disabled = index <= 0;
+      down.disabled = index === enabled.length - 1;
+      actions.append(up, down);
+    }
+    return h(
+      'li',
+      { class: 'jp-crystal-attachment', 'data-name': a.name, title: a.description || a.title },
+      h(
+        'div',
+        { class: 'jp-crystal-row-head' },
+        toggle,
+        h('span', { class: 'jp-crystal-row-title' }, a.position ? `${a.position}. ${a.name}` : a.name),
+        h('span', { class: 'jp-crystal-badge' }, a.source),
+        h('span', { class: 'jp-crystal-muted jp-crystal-grow' }, a.modes.join(', ')),
+        actions
+      )
+    );
+  }
+}

@@ -1,0 +1,174 @@
+"""A real ``jupyter lab`` on 127.0.0.1 with the Crystal lab and server extensions and the
+Crystal kernel, driven by Debian's chromium through Python playwright (DESIGN.md).
+
+One lab per test module: a private HOME/CRYSTAL_HOME, a private root folder, the
+kernelspec and the freshly built lab extension found through JUPYTER_PATH, and the
+kernel pointed at an in-process loopback model server the tests script. Screenshots go
+to tests/e2e/artifacts/.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+from crystal_kernel.jupyter.kernelspec import kernel_json
+from crystal_kernel.testing.llm_server import LLMServer
+
+ROOT = Path(__file__).resolve().parents[2]
+BUILT = ROOT / "crystal_kernel" / "labextension"
+ARTIFACTS = Path(__file__).resolve().parent / "artifacts"
+CHROMIUM = os.environ.get("CRYSTAL_CHROMIUM", "/usr/bin/chromium")
+CHROMIUM_FLAGS = [
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+    "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-dev-shm-usage",
+]
+KEY_ENV = "CRYSTAL_TEST_KEY"
+
+
+def ensure_built() -> None:
+    """The e2e tests need the built lab extension; build it when it is missing."""
+    if (BUILT / "package.json").exists() and (BUILT / "static" / "style.js").exists():
+        return
+    jlpm = Path(sys.executable).parent / "jlpm"
+    env = dict(os.environ, PATH=str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", ""))
+    subprocess.run([str(jlpm), "install"], cwd=ROOT / "labextension", env=env, check=True, timeout=600)
+    subprocess.run([str(jlpm), "build"], cwd=ROOT / "labextension", env=env, check=True, timeout=600)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@dataclass
+class Lab:
+    url: str
+    token: str
+    root: Path
+    home: Path
+    server: LLMServer
+    log: Path
+
+    def api(self, method: str, path: str, body: object | None = None) -> object:
+        request = urllib.request.Request(
+            f"{self.url}{path}", method=method, data=None if body is None else json.dumps(body).encode(),
+            headers={"Authorization": f"token {self.token}"})
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return json.loads(response.read())
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory) -> Iterator[Lab]:
+    ensure_built()
+    base = tmp_path_factory.mktemp("lab")
+    root, home, data = base / "root", base / "home", base / "jupyter"
+    root.mkdir()
+    (home / ".crystal").mkdir(parents=True)
+    (home / ".crystal" / "config.json").write_text(json.dumps({"topicNaming": False, "approval": "full"}))
+    # The kernelspec and the lab extension under test, first on JUPYTER_PATH.
+    (data / "kernels" / "crystal").mkdir(parents=True)
+    (data / "kernels" / "crystal" / "kernel.json").write_text(json.dumps(kernel_json(python=sys.executable)))
+    (data / "labextensions").mkdir()
+    os.symlink(BUILT, data / "labextensions" / "crystal-kernel")
+    # The server extension is enabled by the same config file the package installs.
+    (base / "config" / "jupyter_server_config.d").mkdir(parents=True)
+    shutil.copy(ROOT / "jupyter-config" / "server-config" / "crystal_kernel.json",
+                base / "config" / "jupyter_server_config.d" / "crystal_kernel.json")
+    # No news prompt popping over the page in screenshots.
+    (base / "config" / "labconfig").mkdir(parents=True)
+    (base / "config" / "labconfig" / "page_config.json").write_text(json.dumps(
+        {"disabledExtensions": {"@jupyterlab/apputils-extension:announcements": True}}))
+    token = secrets.token_hex(16)
+    port = free_port()
+    server = LLMServer(max_hang=20)
+    server.start()
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "CRYSTAL_ARGS", "CRYSTAL_APPROVAL", "JUPYTER_CONFIG_DIR")}
+    env.update({
+        "HOME": str(home), "CRYSTAL_HOME": str(home / ".crystal"), "JUPYTER_PATH": str(data),
+        "JUPYTER_CONFIG_DIR": str(base / "config"), "JUPYTER_RUNTIME_DIR": str(base / "runtime"),
+        "CRYSTAL_PROVIDER": "openai", "CRYSTAL_MODEL": "gpt-4.1", "CRYSTAL_BASE_URL": server.base_url,
+        "CRYSTAL_API_KEY_ENV": KEY_ENV, KEY_ENV: "test-key",
+        "PATH": str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", ""),
+    })
+    log = base / "lab.log"
+    argv = [
+        sys.executable, "-m", "jupyterlab", "--no-browser", "--allow-root", "--ip=127.0.0.1", f"--port={port}",
+        f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={root}",
+        "--LabApp.expose_app_in_browser=True", "--ServerApp.port_retries=0",
+        "--LabApp.news_url=", "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
+    ]
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(argv, cwd=root, env=env, stdout=out, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+    url = f"http://127.0.0.1:{port}/"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                with urllib.request.urlopen(f"{url}api/status?token={token}", timeout=2):
+                    break
+            except OSError:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"jupyter lab did not start:\n{log.read_text()[-4000:]}")
+                time.sleep(0.2)
+        yield Lab(url, token, root, home / ".crystal", server, log)
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, 9)
+            proc.wait()
+        server.stop()
+
+
+@pytest.fixture(scope="module")
+def browser():
+    from playwright.sync_api import sync_playwright
+
+    if not Path(CHROMIUM).exists():
+        raise RuntimeError(f"{CHROMIUM} is missing: apt-get install -y chromium (see docs/jupyterlab.md).")
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_FLAGS, headless=True)
+        yield b
+        b.close()
+
+
+@pytest.fixture
+def page(browser, lab):
+    context = browser.new_context(viewport={"width": 1400, "height": 900})
+    page = context.new_page()
+    page.set_default_timeout(20_000)
+    page.goto(f"{lab.url}lab?token={lab.token}")
+    page.wait_for_function("() => window.jupyterapp && window.jupyterapp.started !== undefined", timeout=60_000)
+    page.wait_for_selector("#jp-main-dock-panel", timeout=60_000)
+    yield page
+    context.close()
+
+
+@pytest.fixture
+def shot(page):
+    """``shot("name")`` saves a screenshot of the page under tests/e2e/artifacts/."""
+
+    def take(name: str) -> Path:
+        ARTIFACTS.mkdir(exist_ok=True)
+        path = ARTIFACTS / f"{name}.png"
+        page.screenshot(path=str(path))
+        return path
+
+    return take
