@@ -88,10 +88,10 @@ async def content_result(name: str, outcome: "ProcessOutcome", limit: int, works
         text = ""
     if not isinstance(text, str):
         return ToolResult.fail(_join(f"{name} returned a 'text' that is not a string.", stderr))
+    if data.get("images") and not images_ok:
+        return ToolResult.fail(NO_IMAGES_TEXT)  # EX-12: exactly this text, nothing opened
     try:
         refs = parse_image_refs(data.get("images"))
-        if refs and not images_ok:
-            return ToolResult.fail(NO_IMAGES_TEXT)  # EX-12: exactly this text
         images = await load_images(refs, workspace, images_ok=images_ok)
     except ToolError as exc:
         if str(exc) == NO_IMAGES_TEXT:

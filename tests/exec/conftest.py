@@ -1,5 +1,5 @@
 """Fixtures for exec tool set tests: a Home (CRYSTAL_HOME points at it), a workspace,
-a session and a ToolContext. See exec_support.py for the session stand-in."""
+a real Session and a ToolContext (exec_support.py keeps a minimal stand-in too)."""
 
 from __future__ import annotations
 
@@ -12,6 +12,9 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 
 from exec_support import StandInSession, make_ctx
+from crystal_kernel.host.config import load_config
+from crystal_kernel.host.session import Session
+from crystal_kernel.testing.scripted import ScriptedProvider
 from crystal_kernel.tools.base import ToolContext
 
 
@@ -22,10 +25,18 @@ def home(private_home: Path) -> Path:
 
 
 @pytest.fixture
-def session(home: Path, workspace: Path) -> StandInSession:
+def session(home: Path, workspace: Path) -> Session:
+    """The real Session (host/session.py) with an in-process scripted provider."""
+    return Session(workspace=workspace, config=load_config(), provider=ScriptedProvider([]),
+                   person_present=False, session_id="sess-test-1")
+
+
+@pytest.fixture
+def stand_in_session(home: Path, workspace: Path) -> StandInSession:
+    """Only the attributes an exec tool reads: proves the tools need nothing more."""
     return StandInSession(workspace=workspace, home=home)
 
 
 @pytest.fixture
-def ctx(session: StandInSession) -> ToolContext:
+def ctx(session: Session) -> ToolContext:
     return make_ctx(session)

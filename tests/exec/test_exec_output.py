@@ -185,6 +185,12 @@ async def test_ex12_text_only_turn_refuses_images_with_exact_text(home, workspac
     assert not result.ok and result.text == NO_IMAGES_TEXT == "This model cannot accept tool images."
 
 
+async def test_ex12_text_only_turn_refuses_even_malformed_images(home, workspace, session):
+    result = await run_printing(home, workspace, make_ctx(session, images_ok=False),
+                                {"images": [{"mimeType": "image/bmp", "path": "x.bmp"}]})
+    assert not result.ok and result.text == NO_IMAGES_TEXT
+
+
 async def test_ex12_text_only_turn_without_images_is_fine(home, workspace, session):
     result = await run_printing(home, workspace, make_ctx(session, images_ok=False), {"text": "no pictures"})
     assert result.ok and result.text == "no pictures"

@@ -328,3 +328,9 @@ async def test_ex15_child_that_closes_its_streams_early_is_still_awaited(home, w
     assert ok.ok and ok.text == "early"
     bad = await call(tools["early_bad"], {}, ctx)
     assert not bad.ok and bad.text.startswith("early_bad exited with code 4.")
+
+
+async def test_tools_need_only_the_documented_session_attributes(home, workspace, stand_in_session):
+    """A minimal session (id, workspace, home, config, access, approval) is enough."""
+    got = await run_report(home, workspace, make_ctx(stand_in_session), {"name": "rep"}, {"a": 1})
+    assert got["env"]["CRYSTAL_SESSION"] == "sess-test-1" and json.loads(got["stdin"]) == {"a": 1}
