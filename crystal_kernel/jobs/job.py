@@ -46,6 +46,7 @@ RUNNING = "running"
 EXITED = "exited"
 STOPPED = "stopped"
 TIMED_OUT = "timed out"
+KILLED = "killed"
 
 
 @dataclass(frozen=True)
@@ -315,7 +316,8 @@ class Job:
                 self.exit_code = code
             self.ended_at = time.time()
             self._ended_mono = time.monotonic()
-            self.state = self.stop_reason or EXITED
+            # Ended by a signal nobody here asked for (an outside kill, the OOM killer).
+            self.state = self.stop_reason or (EXITED if code >= 0 else KILLED)
         self.write_status()
         self.done.set()
         self._notify()

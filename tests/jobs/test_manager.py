@@ -235,3 +235,14 @@ async def test_async_wait_and_astop(manager: JobManager):
     assert (await manager.wait(info.id, 0.2)).state == "running"
     stopped = await manager.astop(info.id)
     assert stopped.state == "stopped"
+
+
+def test_a_job_killed_from_outside_says_so(manager: JobManager, workspace: Path):
+    """SIGTERM to the supervisor from elsewhere (the sidebar's Stop, a terminal) stops
+    the whole tree; the state is `killed`, with the signal."""
+    info = manager.start("sleep 300 & echo $! > pids; wait")
+    (pid,) = read_pids(workspace / "pids", 1)
+    os.kill(info.pid, 15)
+    done = manager.join(info.id, 10)
+    assert done.state == "killed" and done.signal == "SIGTERM" and done.exit_code is None
+    assert not alive(pid)
