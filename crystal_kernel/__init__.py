@@ -13,3 +13,10 @@ def load_ipython_extension(ipython):  # pragma: no cover - thin shim, tested via
     from crystal_kernel.jupyter.magics import load_ipython_extension as _load
 
     _load(ipython)
+
+
+def unload_ipython_extension(ipython):  # pragma: no cover - thin shim, tested via jupyter
+    """`%unload_ext crystal_kernel` removes the magics; the session's jobs stop."""
+    from crystal_kernel.jupyter.magics import unload_ipython_extension as _unload
+
+    _unload(ipython)

@@ -1,0 +1,546 @@
+"""``%crystal`` / ``%%crystal``: the Crystal agent in a normal IPython kernel.
+
+``%load_ext crystal_kernel`` registers the magic and an input transformer
+(:mod:`crystal_kernel.jupyter.magics_transform`) that turns a ``%%crystal`` cell, or a
+``%crystal`` line standing alone at the top level of a cell, into an awaited coroutine:
+the cell runs as an async cell, so on ipykernel >= 7.4 the question forms and approval
+buttons are answered while the turn waits, exactly as in the Crystal kernel, and the
+stop button cancels the turn. The turn is rendered by the kernel's renderer; slash
+commands go through the kernel's command handling. One session per kernel.
+
+``x = %crystal PROMPT`` (or a ``%crystal`` line inside a function) is the synchronous
+form (:mod:`crystal_kernel.jupyter.magics_sync`): it returns the final answer's text
+and shows no widgets — questions are unavailable and "ask" approvals are denied.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import shlex
+import signal
+import threading
+from contextlib import asynccontextmanager, contextmanager
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, AsyncIterator, Iterator
+
+from IPython.core.error import UsageError
+from IPython.core.magic import Magics, line_cell_magic, magics_class, no_var_expand
+
+from crystal_kernel.errors import UserError
+from crystal_kernel.jupyter.magics_args import MagicOptions, cell_options, interpolate, split_options
+from crystal_kernel.jupyter.magics_sync import TurnFailed, TurnInterrupted, raise_in_thread, run_blocking
+
+MAGICS_HELP = """
+With %load_ext crystal_kernel:
+%%crystal [options]            the cell body is a turn (or /commands, one per line)
+%crystal PROMPT                a one-line turn;  %crystal /command   a command
+x = %crystal PROMPT            synchronous: returns the final answer's text; no widgets
+                               (questions unavailable, approvals that ask are denied)
+{name}                         the value of a notebook variable ({{ and }} for braces)
+@path                          attaches that file's content to the turn
+Options (they change the session): --mode plan|work, --approval MODE, --model [P:]M,
+  --prompt-set NAME, --prompt-attachments on|off, --prompt-attachment NAME,
+  --disable-tool NAME, --new (a fresh session)"""
+
+SYNC_NOTE = ("Synchronous call (x = %crystal …): no widgets here, so questions are unavailable and calls "
+             "that need approval are denied. A %%crystal cell is interactive.")
+MIN_IPYKERNEL = (7, 4)
+
+
+@dataclass
+class Outcome:
+    stop_reason: str | None
+    text: str
+    errors: list[str] = field(default_factory=list)
+
+
+def widget_problem(shell: Any) -> str | None:
+    """Why widgets cannot be answered in this shell, or None when they can."""
+    if getattr(shell, "kernel", None) is None:
+        return "This IPython is not a Jupyter kernel"
+    try:
+        import ipykernel
+
+        version = tuple(int(x) for x in re.findall(r"\d+", ipykernel.__version__)[:2])
+    except Exception:
+        return "ipykernel's version is unknown"
+    if version < MIN_IPYKERNEL:
+        return f"ipykernel {ipykernel.__version__} cannot answer widgets while a cell runs (7.4 or newer can)"
+    try:
+        import ipywidgets  # noqa: F401
+    except ImportError:
+        return "ipywidgets is not installed"
+    return None
+
+
+def _plan(line: str, body: str | None) -> tuple[MagicOptions, str, Any]:
+    """(options, "prompt" | "commands" | "status", the prompt text or command lines)."""
+    if body is None:
+        opts, rest = split_options(line)
+    else:
+        opts, rest = cell_options(line), body
+    text = rest.strip()
+    if not text:
+        return opts, "status", ""
+    if text.startswith("/"):
+        lines = [piece.strip() for piece in text.splitlines() if piece.strip()]
+        for piece in lines:
+            if not piece.startswith("/"):
+                raise UserError(f"Each line of a command cell must start with '/': {piece[:60]!r}. "
+                                "Put the prompt in a cell of its own.")
+        return opts, "commands", lines
+    return opts, "prompt", text
+
+
+def _final_text(session: Any, start: int) -> str:
+    """The text of the turn's last answer (history is never shortened by compaction)."""
+    for message in reversed(session.history[start:]):
+        if message.role == "assistant":
+            return message.text()
+    return ""
+
+
+class MagicsHost:
+    """One per IPython shell: the session, the running turn and its interrupt.
+
+    It offers what :mod:`crystal_kernel.jupyter.cell_commands` expects of a kernel
+    (``ensure_session``, ``spawn``, ``_attach``, ``_remember``, ``notebook``).
+    """
+
+    def __init__(self, shell: Any):
+        from crystal_kernel.jupyter.options import parse
+
+        self.shell = shell
+        self.options = parse([])[0]  # CRYSTAL_ARGS, as for the kernel
+        self.crystal: Any = None
+        self.notebook = os.environ.get("JPY_SESSION_NAME")
+        self.no_widgets = widget_problem(shell)
+        self._told_no_widgets = False
+        self._turn: Any = None
+        self._turn_loop: asyncio.AbstractEventLoop | None = None
+        self._main_loop: asyncio.AbstractEventLoop | None = None
+        self._stop_requested = False
+        self._background: set[asyncio.Task] = set()
+
+    # ----- the session ------------------------------------------------------------------------
+    def ensure_session(self, opts: MagicOptions | None = None) -> Any:
+        if self.crystal is None:
+            self._attach(self._open(opts))
+        return self.crystal
+
+    def _open(self, opts: MagicOptions | None) -> Any:
+        from crystal_kernel.host.bootstrap import open_session
+        from crystal_kernel.host.config import PROVIDERS
+
+        overrides = dict(self.options.overrides)
+        flags = self.options.process_flags()
+        if opts is not None:
+            if opts.model:
+                name, sep, model = opts.model.partition(":")
+                if sep and name in PROVIDERS:
+                    overrides.update(provider=name, model=model)
+                else:
+                    overrides["model"] = opts.model
+            overrides.update({k: v for k, v in (("mode", opts.mode), ("approval", opts.approval)) if v})
+            flags = _merged_flags(flags, opts)
+        workspace = Path(self.options.workspace or os.getcwd())
+        return open_session(workspace, overrides=overrides, flags=flags,
+                            person_present=not self.options.unattended, notebook=True)
+
+    def _attach(self, session: Any) -> None:
+        session.notebook_shell = self.shell
+        self.crystal = session
+
+    def _remember(self) -> None:
+        from crystal_kernel.jupyter.notebook_map import remember
+
+        if self.crystal is not None and self.notebook:
+            try:
+                remember(self.crystal.workspace, self.notebook, self.crystal.id)
+            except OSError:
+                pass  # the map is a convenience for /resume; the session itself is saved
+
+    def _refuse_if_busy(self) -> None:
+        if self.crystal is not None and self.crystal.busy:
+            raise UserError("A Crystal turn is already running in this kernel.")
+
+    async def apply(self, opts: MagicOptions) -> list[str]:
+        """Apply a magic's options to the session (opening it if needed). Everything is
+        checked first, so a bad option changes nothing. Returns lines to show."""
+        from crystal_kernel.host.commands import run_command
+        from crystal_kernel.host.config import APPROVAL_MODES
+
+        if opts.approval and opts.approval not in APPROVAL_MODES:
+            raise UserError(f"Unknown approval mode '{opts.approval}'; use one of: {', '.join(APPROVAL_MODES)}.")
+        self._refuse_if_busy()
+        if opts.new or self.crystal is None:
+            old = self.crystal
+            session = self._open(opts)
+            self._attach(session)
+            if old is not None:
+                await self._retire(old)
+                self._remember()
+                return [f"New session {session.id}."]
+            return []
+        session = self.crystal
+        new_flags = None
+        if opts.changes_flags():
+            from crystal_kernel.prompts.selection import check_prompt_flags
+            from crystal_kernel.tools.catalog import check_disabled
+
+            new_flags = _merged_flags(session.flags, opts)
+            new_flags.disable_tool = check_disabled(new_flags.disable_tool)
+            check_prompt_flags(session.home, session.workspace, new_flags)
+        if opts.model:  # may fail (unknown provider, no key): before anything else changes
+            await run_command(session, "/model " + shlex.quote(opts.model))
+        if opts.mode:
+            session.set_mode(opts.mode)
+        if opts.approval:
+            session.set_approval(opts.approval)
+        if new_flags is not None:
+            session.flags = new_flags
+            session.refresh_system()
+        return []
+
+    async def _retire(self, session: Any) -> None:
+        """Close a replaced session: its jobs stop; its clients close on their own loop."""
+        if self._main_loop is not None and _running_loop() is not self._main_loop:
+            if session.has_jobs:
+                session.jobs.close()
+            self._main_loop.call_soon_threadsafe(lambda: self._track(asyncio.ensure_future(session.close())))
+            return
+        try:
+            await asyncio.wait_for(session.close(), timeout=15)
+        except Exception as exc:  # the new session is in place; say why the old one lingered
+            self._show_note(f"The previous session did not close cleanly: {exc}")
+
+    # ----- background tasks (live views) -----------------------------------------------------------
+    def _track(self, task: asyncio.Task) -> asyncio.Task:
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+        return task
+
+    def spawn(self, coro: Any) -> asyncio.Task | None:
+        """A task that outlives the cell (``/logs --follow``, the ``/jobs`` table), on the
+        kernel's loop even when the magic ran on the synchronous form's worker."""
+        loop = self._main_loop
+        running = _running_loop()
+        if running is not None and (loop is None or running is loop):
+            return self._track(asyncio.ensure_future(coro))
+        if loop is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(lambda: self._track(asyncio.ensure_future(coro)))
+            return None
+        coro.close()
+        self._show_note("Live updates need a running kernel event loop; the view shows its first state only.")
+        return None
+
+    # ----- rendering helpers -----------------------------------------------------------------------
+    def _show_note(self, text: str) -> None:
+        from crystal_kernel.jupyter.render import IPythonOutput, Renderer
+
+        Renderer(IPythonOutput()).show_note(text)
+
+    def _show_status(self, lines: list[str]) -> None:
+        from crystal_kernel.jupyter.cards import status_bundle
+        from crystal_kernel.jupyter.render import IPythonOutput, status_of
+
+        status = status_of(self.ensure_session())
+        text = "\n".join([*lines, status.text()])
+        bundle = status_bundle(status)
+        bundle["text/plain"] = text
+        IPythonOutput().show(bundle)
+
+    async def _commands(self, lines: list[str]) -> None:
+        from crystal_kernel.host.commands import HELP
+        from crystal_kernel.jupyter.cell_commands import run_line
+        from crystal_kernel.jupyter.render import IPythonOutput
+
+        for line in lines:
+            if line.split()[0] == "/help":
+                IPythonOutput().show({"text/plain": HELP + "\n" + MAGICS_HELP})
+                continue
+            self._refuse_if_busy()
+            await run_line(self, line)
+
+    # ----- turns --------------------------------------------------------------------------------------
+    async def _turn_run(self, text: str, notes: list[str], interactive: bool) -> Outcome:
+        from crystal_kernel.host.interaction import NoPerson
+        from crystal_kernel.host.loop import run_turn
+        from crystal_kernel.jupyter.mentions import attach_mentions
+        from crystal_kernel.jupyter.render import IPythonOutput, Renderer, status_of
+        from crystal_kernel.jupyter.widgets import WidgetInteraction
+
+        session = self.ensure_session()
+        self._refuse_if_busy()
+        output = IPythonOutput()
+        renderer = Renderer(output)
+        renderer.start(status_of(session))
+        prompt, mention_notes = attach_mentions(session, text)
+        for note in [*notes, *mention_notes]:
+            renderer.show_note(note)
+        interaction: Any = NoPerson()
+        if interactive:
+            interaction = WidgetInteraction(output, timeout=self.options.ask_timeout, before_ask=renderer.close)
+        turn = run_turn(session, prompt, interaction)
+        start = len(session.history)
+        self._turn, self._turn_loop = turn, asyncio.get_running_loop()
+        try:
+            if self._stop_requested:
+                return Outcome("cancelled", "")
+            consumer = asyncio.ensure_future(_consume(turn, renderer))
+            try:
+                await asyncio.shield(consumer)
+            except asyncio.CancelledError:
+                # ipykernel cancelled the cell (its own SIGINT handler): end the turn the
+                # normal way so the partial answer is kept and shown as interrupted.
+                if turn._task is None:
+                    consumer.cancel()
+                turn.cancel()
+                try:
+                    await consumer
+                except asyncio.CancelledError:
+                    pass
+                if renderer.stop_reason is None:
+                    renderer.stop_reason = "cancelled"
+        finally:
+            self._turn = None
+            renderer.close()
+            self._remember()
+        return Outcome(renderer.stop_reason, _final_text(session, start), renderer.errors)
+
+    def _cancel_turn(self) -> None:
+        self._stop_requested = True
+        if self._turn is not None:
+            self._turn.cancel()
+
+    @contextmanager
+    def _sigint_cancels(self) -> Iterator[None]:
+        """While an async turn runs, SIGINT (the stop button) cancels it; user code the
+        python tool runs synchronously gets a KeyboardInterrupt as in a normal cell."""
+        if threading.current_thread() is not threading.main_thread():
+            yield
+            return
+        loop = asyncio.get_running_loop()
+
+        def handler(signum: int, frame: Any) -> None:
+            from crystal_kernel.jupyter.notebook_tools import sync_code_running
+
+            loop.call_soon_threadsafe(self._cancel_turn)
+            if sync_code_running():
+                raise KeyboardInterrupt
+
+        saved = signal.signal(signal.SIGINT, handler)
+        try:
+            yield
+        finally:
+            signal.signal(signal.SIGINT, saved)
+
+    def _interactive(self) -> tuple[bool, str | None]:
+        if self.options.unattended:
+            return False, None
+        if self.no_widgets is None:
+            return True, None
+        if self._told_no_widgets:
+            return False, None
+        self._told_no_widgets = True
+        return False, (f"{self.no_widgets}: questions are unavailable and calls that need approval are denied.")
+
+    # ----- the async form ------------------------------------------------------------------------------
+    async def run_async(self, line: str, body: str | None) -> None:
+        self._main_loop = asyncio.get_running_loop()
+        self._stop_requested = False
+        self._turn_loop = None
+        try:
+            opts, what, payload = _plan(line, body)
+            notes: list[str] = []
+            if what == "prompt":
+                payload, notes = interpolate(payload, self.shell.user_ns)
+            shown = await self.apply(opts)
+            if what == "commands":
+                await self._commands(payload)
+                return None
+            if what == "status":
+                self._show_status(shown)
+                return None
+        except UserError as exc:
+            raise UsageError(str(exc)) from None
+        interactive, why = self._interactive()
+        with self._sigint_cancels():
+            outcome = await self._turn_run(payload, [*shown, *([why] if why else []), *notes], interactive)
+        _raise_for(outcome)
+        return None
+
+    # ----- the synchronous form ------------------------------------------------------------------------
+    def run_sync(self, line: str, body: str | None) -> str | None:
+        try:
+            opts, what, payload = _plan(line, body)
+            notes: list[str] = []
+            if what == "prompt":
+                payload, notes = interpolate(payload, self.shell.user_ns)
+            self._refuse_if_busy()
+        except UserError as exc:
+            raise UsageError(str(exc)) from None
+        self._main_loop = _running_loop()
+        self._stop_requested = False
+        self._turn_loop = None
+
+        async def work() -> Any:
+            shown = await self.apply(opts)
+            if what == "status":
+                self._show_status(shown)
+                return None
+            async with self._worker_clients(self.ensure_session(), person=(what == "prompt")):
+                if what == "commands":
+                    await self._commands(payload)
+                    return None
+                return await self._turn_run(payload, [*shown, SYNC_NOTE, *notes], interactive=False)
+
+        try:
+            outcome, interrupted = run_blocking(work, self._interrupt_worker)
+        except UserError as exc:
+            raise UsageError(str(exc)) from None
+        if outcome is None:
+            if interrupted:
+                raise TurnInterrupted("Interrupted.")
+            return None
+        _raise_for(outcome)
+        return outcome.text
+
+    def _interrupt_worker(self, ident: int) -> None:
+        from crystal_kernel.jupyter.notebook_tools import sync_code_running
+
+        self._stop_requested = True
+        if sync_code_running():
+            raise_in_thread(ident)
+        loop = self._turn_loop
+        if loop is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(self._cancel_turn)
+
+    @asynccontextmanager
+    async def _worker_clients(self, session: Any, *, person: bool) -> AsyncIterator[None]:
+        """On the worker's loop, use a provider (and reviewer) of its own: HTTP
+        connections belong to the loop that opened them. No person answers here."""
+        from crystal_kernel.providers.registry import make_provider
+
+        saved_provider, saved_reviewer, saved_person = session.provider, session.reviewer, session.person_present
+        temp = make_provider(session.config, workspace=session.workspace)
+        session.provider, session.reviewer = temp, None
+        if person and saved_person:
+            session.person_present = False  # the question tool is not offered
+            session.refresh_system()
+        try:
+            yield
+        finally:
+            if session.provider is temp:
+                session.provider = saved_provider
+            reviewer, session.reviewer = session.reviewer, saved_reviewer
+            for closer in (getattr(reviewer, "aclose", None), getattr(temp, "aclose", None)):
+                if closer is not None:
+                    try:
+                        await closer()
+                    except Exception:
+                        pass
+            if session.person_present != saved_person:
+                session.person_present = saved_person
+                session.refresh_system()
+
+    def close(self) -> None:
+        """Stop the session's jobs (unloading the extension)."""
+        for task in list(self._background):
+            task.cancel()
+        if self.crystal is not None and self.crystal.has_jobs:
+            self.crystal.jobs.close()
+
+
+async def _consume(turn: Any, renderer: Any) -> None:
+    async for event in turn:
+        renderer.handle(event)
+
+
+def _raise_for(outcome: Outcome) -> None:
+    if outcome.stop_reason == "cancelled":
+        raise TurnInterrupted("The turn was interrupted.")
+    if outcome.stop_reason == "error":
+        raise TurnFailed(outcome.errors[0] if outcome.errors else "The turn failed.")
+
+
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
+
+
+def _merged_flags(flags: Any, opts: MagicOptions) -> Any:
+    """The session's process flags with a magic's flag options applied (given ones replace)."""
+    merged = replace(flags, prompt_attachment=list(flags.prompt_attachment), disable_tool=list(flags.disable_tool))
+    if opts.prompt_set is not None:
+        merged.prompt_set = opts.prompt_set
+    if opts.prompt_attachments is not None:
+        merged.prompt_attachments = opts.prompt_attachments
+    if opts.prompt_attachment is not None:
+        merged.prompt_attachment = list(opts.prompt_attachment)
+        merged.prompt_attachments = "on" if opts.prompt_attachments is None else merged.prompt_attachments
+    if opts.disable_tool is not None:
+        merged.disable_tool = list(opts.disable_tool)
+    if merged.prompt_attachments == "off" and merged.prompt_attachment:
+        raise UserError("--prompt-attachment cannot be combined with --prompt-attachments off.")
+    return merged
+
+
+@magics_class
+class CrystalMagics(Magics):
+    """The ``%crystal`` / ``%%crystal`` magic. Called directly (not rewritten by the
+    transformer), it is the synchronous form."""
+
+    def __init__(self, shell: Any, host: MagicsHost):
+        super().__init__(shell)
+        self.host = host
+
+    @no_var_expand
+    @line_cell_magic
+    def crystal(self, line: str, cell: str | None = None) -> str | None:
+        """Ask the Crystal agent (see ``%crystal /help``)."""
+        return self.host.run_sync(line, cell)
+
+
+def host_of(shell: Any) -> MagicsHost:
+    magics = shell.magics_manager.registry.get("CrystalMagics")
+    if magics is None:
+        raise UsageError("Crystal is not loaded: run %load_ext crystal_kernel first.")
+    return magics.host
+
+
+async def run_magic_async(kind: str, line: str, body: str | None = None) -> None:
+    """What the transformer's ``await`` calls (``kind`` is "line" or "cell")."""
+    from IPython import get_ipython
+
+    host = host_of(get_ipython())
+    await host.run_async(line, body if kind == "cell" else None)
+
+
+def load_ipython_extension(shell: Any) -> None:
+    """``%load_ext crystal_kernel``."""
+    from crystal_kernel.jupyter import magics_transform
+
+    try:
+        host = MagicsHost(shell)
+    except UserError as exc:
+        raise UsageError(str(exc)) from None
+    shell.register_magics(CrystalMagics(shell, host))
+    magics_transform.install(shell)
+
+
+def unload_ipython_extension(shell: Any) -> None:
+    """``%unload_ext crystal_kernel``: the magic and the transformer go; jobs stop."""
+    from crystal_kernel.jupyter import magics_transform
+
+    magics_transform.uninstall(shell)
+    magics = shell.magics_manager.registry.pop("CrystalMagics", None)
+    for kind in ("line", "cell"):
+        shell.magics_manager.magics[kind].pop("crystal", None)
+    if magics is not None:
+        magics.host.close()

@@ -1,0 +1,53 @@
+"""The input transformer that makes ``%%crystal`` and a standalone ``%crystal`` line
+async cells.
+
+IPython turns ``%%crystal ARGS`` into ``get_ipython().run_cell_magic('crystal', ARGS,
+BODY)`` and a ``%crystal ARGS`` line into ``get_ipython().run_line_magic('crystal',
+ARGS)``. This transformer runs after IPython's own (``input_transformers_post``) and
+rewrites such a call, when it is a whole statement at the top level of the cell, to
+``await <module>.run_magic_async(KIND, ARGS, BODY)``. The cell then runs as an async
+cell (autoawait with the asyncio runner), so on ipykernel >= 7.4 comm messages — widget
+clicks — are handled while the turn awaits them (DESIGN.md). Everything else (``x =
+%crystal …``, an indented ``%crystal`` inside a function) keeps IPython's synchronous
+call and so the magic's synchronous form.
+
+Matching IPython's generated text rather than the raw ``%`` syntax means a ``%crystal``
+inside a string literal is never touched: IPython's token-based transforms leave it alone.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+MODULE = "crystal_kernel.jupyter.magics"
+CALL = f"__import__({MODULE!r}, fromlist=['run_magic_async']).run_magic_async"
+# The arguments are repr() strings, which never hold a raw newline: one line per call.
+_GENERATED = re.compile(r"get_ipython\(\)\.run_(line|cell)_magic\('crystal', (.*)\)(\s*)$", re.S)
+
+
+def transform(lines: list[str]) -> list[str]:
+    """Rewrite top-level ``%crystal`` / ``%%crystal`` calls to awaited coroutines."""
+    out: list[str] = []
+    for line in lines:
+        m = _GENERATED.match(line)
+        if m is None:
+            out.append(line)
+            continue
+        kind, args, tail = m.groups()
+        out.append(f"await {CALL}({kind!r}, {args}){tail}")
+    return out
+
+
+# Marks our function so install/uninstall find it again after a reload of this module.
+transform.crystal_transformer = True  # type: ignore[attr-defined]
+
+
+def install(shell: Any) -> None:
+    uninstall(shell)
+    shell.input_transformers_post.append(transform)
+
+
+def uninstall(shell: Any) -> None:
+    shell.input_transformers_post[:] = [t for t in shell.input_transformers_post
+                                        if not getattr(t, "crystal_transformer", False)]
