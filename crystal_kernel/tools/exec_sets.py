@@ -29,7 +29,7 @@ from pydantic import RootModel
 
 from crystal_kernel.errors import ToolError
 from crystal_kernel.tools.base import Authority, Classification, Risk, Tool, ToolContext, ToolResult
-from crystal_kernel.tools.child_process import ProcessOutcome, kill_process_tree, run_process  # noqa: F401 (re-exported)
+from crystal_kernel.tools.child_process import run_process
 from crystal_kernel.tools.exec_manifest import ExecToolManifest, has_separator
 from crystal_kernel.tools.exec_output import content_result, text_result
 from crystal_kernel.tools.schema_check import iter_errors
