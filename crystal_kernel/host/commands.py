@@ -116,7 +116,7 @@ def _model(session: Any, args: list[str]) -> str:
     saved = (config.provider, config.model)
     config.provider, config.model = provider_name, model
     try:
-        provider = make_provider(config)
+        provider = make_provider(config, workspace=session.workspace)
     except BaseException:
         config.provider, config.model = saved
         raise

@@ -31,7 +31,7 @@ ENV_OVERRIDES = {
 DEFAULT_MODELS = {
     "openai": "gpt-4.1",
     "openai-responses": "gpt-4.1",
-    "anthropic": "claude-sonnet-4-5",
+    "anthropic": "claude-sonnet-4-6",
     "replay": "replay",
 }
 DEFAULT_KEY_ENV = {"openai": "OPENAI_API_KEY", "openai-responses": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}

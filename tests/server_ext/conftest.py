@@ -6,7 +6,11 @@ import json
 
 import pytest
 
-pytest_plugins = ["pytest_jupyter.jupyter_server"]
+# pytest-jupyter's fixtures (and its autouse event loop) for this folder only: a
+# non-top-level conftest may not set pytest_plugins, and loading the plugin for the whole
+# suite would hand every async test to its loop instead of pytest-asyncio's.
+from pytest_jupyter.jupyter_core import *  # noqa: F401,F403,E402
+from pytest_jupyter.jupyter_server import *  # noqa: F401,F403,E402
 
 
 @pytest.fixture
