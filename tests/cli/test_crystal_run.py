@@ -122,3 +122,46 @@ def test_connection_refused_is_one_line(workspace):
     errors = [json.loads(line) for line in out.stdout.splitlines() if '"error"' in line]
     assert errors and "connection refused" in errors[0]["message"].lower()
     assert len(out.stderr.strip().splitlines()) == 1 and "connection refused" in out.stderr.lower()
+
+
+@pytest.mark.parametrize("reply, message", [
+    ({"status": 401, "message": "bad key"}, "401"),
+    ({"status": 404, "message": "The model 'gpt-test' does not exist"}, "model"),
+])
+def test_auth_and_unknown_model_are_one_line(workspace, reply, message):
+    with LLMServer([reply]) as server:
+        out = crystal(["run", "x", "--workspace", str(workspace)], env_extra=openai_env(server))
+    assert out.returncode == 2
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and message in lines[0], out.stderr
+
+
+def test_ctrl_c_stops_the_turn_and_kills_the_tool_within_2s(workspace):
+    import signal
+    import time
+
+    import psutil
+
+    marker = workspace / "started"
+    replies = [{"tool_calls": [{"name": "bash", "arguments": {"command": f"touch {marker}; sleep 300"}}]}]
+    with LLMServer(replies) as server:
+        env = dict(os.environ, **openai_env(server))
+        proc = subprocess.Popen([CRYSTAL, "run", "sleep", "--workspace", str(workspace), "--approval", "full",
+                                 "--format", "jsonl"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                env=env)
+        deadline = time.monotonic() + 30
+        while not marker.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert marker.exists()
+        sleepers = [p for p in psutil.Process(proc.pid).children(recursive=True)]
+        assert sleepers
+        started = time.monotonic()
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=10)
+        elapsed = time.monotonic() - started
+    assert elapsed < 2.0, elapsed
+    assert proc.returncode == 130
+    events = [json.loads(line) for line in out.splitlines()]
+    assert events[-1]["type"] == "turn_end" and events[-1]["stopReason"] == "cancelled"
+    time.sleep(0.2)
+    assert not [p for p in sleepers if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
