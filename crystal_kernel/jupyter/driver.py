@@ -32,10 +32,12 @@ class Action:
     nth: int = 0
 
 
-def click(description: str) -> Action:
-    """Click the Button whose description is ``description``."""
+def click(description: str, tooltip: str | None = None) -> Action:
+    """Click the Button whose description is ``description`` (and whose tooltip
+    contains ``tooltip``, when given)."""
     return Action("click", lambda s: s.get("_model_name") == "ButtonModel" and s.get("description") == description
-                  and not s.get("disabled"), label=f"click {description!r}")
+                  and not s.get("disabled") and (tooltip is None or tooltip in (s.get("tooltip") or "")),
+                  label=f"click {description!r}")
 
 
 def check(description: str, value: bool = True) -> Action:
@@ -123,7 +125,7 @@ class KernelDriver:
 
     # ----- running cells ----------------------------------------------------------------------
     def execute(self, code: str, *, actions: list[Action] | None = None, timeout: float = 60.0,
-                on_message: Callable[[dict[str, Any], "KernelDriver"], None] | None = None) -> CellRun:
+                on_message: Callable[[dict[str, Any] | None, "KernelDriver"], None] | None = None) -> CellRun:
         """Run one cell; perform ``actions`` in order as their widgets appear."""
         pending = list(actions or [])
         started = time.monotonic()
@@ -171,8 +173,8 @@ class KernelDriver:
                         order.append(key)
                     elif kind == "status" and content["execution_state"] == "idle":
                         idle = True
-                if on_message is not None:
-                    on_message(msg, self)
+            if on_message is not None:
+                on_message(msg, self)  # msg is None on a quiet poll (every 50 ms)
             # One action at a time, with a pause for the kernel's answer to arrive (new or
             # closed widgets), as a person would.
             if pending and time.monotonic() >= ready_at and self._try(pending[0]):

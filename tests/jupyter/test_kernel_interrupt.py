@@ -1,0 +1,65 @@
+"""The stop button (interrupt_request, interrupt_mode "message") ends a turn within 2 s:
+during a hanging model stream and during a long bash call."""
+
+from __future__ import annotations
+
+import os
+import time
+
+
+def interrupt_when(kernel, predicate):
+    """An on_message hook: interrupt once ``predicate(msg)`` holds; remembers when."""
+    sent: dict[str, float] = {}
+
+    def hook(msg, driver):
+        if "at" not in sent and predicate(msg):
+            sent["at"] = time.monotonic()
+            kernel.km.interrupt_kernel()
+
+    return hook, sent
+
+
+def test_interrupt_during_a_hanging_stream(kernel):
+    kernel.server.add({"text": "The first words arrive and then", "chunk": 6, "hang": 30, "hang_after": 3})
+    hook, sent = interrupt_when(kernel, lambda m: m is not None and m["msg_type"] == "display_data"
+                                and "text/markdown" in m["content"]["data"])
+    run = kernel.run("Write an essay", on_message=hook)
+    replied = time.monotonic()
+    assert run.reply["content"]["status"] == "error" and run.reply["content"]["ename"] == "KeyboardInterrupt"
+    assert replied - sent["at"] < 2.0
+    assert any("Interrupted." in t for t in run.texts())
+    assert kernel.server.wait_for_disconnect(1, timeout=5), "the HTTP stream was closed"
+    # The next cell works and the partial answer stayed in the transcript.
+    kernel.server.add({"text": "Continuing."})
+    run = kernel.run("Go on")
+    assert run.status == "ok"
+    assistant = [m for m in kernel.last_body()["messages"] if m["role"] == "assistant"]
+    assert assistant[-1]["content"].startswith("The first")
+
+
+def test_interrupt_during_a_long_bash_call_kills_its_processes(kernel):
+    kernel.reset(approval="full")
+    pid_file = kernel.workspace / "sleeper.pid"
+    kernel.server.add({"tool_calls": [{"name": "bash", "arguments": {
+        "command": f"sleep 60 & echo $! > {pid_file}; wait"}}]})
+    # Interrupt once the command is surely running (its child wrote its pid).
+    hook, sent = interrupt_when(kernel, lambda m: pid_file.exists() and pid_file.read_text().strip() != "")
+    started = time.monotonic()
+    run = kernel.run("Sleep a while", on_message=hook, timeout=30)
+    assert run.reply["content"]["ename"] == "KeyboardInterrupt"
+    assert time.monotonic() - sent["at"] < 2.0
+    assert time.monotonic() - started < 10
+    pid = int(pid_file.read_text())
+    deadline = time.monotonic() + 3
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.05)
+    else:
+        raise AssertionError("the bash call's child process is still alive")
+    card = run.find("[bash] sleep 60")
+    assert 'data-state="cancelled"' in card["text/html"] or 'data-state="failed"' in card["text/html"]
+    kernel.server.add({"text": "Ready."})
+    assert kernel.run("Next").status == "ok"
