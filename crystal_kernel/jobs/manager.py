@@ -82,6 +82,9 @@ _MANAGERS: "weakref.WeakSet[JobManager]" = weakref.WeakSet()
 @atexit.register
 def _close_all_at_exit() -> None:
     for manager in list(_MANAGERS):
+        # A forked child (multiprocessing) inherits the managers but not their jobs.
+        if manager.owner_pid != os.getpid():
+            continue
         try:
             manager.close()
         except Exception:
@@ -140,6 +143,7 @@ class JobManager:
         self._next = next_job_number(self.log_dir)
         self.lost = mark_lost(self.log_dir)
         self._bash = shutil.which("bash") or "/bin/bash"
+        self.owner_pid = os.getpid()
         _MANAGERS.add(self)
 
     # ----- starting ---------------------------------------------------------------------
