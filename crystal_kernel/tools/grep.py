@@ -6,6 +6,9 @@ from __future__ import annotations
 import asyncio
 import os
 import re
+import subprocess
+import threading
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -21,11 +24,13 @@ from crystal_kernel.tools.base import Risk, Tool, ToolContext, ToolInput, ToolRe
 MAX_MATCHES = 100
 MAX_LINE_CHARS = 500
 # Lines kept in memory for sorting; past this only counts are kept.
-STORE_LINES = 20000
+STORE_LINES = 5000
 RG_TIMEOUT_SECONDS = 60.0
-READ_CHUNK = 1 << 18
+READ_CHUNK = 1 << 20
 # A line longer than this is cut while reading (only its start is ever shown).
 MAX_PENDING = 1 << 20
+# A match line of rg --null output: the path, NUL, the line number, ':'.
+_MATCH_LINE = re.compile(rb"^([^\0\n]*)\0\d+:", re.MULTILINE)
 
 
 class GrepInput(ToolInput):
@@ -41,7 +46,7 @@ class GrepInput(ToolInput):
 
 @dataclass
 class FileHits:
-    path: Path
+    path: str
     matches: int = 0
     lines: list[tuple[int, bool, str]] = field(default_factory=list)
 
@@ -56,13 +61,13 @@ def compile_glob(glob: str | None) -> re.Pattern[str] | None:
     return re.compile(("^" if anchored else "^(?:.*/)?") + body + "$", re.DOTALL)
 
 
-def path_allowed(path: Path, root: Path, glob_re: re.Pattern[str] | None) -> bool:
+def path_allowed(path: str | Path, root: Path, glob_re: re.Pattern[str] | None) -> bool:
     """Not a credential file, and matching the glob (relative to ``root``) when given."""
     text, base = str(path), str(root)
     if text.startswith(base + os.sep):
         rel = text[len(base) + 1 :]
     else:
-        rel = path.name
+        rel = os.path.basename(text)
     if is_credential_parts(tuple(rel.split(os.sep))):
         return False
     return glob_re is None or bool(glob_re.match(rel.replace(os.sep, "/")))
@@ -70,85 +75,100 @@ def path_allowed(path: Path, root: Path, glob_re: re.Pattern[str] | None) -> boo
 
 async def grep_rg(rg: str, pattern: str, root: Path, *, ignore_case: bool, context: int,
                   glob_re: re.Pattern[str] | None) -> list[FileHits]:
-    """Run ripgrep and collect hits per file."""
+    """Run ripgrep and collect hits per file. The output is read by a worker thread in
+    large blocking reads (one wake-up per block, not per line rg writes)."""
     argv = [rg, *RG_BASE_FLAGS, "--null", "--line-number", "--with-filename", "--no-heading"]
     if ignore_case:
         argv.append("--ignore-case")
     if context:
         argv += ["--context", str(context)]
     argv += ["--regexp", pattern, "--", str(root)]
-    proc = await asyncio.create_subprocess_exec(
-        *argv, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE, start_new_session=True,
-    )
-    assert proc.stdout is not None and proc.stderr is not None
-    hits: dict[str, FileHits] = {}
-    stored = 0
-    skipped: set[str] = set()
+    try:
+        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, start_new_session=True)
+    except OSError as exc:
+        raise ToolError(f"Cannot run ripgrep: {exc.strerror or exc}.") from None
+    timer = threading.Timer(RG_TIMEOUT_SECONDS, kill_process_tree, (proc.pid,))
+    timer.daemon = True
+    timer.start()
+    try:
+        counts, kept, err, code = await asyncio.to_thread(_collect_rg, proc)
+    except asyncio.CancelledError:
+        # The reader thread ends once the killed rg closes its output.
+        await asyncio.shield(asyncio.to_thread(kill_process_tree, proc.pid))
+        raise
+    finally:
+        timer.cancel()
+    if code == 2 and not counts:
+        if "regex" in err.lower():
+            raise ToolError("Invalid regular expression: " + " ".join(err.split())[:400])
+        if err:
+            raise ToolError("Search failed: " + err.splitlines()[0][:300])
+    hits: list[FileHits] = []
+    for name, matches in counts.items():
+        path = os.fsdecode(name)
+        if path_allowed(path, root, glob_re):
+            hits.append(FileHits(path, matches, kept.get(name, [])))
+    return hits
 
-    def take(raw: bytes) -> None:
+
+def _collect_rg(proc: subprocess.Popen) -> tuple[Counter, dict, str, int]:
+    """Read rg's output to the end: match lines per file are counted for the whole
+    output (in C, per block); only the first STORE_LINES lines are parsed and kept."""
+    counts: Counter[bytes] = Counter()
+    kept: dict[bytes, list[tuple[int, bool, str]]] = {}
+    stored = 0
+
+    def keep(raw: bytes) -> None:
         nonlocal stored
         name, sep, rest = raw.partition(b"\0")
         if not sep:
             return  # the "--" group separator
-        key = name.decode("utf-8", errors="surrogateescape")
-        if key in skipped:
-            return
-        entry = hits.get(key)
-        if entry is None:
-            path = Path(key)
-            if not path_allowed(path, root, glob_re):
-                skipped.add(key)
-                return
-            entry = hits[key] = FileHits(path)
         i = 0
         while i < len(rest) and 48 <= rest[i] <= 57:
             i += 1
         if i == 0:
             return
-        number, kind = int(rest[:i]), rest[i : i + 1]
-        is_match = kind == b":"
-        if is_match:
-            entry.matches += 1
+        text = rest[i + 1 :].rstrip(b"\r")
+        if len(text) > 4 * MAX_LINE_CHARS:
+            text = text[: 4 * MAX_LINE_CHARS]
+        kept.setdefault(name, []).append((int(rest[:i]), rest[i : i + 1] == b":",
+                                          text.decode("utf-8", errors="replace")))
+        stored += 1
+
+    def block(data: bytes) -> None:
+        counts.update(_MATCH_LINE.findall(data))
         if stored < STORE_LINES:
-            text = rest[i + 1 :].rstrip(b"\r")
-            if len(text) > 4 * MAX_LINE_CHARS:
-                text = text[: 4 * MAX_LINE_CHARS]
-            entry.lines.append((number, is_match, text.decode("utf-8", errors="replace")))
-            stored += 1
+            for raw in data.split(b"\n"):
+                if stored >= STORE_LINES:
+                    break
+                keep(raw)
 
-    async def consume() -> None:
-        # Big reads, split here: far fewer event-loop wake-ups than readline().
-        assert proc.stdout is not None
-        pending = b""
-        while True:
-            chunk = await proc.stdout.read(READ_CHUNK)
-            if not chunk:
-                if pending:
-                    take(pending)
-                return
-            lines = (pending + chunk).split(b"\n")
-            pending = lines.pop()
-            if len(pending) > MAX_PENDING:
-                pending = pending[:MAX_PENDING]
-            for raw in lines:
-                take(raw)
-
-    try:
-        await asyncio.wait_for(consume(), RG_TIMEOUT_SECONDS)
-    except asyncio.TimeoutError:
-        await asyncio.to_thread(kill_process_tree, proc.pid)
-    except asyncio.CancelledError:
-        await asyncio.shield(asyncio.to_thread(kill_process_tree, proc.pid))
-        raise
-    err = (await proc.stderr.read(4096)).decode("utf-8", errors="replace").strip()
-    code = await proc.wait()
-    if code == 2 and not hits:
-        if "regex" in err.lower():
-            raise ToolError("Invalid regular expression: " + " ".join(err.split())[:400])
-        if err:
-            raise ToolError("Search failed: " + err.splitlines()[0][:300])
-    return list(hits.values())
+    assert proc.stdout is not None and proc.stderr is not None
+    # Drain stderr alongside so rg never blocks on it.
+    err_box: list[bytes] = []
+    err_thread = threading.Thread(target=lambda: err_box.append(proc.stderr.read(8192)), daemon=True)
+    err_thread.start()
+    pending = b""
+    while True:
+        chunk = proc.stdout.read(READ_CHUNK)
+        if not chunk:
+            if pending:
+                block(pending + b"\n")
+            break
+        data = pending + chunk
+        cut = data.rfind(b"\n")
+        if cut < 0:
+            pending = data[:MAX_PENDING]
+            continue
+        pending = data[cut + 1 :][:MAX_PENDING]
+        block(data[: cut + 1])
+    code = proc.wait()
+    err_thread.join(1.0)
+    proc.stdout.close()
+    proc.stderr.close()
+    err = (err_box[0] if err_box else b"").decode("utf-8", errors="replace").strip()
+    return counts, kept, err, code
 
 
 def grep_python(pattern: str, root: Path, *, ignore_case: bool, context: int,
@@ -176,7 +196,7 @@ def grep_python(pattern: str, root: Path, *, ignore_case: bool, context: int,
         found = [i for i, line in enumerate(lines) if regex.search(line.rstrip("\r"))]
         if not found:
             continue
-        entry = FileHits(path, matches=len(found))
+        entry = FileHits(str(path), matches=len(found))
         matched = set(found)
         wanted: set[int] = set()
         for i in found:
@@ -192,16 +212,16 @@ def grep_python(pattern: str, root: Path, *, ignore_case: bool, context: int,
 
 def format_hits(hits: list[FileHits], workspace: Path, limit: int) -> tuple[str, int]:
     """Files sorted by path, at most ``limit`` match lines shown; returns text and matches."""
-    hits = sorted(hits, key=lambda h: str(h.path))
+    hits = sorted(hits, key=lambda h: h.path)
     total = sum(h.matches for h in hits)
     blocks: list[str] = []
     shown = 0
     left_files = 0
     for entry in hits:
-        if shown >= limit:
+        if shown >= limit or not entry.lines:
             left_files += 1
             continue
-        lines: list[str] = [display_path(entry.path, workspace) + ":"]
+        lines: list[str] = [display_path(Path(entry.path), workspace) + ":"]
         previous = None
         here = 0
         for number, is_match, text in entry.lines:
