@@ -220,6 +220,24 @@ class Job:
         except (ProcessLookupError, PermissionError):
             pass
 
+    def kill_by_environment(self) -> int:
+        """KILL every process whose environment names this job (CRYSTAL_SESSION and
+        CRYSTAL_JOB): the way to find what escaped the tree once the supervisor is gone.
+        Slow (reads every process's environment), so only for that rare case."""
+        killed = 0
+        own = os.getpid()
+        for proc in psutil.process_iter():
+            if proc.pid == own:
+                continue
+            try:
+                env = proc.environ()
+                if env.get("CRYSTAL_JOB") == self.id and env.get("CRYSTAL_SESSION") == self.session_id:
+                    proc.kill()
+                    killed += 1
+            except (psutil.Error, OSError):
+                continue
+        return killed
+
     def _check_time(self) -> None:
         now = time.monotonic()
         if self.deadline is not None and now >= self.deadline and self.stop_reason is None:
@@ -230,51 +248,65 @@ class Job:
 
     # ----- capture ----------------------------------------------------------------------------
     def _pump(self) -> None:
+        """The reader thread: capture until the pipe closes, then record the end."""
         fd = self._read_fd
         chunk = bytearray(READ_CHUNK)
+        try:
+            self._capture(fd, chunk)
+        except Exception as exc:  # a bug or an OS failure must not leave "running" forever
+            self.buffer.append(f"\n[crystal: capturing this job's output failed ({exc}); "
+                               "the job was stopped]\n".encode())
+            self.request_stop(STOPPED)
+        finally:
+            os.close(fd)
+            self._finish()
+
+    def _capture(self, fd: int, chunk: bytearray) -> None:
         view = memoryview(chunk)
         poller = select.poll()
         poller.register(fd, select.POLLIN | select.POLLHUP | select.POLLERR)
         last_status = time.monotonic()
+        status_bytes = 0
         orphaned_since: float | None = None
         buffer, log = self.buffer, self.log
-        try:
-            while True:
-                timeout = POLL_SECONDS
-                if self.deadline is not None and self.stop_reason is None:
-                    timeout = max(0.0, min(timeout, self.deadline - time.monotonic()))
-                if not poller.poll(timeout * 1000):
-                    self._check_time()
-                    if self.proc is not None and self.proc.poll() is not None:
-                        # The supervisor is gone yet the pipe stays open: something it
-                        # started escaped (the supervisor itself was killed).
-                        orphaned_since = orphaned_since or time.monotonic()
-                        if time.monotonic() - orphaned_since >= POLL_SECONDS:
-                            self._drain_escaped(fd, chunk)
-                            break
-                    continue
-                count = os.readv(fd, [chunk])
-                if count == 0:
-                    break
-                data = view[:count]
-                buffer.append(data)
-                if log is not None:
-                    log.write(data, buffer.total)
-                if self._subscribers:
-                    self._notify()
-                now = time.monotonic()
-                if now - last_status >= STATUS_EVERY_SECONDS:
-                    last_status = now
+        while True:
+            timeout = POLL_SECONDS
+            if self.deadline is not None and self.stop_reason is None:
+                timeout = max(0.0, min(timeout, self.deadline - time.monotonic()))
+            if not poller.poll(timeout * 1000):
+                self._check_time()
+                if buffer.total != status_bytes:  # quiet now: bring the status file up to date
+                    status_bytes = buffer.total
+                    last_status = time.monotonic()
                     self.write_status(durable=False)
-                    self._check_time()
-                elif self.deadline is not None and now >= self.deadline:
-                    self._check_time()
-                if count < NAP_BELOW:
-                    # A trickle: let it collect in the pipe rather than wake per line.
-                    time.sleep(NAP_SECONDS)
-        finally:
-            os.close(fd)
-        self._finish()
+                if self.proc is not None and self.proc.poll() is not None:
+                    # The supervisor is gone yet the pipe stays open: something it
+                    # started escaped (the supervisor itself was killed).
+                    orphaned_since = orphaned_since or time.monotonic()
+                    if time.monotonic() - orphaned_since >= POLL_SECONDS:
+                        self._drain_escaped(fd, chunk)
+                        return
+                continue
+            count = os.readv(fd, [chunk])
+            if count == 0:
+                return
+            data = view[:count]
+            buffer.append(data)
+            if log is not None:
+                log.write(data, buffer.total)
+            if self._subscribers:
+                self._notify()
+            now = time.monotonic()
+            if now - last_status >= STATUS_EVERY_SECONDS:
+                last_status = now
+                status_bytes = buffer.total
+                self.write_status(durable=False)
+                self._check_time()
+            elif self.deadline is not None and now >= self.deadline:
+                self._check_time()
+            if count < NAP_BELOW:
+                # A trickle: let it collect in the pipe rather than wake per line.
+                time.sleep(NAP_SECONDS)
 
     def _drain_escaped(self, fd: int, chunk: bytearray) -> None:
         """KILL the supervisor's process group (what escaped is still in it) and keep
@@ -284,6 +316,7 @@ class Job:
             os.killpg(self.proc.pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
             pass
+        self.kill_by_environment()
         os.set_blocking(fd, False)
         while True:
             try:

@@ -246,3 +246,15 @@ def test_a_job_killed_from_outside_says_so(manager: JobManager, workspace: Path)
     done = manager.join(info.id, 10)
     assert done.state == "killed" and done.signal == "SIGTERM" and done.exit_code is None
     assert not alive(pid)
+
+
+def test_a_killed_supervisor_leaves_no_escaped_process(manager: JobManager, workspace: Path, session_id: str):
+    """Even if the supervisor itself is SIGKILLed, the host finds what it left behind
+    (a grandchild in a session of its own holding the output pipe) and kills it."""
+    info = manager.start("setsid bash -c 'echo $$ > pids; trap \"\" TERM; while true; do sleep 0.1; done' & wait")
+    (pid,) = read_pids(workspace / "pids", 1)
+    os.kill(info.pid, 9)
+    done = manager.join(info.id, 10)
+    assert done.state == "killed" and done.signal == "SIGKILL"
+    assert wait_until(lambda: not alive(pid), 3)
+    assert wait_until(lambda: not session_processes(session_id), 3)
