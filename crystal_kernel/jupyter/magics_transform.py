@@ -13,6 +13,9 @@ call and so the magic's synchronous form.
 
 Matching IPython's generated text rather than the raw ``%`` syntax means a ``%crystal``
 inside a string literal is never touched: IPython's token-based transforms leave it alone.
+One exception: a line ending in ``?`` is a help request to IPython (``%crystal Which
+file?`` would become ``%pinfo file``), so :func:`keep_questions` runs first, on the raw
+lines, and writes such a ``%crystal`` line as the call itself.
 """
 
 from __future__ import annotations
@@ -39,15 +42,38 @@ def transform(lines: list[str]) -> list[str]:
     return out
 
 
-# Marks our function so install/uninstall find it again after a reload of this module.
+_QUESTION = re.compile(r"([ \t]*)((?:[A-Za-z_][\w.]*[ \t]*=[ \t]*)?)%crystal(?:[ \t](.*))?$")
+
+
+def keep_questions(lines: list[str]) -> list[str]:
+    """A ``%crystal`` line ending in ``?`` is a prompt, not a help request."""
+    out: list[str] = []
+    for line in lines:
+        body = line.rstrip("\r\n")
+        m = _QUESTION.match(body.rstrip()) if body.rstrip().endswith("?") else None
+        if m is None:
+            out.append(line)
+            continue
+        indent, assign, args = m.group(1), m.group(2), m.group(3) or ""
+        newline = line[len(body):]
+        if not indent and not assign:
+            out.append(f"await {CALL}('line', {args!r}){newline}")
+        else:
+            out.append(f"{indent}{assign}get_ipython().run_line_magic('crystal', {args!r}){newline}")
+    return out
+
+
+# Marks our functions so install/uninstall find it again after a reload of this module.
 transform.crystal_transformer = True  # type: ignore[attr-defined]
+keep_questions.crystal_transformer = True  # type: ignore[attr-defined]
 
 
 def install(shell: Any) -> None:
     uninstall(shell)
+    shell.input_transformers_cleanup.append(keep_questions)
     shell.input_transformers_post.append(transform)
 
 
 def uninstall(shell: Any) -> None:
-    shell.input_transformers_post[:] = [t for t in shell.input_transformers_post
-                                        if not getattr(t, "crystal_transformer", False)]
+    for hooks in (shell.input_transformers_cleanup, shell.input_transformers_post):
+        hooks[:] = [t for t in hooks if not getattr(t, "crystal_transformer", False)]

@@ -59,26 +59,37 @@ def make_home(root: Path) -> Path:
     return home
 
 
-def start_kernel(tmp: Path, server: LLMServer, *, flags: list[str] = (), env_extra: dict[str, str] | None = None,
-                 home: Path | None = None, workspace: Path | None = None, notebook: str | None = None) -> Kernel:
-    home = home or make_home(tmp)
-    workspace = workspace or (tmp / "ws")
-    workspace.mkdir(exist_ok=True)
+def write_spec(tmp: Path, flags: list[str] = ()) -> Path:
+    """A kernelspec folder for this Python; returns the kernels/ folder holding it."""
     spec_dir = tmp / "kernels" / "crystal"
     spec_dir.mkdir(parents=True, exist_ok=True)
     (spec_dir / "kernel.json").write_text(json.dumps(kernel_json(list(flags), python=sys.executable)))
-    notebook = notebook or str(workspace / "analysis.ipynb")
+    return spec_dir.parent
+
+
+def kernel_env(home: Path, server: LLMServer, notebook: str, extra: dict[str, str] | None = None) -> dict[str, str]:
     env = dict(os.environ)
     for var in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "CRYSTAL_ARGS", "CRYSTAL_APPROVAL"):
         env.pop(var, None)
     env.update({
         "HOME": str(home), "CRYSTAL_HOME": str(home / ".crystal"), "CRYSTAL_PROVIDER": "openai",
         "CRYSTAL_MODEL": "gpt-4.1", "CRYSTAL_BASE_URL": server.base_url, "CRYSTAL_API_KEY_ENV": KEY_ENV,
-        KEY_ENV: "test-key", "JPY_SESSION_NAME": notebook, "PATH": str(Path(sys.executable).parent) + os.pathsep
-        + os.environ.get("PATH", ""),
+        KEY_ENV: "test-key", "JPY_SESSION_NAME": notebook,
+        "PATH": str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", ""),
     })
-    env.update(env_extra or {})
-    km = KernelManager(kernel_name="crystal", kernel_spec_manager=KernelSpecManager(kernel_dirs=[str(spec_dir.parent)]))
+    env.update(extra or {})
+    return env
+
+
+def start_kernel(tmp: Path, server: LLMServer, *, flags: list[str] = (), env_extra: dict[str, str] | None = None,
+                 home: Path | None = None, workspace: Path | None = None, notebook: str | None = None) -> Kernel:
+    home = home or make_home(tmp)
+    workspace = workspace or (tmp / "ws")
+    workspace.mkdir(exist_ok=True)
+    kernels = write_spec(tmp, flags)
+    notebook = notebook or str(workspace / "analysis.ipynb")
+    env = kernel_env(home, server, notebook, env_extra)
+    km = KernelManager(kernel_name="crystal", kernel_spec_manager=KernelSpecManager(kernel_dirs=[str(kernels)]))
     km.start_kernel(env=env, cwd=str(workspace))
     kc = km.client()
     kc.start_channels()
@@ -103,3 +114,30 @@ def shared_kernel(llm_server, tmp_path_factory):
 def kernel(shared_kernel):
     shared_kernel.reset()
     return shared_kernel
+
+
+class KernelFactory:
+    """Start extra kernels (other flags, restarts); all are stopped after the test."""
+
+    def __init__(self, tmp: Path, server: LLMServer):
+        self.tmp = tmp
+        self.server = server
+        self.started: list[Kernel] = []
+        self.make_home = make_home
+        self.write_spec = write_spec
+        self.kernel_env = kernel_env
+
+    def start(self, **kw: Any) -> Kernel:
+        kernel = start_kernel(self.tmp, self.server, **kw)
+        self.started.append(kernel)
+        return kernel
+
+
+@pytest.fixture
+def kernel_factory(llm_server, tmp_path):
+    factory = KernelFactory(tmp_path, llm_server)
+    with llm_server._lock:
+        llm_server._replies.clear()
+    yield factory
+    for kernel in factory.started:
+        kernel.stop()

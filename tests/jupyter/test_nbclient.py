@@ -1,0 +1,73 @@
+"""A Crystal notebook executed end to end by nbclient, with the widget answers a person
+would give supplied over comm messages; the saved notebook reads well without a kernel."""
+
+from __future__ import annotations
+
+import nbformat
+from jupyter_client.kernelspec import KernelSpecManager
+from jupyter_client.manager import AsyncKernelManager
+from nbclient import NotebookClient
+
+
+class AnsweringClient(NotebookClient):
+    """nbclient playing the person: clicks the Buttons named in ``answers`` as they open."""
+
+    answers: list[str] = []
+
+    def on_comm_open_jupyter_widget(self, msg):
+        state = msg["content"]["data"]["state"]
+        if state.get("_model_name") == "ButtonModel" and self.answers and state.get("description") == self.answers[0]:
+            self.answers.pop(0)
+            reply = self.kc.session.msg("comm_msg", {"comm_id": msg["content"]["comm_id"],
+                                                     "data": {"method": "custom", "content": {"event": "click"}}})
+            self.kc.shell_channel.send(reply)
+        return super().on_comm_open_jupyter_widget(msg)
+
+
+def outputs_text(cell) -> str:
+    parts = []
+    for out in cell.outputs:
+        data = out.get("data", {})
+        parts.append(str(data.get("text/plain", out.get("text", ""))))
+    return "\n".join(parts)
+
+
+def test_notebook_runs_end_to_end_with_widget_answers(kernel_factory, tmp_path):
+    home = kernel_factory.make_home(tmp_path)
+    workspace = tmp_path / "project"
+    workspace.mkdir()
+    kernels = kernel_factory.write_spec(tmp_path)
+    notebook_path = workspace / "tour.ipynb"
+    env = kernel_factory.kernel_env(home, kernel_factory.server, str(notebook_path))
+    server = kernel_factory.server
+    server.add(
+        {"tool_calls": [{"name": "question", "arguments": {"questions": [{
+            "header": "Greeting", "question": "How should I greet?",
+            "options": [{"label": "Hello", "description": "plain"}, {"label": "Ahoy", "description": "nautical"}]}]}}]},
+        {"tool_calls": [{"name": "bash", "arguments": {"command": "echo Ahoy > greeting.txt && cat greeting.txt"}}]},
+        {"text": "I wrote **greeting.txt**."},
+    )
+    nb = nbformat.v4.new_notebook(metadata={"kernelspec": {"name": "crystal", "display_name": "Crystal",
+                                                           "language": "markdown"}})
+    nb.cells = [nbformat.v4.new_code_cell("/approval default"),
+                nbformat.v4.new_code_cell("Greet the user in a file."),
+                nbformat.v4.new_code_cell("/todos")]
+    km = AsyncKernelManager(kernel_name="crystal", kernel_spec_manager=KernelSpecManager(kernel_dirs=[str(kernels)]))
+    client = AnsweringClient(nb, km=km, timeout=60, resources={"metadata": {"path": str(workspace)}})
+    client.answers = ["Ahoy", "Allow once"]
+    client.execute(env=env)
+    nbformat.write(nb, notebook_path)
+
+    assert client.answers == []
+    assert (workspace / "greeting.txt").read_text() == "Ahoy\n"
+    saved = nbformat.read(notebook_path, as_version=4)
+    turn = outputs_text(saved.cells[1])
+    assert turn.startswith("Crystal · work · approval default · openai:gpt-4.1")
+    assert "Answered:\nGreeting: Ahoy" in turn
+    assert "Allowed once: bash echo Ahoy > greeting.txt" in turn
+    assert "I wrote **greeting.txt**." in turn
+    # The saved cards carry HTML with a text fallback; no widget is needed to read them.
+    html = [o["data"]["text/html"] for o in saved.cells[1].outputs if "text/html" in o.get("data", {})]
+    assert any('data-tool="bash"' in h and 'data-state="done"' in h for h in html)
+    assert not any("application/vnd.jupyter.widget-view+json" in o.get("data", {}) for o in saved.cells[1].outputs)
+    assert outputs_text(saved.cells[2]) == "No todos."
