@@ -39,13 +39,20 @@ KEY_ENV = "CRYSTAL_TEST_KEY"
 
 
 def ensure_built() -> None:
-    """The e2e tests need the built lab extension; build it when it is missing."""
-    if (BUILT / "package.json").exists() and (BUILT / "static" / "style.js").exists():
-        return
-    jlpm = Path(sys.executable).parent / "jlpm"
-    env = dict(os.environ, PATH=str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", ""))
-    subprocess.run([str(jlpm), "install"], cwd=ROOT / "labextension", env=env, check=True, timeout=600)
-    subprocess.run([str(jlpm), "build"], cwd=ROOT / "labextension", env=env, check=True, timeout=600)
+    """The e2e tests run the lab extension built from this checkout: build it when it
+    is missing or older than its sources (jlpm build, a few seconds once installed)."""
+    marker = BUILT / "package.json"
+    sources = [p for folder in ("src", "style") for p in (ROOT / "labextension" / folder).rglob("*") if p.is_file()]
+    sources.append(ROOT / "labextension" / "package.json")
+    if marker.exists() and (BUILT / "static" / "style.js").exists():
+        if max(p.stat().st_mtime for p in sources) <= marker.stat().st_mtime:
+            return
+    bin_dir = Path(sys.executable).parent
+    env = dict(os.environ, PATH=str(bin_dir) + os.pathsep + os.environ.get("PATH", ""))
+    folder = ROOT / "labextension"
+    if not (folder / "node_modules").is_dir():
+        subprocess.run([str(bin_dir / "jlpm"), "install"], cwd=folder, env=env, check=True, timeout=900)
+    subprocess.run([str(bin_dir / "jlpm"), "build"], cwd=folder, env=env, check=True, timeout=600)
 
 
 def free_port() -> int:
