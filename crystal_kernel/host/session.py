@@ -331,27 +331,33 @@ class Session:
         return self.store.save(self.to_document())
 
     def load_document(self, doc: dict[str, Any]) -> None:
-        """Fill this session from a saved document (resume). Corrupt parts raise UserError."""
+        """Fill this session from a saved document (resume). A corrupt document raises
+        UserError and leaves the session as it was."""
         try:
-            self.transcript = load_transcript(doc.get("transcript") or [])
-            self.history = load_transcript(doc.get("history") or doc.get("transcript") or [])
-            self.todos = [Todo.model_validate(t) for t in doc.get("todos") or []]
+            transcript = load_transcript(doc.get("transcript") or [])
+            history = load_transcript(doc.get("history") or doc.get("transcript") or [])
+            todos = [Todo.model_validate(t) for t in doc.get("todos") or []]
+            usage = Usage.from_dict(doc.get("usage") or {})
+            turns = int(doc.get("turns", 0))
+            audit = list(doc.get("audit") or [])
+            session_id = str(doc["id"])
+            directories = list(doc.get("directories") or [])
         except Exception as exc:
-            raise UserError(f"Session document {doc.get('id')} is corrupt: {str(exc).splitlines()[0]}") from None
-        self.id = doc["id"]
+            first = (str(exc).splitlines() or [type(exc).__name__])[0]
+            raise UserError(f"Session document {doc.get('id')} is corrupt: {first}") from None
+        self.transcript, self.history, self.todos = transcript, history, todos
+        self.usage, self.turns, self.audit, self.id = usage, turns, audit, session_id
         self.created = doc.get("created", self.created)
         self.topic = doc.get("topic")
-        self.turns = int(doc.get("turns", 0))
         if doc.get("mode") in ("plan", "work"):
             self.mode = doc["mode"]
-        self.usage = Usage.from_dict(doc.get("usage") or {})
-        self.audit = list(doc.get("audit") or [])
         self.forked_from = doc.get("forkedFrom")
-        for d in doc.get("directories") or []:
+        for d in directories:
             try:
                 self.access.add(d["path"], d.get("mode", "rw"))
             except Exception:
-                self.note(f"Added directory {d.get('path')} is gone; it was dropped from this session.")
+                self.note(f"Added directory {d.get('path') if isinstance(d, dict) else d} is gone; "
+                          "it was dropped from this session.")
         self._extra_doc = {k: v for k, v in doc.items() if k not in _OWN_KEYS}
         self.refresh_system()
 

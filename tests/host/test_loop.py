@@ -197,3 +197,22 @@ async def test_resume_continues_the_conversation(workspace):
     await collect(run_turn(again, "two"))
     texts = [m.text() for m in again.provider.requests[0].messages]
     assert texts == ["one", "first", "two"]
+
+
+@pytest.mark.parametrize("field, value", [("usage", {"inputTokens": "many"}), ("turns", "x"),
+                                          ("transcript", [{"role": "robot"}]), ("todos", [{"status": "later"}])])
+async def test_corrupt_document_is_one_line_and_changes_nothing(workspace, field, value):
+    from crystal_kernel.errors import UserError
+
+    session = make_session(workspace, [text_reply("first")])
+    await collect(run_turn(session, "one"))
+    path = workspace / ".crystal" / "sessions" / f"{session.id}.json"
+    doc = json.loads(path.read_text())
+    doc[field] = value
+    path.write_text(json.dumps(doc))
+    before = path.read_bytes()
+    other = make_session(workspace, [])
+    with pytest.raises(UserError, match="is corrupt"):
+        other.resume(session.id)
+    assert other.transcript == [] and other.id != session.id
+    assert path.read_bytes() == before
