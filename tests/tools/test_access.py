@@ -104,3 +104,16 @@ def test_resolve_messages(workspace: Path):
     with pytest.raises(ToolError, match="The path is empty."):
         rules.resolve("  ")
     assert rules.resolve("new/file.txt", write=True) == workspace / "new" / "file.txt"
+
+
+def test_directories_text_ph_6(workspace: Path, tmp_path: Path):
+    rules = AccessRules(workspace)
+    assert rules.directories_text() == ""
+    (tmp_path / "data").mkdir()
+    (tmp_path / "lib").mkdir()
+    rules.add(tmp_path / "data", "ro")
+    rules.add(tmp_path / "lib", "rw")
+    assert rules.directories_text() == (
+        "Directories added to this session besides the workspace:\n"
+        f"- {(tmp_path / 'data').resolve()} (read only)\n- {(tmp_path / 'lib').resolve()} (read and write)"
+    )
