@@ -4,8 +4,8 @@ and a snapshot type the tools and fronts read.
 Capture design (measured in bench/bench_jobs.py): the job writes into a pipe whose
 kernel buffer is raised to 1 MiB or more; one thread per job reads it into a
 preallocated buffer and copies each chunk into the ring buffer and the log file. After
-a small read (under 64 KiB), the thread naps for a millisecond so that a chatty writer
-fills the pipe instead of waking the reader for every line; output therefore reaches readers
+a read that did not fill its 256 KiB buffer, the thread naps for a millisecond so that a
+chatty writer fills the pipe instead of waking the reader for every line; output therefore reaches readers
 at most about a millisecond late, and capturing costs the job little more than
 writing to /dev/null. A thread works the same whether or not the caller runs an
 asyncio loop; async waiters are woken with ``call_soon_threadsafe``.
@@ -33,8 +33,8 @@ from crystal_kernel.jobs.status import STATUS_VERSION, iso, write_status
 READ_CHUNK = 256 * 1024
 PIPE_SIZES = (4 * 1024 * 1024, 1024 * 1024)
 NAP_SECONDS = 0.001
-# Nap only after small reads: after a big one the writer is fast and the pipe would fill.
-NAP_BELOW = 64 * 1024
+# Nap unless a read filled the whole chunk (then more is waiting: read on at once).
+NAP_BELOW = READ_CHUNK
 POLL_SECONDS = 0.5
 STATUS_EVERY_SECONDS = 2.0
 # After TERM, the supervisor itself sends KILL at the grace period; the host steps in
@@ -305,7 +305,7 @@ class Job:
             elif self.deadline is not None and now >= self.deadline:
                 self._check_time()
             if count < NAP_BELOW:
-                # A trickle: let it collect in the pipe rather than wake per line.
+                # Let output collect in the pipe rather than wake per line.
                 time.sleep(NAP_SECONDS)
 
     def _drain_escaped(self, fd: int, chunk: bytearray) -> None:
