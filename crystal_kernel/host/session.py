@@ -134,13 +134,21 @@ class Session:
         self.notebook_shell: Any = None
         self._extra_doc: dict[str, Any] = {}
         self._notes: list[str] = []
+        self._said_once: set[str] = set()
         self._system: str | None = None
         self._tools: list[Tool] | None = None
         self._jobs: JobManager | None = None
 
     # ----- notes -------------------------------------------------------------------
-    def note(self, text: str) -> None:
-        """Queue an English note for the person; the loop emits it as a Note event."""
+    def note(self, text: str, *, once: bool = False) -> None:
+        """Queue an English note for the person; the loop emits it as a Note event.
+
+        ``once``: say it at most once per session (discovery notes would otherwise repeat
+        on every catalog rebuild)."""
+        if once:
+            if text in self._said_once:
+                return
+            self._said_once.add(text)
         self._notes.append(text)
 
     def drain_notes(self) -> list[str]:
@@ -173,7 +181,7 @@ class Session:
         if discover_external_tools is not None:
             found, notes = discover_external_tools(self.home, self.workspace, context=self)
             for n in notes:
-                self.note(n)
+                self.note(n, once=True)
             external = [t for t in found if self.mode in getattr(t, "catalogs", {"work"})]
         skills = False
         if self.config.skills:
