@@ -148,6 +148,8 @@ class Job:
         finally:
             os.close(write_fd)
         self._read_fd = read_fd
+        if self.stop_reason is not None:  # closed while starting
+            self.proc.send_signal(signal.SIGTERM)
         self.write_status()
         threading.Thread(target=self._pump, name=f"crystal-job-{self.id}", daemon=True).start()
 

@@ -23,6 +23,7 @@ import atexit
 import os
 import queue
 import shutil
+import subprocess
 import sys
 import threading
 import time
@@ -182,12 +183,15 @@ class JobManager:
         env = job_environment(workdir, self.session_id, job_id)
         try:
             _SPAWNER.run(lambda: job.spawn(argv, workdir, env))
-        except OSError as exc:
+        except BaseException as exc:
             with self._lock:
                 self._jobs.pop(job_id, None)
             if job.log is not None:
                 job.log.close()
-            raise ToolError(f"Cannot start the background job: {exc.strerror or exc}.") from None
+            if isinstance(exc, (OSError, subprocess.SubprocessError)):
+                reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+                raise ToolError(f"Cannot start the background job: {reason}.") from None
+            raise
         return job.info()
 
     def _finished(self, job: Job) -> None:

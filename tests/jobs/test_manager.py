@@ -161,6 +161,9 @@ def test_unknown_job_and_empty_command(manager: JobManager):
         manager.status("j9")
     with pytest.raises(ToolError, match="empty"):
         manager.start("   ")
+    with pytest.raises(ToolError, match="does not exist"):
+        manager.start("true", cwd=Path("/nonexistent/folder"))
+    assert [i.id for i in manager.status()] == ["j1"]
 
 
 def test_status_file_and_log_mirror(manager: JobManager, workspace: Path, session_id: str):
