@@ -2,8 +2,8 @@
 ``<workspace>/.crystal/data/jobs/<session>/`` (no Jupyter imports here).
 
 Per job (format: docs/jobs.md, written by jobs/job.py): ``<job>.json`` (the status,
-rewritten atomically)
-and ``<job>.log`` plus at most one rotated ``<job>.log.1`` (jobs/logfile.py). Offsets
+rewritten atomically) and ``<job>.log`` plus at most one rotated ``<job>.log.1``
+(jobs/logfile.py). Offsets
 are absolute byte offsets into the job's whole output, like ``bash_logs``: the current
 file starts at the status's ``logStart`` (or, failing that, ``bytes`` minus its size;
 or 0 when it was never rotated), and the rotated file ends where the current one

@@ -7,6 +7,7 @@ form: text, tool calls and results, images as their type only, each long text cu
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -48,8 +49,6 @@ def _reading_part(part: Any) -> dict[str, Any] | None:
     if kind == "image":
         return {"kind": "image", "mimeType": part.get("mime_type", "")}
     if kind == "tool_call":
-        import json
-
         args = part.get("arguments", {})
         return {"kind": "tool_call", "id": part.get("id", ""), "name": part.get("name", ""),
                 "arguments": _cut(json.dumps(args, ensure_ascii=False), MAX_ARGUMENT_CHARS)}
