@@ -53,19 +53,24 @@ def run_blocking(make: Callable[[], Awaitable[Any]], on_interrupt: Callable[[int
     """
     ctx = contextvars.copy_context()
     box: dict[str, Any] = {}
+    # An Event, not Thread.join: a KeyboardInterrupt inside join() can leave the thread
+    # looking finished while it still runs.
+    done = threading.Event()
 
     def target() -> None:
         try:
             box["value"] = ctx.run(asyncio.run, make())
         except BaseException as exc:  # handed to the waiting thread
             box["error"] = exc
+        finally:
+            done.set()
 
     worker = threading.Thread(target=target, name="crystal-sync-turn", daemon=True)
     worker.start()
     interrupted_at: float | None = None
-    while worker.is_alive():
+    while not done.is_set():
         try:
-            worker.join(0.05)
+            done.wait(0.05)
         except KeyboardInterrupt:
             interrupted_at = interrupted_at or time.monotonic()
             assert worker.ident is not None

@@ -63,3 +63,18 @@ def test_interrupt_during_a_long_bash_call_kills_its_processes(kernel):
     assert 'data-state="cancelled"' in card["text/html"] or 'data-state="failed"' in card["text/html"]
     kernel.server.add({"text": "Ready."})
     assert kernel.run("Next").status == "ok"
+
+
+def test_interrupt_during_blocking_python_code(kernel):
+    kernel.reset(approval="full")
+    kernel.server.add({"tool_calls": [{"name": "python", "arguments": {
+        "code": "import time\nprint('sleeping', flush=True)\ntime.sleep(30)"}}]})
+    hook, sent = interrupt_when(kernel, lambda m: m is not None and m["msg_type"] == "stream"
+                                and "sleeping" in m["content"]["text"])
+    run = kernel.run("Block the kernel", on_message=hook, timeout=30)
+    assert run.reply["content"]["ename"] == "KeyboardInterrupt"
+    assert time.monotonic() - sent["at"] < 2.0
+    card = run.find("[python]")
+    assert "KeyboardInterrupt" in card["text/plain"] or 'data-state="cancelled"' in card["text/html"]
+    kernel.server.add({"text": "Back."})
+    assert kernel.run("Still alive?").status == "ok"

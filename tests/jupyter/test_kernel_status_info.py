@@ -1,0 +1,21 @@
+"""The kernel publishes mode, approval, model and prompt set in kernel_info_reply under
+``crystal`` (read by the lab extension's status bar item); it follows slash commands."""
+
+from __future__ import annotations
+
+
+def kernel_info(kernel) -> dict:
+    msg_id = kernel.driver.kc.kernel_info()
+    reply = kernel.driver._reply(msg_id, 10)
+    return reply["content"]
+
+
+def test_kernel_info_carries_the_crystal_status_and_follows_mode(kernel):
+    kernel.run("/mode plan")
+    status = kernel_info(kernel)["crystal"]
+    assert status["mode"] == "plan" and status["approval"] == "default"
+    assert (status["provider"], status["model"], status["promptSet"]) == ("openai", "gpt-4.1", "default")
+    kernel.run("/mode work\n/approval edit")
+    status = kernel_info(kernel)["crystal"]
+    assert (status["mode"], status["approval"]) == ("work", "edit")
+    assert status["workspace"] == str(kernel.workspace.resolve())
