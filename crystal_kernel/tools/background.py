@@ -41,7 +41,7 @@ class BashLogsInput(ToolInput):
                     "Omit it to read the newest output.",
     )
     limit: int | None = Field(
-        default=None, gt=0,
+        default=None, ge=1,
         description="At most this many bytes (default and maximum: the tool output limit).",
     )
 
