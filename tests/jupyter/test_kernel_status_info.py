@@ -5,9 +5,13 @@ from __future__ import annotations
 
 
 def kernel_info(kernel) -> dict:
-    msg_id = kernel.driver.kc.kernel_info()
-    reply = kernel.driver._reply(msg_id, 10)
-    return reply["content"]
+    """Send kernel_info_request as a frontend does and return the reply's content."""
+    kc = kernel.driver.kc
+    msg_id = kc.kernel_info()
+    while True:
+        msg = kc.get_shell_msg(timeout=10)
+        if msg["parent_header"].get("msg_id") == msg_id:
+            return msg["content"]
 
 
 def test_kernel_info_carries_the_crystal_status_and_follows_mode(kernel):
