@@ -49,6 +49,9 @@ class ToolResultEvent(_Event):
     images: list[ImagePart] = Field(default_factory=list)
     # How the front should show the text: "diff", "terminal" or "text" (not on the wire).
     display: str = "text"
+    # edit/write: {"path", "oldText", "newText"} with the whole texts (not on the wire;
+    # ACP clients draw their own diffs from it).
+    file_change: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {

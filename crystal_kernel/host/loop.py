@@ -229,8 +229,11 @@ class Turn:
         return self._result(call, result)
 
     def _result(self, call: ToolCallPart, result: ToolResult) -> ToolResultPart:
+        change = result.file_change
         self._emit(ToolResultEvent(id=call.id, name=call.name, ok=result.ok, text=result.text,
-                                   images=list(result.images), display=result.display))
+                                   images=list(result.images), display=result.display,
+                                   file_change=None if change is None else
+                                   {"path": change.path, "oldText": change.old_text, "newText": change.new_text}))
         return ToolResultPart(call_id=call.id, name=call.name, ok=result.ok, text=result.text,
                               images=list(result.images))
 

@@ -111,6 +111,9 @@ class Session:
         self.flags = flags or ProcessFlags()
         self.flags.disable_tool = check_disabled(self.flags.disable_tool)
         self.person_present = person_present
+        # False: a person answers approvals but cannot answer question forms (ACP without
+        # elicitation); the question tool is then not registered. Call refresh_system().
+        self.questions_available = True
         self.notebook = notebook
         self.id = session_id or new_session_id()
         self.store = SessionStore(self.workspace)
@@ -195,6 +198,7 @@ class Session:
             mode=self.mode,
             disabled=self.flags.disable_tool,
             person_present=self.person_present,
+            questions_available=self.questions_available,
             skills_available=skills,
             notebook=self.notebook,
         )

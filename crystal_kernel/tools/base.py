@@ -58,12 +58,24 @@ class Classification:
 
 
 @dataclass
+class FileChange:
+    """The whole text of a file before and after a tool changed it, for fronts that draw
+    their own diffs (ACP clients). ``old_text`` is None when the tool created the file."""
+
+    path: str  # absolute
+    old_text: str | None
+    new_text: str
+
+
+@dataclass
 class ToolResult:
     ok: bool
     text: str = ""
     images: list[ImagePart] = field(default_factory=list)
     # How fronts should render the text: "text", "diff" or "terminal".
     display: Literal["text", "diff", "terminal"] = "text"
+    # Set by edit and write; never sent to the model.
+    file_change: FileChange | None = None
 
     @classmethod
     def fail(cls, text: str) -> "ToolResult":

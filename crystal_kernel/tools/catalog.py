@@ -81,6 +81,9 @@ class CatalogOptions:
     mode: str = "work"
     disabled: list[str] = field(default_factory=list)
     person_present: bool = True
+    # A front with a person who cannot answer forms (an ACP client without elicitation)
+    # omits the question tool but still asks for approvals.
+    questions_available: bool = True
     skills_available: bool = False
     notebook: bool = False
 
@@ -95,7 +98,7 @@ def builtin_names(options: CatalogOptions) -> list[str]:
     for name in order:
         if name in options.disabled:
             continue
-        if name == "question" and not options.person_present:
+        if name == "question" and not (options.person_present and options.questions_available):
             continue
         if name == "skill" and not options.skills_available:
             continue

@@ -8,7 +8,7 @@ from crystal_kernel.errors import ToolError
 from crystal_kernel.host.fsutil import atomic_write_text
 from crystal_kernel.tools._index import note_change
 from crystal_kernel.tools._files import display_path, looks_binary, read_head, unified_diff
-from crystal_kernel.tools.base import Risk, Tool, ToolContext, ToolInput, ToolResult, truncate_output
+from crystal_kernel.tools.base import FileChange, Risk, Tool, ToolContext, ToolInput, ToolResult, truncate_output
 
 
 class EditInput(ToolInput):
@@ -66,7 +66,8 @@ class EditTool(Tool):
         note_change(ctx.workspace)
         replaced = f"{count} occurrences" if count > 1 else "1 occurrence"
         text = f"Edited {shown}: replaced {replaced}.\n" + unified_diff(old, new, shown)
-        return ToolResult(ok=True, text=truncate_output(text, ctx.config.tool_output_limit), display="diff")
+        return ToolResult(ok=True, text=truncate_output(text, ctx.config.tool_output_limit), display="diff",
+                          file_change=FileChange(str(path), old, new))
 
 
 def _atomic_write_exact(path, text: str) -> None:

@@ -8,7 +8,7 @@ from crystal_kernel.errors import ToolError
 from crystal_kernel.host.fsutil import atomic_write_text
 from crystal_kernel.tools._index import note_change
 from crystal_kernel.tools._files import display_path, looks_binary, read_head, unified_diff
-from crystal_kernel.tools.base import Risk, Tool, ToolContext, ToolInput, ToolResult, truncate_output
+from crystal_kernel.tools.base import FileChange, Risk, Tool, ToolContext, ToolInput, ToolResult, truncate_output
 
 
 class WriteInput(ToolInput):
@@ -58,4 +58,6 @@ class WriteTool(Tool):
             head = f"Overwrote {shown} ({lines} lines)."
             diff = unified_diff(old, args.content, shown)
         text = head + ("\n" + diff if diff else "")
-        return ToolResult(ok=True, text=truncate_output(text, ctx.config.tool_output_limit), display="diff")
+        change = FileChange(str(path), old if existed else None, args.content)
+        return ToolResult(ok=True, text=truncate_output(text, ctx.config.tool_output_limit), display="diff",
+                          file_change=change)
