@@ -1,0 +1,359 @@
+"""One MCP server connection, living on the MCP loop (:mod:`runtime`).
+
+A connection is one long task (``_serve``) that opens the transport (a stdio child
+under the jobs supervisor, or streamable HTTP), runs ``initialize`` and ``tools/list``
+under the startup bound, then waits until it is stopped or the server goes away.
+Calls run as their own tasks against the open ``ClientSession``.
+
+Lifetime rules (docs/mcp.md):
+
+- started at the session's first catalog build, all servers at once, each bounded by
+  its ``startupTimeoutSeconds``; a server that fails is left out with a note;
+- if the server dies (its stdout ends, the HTTP connection fails), the next call starts
+  it again, once per session; a second death is final and says so;
+- a call's timeout and a cancelled turn reach the server as ``notifications/cancelled``
+  (the SDK sends it); the caller stops waiting either way, so a hung server cannot hang
+  the turn;
+- stopping closes stdin, then the supervisor and the SDK end the whole process tree; a
+  SIGKILLed host leaves nothing behind (the supervisor's parent-death signal).
+
+Every method here must run on the MCP loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import builtins
+import contextlib
+import os
+import shutil
+import sys
+from pathlib import Path
+from typing import Any
+
+from crystal_kernel.errors import ToolError
+from crystal_kernel.mcp.config import ServerConfig
+
+# Bounds (seconds). Stopping: the SDK waits 2 s for a stdio server to leave after its
+# stdin closes, then 2 s after SIGTERM; the supervisor adds its own grace.
+STOP_SECONDS = 8.0
+SUPERVISOR_GRACE = 2.0
+LIST_PAGES = 20
+STDERR_TAIL = 4096
+CONNECTION_CLOSED = -32000
+REQUEST_TIMEOUT = -32001
+SUPERVISOR = Path(__file__).resolve().parent.parent / "jobs" / "supervisor.py"
+
+# Runs under the supervisor as ``python -c``: replaces itself with the server from an
+# argument list (no shell), or says in one line why it could not.
+_EXEC = ("import os, sys\nA = {argv!r}\ntry:\n    os.execvp(A[0], A)\nexcept OSError as e:\n"
+         "    sys.stderr.write('cannot start %s: %s\\n' % (A[0], e.strerror or e))\n    sys.exit(127)\n")
+
+
+class StartError(Exception):
+    """The server could not be started, initialized or listed; one English reason."""
+
+
+class ServerConnection:
+    """One configured server for one session."""
+
+    def __init__(self, config: ServerConfig, workspace: Path, session_id: str):
+        self.config = config
+        self.workspace = Path(workspace)
+        self.session_id = session_id
+        self.state = "not started"
+        self.detail = ""
+        self.restarted = False
+        self.closed = False
+        self.tools: list[Any] | None = None  # the last tools/list answer (mcp_types.Tool)
+        self.server_name = ""
+        self._session: Any = None
+        self._task: asyncio.Task[None] | None = None
+        self._ready: asyncio.Future[None] | None = None
+        self._wake: asyncio.Event | None = None
+        self._stopping = False
+        self._lost = False
+        self._lock: asyncio.Lock | None = None
+        self._stderr = bytearray()
+
+    # ----- what listings show ----------------------------------------------------------
+    def describe_state(self) -> str:
+        """One line for /tools: running, stopped (restart pending), failed: why, ..."""
+        if self.state == "stopped":
+            return "stopped (restarts on next use)" if not self.restarted else "stopped (not restarted again)"
+        if self.state == "failed":
+            return f"failed: {self.detail}"
+        return self.state
+
+    def stderr_tail(self) -> str:
+        lines = self._stderr.decode("utf-8", errors="replace").strip().splitlines()
+        return "\n".join(lines[-8:])[-800:]
+
+    def _with_tail(self, text: str) -> str:
+        tail = self.stderr_tail()
+        return f"{text} Its last output on stderr:\n{tail}" if tail else text
+
+    # ----- start and stop --------------------------------------------------------------
+    async def start(self) -> None:
+        """Open, initialize and list tools within the startup bound; raises StartError."""
+        loop = asyncio.get_running_loop()
+        self._ready = ready = loop.create_future()
+        self._stopping = False
+        self._lost = False
+        self._wake = asyncio.Event()
+        self._stderr.clear()
+        self.state, self.detail = "starting", ""
+        self._task = loop.create_task(self._serve(ready), name=f"mcp:{self.config.name}")
+        try:
+            # The serve task bounds itself; this outer bound covers a wedged transport.
+            await asyncio.wait_for(asyncio.shield(ready), self.config.startup_timeout + STOP_SECONDS)
+        except asyncio.TimeoutError:
+            await self._halt()
+            self.state, self.detail = "failed", f"it did not start within {self.config.startup_timeout:g} seconds"
+            raise StartError(self.detail) from None
+        except StartError as exc:
+            await self._halt()
+            self.state, self.detail = "failed", str(exc)
+            raise
+
+    async def stop(self, *, final: bool) -> None:
+        """Stop the server (bounded). ``final``: the session is closing, no more starts."""
+        if final:
+            self.closed = True
+        self._stopping = True
+        if self._wake is not None:
+            self._wake.set()
+        await self._halt()
+        if self.state != "failed" or final:
+            self.state = "closed" if final else "not started"
+
+    async def _halt(self) -> None:
+        task = self._task
+        if task is None or task.done():
+            return
+        self._stopping = True
+        if self._wake is not None:
+            self._wake.set()
+        done, _ = await asyncio.wait({task}, timeout=STOP_SECONDS)
+        if not done:
+            task.cancel()
+            await asyncio.wait({task}, timeout=2.0)
+
+    async def _serve(self, ready: asyncio.Future[None]) -> None:
+        import anyio
+        import mcp_types
+        from mcp.client.session import ClientSession
+
+        try:
+            async with contextlib.AsyncExitStack() as stack:
+                read, write = await self._open_transport(stack)
+                send, receive = anyio.create_memory_object_stream[Any](0)
+                group = await stack.enter_async_context(anyio.create_task_group())
+                stack.callback(group.cancel_scope.cancel)
+                group.start_soon(self._pump, read, send)
+                info = mcp_types.Implementation(name="crystal-kernel", version=_version())
+                session = await stack.enter_async_context(ClientSession(receive, write, client_info=info))
+                with anyio.move_on_after(self.config.startup_timeout) as scope:
+                    result = await session.initialize()
+                    tools = await _list_all(session)
+                if scope.cancelled_caught:
+                    raise StartError(f"it did not answer initialize and tools/list within "
+                                     f"{self.config.startup_timeout:g} seconds")
+                self.server_name = result.server_info.name if result.server_info else ""
+                self.tools, self._session = tools, session
+                self.state = "running"
+                if not ready.done():
+                    ready.set_result(None)
+                assert self._wake is not None
+                await self._wake.wait()
+        except asyncio.CancelledError:
+            if not ready.done():
+                ready.set_exception(StartError("it was stopped while starting"))
+        except Exception as exc:
+            if not ready.done():
+                ready.set_exception(exc if isinstance(exc, StartError) else StartError(self._with_tail(_reason(exc))))
+        finally:
+            self._session = None
+            if ready.done() and not self._stopping:
+                self._lost = True
+                self.state = "stopped"
+                self.detail = self._with_tail("The server stopped.")
+
+    async def _pump(self, read: Any, send: Any) -> None:
+        """Forward server messages to the session; the end of the stream means the
+        server is gone (noted before the session sees it, so calls can tell)."""
+        try:
+            async for item in read:
+                await send.send(item)
+        except Exception:
+            pass
+        finally:
+            if not self._stopping:
+                self._lost = True
+                if self._wake is not None:
+                    self._wake.set()
+            send.close()
+
+    async def _open_transport(self, stack: contextlib.AsyncExitStack) -> tuple[Any, Any]:
+        if self.config.transport == "http":
+            import httpx2
+            from mcp.client.streamable_http import streamable_http_client
+
+            client = httpx2.AsyncClient(headers=dict(self.config.headers),
+                                        timeout=httpx2.Timeout(10.0, read=300.0))
+            await stack.enter_async_context(client)
+            return await stack.enter_async_context(streamable_http_client(self.config.url or "", http_client=client))
+        return await self._open_stdio(stack)
+
+    async def _open_stdio(self, stack: contextlib.AsyncExitStack) -> tuple[Any, Any]:
+        from mcp.client.stdio import StdioServerParameters, stdio_client
+
+        env = self._child_env()
+        command = self.config.command or ""
+        if os.sep not in command and shutil.which(command, path=env.get("PATH")) is None:
+            raise StartError(f"its command '{command}' was not found on PATH")
+        argv = [command, *self.config.args]
+        # Under the jobs supervisor: PR_SET_PDEATHSIG + subreaper, so the server tree
+        # dies with the host however the host dies.
+        params = StdioServerParameters(
+            command=sys.executable,
+            args=["-I", "-S", str(SUPERVISOR), str(os.getpid()), str(SUPERVISOR_GRACE), sys.executable,
+                  _EXEC.format(argv=argv)],
+            env=env, cwd=str(self.workspace),
+        )
+        read_fd, write_fd = os.pipe()
+        errlog = os.fdopen(write_fd, "wb", buffering=0)
+        try:
+            streams = await stack.enter_async_context(stdio_client(params, errlog=errlog))  # type: ignore[arg-type]
+        except BaseException:
+            os.close(read_fd)
+            raise
+        finally:
+            errlog.close()  # the child holds its own copy
+        self._watch_stderr(read_fd)
+        return streams
+
+    def _child_env(self) -> dict[str, str]:
+        """EX-2's rule for child processes: the host environment without CRYSTAL_HOME,
+        plus the workspace and session, plus the entry's own ``env``."""
+        env = dict(os.environ)
+        env.pop("CRYSTAL_HOME", None)
+        env["CRYSTAL_WORKSPACE"] = str(self.workspace)
+        env["CRYSTAL_SESSION"] = str(self.session_id)
+        env.update(dict(self.config.env))
+        return env
+
+    def _watch_stderr(self, fd: int) -> None:
+        """Keep the last few KiB the server writes to stderr, for error messages."""
+        loop = asyncio.get_running_loop()
+        os.set_blocking(fd, False)
+
+        def readable() -> None:
+            try:
+                data = os.read(fd, 65536)
+            except BlockingIOError:
+                return
+            except OSError:
+                data = b""
+            if not data:
+                loop.remove_reader(fd)
+                os.close(fd)
+                return
+            self._stderr += data
+            del self._stderr[:-STDERR_TAIL]
+
+        loop.add_reader(fd, readable)
+
+    # ----- calls -----------------------------------------------------------------------
+    async def ensure_running(self) -> Any:
+        """The open session; starts the server if needed, restarting a dead one once."""
+        if self._lock is None:
+            self._lock = asyncio.Lock()
+        async with self._lock:
+            if self.closed:
+                raise ToolError(f"The MCP server '{self.config.name}' was closed with its session.")
+            if self.state == "running" and not self._lost and self._session is not None:
+                return self._session
+            if self.state == "failed":
+                raise ToolError(f"The MCP server '{self.config.name}' could not start: {self.detail}")
+            if self.state in ("running", "stopped", "starting"):
+                await self._halt()
+                if self.restarted:
+                    raise ToolError(self._with_tail(
+                        f"The MCP server '{self.config.name}' stopped again after its restart; it is not "
+                        "restarted a second time in this session."))
+                self.restarted = True
+            try:
+                await self.start()
+            except StartError as exc:
+                raise ToolError(f"The MCP server '{self.config.name}' could not start: {exc}") from None
+            return self._session
+
+    async def call(self, tool: str, arguments: dict[str, Any], timeout: float | None) -> Any:
+        """``tools/call``; failures become ToolError with one English sentence."""
+        from mcp.shared.exceptions import MCPError
+
+        session = await self.ensure_running()
+        name = self.config.name
+        try:
+            return await session.call_tool(tool, arguments, read_timeout_seconds=timeout)
+        except MCPError as exc:
+            if exc.code == REQUEST_TIMEOUT:
+                raise ToolError(f"The MCP tool {tool} on server '{name}' timed out after {timeout:g} seconds; "
+                                "the server was asked to cancel the call.") from None
+            if self._lost or exc.code == CONNECTION_CLOSED or exc.message == "Session terminated":
+                self._mark_lost()
+                again = ("It is started again for the next call." if not self.restarted
+                         else "It was already restarted once and is not started again.")
+                raise ToolError(self._with_tail(
+                    f"The MCP server '{name}' stopped during the call to {tool}. {again}")) from None
+            raise ToolError(f"The MCP server '{name}' refused the call to {tool}: {exc.message}") from None
+        except (asyncio.CancelledError, ToolError):
+            raise
+        except Exception as exc:
+            if self._lost:
+                self._mark_lost()
+                raise ToolError(self._with_tail(f"The MCP server '{name}' stopped during the call to {tool}.")) from None
+            raise ToolError(f"The MCP server '{name}' sent an answer to {tool} that Crystal cannot read: "
+                            f"{_reason(exc)}") from None
+
+    def _mark_lost(self) -> None:
+        self._lost = True
+        if self._wake is not None:
+            self._wake.set()
+
+
+async def _list_all(session: Any) -> list[Any]:
+    """Every page of tools/list (bounded)."""
+    import mcp_types
+
+    tools: list[Any] = []
+    cursor = None
+    for _ in range(LIST_PAGES):
+        params = mcp_types.PaginatedRequestParams(cursor=cursor) if cursor else None
+        result = await session.list_tools(params=params)
+        tools.extend(result.tools)
+        cursor = result.next_cursor
+        if not cursor:
+            break
+    return tools
+
+
+def _reason(exc: BaseException) -> str:
+    """The first real error inside (possibly nested) exception groups, as one line."""
+    groups = getattr(builtins, "BaseExceptionGroup", ())
+    while groups and isinstance(exc, groups) and exc.exceptions:  # type: ignore[attr-defined]
+        exc = exc.exceptions[0]
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    if getattr(exc, "code", None) == CONNECTION_CLOSED:
+        return "the server closed the connection"
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def _version() -> str:
+    try:
+        from importlib.metadata import version
+
+        return version("crystal-kernel")
+    except Exception:
+        return "0"

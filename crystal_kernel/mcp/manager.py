@@ -1,0 +1,138 @@
+"""The MCP servers of one session: which are configured, started, listed, closed.
+
+A :class:`McpManager` is kept on the session (``session.mcp_servers``) across catalog
+rebuilds (mode switch, ``/cd``), so servers start once and their tool lists are cached;
+``Session.close()`` closes it. Servers whose entry changed are replaced, removed ones
+stopped. A listing made without a session (``crystal tools list``) uses a manager of
+its own that stops the servers again right after listing them.
+"""
+
+from __future__ import annotations
+
+import atexit
+import weakref
+from pathlib import Path
+from typing import Any
+
+from crystal_kernel.mcp import runtime
+from crystal_kernel.mcp.config import ServerConfig
+from crystal_kernel.mcp.connection import STOP_SECONDS, ServerConnection, StartError
+from crystal_kernel.mcp.tool import McpTool
+
+_LIVE: "weakref.WeakSet[McpManager]" = weakref.WeakSet()
+
+
+class McpManager:
+    """Connections by server name, for one session."""
+
+    def __init__(self, session_id: str):
+        self.session_id = session_id
+        self.connections: dict[str, ServerConnection] = {}
+        self.closed = False
+        _LIVE.add(self)
+
+    def tools_for(self, configs: list[ServerConfig], workspace: Path, notes: list[str]) -> list[McpTool]:
+        """Reconcile with ``configs``, start what never ran (all at once, bounded by the
+        largest startup timeout), and return one tool per listed MCP tool."""
+        if self.closed:
+            return []
+        wanted: dict[str, ServerConnection] = {}
+        stale: list[ServerConnection] = []
+        for config in configs:
+            conn = self.connections.get(config.name)
+            if conn is None or conn.config.key() != config.key() or conn.workspace != workspace:
+                if conn is not None:
+                    stale.append(conn)
+                conn = ServerConnection(config, workspace, self.session_id)
+            else:
+                conn.config = config  # catalogs, timeouts and risk apply without a restart
+            wanted[config.name] = conn
+        stale += [c for name, c in self.connections.items() if name not in wanted]
+        self.connections = wanted
+        for conn in stale:
+            runtime.submit(conn.stop(final=True))  # in the background: never blocks the catalog
+        fresh = [c for c in wanted.values() if c.state == "not started" and c.tools is None]
+        if fresh:
+            bound = max(c.config.startup_timeout for c in fresh) + STOP_SECONDS
+            try:
+                runtime.run_sync(_start_all(fresh, bound), bound + 2)
+            except TimeoutError:
+                pass  # each connection records its own failure below
+            for conn in fresh:
+                if conn.state == "failed" or conn.tools is None:
+                    why = conn.detail or "it did not start in time"
+                    notes.append(f"{conn.config.where} could not start: {why}. Its tools are not available "
+                                 "in this session.")
+        tools: list[McpTool] = []
+        for conn in wanted.values():
+            for remote in conn.tools or []:
+                tools.append(McpTool(self, conn, remote))
+        return tools
+
+    def park(self) -> None:
+        """Stop every server but keep the tool lists (a listing without a session); a
+        later call starts its server again."""
+        try:
+            runtime.run_sync(_stop_all(list(self.connections.values()), final=False), STOP_SECONDS + 2)
+        except TimeoutError:
+            pass
+
+    async def aclose(self) -> None:
+        """Stop every server for good (bounded); safe to call more than once."""
+        if self.closed:
+            return
+        self.closed = True
+        try:
+            await runtime.run(_stop_all(list(self.connections.values()), final=True), STOP_SECONDS + 2)
+        except Exception:
+            pass  # the supervisor still ends a stdio server when this process ends
+
+    def close_sync(self, timeout: float = STOP_SECONDS + 2) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        try:
+            runtime.run_sync(_stop_all(list(self.connections.values()), final=True), timeout)
+        except Exception:
+            pass
+
+    def states(self) -> dict[str, str]:
+        """Server name -> state line, for listings."""
+        return {name: conn.describe_state() for name, conn in self.connections.items()}
+
+
+async def _start_all(conns: list[ServerConnection], bound: float) -> None:
+    async def one(conn: ServerConnection) -> None:
+        try:
+            await conn.start()
+        except StartError:
+            pass  # recorded on the connection
+
+    await runtime.gather_bounded([one(c) for c in conns], bound)
+
+
+async def _stop_all(conns: list[ServerConnection], *, final: bool) -> None:
+    await runtime.gather_bounded([c.stop(final=final) for c in conns], STOP_SECONDS + 1)
+
+
+def manager_for(context: Any) -> tuple[McpManager, bool]:
+    """The session's manager (made on first use) and True, or a fresh one and False
+    when there is no session to own the servers."""
+    from crystal_kernel.host.session import Session
+
+    if isinstance(context, Session):
+        manager = getattr(context, "mcp_servers", None)
+        if not isinstance(manager, McpManager):
+            manager = McpManager(str(context.id))
+            context.mcp_servers = manager  # type: ignore[attr-defined]
+        return manager, True
+    return McpManager("listing"), False
+
+
+@atexit.register
+def _close_live_managers() -> None:
+    """A host that exits without closing its sessions still ends its servers politely
+    (a SIGKILLed one relies on the supervisor's parent-death signal)."""
+    for manager in list(_LIVE):
+        if not manager.closed and manager.connections:
+            manager.close_sync(3.0)

@@ -1,0 +1,70 @@
+"""Turn an MCP ``CallToolResult`` into a Crystal tool result.
+
+Text content becomes the result's text; image content goes through the same checks as
+exec tool images (:mod:`crystal_kernel.tools.images`: supported type, magic numbers,
+20 MiB each, at most 8) and, on a text-only turn, fails the result with exactly
+``This model cannot accept tool images.`` (EX-12). ``isError`` fails the result and
+attaches no images (as EX-11 does for a non-zero exit). Content Crystal does not pass
+on (audio, binary resources) is named in the text so the model knows it was there.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from crystal_kernel.errors import ToolError
+from crystal_kernel.host.messages import ImagePart
+from crystal_kernel.tools.base import ToolResult, truncate_output
+from crystal_kernel.tools.images import MAX_IMAGES, NO_IMAGES_TEXT, check_mime_type, decode_base64_image
+
+
+def map_result(tool: str, result: Any, *, limit: int, images_ok: bool) -> ToolResult:
+    """``result`` is an ``mcp_types.CallToolResult`` (duck-typed: content, is_error,
+    structured_content)."""
+    texts: list[str] = []
+    images: list[tuple[str, str]] = []
+    for block in result.content or []:
+        kind = getattr(block, "type", None)
+        if kind == "text":
+            texts.append(block.text)
+        elif kind == "image":
+            images.append((block.mime_type, block.data))
+        elif kind == "audio":
+            texts.append(f"[audio content ({block.mime_type}) omitted: Crystal passes text and images only]")
+        elif kind == "resource_link":
+            texts.append(f"[resource link: {block.name} {block.uri}]")
+        elif kind == "resource":
+            res = block.resource
+            if getattr(res, "text", None) is not None:
+                texts.append(f"[resource {res.uri}]\n{res.text}")
+            else:
+                texts.append(f"[binary resource {res.uri} ({res.mime_type or 'unknown type'}) omitted]")
+        else:
+            texts.append(f"[content of type {kind!r} omitted]")
+    if not texts and result.structured_content is not None:
+        texts.append(json.dumps(result.structured_content, ensure_ascii=False, indent=2))
+    text = truncate_output("\n".join(texts), limit)
+    if result.is_error:
+        return ToolResult.fail(text or f"The MCP tool {tool} reported an error without a message.")
+    if not images:
+        return ToolResult(ok=True, text=text)
+    if not images_ok:
+        return ToolResult.fail(NO_IMAGES_TEXT)  # EX-12: exactly this, nothing decoded
+    try:
+        parts = load_images(images)
+    except ToolError as exc:
+        return ToolResult.fail(truncate_output(f"{tool} returned an image the host refused: {exc}", limit))
+    return ToolResult(ok=True, text=text, images=parts)
+
+
+def load_images(images: list[tuple[str, str]]) -> list[ImagePart]:
+    """(mimeType, base64) pairs through the shared checks."""
+    if len(images) > MAX_IMAGES:
+        raise ToolError(f"the result holds {len(images)} images; at most {MAX_IMAGES} are allowed")
+    parts: list[ImagePart] = []
+    for i, (mime, data) in enumerate(images):
+        where = f"image {i + 1}"
+        check_mime_type(mime, where)
+        parts.append(ImagePart.from_bytes(mime, decode_base64_image(data, mime, where)))
+    return parts

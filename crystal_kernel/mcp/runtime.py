@@ -1,0 +1,102 @@
+"""The one event loop every MCP connection of this process lives on.
+
+Why a loop of its own, on a long-lived daemon thread:
+
+- ``Session.tools()`` is synchronous and runs inside the front's event loop (kernel,
+  CLI). Starting servers and listing their tools there would need that same loop, so
+  the catalog build waits on this loop instead, with a bound.
+- The SDK's transports are anyio task groups that must be entered and left by one
+  task; each connection keeps one task here for its whole life.
+- Stdio servers run under the jobs supervisor with ``PR_SET_PDEATHSIG``, which Linux
+  fires when the *thread* that forked the child ends. This thread lives as long as the
+  process, so the signal means exactly "the host is gone" (SIGKILL included).
+
+Callers in another loop await :func:`run` (cancellation reaches the task here; the SDK
+then sends ``notifications/cancelled`` to the server); synchronous callers use
+:func:`run_sync`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import threading
+from typing import Any, Awaitable, Coroutine, TypeVar
+
+T = TypeVar("T")
+
+_lock = threading.Lock()
+_loop: asyncio.AbstractEventLoop | None = None
+_thread: threading.Thread | None = None
+
+
+def loop() -> asyncio.AbstractEventLoop:
+    """The MCP loop, started on first use."""
+    global _loop, _thread
+    with _lock:
+        if _loop is None or _thread is None or not _thread.is_alive():
+            ready = threading.Event()
+            holder: list[asyncio.AbstractEventLoop] = []
+
+            def main() -> None:
+                new = asyncio.new_event_loop()
+                asyncio.set_event_loop(new)
+                holder.append(new)
+                ready.set()
+                new.run_forever()
+
+            _thread = threading.Thread(target=main, name="crystal-mcp", daemon=True)
+            _thread.start()
+            ready.wait()
+            _loop = holder[0]
+        return _loop
+
+
+def on_mcp_loop() -> bool:
+    """Whether the caller is running on the MCP loop's thread."""
+    return _thread is not None and threading.current_thread() is _thread
+
+
+def submit(coro: Coroutine[Any, Any, T]) -> "concurrent.futures.Future[T]":
+    """Schedule ``coro`` on the MCP loop from any thread."""
+    return asyncio.run_coroutine_threadsafe(coro, loop())
+
+
+async def run(coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
+    """Await ``coro`` on the MCP loop from another loop. Cancelling the caller cancels
+    the task there; ``timeout`` (seconds) is a last guard, the SDK has its own."""
+    future = asyncio.wrap_future(submit(coro))
+    if timeout is None:
+        return await future
+    return await asyncio.wait_for(future, timeout)
+
+
+def run_sync(coro: Coroutine[Any, Any, T], timeout: float) -> T:
+    """Block the calling thread (never the MCP loop's own) for at most ``timeout`` s."""
+    if on_mcp_loop():
+        raise RuntimeError("run_sync called on the MCP loop itself")
+    future = submit(coro)
+    try:
+        return future.result(timeout)
+    except concurrent.futures.TimeoutError:
+        future.cancel()
+        raise TimeoutError(f"gave up after {timeout:g} seconds") from None
+
+
+async def gather_bounded(coros: list[Awaitable[Any]], timeout: float) -> list[Any]:
+    """Run ``coros`` at once on the current loop; results or exceptions, in order."""
+    tasks = [asyncio.ensure_future(c) for c in coros]
+    if not tasks:
+        return []
+    done, pending = await asyncio.wait(tasks, timeout=timeout)
+    for task in pending:
+        task.cancel()
+    out: list[Any] = []
+    for task in tasks:
+        if task in pending:
+            out.append(TimeoutError(f"gave up after {timeout:g} seconds"))
+        elif task.exception() is not None:
+            out.append(task.exception())
+        else:
+            out.append(task.result())
+    return out
