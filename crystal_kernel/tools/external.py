@@ -1,9 +1,10 @@
-"""Discovery of every external tool a session may offer: exec tool sets (EX-*) and
-plugin tool sets (SPEC §10).
+"""Discovery of every external tool a session may offer: exec tool sets (EX-*),
+plugin tool sets (SPEC §10) and MCP servers (crystal_kernel/mcp, docs/mcp.md).
 
 Order, which decides who keeps a name two sources want: Home sets
 (``{home}/tools/<dir>/tools.json``, folders sorted by name), then workspace sets
-(``<workspace>/.crystal/tools/<dir>/tools.json``), then plugins in load order. A name
+(``<workspace>/.crystal/tools/<dir>/tools.json``), then plugins in load order, then MCP
+servers (``SERVER_TOOL`` names). A name
 that is not ``^[a-z][a-z0-9_]{0,63}$``, that belongs to a built-in (even a disabled one,
 MODE-7) or that an earlier set already took is refused with a note; the rest still load.
 A text-input tool is skipped with a note (MODE-6).
@@ -181,10 +182,16 @@ def discover_external_tools(home: Path, workspace: Path, *, context: Any = None)
     for source, folder in set_folders(home, workspace):
         found.extend(load_exec_set(source, folder, notes))
     found.extend(plugin_tools(context, notes))
+    # MCP servers last (issue 12): {home}/mcp.json, <workspace>/.crystal/mcp.json.
+    from crystal_kernel.mcp import discover_mcp_tools
+
+    found.extend(discover_mcp_tools(home, workspace, context, notes))
 
     def origin(tool: Tool) -> str:
         if isinstance(tool, ExecTool):
             return str(tool.tool_set.manifest_path)
+        if getattr(tool, "mcp_server", None) is not None:
+            return str(getattr(tool, "origin"))
         return f"plugin '{getattr(tool, 'plugin', '?')}'"
 
     return accept(found, origin, notes, {}), notes
