@@ -196,6 +196,8 @@ def _tools(session: Any, args: list[str]) -> str:
     for t in session.tools():
         first = t.description.strip().splitlines()[0] if t.description.strip() else ""
         lines.append(f"{t.name:14} {first[:90]}")
+        if getattr(t, "source", None):  # MCP tools: which server, and its state now
+            lines.append(f"{'':14} from {t.source}: {getattr(t, 'state', '')}")
     if session.flags.disable_tool:
         lines.append("Disabled: " + ", ".join(session.flags.disable_tool))
     return "\n".join(lines)

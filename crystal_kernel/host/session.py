@@ -141,6 +141,9 @@ class Session:
         self._system: str | None = None
         self._tools: list[Tool] | None = None
         self._jobs: JobManager | None = None
+        # The session's MCP servers (crystal_kernel/mcp/manager.py), made at the first
+        # catalog build that finds an mcp.json; kept across rebuilds, closed in close().
+        self.mcp_servers: Any = None
 
     # ----- notes -------------------------------------------------------------------
     def note(self, text: str, *, once: bool = False) -> None:
@@ -298,6 +301,11 @@ class Session:
                     await closer()
                 except Exception:
                     pass
+        if self.mcp_servers is not None:  # also in Plan, where MCP tools may be absent
+            try:
+                await self.mcp_servers.aclose()
+            except Exception:
+                pass
         closer = getattr(self.provider, "aclose", None)
         if closer is not None:
             try:
