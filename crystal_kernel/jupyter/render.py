@@ -207,6 +207,8 @@ class Renderer:
         if entry is None:
             return
         card, handle = entry
+        if event.outcome == "allow" and event.by == "host" and not event.verdict and card.state == "running":
+            return  # the mode allowed it: nothing new to show
         who = {"host": "the approval mode", "reviewer": "the reviewer", "person": "you",
                "policy": "a forbidden rule"}.get(event.by, event.by)
         if event.outcome == "ask":

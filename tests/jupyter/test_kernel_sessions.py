@@ -4,6 +4,8 @@ notebook (JPY_SESSION_NAME, /resume after a restart, /sessions, /fork)."""
 from __future__ import annotations
 
 import json
+import os
+import time
 import re
 import subprocess
 import sys
@@ -58,3 +60,29 @@ def test_unknown_disabled_tool_refuses_to_start_MODE7(tmp_path):
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2
     assert proc.stderr.strip() == "crystal kernel: --disable-tool: unknown built-in tool 'nope'."
+
+
+def test_kernel_restart_stops_background_jobs_BG2(kernel_factory):
+    kernel = kernel_factory.start()
+    kernel.run("/approval full")
+    pid_file = kernel.workspace / "job.pid"
+    kernel_factory.server.add({"tool_calls": [{"name": "bash_start", "arguments": {
+        "command": f"echo $$ > {pid_file}; exec sleep 120"}}]}, {"text": "Started."})
+    assert kernel.run("Start a long job").status == "ok"
+    deadline = time.monotonic() + 5
+    while not (pid_file.exists() and pid_file.read_text().strip()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    pid = int(pid_file.read_text())
+    os.kill(pid, 0)  # running
+    kernel.km.restart_kernel(now=False)  # what the notebook's restart button does
+    kernel.driver.kc.wait_for_ready(timeout=60)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.1)
+    else:
+        raise AssertionError("the background job outlived the kernel")
+    assert kernel.run("/jobs").texts() == ["No background jobs in this session."]
