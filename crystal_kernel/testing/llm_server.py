@@ -142,7 +142,8 @@ class LLMServer:
 
     @property
     def requests(self) -> list[dict[str, Any]]:
-        """Logged requests: ``{"method", "path", "headers" (lower-case names), "body", "time"}``."""
+        """Logged requests: ``{"method", "path", "headers" (lower-case names), "body", "time"}``;
+        model requests also get ``"sent"``: when the reply's last byte was written."""
         with self._lock:
             return list(self._log)
 
@@ -215,8 +216,9 @@ def _make_handler(server: LLMServer) -> type[BaseHTTPRequestHandler]:
                 server.add(*replies)
                 self._send_json(200, {"pending": server.pending})
                 return
-            server._record({"method": "POST", "path": path, "headers": {k.lower(): v for k, v in self.headers.items()},
-                            "body": body, "time": time.time()})
+            entry = {"method": "POST", "path": path, "headers": {k.lower(): v for k, v in self.headers.items()},
+                     "body": body, "time": time.time()}
+            server._record(entry)
             kind = PATHS.get(path)
             if kind is None:
                 self._send_json(404, {"error": {"message": f"No route {path}", "type": "not_found"}})
@@ -233,6 +235,9 @@ def _make_handler(server: LLMServer) -> type[BaseHTTPRequestHandler]:
                     self.connection.shutdown(socket.SHUT_RDWR)
                 except OSError:
                     pass
+            finally:
+                # When the last byte of the reply left (benchmarks: reply sent -> next request).
+                entry["sent"] = time.time()
 
         # -- answering ---------------------------------------------------------------
         def _answer(self, kind: str, body: dict[str, Any], reply: Reply) -> None:
