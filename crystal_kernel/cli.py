@@ -32,6 +32,7 @@ SUBCOMMAND_MODULES = (
     "crystal_kernel.tools.cli",
     "crystal_kernel.prompts.cli",
     "crystal_kernel.jupyter.cli",
+    "crystal_kernel.acp.cli",
 )
 
 

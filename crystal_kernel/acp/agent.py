@@ -1,0 +1,439 @@
+"""The ACP agent: ACP sessions are Crystal sessions, prompts are turns.
+
+- ``session/new`` opens a session in the client's cwd (or ``--workspace``);
+  ``session/load`` resumes a saved one and replays its conversation as updates;
+  ``session/resume`` resumes without the replay; ``session/list`` lists saved sessions;
+  ``session/close`` stops the session's jobs and tool processes.
+- ``session/prompt`` runs one turn: text deltas become agent message chunks, tool calls
+  become tool-call updates (kind, locations, diffs), the todo list becomes a plan, and
+  approvals become ``session/request_permission``. A prompt that is a slash command runs
+  it (``/resume`` and ``/fork`` excepted: the client owns the session list).
+- Session modes are Plan and Work; the approval mode is a session config option (a
+  ``mode`` option mirrors the session mode for clients that prefer config options).
+- ``session/cancel`` cancels the turn: the partial answer is kept and tool processes die.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from acp import (
+    PROTOCOL_VERSION, RequestError, text_block, update_agent_message_text, update_agent_thought_text,
+    update_tool_call, start_tool_call,
+)
+from acp.helpers import update_available_commands, update_current_mode
+from acp.schema import (
+    AgentCapabilities, AuthenticateResponse, AvailableCommand, ConfigOptionUpdate, Implementation,
+    InitializeResponse, ListSessionsResponse, LoadSessionResponse, NewSessionResponse, PromptResponse,
+    SessionConfigOptionSelect, SessionInfo, SessionMode, SessionModeState, SetSessionConfigOptionResponse,
+    SetSessionModeResponse, Usage, UsageUpdate,
+)
+
+from crystal_kernel import __version__
+from crystal_kernel.acp.interaction import AcpInteraction
+from crystal_kernel.acp.mapping import plan_update, prompt_parts, replay_updates, result_content, tool_kind
+from crystal_kernel.acp.mapping import tool_locations, tool_title
+from crystal_kernel.errors import UserError
+from crystal_kernel.host.bootstrap import open_session
+from crystal_kernel.host.config import APPROVAL_MODES
+from crystal_kernel.host.events import (
+    ApprovalEvent, ErrorEvent, Note, TextDelta, ToolCallStarted, ToolResultEvent, UsageEvent,
+)
+from crystal_kernel.host.messages import TextPart
+from crystal_kernel.host.session import ProcessFlags, Session
+from crystal_kernel.host.store import SessionStore
+
+MODES = {
+    "plan": ("Plan", "Read and search only; write the plan as todos."),
+    "work": ("Work", "Edit files and run commands, with approval."),
+}
+APPROVALS = {
+    "plan": ("Plan", "Reads are allowed; ask before every write or command."),
+    "default": ("Default", "Reads are allowed; ask before every write or command."),
+    "edit": ("Edit", "Workspace edits are allowed; ask before commands and outside writes."),
+    "review": ("Review", "A reviewing model allows or denies; it asks you when unsure."),
+    "audit": ("Audit", "Ask before every write or command, showing the reviewer's view."),
+    "full": ("Full", "Allow everything (forbidden rules still deny)."),
+}
+# Slash commands offered to clients (SPEC §11); /resume and /fork belong to the client.
+COMMANDS: dict[str, tuple[str, str | None]] = {
+    "help": ("List the commands", None),
+    "mode": ("Switch mode", "plan or work"),
+    "approval": ("Set the approval mode", "plan, default, edit, review, audit or full"),
+    "model": ("Switch the model", "[PROVIDER:]MODEL"),
+    "cd": ("Change the workspace root", "DIR"),
+    "access": ("Directories besides the workspace", "[add DIR [ro|rw] | remove DIR]"),
+    "promptset": ("List or switch prompt sets", "[NAME]"),
+    "promptattach": ("Prompt attachments", "[enable|disable|up|down NAME]"),
+    "todos": ("Show the todo list", None),
+    "jobs": ("Background jobs", None),
+    "logs": ("A job's output", "JOB"),
+    "stop": ("Stop a background job", "JOB"),
+    "compact": ("Summarise the conversation now", None),
+    "sessions": ("Saved sessions", None),
+    "usage": ("Tokens (and cost) so far", None),
+    "tools": ("The tools this session offers", None),
+}
+CLIENT_OWNED = ("resume", "fork")
+STOP_REASONS = {"end_turn": "end_turn", "max_steps": "max_turn_requests", "cancelled": "cancelled",
+                "interrupted": "cancelled", "length": "max_tokens", "max_tokens": "max_tokens",
+                "refusal": "refusal", "content_filter": "refusal"}
+LIST_PAGE = 100
+
+
+def _user_error(exc: Exception) -> RequestError:
+    """A person's bad input: JSON-RPC invalid params carrying the one-line English error."""
+    return RequestError(-32602, str(exc))
+
+
+@dataclass
+class AgentOptions:
+    """What ``crystal acp`` was started with; every session gets the same."""
+
+    workspace: Path | None = None
+    overrides: dict[str, Any] = field(default_factory=dict)
+    flags: ProcessFlags = field(default_factory=ProcessFlags)
+
+
+@dataclass
+class AcpSession:
+    session: Session
+    interaction: AcpInteraction | None = None
+    turn: Any = None
+    # call id -> set once the call's tool_call update was sent (see AcpInteraction).
+    announced: dict[str, asyncio.Event] = field(default_factory=dict)
+
+    def announced_event(self, call_id: str) -> asyncio.Event:
+        return self.announced.setdefault(call_id, asyncio.Event())
+
+
+class CrystalAgent:
+    """Implements the ``acp.Agent`` protocol on the Crystal host."""
+
+    def __init__(self, options: AgentOptions | None = None):
+        self.options = options or AgentOptions()
+        self.conn: Any = None
+        self.sessions: dict[str, AcpSession] = {}
+        self.client_capabilities: Any = None
+        self._background: set[asyncio.Future[Any]] = set()
+
+    def on_connect(self, conn: Any) -> None:
+        self.conn = conn
+
+    # ----- connection ------------------------------------------------------------------
+    async def initialize(self, protocol_version: int, client_capabilities: Any = None, client_info: Any = None,
+                         **kwargs: Any) -> InitializeResponse:
+        self.client_capabilities = client_capabilities
+        capabilities = AgentCapabilities.model_validate({
+            "loadSession": True,
+            "promptCapabilities": {"image": True, "audio": False, "embeddedContext": True},
+            "sessionCapabilities": {"list": {}, "close": {}, "resume": {}},
+        })
+        return InitializeResponse(
+            protocol_version=min(protocol_version, PROTOCOL_VERSION),
+            agent_capabilities=capabilities,
+            agent_info=Implementation(name="crystal", title="Crystal", version=__version__),
+            auth_methods=[],
+        )
+
+    async def authenticate(self, method_id: str, **kwargs: Any) -> AuthenticateResponse:
+        # Keys come from the environment (apiKeyEnv); there is nothing to log in to.
+        return AuthenticateResponse()
+
+    @property
+    def elicitation_forms(self) -> bool:
+        """Whether the client can show a form (``elicitation.form``)."""
+        caps = self.client_capabilities
+        elicitation = getattr(caps, "elicitation", None) if caps is not None else None
+        return getattr(elicitation, "form", None) is not None
+
+    # ----- sessions ---------------------------------------------------------------------
+    def _workspace(self, cwd: str | None) -> Path:
+        if self.options.workspace is not None:
+            return self.options.workspace
+        if not cwd:
+            raise RequestError(-32602, "session/new needs a cwd (an absolute folder).")
+        return Path(cwd)
+
+    def _open(self, cwd: str | None, *, resume: str | None = None, additional_directories: Any = None,
+              mcp_servers: Any = None) -> AcpSession:
+        try:
+            session = open_session(
+                self._workspace(cwd), overrides=dict(self.options.overrides),
+                flags=dataclasses.replace(self.options.flags, prompt_attachment=list(self.options.flags.prompt_attachment),
+                                          disable_tool=list(self.options.flags.disable_tool)),
+                resume=resume, person_present=True,
+            )
+        except UserError as exc:
+            raise _user_error(exc) from None
+        if not self.elicitation_forms:
+            # No form to show: the question tool is not offered at all (docs/acp.md).
+            session.questions_available = False
+            session.refresh_system()
+        for directory in additional_directories or []:
+            try:
+                session.access.add(directory, "rw")
+            except Exception as exc:
+                session.note(f"Additional directory {directory} was not added: {exc}")
+        if mcp_servers:
+            names = ", ".join(getattr(s, "name", "?") for s in mcp_servers)
+            session.note(f"MCP servers passed by the client ({names}) are not used; Crystal reads its own "
+                         "mcp.json (~/.crystal/mcp.json or .crystal/mcp.json).")
+        entry = AcpSession(session=session)
+        entry.interaction = AcpInteraction(self.conn, session, session.id, elicitation=self.elicitation_forms,
+                                           announced=entry.announced_event)
+        return entry
+
+    def _get(self, session_id: str) -> AcpSession:
+        entry = self.sessions.get(session_id)
+        if entry is None:
+            raise RequestError(-32602, f"No open session '{session_id}'; create or load it first.")
+        return entry
+
+    def _mode_state(self, session: Session) -> SessionModeState:
+        return SessionModeState(
+            current_mode_id=session.mode,
+            available_modes=[SessionMode(id=k, name=n, description=d) for k, (n, d) in MODES.items()],
+        )
+
+    def _config_options(self, session: Session) -> list[SessionConfigOptionSelect]:
+        def select(option_id: str, name: str, current: str, table: dict[str, tuple[str, str]], **extra: Any):
+            return SessionConfigOptionSelect.model_validate({
+                "type": "select", "id": option_id, "name": name, "currentValue": current,
+                "options": [{"value": k, "name": n, "description": d} for k, (n, d) in table.items()], **extra,
+            })
+
+        approvals = {k: APPROVALS.get(k, (k.title(), "")) for k in APPROVAL_MODES}
+        return [
+            select("mode", "Mode", session.mode, MODES, category="mode",
+                   description="Plan reads and plans; Work edits and runs commands."),
+            select("approval", "Approval", session.approval, approvals,
+                   description="Which tool calls need your permission."),
+        ]
+
+    async def _send(self, session_id: str, update: Any) -> None:
+        await self.conn.session_update(session_id=session_id, update=update)
+
+    async def _announce_state(self, session_id: str, session: Session) -> None:
+        await self._send(session_id, update_current_mode(session.mode))
+        await self._send(session_id, ConfigOptionUpdate(session_update="config_option_update",
+                                                        config_options=self._config_options(session)))
+
+    async def _send_commands(self, session_id: str) -> None:
+        commands = [AvailableCommand.model_validate({"name": n, "description": d, **({"input": {"hint": h}} if h else {})})
+                    for n, (d, h) in COMMANDS.items()]
+        await self._send(session_id, update_available_commands(commands))
+
+    async def new_session(self, cwd: str, mcp_servers: Any = None, additional_directories: Any = None,
+                          **kwargs: Any) -> NewSessionResponse:
+        entry = self._open(cwd, additional_directories=additional_directories, mcp_servers=mcp_servers)
+        session = entry.session
+        self.sessions[session.id] = entry
+        # A task first runs after this handler's response is queued: the client learns
+        # the session id before the commands arrive.
+        task = asyncio.ensure_future(self._send_commands(session.id))
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+        return NewSessionResponse(session_id=session.id, modes=self._mode_state(session),
+                                  config_options=self._config_options(session))
+
+    async def _reopen(self, cwd: str, session_id: str, **kwargs: Any) -> AcpSession:
+        old = self.sessions.get(session_id)
+        if old is not None:
+            if old.turn is not None:
+                raise RequestError(-32602, f"Session '{session_id}' is running a prompt; cancel it first.")
+            await old.session.close()
+            del self.sessions[session_id]
+        entry = self._open(cwd, resume=session_id, **kwargs)
+        self.sessions[session_id] = entry
+        return entry
+
+    async def load_session(self, cwd: str, session_id: str, mcp_servers: Any = None,
+                           additional_directories: Any = None, **kwargs: Any) -> LoadSessionResponse:
+        entry = await self._reopen(cwd, session_id, mcp_servers=mcp_servers,
+                                   additional_directories=additional_directories)
+        session = entry.session
+        # The protocol: the whole conversation is streamed back before the response.
+        for update in replay_updates(session, session.history):
+            await self._send(session_id, update)
+        if session.todos:
+            await self._send(session_id, plan_update(session.todos))
+        await self._send_commands(session_id)
+        return LoadSessionResponse(modes=self._mode_state(session), config_options=self._config_options(session))
+
+    async def resume_session(self, cwd: str, session_id: str, mcp_servers: Any = None,
+                             additional_directories: Any = None, **kwargs: Any) -> Any:
+        from acp.schema import ResumeSessionResponse
+
+        entry = await self._reopen(cwd, session_id, mcp_servers=mcp_servers,
+                                   additional_directories=additional_directories)
+        return ResumeSessionResponse(modes=self._mode_state(entry.session),
+                                     config_options=self._config_options(entry.session))
+
+    async def list_sessions(self, cwd: str | None = None, cursor: str | None = None,
+                            **kwargs: Any) -> ListSessionsResponse:
+        workspace = self.options.workspace or (Path(cwd) if cwd else None)
+        if workspace is None:
+            return ListSessionsResponse(sessions=[])
+        rows = SessionStore(Path(workspace).resolve()).list()
+        start = int(cursor) if cursor and cursor.isdigit() else 0
+        page = rows[start:start + LIST_PAGE]
+        more = str(start + LIST_PAGE) if start + LIST_PAGE < len(rows) else None
+        return ListSessionsResponse(
+            sessions=[SessionInfo(session_id=r.id, cwd=str(Path(workspace).resolve()), title=r.topic or None,
+                                  updated_at=r.updated or None) for r in page],
+            next_cursor=more,
+        )
+
+    async def close_session(self, session_id: str, **kwargs: Any) -> Any:
+        from acp.schema import CloseSessionResponse
+
+        entry = self.sessions.pop(session_id, None)
+        if entry is not None:
+            if entry.turn is not None:
+                entry.turn.cancel()
+            await entry.session.close()
+        return CloseSessionResponse()
+
+    # ----- modes and options -----------------------------------------------------------
+    async def set_session_mode(self, session_id: str, mode_id: str, **kwargs: Any) -> SetSessionModeResponse:
+        entry = self._get(session_id)
+        try:
+            entry.session.set_mode(mode_id)
+        except UserError as exc:
+            raise _user_error(exc) from None
+        await self._send(session_id, ConfigOptionUpdate(session_update="config_option_update",
+                                                        config_options=self._config_options(entry.session)))
+        return SetSessionModeResponse()
+
+    async def set_config_option(self, config_id: str, session_id: str, value: Any,
+                                **kwargs: Any) -> SetSessionConfigOptionResponse:
+        entry = self._get(session_id)
+        session = entry.session
+        try:
+            if config_id == "mode":
+                session.set_mode(str(value))
+                await self._send(session_id, update_current_mode(session.mode))
+            elif config_id == "approval":
+                session.set_approval(str(value))
+            else:
+                raise UserError(f"Unknown config option '{config_id}'; use mode or approval.")
+        except UserError as exc:
+            raise _user_error(exc) from None
+        return SetSessionConfigOptionResponse(config_options=self._config_options(session))
+
+    # ----- prompts ----------------------------------------------------------------------
+    async def prompt(self, session_id: str, prompt: list[Any], **kwargs: Any) -> PromptResponse:
+        entry = self._get(session_id)
+        session = entry.session
+        if entry.turn is not None or session.busy:
+            raise RequestError(-32602, "A prompt is already running in this session.")
+        parts = prompt_parts(prompt, images_ok=session.capabilities.images)
+        if not parts:
+            raise RequestError(-32602, "The prompt is empty.")
+        if len(parts) == 1 and isinstance(parts[0], TextPart) and parts[0].text.lstrip().startswith("/"):
+            return await self._command(entry, session_id, parts[0].text.strip())
+        from crystal_kernel.host.loop import run_turn
+
+        turn = run_turn(session, parts, entry.interaction)
+        entry.turn = turn
+        try:
+            usage, errors = await self._pump(entry, session_id, turn)
+        finally:
+            entry.turn = None
+            entry.announced.clear()
+        if turn.stop_reason == "error":
+            raise RequestError(-32603, turn.error or "The turn failed.")
+        for message in errors:
+            await self._send(session_id, update_agent_message_text(f"\n\nError: {message}\n"))
+        stop = STOP_REASONS.get(turn.stop_reason or "", "end_turn")
+        return PromptResponse(stop_reason=stop, usage=Usage(input_tokens=usage[0], output_tokens=usage[1],
+                                                           total_tokens=usage[0] + usage[1]))
+
+    async def _pump(self, entry: AcpSession, session_id: str, turn: Any) -> tuple[tuple[int, int], list[str]]:
+        """Send the turn's events as session updates until it ends."""
+        session = entry.session
+        tokens_in = tokens_out = last_in = 0
+        errors: list[str] = []
+        async for event in turn:
+            if isinstance(event, TextDelta):
+                await self._send(session_id, update_agent_message_text(event.text))
+            elif isinstance(event, ToolCallStarted):
+                await self._send(session_id, start_tool_call(
+                    event.id, tool_title(event.name, event.arguments), kind=tool_kind(event.name), status="pending",
+                    locations=tool_locations(session, event.name, event.arguments) or None,
+                    raw_input=event.arguments,
+                ))
+                entry.announced_event(event.id).set()
+            elif isinstance(event, ApprovalEvent):
+                if event.outcome == "allow":
+                    await self._send(session_id, update_tool_call(event.id, status="in_progress"))
+            elif isinstance(event, ToolResultEvent):
+                await self._send(session_id, update_tool_call(
+                    event.id, status="completed" if event.ok else "failed", content=result_content(event),
+                ))
+                entry.announced.pop(event.id, None)
+                if event.name == "todowrite" and event.ok:
+                    await self._send(session_id, plan_update(session.todos))
+            elif isinstance(event, Note):
+                await self._send(session_id, update_agent_thought_text(f"Note: {event.text}\n"))
+            elif isinstance(event, UsageEvent):
+                tokens_in += event.input_tokens
+                tokens_out += event.output_tokens
+                last_in = event.input_tokens + event.output_tokens
+            elif isinstance(event, ErrorEvent):
+                if event.message != turn.error:
+                    errors.append(event.message)
+        if last_in:
+            # How full the context window is after the last request.
+            await self._send(session_id, UsageUpdate(session_update="usage_update", used=last_in,
+                                                     size=max(session.capabilities.context_window, last_in)))
+        return (tokens_in, tokens_out), errors
+
+    async def _command(self, entry: AcpSession, session_id: str, line: str) -> PromptResponse:
+        from crystal_kernel.host.commands import run_command
+
+        session = entry.session
+        name = line.split()[0][1:]
+        before = (session.mode, session.approval)
+        if name in CLIENT_OWNED:
+            text = f"/{name} is not available here: open or start sessions from your client's session list."
+        else:
+            try:
+                result = await run_command(session, line)
+                text = result.text
+                session.save()
+            except UserError as exc:
+                text = str(exc)
+        await self._send(session_id, update_agent_message_text(text))
+        if (session.mode, session.approval) != before:
+            await self._announce_state(session_id, session)
+        return PromptResponse(stop_reason="end_turn")
+
+    async def cancel(self, session_id: str, **kwargs: Any) -> None:
+        entry = self.sessions.get(session_id)
+        if entry is not None and entry.turn is not None:
+            entry.turn.cancel()
+
+    async def ext_method(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        raise RequestError.method_not_found(f"_{method}")
+
+    async def ext_notification(self, method: str, params: dict[str, Any]) -> None:
+        return None
+
+    # ----- shutdown ---------------------------------------------------------------------
+    async def close_all(self) -> None:
+        """Cancel turns and close every session: jobs and tool processes die (BG-2)."""
+        entries, self.sessions = list(self.sessions.values()), {}
+        for entry in entries:
+            if entry.turn is not None:
+                entry.turn.cancel()
+        for entry in entries:
+            try:
+                await asyncio.wait_for(entry.session.close(), 10)
+            except Exception:
+                pass

@@ -1,0 +1,215 @@
+"""Host <-> ACP shapes: tool kinds, titles, locations and content; prompt blocks to
+transcript parts; the todo list to a plan; a saved transcript to the updates that
+replay it on ``session/load``. Pure functions, no I/O except reading a file to show a
+proposed edit before it is approved.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Iterator
+from urllib.parse import unquote, urlparse
+
+from acp import (
+    image_block, plan_entry, start_tool_call, text_block, tool_content, tool_diff_content,
+    update_agent_message_text, update_plan, update_tool_call, update_user_message,
+)
+from acp.schema import ToolCallLocation
+
+from crystal_kernel.host.events import ToolResultEvent
+from crystal_kernel.host.messages import ImagePart, Message, Part, TextPart, ToolCallPart, ToolResultPart
+
+# Diffs are sent as whole texts; beyond this (old + new) the result text is shown instead.
+MAX_DIFF_CHARS = 1_000_000
+# Embedded context (a file the client attached by value) given to the model, per block.
+MAX_EMBEDDED_CHARS = 200_000
+# Tool output replayed on session/load, per call (the live turn sends it whole).
+MAX_REPLAY_OUTPUT = 4_000
+# session/load replays at most this many of the latest messages.
+MAX_REPLAY_MESSAGES = 2_000
+
+TOOL_KINDS: dict[str, str] = {
+    "read": "read", "view_image": "read", "describe_image": "read", "skill": "read",
+    "cell_output": "read", "variables": "read", "todoread": "read",
+    "list": "search", "tree": "search", "glob": "search", "grep": "search", "search": "search",
+    "edit": "edit", "write": "edit",
+    "bash": "execute", "bash_start": "execute", "bash_stop": "execute", "python": "execute",
+    "bash_status": "read", "bash_logs": "read",
+    "todowrite": "think",
+    "question": "other",
+}
+
+
+def tool_kind(name: str) -> str:
+    """ACP ToolKind for a tool; external tools (exec, plugin, MCP) are ``other``."""
+    return TOOL_KINDS.get(name, "other")
+
+
+def _short(value: Any, limit: int = 80) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def tool_title(name: str, args: dict[str, Any]) -> str:
+    """A one-line title a person recognises: the tool and its main argument."""
+    for key in ("command", "path", "pattern", "query", "job_id", "name"):
+        value = args.get(key)
+        if isinstance(value, str) and value:
+            return f"{name}: {_short(value)}"
+    if name == "todowrite":
+        return "todowrite: update the plan"
+    if name == "question":
+        return "question: ask the person"
+    return name
+
+
+def tool_locations(session: Any, name: str, args: dict[str, Any]) -> list[ToolCallLocation]:
+    """Absolute paths a file tool touches, with the first line for read's offset."""
+    tool = session.tool(name)
+    names = getattr(tool, "path_arguments", ()) if tool is not None else ()
+    out: list[ToolCallLocation] = []
+    for key in names:
+        value = args.get(key)
+        if not isinstance(value, str) or not value:
+            continue
+        try:
+            path = str(session.access.absolute(value))
+        except Exception:
+            continue
+        line = args.get("offset") if name == "read" else None
+        out.append(ToolCallLocation(path=path, line=line if isinstance(line, int) and line >= 0 else None))
+    return out
+
+
+def diff_content(change: dict[str, Any] | None) -> list[Any] | None:
+    """An ACP diff from whole texts, or None when there is none or it is too large."""
+    if not change:
+        return None
+    old, new = change.get("oldText"), change.get("newText")
+    if not isinstance(new, str) or len(new) + len(old or "") > MAX_DIFF_CHARS:
+        return None
+    return [tool_diff_content(change["path"], new, old)]
+
+
+def proposed_change(session: Any, name: str, args: dict[str, Any]) -> dict[str, Any] | None:
+    """What edit/write would do, computed before approval so the person sees the diff.
+
+    The tool itself decides later; a file that cannot be read or an edit that does not
+    apply shows no diff (the tool's own error follows)."""
+    if name not in ("edit", "write") or not isinstance(args.get("path"), str):
+        return None
+    try:
+        # The tool's own checks (access rules, credential paths) apply to the preview too.
+        path = session.access.resolve(args["path"], write=True)
+        if path.exists() and (not path.is_file() or path.stat().st_size > MAX_DIFF_CHARS):
+            return None
+        old = path.read_text(encoding="utf-8") if path.exists() else None
+    except Exception:  # ToolError, OSError, UnicodeDecodeError: no preview
+        return None
+    if name == "write":
+        new = args.get("content")
+        if not isinstance(new, str):
+            return None
+    else:
+        find, repl = args.get("old_string"), args.get("new_string")
+        if old is None or not isinstance(find, str) or not isinstance(repl, str) or not find or find not in old:
+            return None
+        new = old.replace(find, repl) if args.get("replace_all") else old.replace(find, repl, 1)
+    return {"path": str(path), "oldText": old, "newText": new}
+
+
+def result_content(event: ToolResultEvent) -> list[Any]:
+    """The finished call as ACP tool-call content: a diff for edit/write, otherwise the
+    text (fenced for terminal output) and any images."""
+    if event.ok:
+        diff = diff_content(event.file_change)
+        if diff is not None:
+            return diff
+    text = event.text
+    if event.display == "terminal" and text:
+        text = f"```\n{text.rstrip()}\n```"
+    out: list[Any] = [tool_content(text_block(text))] if text else []
+    out += [tool_content(image_block(i.data, i.mime_type)) for i in event.images]
+    return out
+
+
+def plan_update(todos: list[Any]):
+    """The todo list as an ACP plan (MODE-5: it belongs to the session)."""
+    return update_plan([plan_entry(t.content, priority="medium", status=t.status) for t in todos])
+
+
+def _file_path(uri: str) -> str:
+    parsed = urlparse(uri)
+    if parsed.scheme == "file":
+        return unquote(parsed.path)
+    return uri
+
+
+def prompt_parts(blocks: list[Any], images_ok: bool) -> list[Part]:
+    """ACP content blocks to transcript parts. Attached files by link are named for the
+    model (it reads them with its tools); embedded text is given inline, bounded."""
+    parts: list[Part] = []
+    for block in blocks:
+        kind = getattr(block, "type", None)
+        if kind == "text":
+            parts.append(TextPart(text=block.text))
+        elif kind == "image":
+            if images_ok:
+                parts.append(ImagePart(mime_type=block.mime_type, data="".join(block.data.split())))
+            else:
+                parts.append(TextPart(text="[The person attached an image, but this model cannot accept images.]"))
+        elif kind == "resource_link":
+            where = _file_path(block.uri)
+            parts.append(TextPart(text=f"[The person attached {where}; read it with your tools if it matters.]"))
+        elif kind == "resource":
+            resource = block.resource
+            where = _file_path(resource.uri)
+            text = getattr(resource, "text", None)
+            if isinstance(text, str):
+                if len(text) > MAX_EMBEDDED_CHARS:
+                    text = text[:MAX_EMBEDDED_CHARS] + f"\n[... cut: {len(text) - MAX_EMBEDDED_CHARS} characters more]"
+                parts.append(TextPart(text=f'<attachment path="{where}">\n{text}\n</attachment>'))
+            else:
+                parts.append(TextPart(text=f"[The person attached binary content {where}; it is not shown.]"))
+        elif kind == "audio":
+            parts.append(TextPart(text="[The person attached audio, which Crystal cannot take.]"))
+    # Adjacent text blocks read as one message.
+    merged: list[Part] = []
+    for part in parts:
+        if merged and isinstance(part, TextPart) and isinstance(merged[-1], TextPart):
+            merged[-1] = TextPart(text=merged[-1].text + "\n\n" + part.text)
+        else:
+            merged.append(part)
+    return merged
+
+
+def _replay_text(text: str) -> str:
+    if len(text) <= MAX_REPLAY_OUTPUT:
+        return text
+    return text[:MAX_REPLAY_OUTPUT] + f"\n[... {len(text) - MAX_REPLAY_OUTPUT} characters more]"
+
+
+def replay_updates(session: Any, history: list[Message]) -> Iterator[Any]:
+    """The session updates that show a saved conversation again (``session/load``):
+    user chunks, agent chunks, and each tool call with its result."""
+    for message in history[-MAX_REPLAY_MESSAGES:]:
+        if message.meta.get("kind") == "summary":
+            continue
+        for part in message.parts:
+            if isinstance(part, TextPart) and part.text:
+                if message.role == "user":
+                    yield update_user_message(text_block(part.text))
+                else:
+                    yield update_agent_message_text(part.text)
+            elif isinstance(part, ImagePart) and message.role == "user":
+                yield update_user_message(image_block(part.data, part.mime_type))
+            elif isinstance(part, ToolCallPart):
+                yield start_tool_call(
+                    part.id, tool_title(part.name, part.arguments), kind=tool_kind(part.name), status="pending",
+                    locations=tool_locations(session, part.name, part.arguments), raw_input=part.arguments,
+                )
+            elif isinstance(part, ToolResultPart):
+                content = [tool_content(text_block(_replay_text(part.text)))] if part.text else None
+                yield update_tool_call(part.call_id, status="completed" if part.ok else "failed", content=content)
