@@ -155,3 +155,20 @@ def test_enabling_a_prompt_set_in_the_sidebar_writes_the_manifest(notebook_page,
 def shoot(page, name: str) -> None:
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / f"{name}.png"))
+
+
+def test_sidebar_follows_the_dark_theme(notebook_page, lab):
+    page, _ = notebook_page
+    open_sidebar(page)
+    background = "() => getComputedStyle(document.querySelector('#crystal-sidebar')).backgroundColor"
+    light = page.evaluate(background)
+    page.evaluate("() => window.jupyterapp.commands.execute('apputils:change-theme', {theme: 'JupyterLab Dark'})")
+    page.wait_for_function(f"(light) => ({background})() !== light", arg=light)
+    page.wait_for_function("() => !document.querySelector('#jupyterlab-splash')")
+    dark = page.evaluate(background)
+    # Dark theme: the sidebar's own background turned dark (theme variables, no fixed colours).
+    channels = [int(x) for x in re.findall(r"\d+", dark)[:3]]
+    assert sum(channels) < 200, dark
+    shoot(page, "sidebar-dark")
+    page.evaluate("() => window.jupyterapp.commands.execute('apputils:change-theme', {theme: 'JupyterLab Light'})")
+    page.wait_for_function(f"(dark) => ({background})() !== dark", arg=dark)

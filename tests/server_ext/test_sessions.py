@@ -36,8 +36,10 @@ def test_sessions_list_shows_id_topic_turns_tokens(api, jp_root_dir):
     assert first["topic"] == "Fix the parser" and first["turns"] == 1 and first["tokens"] == 150
 
 
-def test_sessions_list_is_empty_without_a_sessions_folder(api):
-    assert api("GET", "sessions") == (200, {"workspace": api("GET", "sessions")[1]["workspace"], "sessions": []})
+def test_sessions_list_is_empty_without_a_sessions_folder(api, jp_root_dir):
+    status, data = api("GET", "sessions")
+    assert status == 200 and data["sessions"] == []
+    assert data["workspace"] == str(jp_root_dir.resolve())
 
 
 def test_session_transcript_in_reading_form(api, jp_root_dir):
