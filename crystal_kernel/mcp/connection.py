@@ -79,7 +79,7 @@ class ServerConnection:
     # ----- what listings show ----------------------------------------------------------
     def describe_state(self) -> str:
         """One line for /tools: running, stopped (restart pending), failed: why, ..."""
-        if self.state == "stopped":
+        if self.state == "stopped" or self.state == "running" and self._lost:
             return "stopped (restarts on next use)" if not self.restarted else "stopped (not restarted again)"
         if self.state == "failed":
             return f"failed: {self.detail}"
@@ -305,8 +305,9 @@ class ServerConnection:
                 self._mark_lost()
                 again = ("It is started again for the next call." if not self.restarted
                          else "It was already restarted once and is not started again.")
+                what = "stopped" if self.config.transport == "stdio" else "lost its connection"
                 raise ToolError(self._with_tail(
-                    f"The MCP server '{name}' stopped during the call to {tool}. {again}")) from None
+                    f"The MCP server '{name}' {what} during the call to {tool}. {again}")) from None
             raise ToolError(f"The MCP server '{name}' refused the call to {tool}: {exc.message}") from None
         except (asyncio.CancelledError, ToolError):
             raise

@@ -1,0 +1,73 @@
+"""The tools of the test MCP servers (stdio and streamable HTTP), written with the
+``mcp`` SDK's server side (MCPServer, the SDK's successor of FastMCP).
+
+Environment: MCP_TEST_PIDFILE (append this process's pid at start), MCP_TEST_MARKS
+(a folder where `slow` writes `cancelled` when the client cancels it)."""
+
+from __future__ import annotations
+
+import base64
+import os
+import sys
+from pathlib import Path
+
+import anyio
+from mcp.server.mcpserver import MCPServer
+from mcp_types import CallToolResult, ImageContent, TextContent
+
+PNG = b"\x89PNG\r\n\x1a\n" + b"\x00" * 16
+GIF = b"GIF89a" + b"\x00" * 16
+
+
+def record_pid() -> None:
+    path = os.environ.get("MCP_TEST_PIDFILE")
+    if path:
+        with open(path, "a", encoding="utf-8") as handle:
+            handle.write(f"{os.getpid()}\n")
+
+
+def build(name: str = "demo") -> MCPServer:
+    server = MCPServer(name, log_level="WARNING")
+
+    @server.tool(description="Echo the text back.")
+    def echo(text: str) -> str:
+        return f"echo: {text}"
+
+    @server.tool(description="Return a caption and images: kind png, bad (GIF bytes declared as PNG) or many (9).")
+    def picture(kind: str = "png") -> CallToolResult:
+        data = GIF if kind == "bad" else PNG
+        count = 9 if kind == "many" else 1
+        images = [ImageContent(type="image", data=base64.b64encode(data).decode(), mime_type="image/png")
+                  for _ in range(count)]
+        return CallToolResult(content=[TextContent(type="text", text=f"a {kind} picture"), *images])
+
+    @server.tool(description="Fail with an error result.")
+    def broken() -> str:
+        raise ValueError("broken on purpose")
+
+    @server.tool(description="The server's process id.")
+    def pid() -> str:
+        return str(os.getpid())
+
+    @server.tool(description="Exit the server process at once.")
+    def crash() -> str:
+        sys.stderr.write("crash requested\n")
+        sys.stderr.flush()
+        os._exit(3)
+
+    @server.tool(description="Sleep; records a cancellation in MCP_TEST_MARKS.")
+    async def slow(seconds: float) -> str:
+        try:
+            await anyio.sleep(seconds)
+        except anyio.get_cancelled_exc_class():
+            marks = os.environ.get("MCP_TEST_MARKS")
+            if marks:
+                Path(marks, "cancelled").write_text("yes", encoding="utf-8")
+            raise
+        return "slept"
+
+    @server.tool(description="An environment variable of the server process.")
+    def getenv(name: str) -> str:
+        return os.environ.get(name, "<unset>")
+
+    return server
