@@ -35,7 +35,7 @@ PRODUCER = (
     f"for _ in range({TOTAL // LINE}):\n"
     "    write(line)\n"
 )
-RUNS = 5
+RUNS = 7
 
 
 def _reference(command: str) -> float:
