@@ -288,9 +288,8 @@ class MagicsHost:
         start = len(session.history)
         self._turn, self._turn_loop = turn, asyncio.get_running_loop()
         try:
-            if self._stop_requested:
-                return Outcome("cancelled", "")
-            consumer = asyncio.ensure_future(_consume(turn, renderer))
+            # A stop that lands before the turn's task exists is seen by the consumer.
+            consumer = asyncio.ensure_future(_consume(turn, renderer, lambda: self._stop_requested))
             try:
                 await asyncio.shield(consumer)
             except asyncio.CancelledError:
@@ -303,8 +302,9 @@ class MagicsHost:
                     await consumer
                 except asyncio.CancelledError:
                     pass
-                if renderer.stop_reason is None:
-                    renderer.stop_reason = "cancelled"
+            if renderer.stop_reason is None:  # stopped before the model was asked
+                renderer.stop_reason = "cancelled"
+                renderer.show_note("Interrupted before the model was asked.")
         finally:
             self._turn = None
             renderer.close()
@@ -455,7 +455,9 @@ class MagicsHost:
             self.crystal.jobs.close()
 
 
-async def _consume(turn: Any, renderer: Any) -> None:
+async def _consume(turn: Any, renderer: Any, stopped: Any) -> None:
+    if stopped():
+        return
     async for event in turn:
         renderer.handle(event)
 

@@ -1,0 +1,76 @@
+"""A stock ``python3`` ipykernel (the venv's kernelspec) under jupyter_client, with
+``%load_ext crystal_kernel`` and the loopback model server.
+
+One kernel is shared by the tests of this folder; each test puts the session back to a
+known state through :meth:`MagicKernel.reset`. The kernel tests' helpers are reused.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+from jupyter_client.kernelspec import KernelSpecManager
+from jupyter_client.manager import KernelManager
+
+from crystal_kernel.jupyter.driver import KernelDriver
+from crystal_kernel.testing.llm_server import LLMServer
+from tests.jupyter.conftest import Kernel, make_home
+
+
+class MagicKernel(Kernel):
+    def reset(self, approval: str = "default", mode: str = "work") -> None:
+        with self.server._lock:  # the server offers no public clear; tests own it
+            self.server._replies.clear()
+        run = self.run(f"%%crystal\n/approval {approval}\n/mode {mode}")
+        assert run.status == "ok", run.texts()
+
+    def requests(self) -> int:
+        return len(self.server.bodies("chat"))
+
+
+def start_python_kernel(tmp: Path, server: LLMServer) -> MagicKernel:
+    home = make_home(tmp)
+    workspace = tmp / "ws"
+    workspace.mkdir()
+    notebook = str(workspace / "analysis.ipynb")
+    env = dict(os.environ)
+    for var in ("ANTHROPIC_API_KEY", "CRYSTAL_ARGS", "CRYSTAL_APPROVAL", "CRYSTAL_MODEL"):
+        env.pop(var, None)
+    env.update({
+        "HOME": str(home), "CRYSTAL_HOME": str(home / ".crystal"), "CRYSTAL_PROVIDER": "openai",
+        "CRYSTAL_BASE_URL": server.base_url, "OPENAI_API_KEY": "k", "JPY_SESSION_NAME": notebook,
+        "PATH": str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", ""),
+    })
+    # The venv's own stock kernelspec (python -m ipykernel_launcher), found first on PATH.
+    specs = KernelSpecManager(kernel_dirs=[str(Path(sys.prefix) / "share" / "jupyter" / "kernels")])
+    km = KernelManager(kernel_name="python3", kernel_spec_manager=specs)
+    km.start_kernel(env=env, cwd=str(workspace))
+    kc = km.client()
+    kc.start_channels()
+    kc.wait_for_ready(timeout=60)
+    kernel = MagicKernel(km, KernelDriver(kc), server, home, workspace, notebook)
+    loaded = kernel.run("%load_ext crystal_kernel")
+    assert loaded.status == "ok", loaded.texts() + [loaded.streams]
+    return kernel
+
+
+@pytest.fixture(scope="session")
+def magic_server():
+    with LLMServer(max_hang=20) as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def shared_python_kernel(magic_server, tmp_path_factory):
+    kernel = start_python_kernel(tmp_path_factory.mktemp("magics"), magic_server)
+    yield kernel
+    kernel.stop()
+
+
+@pytest.fixture
+def kernel(shared_python_kernel):
+    shared_python_kernel.reset()
+    return shared_python_kernel

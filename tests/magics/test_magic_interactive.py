@@ -1,0 +1,168 @@
+"""Questions and approvals answered with a browser's comm messages inside a
+``%%crystal`` cell, interrupts (the stop button is SIGINT for a stock kernelspec), the
+synchronous ``x = %crystal`` form, and ``/logs --follow``."""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+
+from crystal_kernel.jupyter.driver import click, type_text
+from tests.magics.test_magic_turns import tool_results
+
+
+def question(header, text, options):
+    return {"header": header, "question": text, "multiple": False, "custom": True,
+            "options": [{"label": o, "description": f"about {o}"} for o in options]}
+
+
+def bash_call(command):
+    return {"tool_calls": [{"name": "bash", "arguments": {"command": command}}]}
+
+
+def test_question_form_answered_by_comm_messages(kernel):
+    kernel.server.add({"tool_calls": [{"name": "question", "arguments": {"questions": [
+        question("Format", "Which file format?", ["csv", "parquet"])]}}]}, {"text": "Parquet it is."})
+    run = kernel.run("%%crystal\nSave the data", actions=[click("parquet")])
+    assert run.status == "ok"
+    assert json.loads(tool_results(kernel.last_body())[-1]) == [["parquet"]]
+    summary = run.find("Answered:")
+    assert summary["text/plain"] == "Answered:\nFormat: parquet"
+    assert "application/vnd.jupyter.widget-view+json" not in summary
+    assert run.outputs()[-1]["text/markdown"] == "Parquet it is."
+
+
+def test_approval_buttons_in_a_line_magic(kernel):
+    kernel.server.add(bash_call("echo approved-here"), {"text": "ran"})
+    run = kernel.run("%crystal run the echo", actions=[click("Allow once")])
+    assert run.status == "ok"
+    assert "approved-here" in tool_results(kernel.last_body())[-1]
+    assert run.find("Allowed once: bash echo approved-here")
+    kernel.server.add(bash_call("rm -rf data"), {"text": "Kept it."})
+    run = kernel.run("%%crystal\nclean", actions=[type_text("Reason", "keep data"), click("Deny")])
+    assert "keep data" in tool_results(kernel.last_body())[-1]
+    assert 'data-state="denied"' in run.find("[bash] rm -rf data")["text/html"]
+
+
+def interrupt_when(predicate, quiet_too=False):
+    """An on_message hook that interrupts the kernel (SIGINT) once ``predicate(msg)``
+    (also asked on quiet polls, with msg None, when ``quiet_too``)."""
+    state = {"sent": None}
+
+    def hook(msg, driver):
+        if (msg is not None or quiet_too) and state["sent"] is None and predicate(msg):
+            state["sent"] = time.monotonic()
+            kernel_manager = hook.km
+            kernel_manager.interrupt_kernel()
+    hook.state = state
+    return hook
+
+
+def test_interrupt_ends_a_hanging_turn_and_the_next_cell_works(kernel):
+    kernel.server.add({"text": "partial answer then", "chunk": 4, "hang": 15, "hang_after": 3})
+    hook = interrupt_when(lambda m: m["msg_type"] == "display_data"
+                          and "text/markdown" in m["content"]["data"])
+    hook.km = kernel.km
+    started = time.monotonic()
+    run = kernel.run("%%crystal\nWrite slowly", on_message=hook, timeout=30)
+    assert time.monotonic() - started < 10
+    assert run.status == "error" and run.reply["content"]["ename"] == "TurnInterrupted"
+    assert run.find("Interrupted. The partial answer is kept")
+    error = [m["content"] for m in run.messages if m["msg_type"] == "error"][-1]
+    assert error["traceback"] == ["KeyboardInterrupt: The turn was interrupted."], "one line, no traceback"
+    kernel.server.add({"text": "Back."})
+    run = kernel.run("%crystal continue")
+    assert run.status == "ok" and run.outputs()[-1]["text/markdown"] == "Back."
+    previous = [m for m in kernel.last_body()["messages"] if m["role"] == "assistant"][-1]["content"]
+    assert previous.startswith("partial"), "the partial answer is kept in the conversation"
+
+
+def test_interrupt_stops_blocking_code_in_the_python_tool(kernel):
+    kernel.reset(approval="full")
+    kernel.server.add({"tool_calls": [{"name": "python", "arguments": {
+        "code": "import time\nprint('sleeping', flush=True)\ntime.sleep(60)"}}]}, {"text": "never"})
+    hook = interrupt_when(lambda m: m["msg_type"] == "stream" and "sleeping" in m["content"]["text"])
+    hook.km = kernel.km
+    started = time.monotonic()
+    run = kernel.run("%%crystal\nSleep a minute", on_message=hook, timeout=30)
+    assert time.monotonic() - started < 15
+    assert run.status == "error" and run.reply["content"]["ename"] == "TurnInterrupted"
+    card = run.find("[python]")
+    assert "KeyboardInterrupt" in card["text/plain"]
+    kernel.server.add({"text": "Awake."})
+    assert kernel.run("%crystal wake up").status == "ok"
+
+
+def test_sync_form_returns_the_final_text_without_widgets(kernel):
+    kernel.server.add(bash_call("echo needs-approval"), {"text": "I could not run it. The answer is 7."})
+    run = kernel.run("answer = %crystal What is the answer?\nprint(repr(answer))")
+    assert run.status == "ok"
+    assert run.streams.strip() == "'I could not run it. The answer is 7.'"
+    assert any(t.startswith("Note: Synchronous call (x = %crystal …)") for t in run.texts())
+    assert "denied" in tool_results(kernel.last_body())[-1].lower()
+    assert not any(w.get("description") == "Allow once" and cid not in kernel.driver.closed
+                   for cid, w in kernel.driver.widgets.items()), "no approval form in the synchronous form"
+    tools = {t["function"]["name"] for t in kernel.last_body()["tools"]}
+    assert "question" not in tools, "questions are unavailable in the synchronous form"
+    # After a synchronous turn the async form still works on the same session.
+    kernel.server.add({"text": "Same session."})
+    run = kernel.run("%crystal and now?")
+    assert run.status == "ok"
+    assert "question" in {t["function"]["name"] for t in kernel.last_body()["tools"]}
+    assert "The answer is 7." in json.dumps(kernel.last_body()["messages"])
+
+
+def test_sync_form_in_a_function_and_its_interrupt(kernel):
+    kernel.server.add({"text": "from a function"})
+    run = kernel.run("def ask(q):\n    said = %crystal {q}\n    return said\nprint(ask('hi'))")
+    assert run.status == "error", "{q} names the notebook's variables, not a function's locals"
+    assert "UsageError: {q} in the prompt names no variable" in run.streams
+    run = kernel.run("def ask():\n    said = %crystal say it\n    return said\nprint(ask().upper())")
+    assert run.status == "ok" and run.streams.strip() == "FROM A FUNCTION"
+    kernel.server.add({"text": "slow", "hang": 15, "hang_after": 1})
+    before = kernel.requests()
+    hook = interrupt_when(lambda m: kernel.requests() > before, quiet_too=True)
+    hook.km = kernel.km
+    started = time.monotonic()
+    run = kernel.run("x = %crystal go slowly", on_message=hook, timeout=30)
+    assert time.monotonic() - started < 10
+    assert run.status == "error" and run.reply["content"]["ename"] == "TurnInterrupted"
+    kernel.server.add({"text": "fine"})
+    run = kernel.run("%crystal fine?")
+    assert run.status == "ok", (run.texts(), run.streams)
+
+
+def test_logs_follow_is_a_live_view(kernel):
+    kernel.reset(approval="full")
+    command = "for i in 1 2 3 4; do echo line$i; sleep 0.3; done"
+    kernel.server.add({"tool_calls": [{"name": "bash_start", "arguments": {"command": command}}]},
+                      {"text": "Started."})
+    kernel.run("%%crystal\nStart the job")
+    job_id = re.search(r"Started background job (\S+) ", tool_results(kernel.last_body())[-1]).group(1)
+    run = kernel.run(f"%crystal /logs {job_id} --follow")
+    assert run.status == "ok"
+    view = run.outputs()[0]["text/plain"]
+    assert view.startswith(f"{job_id} · running · {command}")
+    assert "line4" not in view, "the cell ends at once; the view goes on updating"
+
+    def finished(driver):
+        return any("line4" in b.get("text/plain", "") and " · running · " not in b.get("text/plain", "")
+                   for b in driver.late_updates.values())
+    kernel.driver.drain(10, until=finished)
+    assert finished(kernel.driver), kernel.driver.late_updates
+    final = [b["text/plain"] for b in kernel.driver.late_updates.values() if "line4" in b["text/plain"]][-1]
+    assert final.splitlines()[1:] == ["line1", "line2", "line3", "line4"]
+
+
+def test_logs_follow_from_the_synchronous_form(kernel):
+    kernel.reset(approval="full")
+    command = "echo first; sleep 0.6; echo second"
+    kernel.server.add({"tool_calls": [{"name": "bash_start", "arguments": {"command": command}}]},
+                      {"text": "Started."})
+    kernel.run("%%crystal\nStart another job")
+    job_id = re.search(r"Started background job (\S+) ", tool_results(kernel.last_body())[-1]).group(1)
+    run = kernel.run(f"view = %crystal /logs {job_id} --follow\nprint(view)")
+    assert run.status == "ok" and run.streams == "None\n"
+    kernel.driver.drain(10, until=lambda d: any("second" in b.get("text/plain", "") for b in d.late_updates.values()))
+    assert any("first\nsecond" in b.get("text/plain", "") for b in kernel.driver.late_updates.values())

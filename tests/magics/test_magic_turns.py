@@ -1,0 +1,161 @@
+"""``%%crystal`` / ``%crystal`` turns in a stock python3 ipykernel: streamed answers,
+tool cards, ``{name}`` interpolation, the notebook tools, one session per kernel."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+
+def user_text(body):
+    return [m for m in body["messages"] if m["role"] == "user"][-1]["content"]
+
+
+def tool_results(body):
+    return [m["content"] for m in body["messages"] if m["role"] == "tool"]
+
+
+def test_load_ext_registers_the_magics_and_help(kernel):
+    run = kernel.run("%crystal /help")
+    assert run.status == "ok"
+    text = run.outputs()[0]["text/plain"]
+    assert "/mode plan|work" in text and "x = %crystal PROMPT" in text
+    run = kernel.run("print(sorted(k for k in get_ipython().magics_manager.magics['cell'] if k == 'crystal'))")
+    assert run.streams == "['crystal']\n"
+
+
+def test_cell_turn_streams_the_answer_and_shows_tool_cards(kernel):
+    kernel.reset(approval="full")
+    text = "# Result\n\n" + " ".join(f"w{i}" for i in range(80))
+    kernel.server.add({"tool_calls": [{"name": "bash", "arguments": {"command": "echo from-magic"}}]},
+                      {"text": text, "chunk": 2, "delay": 0.003})
+    run = kernel.run("%%crystal\nRun echo, then write a long answer")
+    assert run.status == "ok", run.texts()
+    status = run.outputs()[0]["text/plain"]
+    assert status.startswith("Crystal · work · approval full · openai:")
+    card = run.find("[bash] echo from-magic")
+    assert 'data-state="done"' in card["text/html"] and "from-magic" in card["text/plain"]
+    markdown = [k for k in run.order if "text/markdown" in run.displays[k]]
+    assert len(markdown) == 1 and run.displays[markdown[0]]["text/markdown"] == text
+    assert run.updates[markdown[0]] >= 1, "the answer streams into one display updated in place"
+    assert not any("Out[" in t for t in run.texts()), "the magic leaves no Out[] value"
+
+
+def test_variables_are_interpolated_into_the_request(kernel):
+    kernel.run("rows = [1, 2, 3]\nname = 'sales'")
+    kernel.server.add({"text": "Six."})
+    run = kernel.run("%%crystal\nSum {rows} from {name}; keep {{literal}} and {not a name}.\n")
+    assert run.status == "ok"
+    assert user_text(kernel.last_body()) == "Sum [1, 2, 3] from sales; keep {literal} and {not a name}."
+    kernel.server.add({"text": "One line."})
+    run = kernel.run("%crystal --mode work count {rows}")
+    assert user_text(kernel.last_body()) == "count [1, 2, 3]"
+
+
+def test_an_unknown_name_is_a_one_line_error_and_no_turn(kernel):
+    before = kernel.requests()
+    run = kernel.run("%%crystal --approval full\nExplain {undefined_thing}")
+    assert run.status == "error"
+    assert run.streams.strip() == ("UsageError: {undefined_thing} in the prompt names no variable of the notebook; "
+                                   "define it first, or write {{ and }} for literal braces.")
+    assert kernel.requests() == before
+    run = kernel.run("%crystal /approval")
+    assert run.texts() == ["Approval: default"], "a refused cell changes nothing, options included"
+
+
+def test_python_tool_changes_a_variable_the_next_cell_sees(kernel):
+    kernel.reset(approval="full")
+    kernel.run("counter = 1")
+    kernel.server.add({"tool_calls": [{"name": "python", "arguments": {"code": "counter += 41\nprint('now', counter)"}}]},
+                      {"tool_calls": [{"name": "variables", "arguments": {}}]},
+                      {"text": "Done."})
+    run = kernel.run("%%crystal\nAdd 41 to counter")
+    assert run.status == "ok"
+    assert "now 42" in run.streams
+    assert "counter: int = 42" in tool_results(kernel.last_body())[-1]
+    run = kernel.run("print(counter)")
+    assert run.streams == "42\n"
+
+
+def test_cell_output_gives_the_model_a_previous_output(kernel):
+    run = kernel.run("{'answer': 6 * 7}")
+    count = run.reply["content"]["execution_count"]
+    kernel.server.add({"tool_calls": [{"name": "cell_output", "arguments": {"n": count}}]}, {"text": "It is 42."})
+    run = kernel.run("%%crystal\nWhat did the previous cell return?")
+    assert run.status == "ok"
+    assert tool_results(kernel.last_body())[-1] == f"Out[{count}]: {{'answer': 42}}"
+    kernel.run("1 / 0")
+    kernel.server.add({"tool_calls": [{"name": "cell_output", "arguments": {}}]}, {"text": "Division by zero."})
+    kernel.run("Out.clear()")
+    run = kernel.run("%%crystal\nWhy did it fail?")
+    result = tool_results(kernel.last_body())[-1]
+    assert result.startswith("The last error:") and "ZeroDivisionError" in result
+
+
+def test_two_cells_share_one_session_and_new_starts_a_fresh_one(kernel):
+    kernel.run("%crystal --new")
+    kernel.server.add({"text": "First answer."})
+    kernel.run("%%crystal\nRemember the word kiwi")
+    kernel.server.add({"text": "Kiwi."})
+    kernel.run("%crystal Which word?")
+    messages = kernel.last_body()["messages"]
+    texts = [m["content"] for m in messages if m["role"] in ("user", "assistant")]
+    assert texts[-3:] == ["Remember the word kiwi", "First answer.", "Which word?"]
+    sessions = set((kernel.workspace / ".crystal" / "sessions").glob("*.json"))
+    kernel.server.add({"text": "Fresh."})
+    run = kernel.run("%%crystal --new\nWhich word?")
+    assert run.status == "ok"
+    assert any(t.startswith("Note: New session ") for t in run.texts())
+    texts = [m["content"] for m in kernel.last_body()["messages"] if m["role"] in ("user", "assistant")]
+    assert texts == ["Which word?"]
+    new = set((kernel.workspace / ".crystal" / "sessions").glob("*.json")) - sessions
+    assert len(new) == 1
+    session_id = new.pop().stem
+    # The notebook's session is recorded, so /resume in a reopened notebook continues it.
+    mapped = json.loads((kernel.workspace / ".crystal" / "notebooks.json").read_text())
+    assert mapped["notebooks"][kernel.notebook]["session"] == session_id
+    run = kernel.run("%crystal /sessions")
+    assert f"* {session_id}" in run.texts()[0]
+
+
+def test_mode_command_and_session_options(kernel):
+    run = kernel.run("%crystal /mode plan")
+    assert run.texts() == ["Mode is now plan."]
+    kernel.server.add({"text": "A plan."})
+    run = kernel.run("%%crystal\nPlan it")
+    assert run.outputs()[0]["text/plain"].startswith("Crystal · plan · approval default")
+    tools = {t["function"]["name"] for t in kernel.last_body()["tools"]}
+    assert "python" not in tools and "bash" not in tools and "read" in tools
+    kernel.server.add({"text": "Working."})
+    run = kernel.run("%%crystal --mode work --approval edit --disable-tool python --disable-tool grep\nWork")
+    assert run.outputs()[0]["text/plain"].startswith("Crystal · work · approval edit")
+    tools = {t["function"]["name"] for t in kernel.last_body()["tools"]}
+    assert {"bash", "variables", "cell_output"} <= tools and not {"python", "grep"} & tools
+    run = kernel.run("%crystal --disable-tool nosuch")
+    assert run.status == "error" and "UsageError: --disable-tool: unknown built-in tool 'nosuch'." in run.streams
+    run = kernel.run("%crystal --approval sometimes")
+    assert run.status == "error" and "Unknown approval mode 'sometimes'" in run.streams
+    run = kernel.run("%crystal --colour red")
+    assert run.status == "error" and "UsageError: Unknown option --colour" in run.streams
+    kernel.server.add({"text": "Still edit."})
+    kernel.run("%crystal hello")
+    assert kernel.run("%crystal /approval").texts() == ["Approval: edit"]
+    kernel.run("%crystal --disable-tool bash_stop")  # given lists replace the session's list
+    kernel.server.add({"text": "ok"})
+    kernel.run("%crystal again")
+    tools = {t["function"]["name"] for t in kernel.last_body()["tools"]}
+    assert "python" in tools and "bash_stop" not in tools
+    kernel.run("%crystal --new")
+
+
+def test_at_path_and_a_command_cell(kernel):
+    (Path(kernel.workspace) / "notes.txt").write_text("alpha\n")
+    kernel.server.add({"text": "Alpha."})
+    run = kernel.run("%crystal What is in @notes.txt?")
+    assert any("Attached @notes.txt" in t for t in run.texts())
+    assert user_text(kernel.last_body()) == 'What is in @notes.txt?\n<file path="notes.txt">\nalpha\n\n</file>'
+    run = kernel.run("%%crystal\n/approval edit\n/mode plan")
+    assert run.texts() == ["Approval mode is now edit.", "Mode is now plan."]
+    run = kernel.run("%%crystal\n/mode work\nand a prompt")
+    assert run.status == "error" and "must start with '/'" in run.streams
+    kernel.run("%crystal /mode work")
