@@ -166,3 +166,33 @@ def test_logs_follow_from_the_synchronous_form(kernel):
     assert run.status == "ok" and run.streams == "None\n"
     kernel.driver.drain(10, until=lambda d: any("second" in b.get("text/plain", "") for b in d.late_updates.values()))
     assert any("first\nsecond" in b.get("text/plain", "") for b in kernel.driver.late_updates.values())
+
+
+def test_sync_form_runs_the_python_tool_and_its_interrupt_stops_user_code(kernel):
+    kernel.reset(approval="full")
+    kernel.server.add({"tool_calls": [{"name": "python", "arguments": {"code": "made_in_sync = 5\nprint('set it')"}}]},
+                      {"text": "Set."})
+    run = kernel.run("said = %crystal set a variable\nprint(said, made_in_sync)")
+    assert run.status == "ok" and run.streams.endswith("Set. 5\n") and "set it" in run.streams
+    kernel.server.add({"tool_calls": [{"name": "python", "arguments": {
+        "code": "import time\nprint('looping', flush=True)\nfor _ in range(600):\n    time.sleep(0.1)"}}]},
+        {"text": "never"})
+    hook = interrupt_when(lambda m: m["msg_type"] == "stream" and "looping" in m["content"]["text"])
+    hook.km = kernel.km
+    started = time.monotonic()
+    run = kernel.run("said = %crystal loop for a minute", on_message=hook, timeout=30)
+    assert time.monotonic() - started < 10
+    assert run.status == "error" and run.reply["content"]["ename"] == "TurnInterrupted"
+    assert "KeyboardInterrupt" in run.find("[python]")["text/plain"]
+    kernel.server.add({"text": "ok"})
+    assert kernel.run("%crystal still there").status == "ok"
+
+
+def test_unload_removes_the_magic_and_reload_gets_it_back(kernel):
+    run = kernel.run("%unload_ext crystal_kernel\n")
+    assert run.status == "ok"
+    run = kernel.run("%crystal /mode")
+    assert run.status == "error" and "UsageError: Line magic function `%crystal` not found." in run.streams
+    run = kernel.run("%load_ext crystal_kernel")
+    assert run.status == "ok"
+    assert kernel.run("%crystal /mode").texts() == ["Mode: work"]

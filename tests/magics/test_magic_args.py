@@ -1,0 +1,75 @@
+"""The magic's line: options, ``{name}`` interpolation, and the input transformer on a
+real (in-process) IPython shell — no kernel needed."""
+
+from __future__ import annotations
+
+import pytest
+from IPython.core.interactiveshell import InteractiveShell
+
+from crystal_kernel.errors import UserError
+from crystal_kernel.jupyter import magics_transform
+from crystal_kernel.jupyter.magics_args import MAX_VALUE_CHARS, cell_options, interpolate, split_options
+
+
+def test_leading_options_then_the_prompt():
+    opts, rest = split_options("--mode plan --approval=edit --disable-tool grep --disable-tool python "
+                               "--prompt-set 'my set' --new explain --mode please")
+    assert (opts.mode, opts.approval, opts.disable_tool, opts.prompt_set, opts.new) == \
+        ("plan", "edit", ["grep", "python"], "my set", True)
+    assert rest == "explain --mode please", "options stop at the first word of the prompt"
+    opts, rest = split_options("-- --not an option")
+    assert rest == "--not an option" and not opts.any()
+    opts, rest = split_options("/mode plan")
+    assert rest == "/mode plan" and not opts.any()
+
+
+@pytest.mark.parametrize("line, message", [
+    ("--mode fast hi", "--mode must be one of: plan, work (not 'fast')."),
+    ("--colour red", "Unknown option --colour; the options are --mode, --approval"),
+    ("--model", "--model needs a value."),
+    ("--model --new", "--model needs a value."),
+    ("--new=yes", "--new takes no value."),
+    ("--prompt-attachments off --prompt-attachment a", "--prompt-attachment cannot be combined"),
+])
+def test_bad_options_are_one_line_errors(line, message):
+    with pytest.raises(UserError) as err:
+        split_options(line)
+    assert str(err.value).startswith(message) and "\n" not in str(err.value)
+
+
+def test_the_cell_line_takes_options_only():
+    assert cell_options(" --mode work ").mode == "work"
+    with pytest.raises(UserError, match="takes options only"):
+        cell_options("--mode work explain this")
+
+
+def test_interpolation_names_braces_and_bounds():
+    ns = {"df": "a  b\n1  2", "n": 3, "big": "x" * (MAX_VALUE_CHARS + 5)}
+    text, notes = interpolate("Look at {df} ({n} rows); {{n}} stays, {n!r} and {1} and {} too", ns)
+    assert text == "Look at a  b\n1  2 (3 rows); {n} stays, {n!r} and {1} and {} too"
+    assert notes == []
+    text, notes = interpolate("{big}", ns)
+    assert text.startswith("x" * MAX_VALUE_CHARS) and text.endswith("[… 5 more characters]")
+    assert notes == [f"{{big}} was cut to its first {MAX_VALUE_CHARS:,} of {MAX_VALUE_CHARS + 5:,} characters."]
+    with pytest.raises(UserError, match=r"^\{missing\} in the prompt names no variable"):
+        interpolate("use {n} and {missing}", ns)
+
+
+def test_the_transformer_makes_standalone_magics_awaited_and_leaves_the_rest():
+    shell = InteractiveShell.instance()
+    magics_transform.install(shell)
+    try:
+        call = magics_transform.CALL
+        assert shell.transform_cell("%crystal hi") == f"await {call}('line', 'hi')\n"
+        assert shell.transform_cell("%crystal Which file?") == f"await {call}('line', 'Which file?')\n"
+        assert shell.transform_cell("%%crystal --new\nWhy?\n") == f"await {call}('cell', '--new', 'Why?\\n')\n"
+        assert shell.transform_cell("x = %crystal Which file?") == \
+            "x = get_ipython().run_line_magic('crystal', 'Which file?')\n"
+        assert shell.transform_cell("def f():\n    y = %crystal go\n    return y\n") == \
+            "def f():\n    y = get_ipython().run_line_magic('crystal', 'go')\n    return y\n"
+        text = 's = """\n%crystal not a call\n"""\n'
+        assert shell.transform_cell(text) == text, "a %crystal inside a string stays text"
+        assert "pinfo" in shell.transform_cell("%crystal?"), "help on the magic still works"
+    finally:
+        magics_transform.uninstall(shell)
+    assert shell.transform_cell("%crystal hi") == "get_ipython().run_line_magic('crystal', 'hi')\n"
