@@ -150,7 +150,7 @@ class Job:
         self._read_fd = read_fd
         if self.stop_reason is not None:  # closed while starting
             self.proc.send_signal(signal.SIGTERM)
-        self.write_status()
+        self.write_status(durable=False)  # start() waits for this: no fsync
         threading.Thread(target=self._pump, name=f"crystal-job-{self.id}", daemon=True).start()
 
     @property
