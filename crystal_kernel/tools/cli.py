@@ -77,6 +77,8 @@ def _describe(tool: Any) -> dict[str, Any]:
         "source": getattr(tool, "origin", "built-in"),
         "inputSchema": tool.input_schema(),
     }
+    if getattr(tool, "mcp_server", None) is not None:  # MCP tools (crystal_kernel/mcp)
+        info.update(server=tool.mcp_server, tool=tool.remote_name, state=tool.state)
     if isinstance(tool, ExecTool):
         m = tool.manifest
         info.update(
