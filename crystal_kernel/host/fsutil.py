@@ -12,8 +12,11 @@ from typing import Any
 from crystal_kernel.errors import UserError
 
 
-def atomic_write_text(path: Path, text: str) -> None:
-    """Write via a temp file in the same folder, fsync, then rename over the target."""
+def atomic_write_text(path: Path, text: str, *, fsync: bool = True) -> None:
+    """Write via a temp file in the same folder, fsync, then rename over the target.
+
+    ``fsync=False`` keeps the rename's atomicity against crashes of this process but not
+    against power loss: for small status files rewritten many times a second."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
@@ -21,7 +24,8 @@ def atomic_write_text(path: Path, text: str) -> None:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             handle.write(text)
             handle.flush()
-            os.fsync(handle.fileno())
+            if fsync:
+                os.fsync(handle.fileno())
         if path.exists():
             os.chmod(tmp, path.stat().st_mode & 0o777)
         else:  # mkstemp makes 0600; a new file gets the usual permissions
@@ -37,8 +41,8 @@ def atomic_write_text(path: Path, text: str) -> None:
         raise
 
 
-def atomic_write_json(path: Path, data: Any) -> None:
-    atomic_write_text(path, json.dumps(data, indent=2, ensure_ascii=False) + "\n")
+def atomic_write_json(path: Path, data: Any, *, fsync: bool = True) -> None:
+    atomic_write_text(path, json.dumps(data, indent=2, ensure_ascii=False) + "\n", fsync=fsync)
 
 
 def read_json_object(path: Path, what: str) -> dict[str, Any]:

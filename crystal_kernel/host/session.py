@@ -291,9 +291,7 @@ class Session:
     async def close(self) -> None:
         """Stop background jobs (BG-2) and anything else the session started."""
         if self._jobs is not None:
-            result = self._jobs.close()
-            if hasattr(result, "__await__"):
-                await result
+            await self._jobs.aclose()  # off the event loop: a stubborn job takes seconds
         for tool in self.tools() if self._tools is not None else []:
             closer = getattr(tool, "aclose", None)
             if closer is not None:

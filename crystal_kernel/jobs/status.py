@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import tempfile
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -37,28 +36,10 @@ def write_status(path: Path, data: dict[str, Any], *, durable: bool = True) -> s
     here) on the capture thread would stall the job's pipe.
     """
     try:
-        if durable:
-            atomic_write_json(path, data)
-        else:
-            _replace_json(path, data)
+        atomic_write_json(path, data, fsync=durable)
         return None
     except OSError as exc:
         return f"cannot write {path}: {exc.strerror or exc}"
-
-
-def _replace_json(path: Path, data: dict[str, Any]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(json.dumps(data, indent=2, ensure_ascii=False) + "\n")
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
 
 
 def pid_alive(pid: int) -> bool:
