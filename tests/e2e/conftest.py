@@ -179,3 +179,28 @@ def shot(page):
         return path
 
     return take
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """A failed browser test leaves a screenshot of its page and the lab's log tail in
+    tests/e2e/artifacts/ (taken here, while the test's fixtures are still alive), so a
+    CI failure can be read afterwards."""
+    outcome = yield
+    report = outcome.get_result()
+    if report.when != "call" or not report.failed:
+        return
+    ARTIFACTS.mkdir(exist_ok=True)
+    name = item.name
+    for fixture in ("page", "notebook_page"):
+        value = item.funcargs.get(fixture)
+        if value is None:
+            continue
+        page = value[0] if isinstance(value, tuple) else value
+        try:
+            page.screenshot(path=str(ARTIFACTS / f"FAILED-{name}.png"))
+        except Exception as exc:  # the page may be gone; the log still helps
+            print(f"no screenshot: {exc}")
+    lab = item.funcargs.get("lab")
+    if lab is not None:
+        (ARTIFACTS / f"FAILED-{name}.log").write_text(lab.log.read_text(errors="replace")[-20000:])
