@@ -11,7 +11,6 @@ turn from the control thread.
 
 from __future__ import annotations
 
-import _thread
 import asyncio
 import os
 import signal
@@ -137,6 +136,9 @@ class CrystalKernel(IPythonKernel):
             shell.execution_count += 1
         self._allow_stdin = allow_stdin
         self._loop = asyncio.get_running_loop()
+        from crystal_kernel.jupyter.notebook_tools import clear_interrupt
+
+        clear_interrupt()
         # The task carries this cell's parent header (contextvars), so everything it and
         # its children display lands in this cell, even after the cell has ended.
         task = asyncio.ensure_future(self._run_cell(code))
@@ -231,12 +233,14 @@ class CrystalKernel(IPythonKernel):
 
     def request_interrupt(self) -> None:
         """Cancel the running turn; callable from any thread."""
-        from crystal_kernel.jupyter.notebook_tools import sync_code_running
+        from crystal_kernel.jupyter.notebook_tools import note_interrupt
 
-        if sync_code_running():
+        if note_interrupt():
             # The python tool is running blocking code on the main thread: interrupt it
-            # like a normal cell would be (our SIGINT handler raises KeyboardInterrupt).
-            _thread.interrupt_main()
+            # like a normal cell would be. A real signal (not _thread.interrupt_main) so
+            # that a blocking call such as time.sleep returns; our SIGINT handler, set for
+            # the cell, raises KeyboardInterrupt there.
+            signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
         loop = self._loop
         if loop is not None and not loop.is_closed():
             loop.call_soon_threadsafe(self._cancel_current)
@@ -257,13 +261,13 @@ class CrystalKernel(IPythonKernel):
             return
 
         def handler(signum: int, frame: Any) -> None:
-            from crystal_kernel.jupyter.notebook_tools import sync_code_running
+            from crystal_kernel.jupyter.notebook_tools import note_interrupt
 
-            if sync_code_running():
-                raise KeyboardInterrupt
             loop = self._loop
             if loop is not None:
                 loop.call_soon_threadsafe(self._cancel_current)
+            if note_interrupt():
+                raise KeyboardInterrupt
 
         saved = signal.signal(signal.SIGINT, handler)
         try:

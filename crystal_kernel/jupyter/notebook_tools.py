@@ -33,14 +33,28 @@ _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 
 
 class _State:
-    """Whether synchronous user code is running right now. The kernel's interrupt turns
-    into a KeyboardInterrupt only then (async code is cancelled like any turn)."""
+    """Whether synchronous user code is running right now, and whether the front asked
+    to interrupt. The kernel's interrupt turns into a KeyboardInterrupt only in
+    synchronous code (async code is cancelled like any turn)."""
 
     sync_running = False
+    interrupted = False
 
 
 def sync_code_running() -> bool:
     return _State.sync_running
+
+
+def note_interrupt() -> bool:
+    """The front's stop button: remember it (code about to start will not run) and say
+    whether synchronous code is running now (then the front signals the main thread)."""
+    _State.interrupted = True
+    return _State.sync_running
+
+
+def clear_interrupt() -> None:
+    """A new cell starts: earlier interrupts are spent."""
+    _State.interrupted = False
 
 
 def shell_of(ctx: ToolContext) -> Any:
@@ -180,8 +194,11 @@ async def _execute(shell: Any, code: str, got: _Collected) -> None:
 async def _run(code: Any, ns: dict[str, Any], shell: Any) -> Any:
     if code.co_flags & inspect.CO_COROUTINE:
         return await eval(code, shell.user_global_ns, ns)
+    # Set the flag before looking at the interrupt so that one side always sees the other.
     _State.sync_running = True
     try:
+        if _State.interrupted:
+            raise KeyboardInterrupt
         return eval(code, shell.user_global_ns, ns)
     finally:
         _State.sync_running = False
