@@ -6,7 +6,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test bench lab clean install
+.PHONY: demo test bench lab clean install system-deps
 
 install: $(STAMP)
 
@@ -19,8 +19,20 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(PY) -m crystal_kernel.demo
 
-test: $(STAMP)
+test: $(STAMP) system-deps
 	$(PY) -m crystal_kernel.testing.run_tests
+
+# Browser tests drive Debian's chromium (never `playwright install`). The labextension
+# build needs Node.js >= 20.19 with npm on PATH.
+system-deps:
+	@if [ ! -x /usr/bin/chromium ]; then \
+	  if [ "$$(id -u)" = 0 ]; then \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; \
+	  else \
+	    echo "The browser tests need chromium: sudo apt-get install -y chromium" >&2; exit 1; \
+	  fi; \
+	fi
+	@command -v node >/dev/null || { echo "Node.js >= 20.19 with npm is needed to build the JupyterLab extension" >&2; exit 1; }
 
 bench: $(STAMP)
 	$(PY) -m bench
