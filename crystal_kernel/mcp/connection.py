@@ -274,6 +274,12 @@ class ServerConnection:
                 raise ToolError(f"The MCP server '{self.config.name}' was closed with its session.")
             if self.state == "running" and not self._lost and self._session is not None:
                 return self._session
+            ready = self._ready
+            if self.state == "starting" and ready is not None and not ready.done():
+                # A start whose caller was cancelled is still under way: let it finish.
+                await asyncio.wait({ready}, timeout=self.config.startup_timeout + STOP_SECONDS)
+                if self.state == "running" and not self._lost and self._session is not None:
+                    return self._session
             if self.state == "failed":
                 raise ToolError(f"The MCP server '{self.config.name}' could not start: {self.detail}")
             if self.state in ("running", "stopped", "starting"):
