@@ -130,6 +130,12 @@ class CrystalKernel(IPythonKernel):
     async def do_execute(self, code: str, silent: bool, store_history: bool = True,
                          user_expressions: Any = None, allow_stdin: bool = False, *,
                          cell_meta: Any = None, cell_id: Any = None) -> dict[str, Any]:
+        if silent:
+            # Frontends and extensions send silent requests with Python code (variable
+            # inspectors, widget managers); they are never meant as prompts. Run them in
+            # the namespace, as IPython would, and never call the model.
+            return await super().do_execute(code, silent, store_history, user_expressions, allow_stdin,
+                                            cell_meta=cell_meta, cell_id=cell_id)
         shell = self.shell
         count = shell.execution_count
         if store_history and not silent:

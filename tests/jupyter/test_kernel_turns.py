@@ -107,3 +107,15 @@ def test_tab_completion_on_commands_and_paths(kernel):
     code = "look at @rep"
     reply = kc.complete(code, len(code), reply=True, timeout=10)["content"]
     assert reply["matches"] == ["@report.md", "@reports/"] and reply["cursor_start"] == len("look at ")
+
+
+def test_silent_requests_run_python_and_never_call_the_model(kernel):
+    before = len(kernel.server.bodies())
+    kc = kernel.driver.kc
+    reply = kc.execute_interactive("hidden_value = 6 * 7", silent=True, timeout=20)
+    assert reply["content"]["status"] == "ok"
+    assert len(kernel.server.bodies()) == before
+    kernel.reset(approval="full")
+    kernel.server.add({"tool_calls": [{"name": "variables", "arguments": {}}]}, {"text": "Seen."})
+    kernel.run("What is defined?")
+    assert "hidden_value: int = 42" in [m["content"] for m in kernel.last_body()["messages"] if m["role"] == "tool"][-1]

@@ -28,6 +28,9 @@ def test_single_select_submits_on_the_click_Q2(kernel):
     assert json.loads(tool_results(kernel.last_body())[-1]) == [["SQLite"]]
     summary = run.find("Answered:")
     assert summary["text/plain"] == "Answered:\nDatabase: SQLite"
+    texts = run.texts()
+    card = next(i for i, t in enumerate(texts) if t.startswith("[question]"))
+    assert card < texts.index(summary["text/plain"]) < texts.index("SQLite it is."), texts
     assert "application/vnd.jupyter.widget-view+json" not in summary, "the form is replaced by a static summary"
     # The option buttons were Buttons described by the label, with the description shown.
     labels = {w.get("description") for w in kernel.driver.widgets.values() if w.get("_model_name") == "ButtonModel"}
