@@ -73,3 +73,9 @@ def test_the_transformer_makes_standalone_magics_awaited_and_leaves_the_rest():
     finally:
         magics_transform.uninstall(shell)
     assert shell.transform_cell("%crystal hi") == "get_ipython().run_line_magic('crystal', 'hi')\n"
+
+
+def test_outside_a_jupyter_kernel_turns_run_without_widgets():
+    from crystal_kernel.jupyter.magics import widget_problem
+
+    assert widget_problem(InteractiveShell.instance()) == "This IPython is not a Jupyter kernel"

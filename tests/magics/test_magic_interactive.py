@@ -135,7 +135,9 @@ def test_sync_form_in_a_function_and_its_interrupt(kernel):
 
 def test_logs_follow_is_a_live_view(kernel):
     kernel.reset(approval="full")
-    command = "for i in 1 2 3 4; do echo line$i; sleep 0.3; done"
+    # The job waits for a file the test writes once the view is up (at most 20 s).
+    command = ("echo line1; echo line2; for i in $(seq 200); do [ -f go1 ] && break; sleep 0.1; done; "
+               "echo line3; echo line4")
     kernel.server.add({"tool_calls": [{"name": "bash_start", "arguments": {"command": command}}]},
                       {"text": "Started."})
     kernel.run("%%crystal\nStart the job")
@@ -144,28 +146,32 @@ def test_logs_follow_is_a_live_view(kernel):
     assert run.status == "ok"
     view = run.outputs()[0]["text/plain"]
     assert view.startswith(f"{job_id} · running · {command}")
-    assert "line4" not in view, "the cell ends at once; the view goes on updating"
+    assert view.splitlines()[1:] == ["line1", "line2"], "the cell ends at once; the view goes on updating"
+    (kernel.workspace / "go1").write_text("")
 
     def finished(driver):
-        return any("line4" in b.get("text/plain", "") and " · running · " not in b.get("text/plain", "")
+        return any(b.get("text/plain", "").endswith("line4") and " · running · " not in b.get("text/plain", "")
                    for b in driver.late_updates.values())
     kernel.driver.drain(10, until=finished)
     assert finished(kernel.driver), kernel.driver.late_updates
-    final = [b["text/plain"] for b in kernel.driver.late_updates.values() if "line4" in b["text/plain"]][-1]
+    final = [b["text/plain"] for b in kernel.driver.late_updates.values() if b["text/plain"].endswith("line4")][-1]
     assert final.splitlines()[1:] == ["line1", "line2", "line3", "line4"]
 
 
 def test_logs_follow_from_the_synchronous_form(kernel):
     kernel.reset(approval="full")
-    command = "echo first; sleep 0.6; echo second"
+    command = "echo first; for i in $(seq 200); do [ -f go2 ] && break; sleep 0.1; done; echo second"
     kernel.server.add({"tool_calls": [{"name": "bash_start", "arguments": {"command": command}}]},
                       {"text": "Started."})
     kernel.run("%%crystal\nStart another job")
     job_id = re.search(r"Started background job (\S+) ", tool_results(kernel.last_body())[-1]).group(1)
     run = kernel.run(f"view = %crystal /logs {job_id} --follow\nprint(view)")
     assert run.status == "ok" and run.streams == "None\n"
-    kernel.driver.drain(10, until=lambda d: any("second" in b.get("text/plain", "") for b in d.late_updates.values()))
-    assert any("first\nsecond" in b.get("text/plain", "") for b in kernel.driver.late_updates.values())
+    assert " · running · " in run.outputs()[0]["text/plain"]
+    (kernel.workspace / "go2").write_text("")
+    kernel.driver.drain(10, until=lambda d: any(b.get("text/plain", "").endswith("first\nsecond")
+                                                for b in d.late_updates.values()))
+    assert any(b.get("text/plain", "").endswith("first\nsecond") for b in kernel.driver.late_updates.values())
 
 
 def test_sync_form_runs_the_python_tool_and_its_interrupt_stops_user_code(kernel):
