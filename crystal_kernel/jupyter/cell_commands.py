@@ -87,9 +87,8 @@ def _show_jobs(kernel: Any, session: Any) -> None:
     if not session.has_jobs or not session.jobs.status():
         output.show(jobs_table([]))
         return
-    table = JobsTable(session.jobs)
-    output.show(table.bundle())
-    if any(info.active for info in table.infos):
+    table = JobsTable(session.jobs, output)
+    if not table.done:
         kernel.spawn(table.keep_fresh())
 
 

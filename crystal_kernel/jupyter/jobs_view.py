@@ -40,38 +40,34 @@ def jobs_table(infos: list[Any]) -> Bundle:
 
 
 class JobsTable:
-    """The /jobs widget: one row per job, a Stop button on running ones."""
+    """The /jobs view: a static table (HTML with a text fallback, updated in place as
+    states change, so a saved notebook shows it anywhere) and, under it, a row of Stop
+    buttons for the jobs that run. When no listed job runs any more, the buttons are
+    replaced by a line saying so."""
 
-    def __init__(self, manager: Any):
+    def __init__(self, manager: Any, output: Any):
         import ipywidgets as w
 
         self.manager = manager
         self.infos = manager.status()
-        self.cells: dict[str, list[Any]] = {}
+        self.table = output.show(jobs_table(self.infos))
         self.buttons: dict[str, Any] = {}
-        grid: list[Any] = [w.HTML(f"<b>{esc(c)}</b>") for c in COLUMNS] + [w.HTML("")]
         for info in self.infos:
-            cells = [w.HTML(f"<code>{esc(v)}</code>") for v in _row(info)]
-            button = w.Button(description="Stop", button_style="danger", disabled=not info.active,
-                              tooltip=f"Stop job {info.id} and its processes", layout=w.Layout(width="auto"))
-            button.on_click(lambda _b, job_id=info.id: self._stop(job_id))
-            self.cells[info.id] = cells
-            self.buttons[info.id] = button
-            grid += cells + [button]
-        self.widget = w.GridBox(grid, layout=w.Layout(grid_template_columns="auto auto auto auto 1fr auto",
-                                                      grid_gap="2px 12px"))
+            if info.active:
+                button = w.Button(description=f"Stop {info.id}", button_style="danger",
+                                  tooltip=f"Stop job {info.id} ({info.command[:60]}) and its processes",
+                                  layout=w.Layout(width="auto"))
+                button.on_click(lambda _b, job_id=info.id: self._stop(job_id))
+                self.buttons[info.id] = button
+        self.row = w.HBox(list(self.buttons.values()))
+        self.row_handle = output.show(self.row._repr_mimebundle_()) if self.buttons else None
         self.stopping: set[asyncio.Task] = set()
-
-    def bundle(self) -> Bundle:
-        data = dict(jobs_table(self.infos))
-        data.update(self.widget._repr_mimebundle_())
-        data["text/plain"] = jobs_table(self.infos)["text/plain"]
-        return data
+        self.done = not self.buttons
 
     def _stop(self, job_id: str) -> None:
         button = self.buttons[job_id]
         button.disabled = True
-        button.description = "Stopping…"
+        button.description = f"Stopping {job_id}…"
         task = asyncio.ensure_future(self._astop(job_id))
         self.stopping.add(task)
         task.add_done_callback(self.stopping.discard)
@@ -80,23 +76,35 @@ class JobsTable:
         try:
             await self.manager.astop(job_id)
         finally:
-            self.buttons[job_id].description = "Stop"
+            self.buttons[job_id].description = f"Stop {job_id}"
             self.refresh()
 
     def refresh(self) -> bool:
-        """Update the state cells; True while some listed job still runs."""
-        running = False
+        """Update the table and the buttons; True while some listed job still runs."""
+        if self.done:
+            return False
+        infos = []
         for info in self.infos:
             try:
-                now = self.manager.status(info.id)
+                infos.append(self.manager.status(info.id))
             except ToolError:
-                continue
-            for cell, value in zip(self.cells[info.id], _row(now)):
-                text = f"<code>{esc(value)}</code>"
-                if cell.value != text:
-                    cell.value = text
-            self.buttons[info.id].disabled = not now.active
-            running = running or now.active
+                infos.append(info)
+        if [_row(i) for i in infos] != [_row(i) for i in self.infos]:
+            self.infos = infos
+            self.table.update(jobs_table(infos))
+        running = False
+        for info in infos:
+            if info.id in self.buttons:
+                self.buttons[info.id].disabled = not info.active
+            running = running or info.active
+        if not running:
+            self.done = True
+            if self.row_handle is not None:
+                self.row_handle.update({"text/plain": "Every listed job has ended.",
+                                        "text/html": "<i>Every listed job has ended.</i>"})
+            for button in self.buttons.values():
+                button.close()
+            self.row.close()
         return running
 
     async def keep_fresh(self, limit_seconds: float = 3600.0) -> None:
