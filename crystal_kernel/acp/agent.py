@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from acp import (
-    PROTOCOL_VERSION, RequestError, text_block, update_agent_message_text, update_agent_thought_text,
-    update_tool_call, start_tool_call,
+    PROTOCOL_VERSION, RequestError, start_tool_call, text_block, tool_content, update_agent_message_text,
+    update_agent_thought_text, update_tool_call,
 )
 from acp.helpers import update_available_commands, update_current_mode
 from acp.schema import (
@@ -359,6 +359,7 @@ class CrystalAgent:
         session = entry.session
         tokens_in = tokens_out = last_in = 0
         errors: list[str] = []
+        open_calls: list[str] = []
         async for event in turn:
             if isinstance(event, TextDelta):
                 await self._send(session_id, update_agent_message_text(event.text))
@@ -369,6 +370,7 @@ class CrystalAgent:
                     raw_input=event.arguments,
                 ))
                 entry.announced_event(event.id).set()
+                open_calls.append(event.id)
             elif isinstance(event, ApprovalEvent):
                 if event.outcome == "allow":
                     await self._send(session_id, update_tool_call(event.id, status="in_progress"))
@@ -377,6 +379,8 @@ class CrystalAgent:
                     event.id, status="completed" if event.ok else "failed", content=result_content(event),
                 ))
                 entry.announced.pop(event.id, None)
+                if event.id in open_calls:
+                    open_calls.remove(event.id)
                 if event.name == "todowrite" and event.ok:
                     await self._send(session_id, plan_update(session.todos))
             elif isinstance(event, Note):
@@ -388,6 +392,13 @@ class CrystalAgent:
             elif isinstance(event, ErrorEvent):
                 if event.message != turn.error:
                     errors.append(event.message)
+        for call_id in open_calls:
+            # Cancelled before it ran (e.g. while its permission request was open): the
+            # host recorded a failed result without an event; the client must not keep
+            # showing the call as pending.
+            await self._send(session_id, update_tool_call(
+                call_id, status="failed", content=[tool_content(text_block("Cancelled before it ran."))],
+            ))
         if last_in:
             # How full the context window is after the last request.
             await self._send(session_id, UsageUpdate(session_update="usage_update", used=last_in,

@@ -38,6 +38,8 @@ class RecordingClient:
         self.elicitations: list[tuple[str, Any]] = []
         self.form_answers = deque(form_answers or [])
         self.update_event = asyncio.Event()
+        # An async hook run before a permission request is answered (e.g. to cancel).
+        self.on_permission: Any = None
 
     def on_connect(self, conn: Any) -> None:
         self.conn = conn
@@ -48,6 +50,8 @@ class RecordingClient:
 
     async def request_permission(self, session_id: str, tool_call: Any, options: list[Any], **kwargs: Any):
         self.permission_requests.append((tool_call, options))
+        if self.on_permission is not None:
+            await self.on_permission(session_id, tool_call)
         answer = self.permissions.popleft() if self.permissions else "reject"
         if answer == "cancel":
             return RequestPermissionResponse(outcome=DeniedOutcome(outcome="cancelled"))

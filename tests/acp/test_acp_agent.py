@@ -21,6 +21,15 @@ def text(prompt: str) -> list[dict]:
     return [{"type": "text", "text": prompt}]
 
 
+async def read_pid(path) -> int:
+    """The pid a command wrote; it may take a moment to appear."""
+    for _ in range(200):
+        if path.exists() and path.read_text().strip():
+            return int(path.read_text())
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"{path} was never written")
+
+
 def tool_names(body: dict) -> set[str]:
     return {t["function"]["name"] for t in body.get("tools", [])}
 
@@ -114,11 +123,7 @@ async def test_cancel_ends_the_turn_and_kills_the_running_command(workspace):
             sid = new.session_id
             running = asyncio.ensure_future(conn.prompt(session_id=sid, prompt=text("sleep")))
             await client.wait_for(lambda: any(u.status == "in_progress" for u in client.tool_updates("s1")))
-            for _ in range(100):
-                if (workspace / "pid.txt").exists() and (workspace / "pid.txt").read_text().strip():
-                    break
-                await asyncio.sleep(0.05)
-            pid = int((workspace / "pid.txt").read_text())
+            pid = await read_pid(workspace / "pid.txt")
             started = time.monotonic()
             await conn.cancel(session_id=sid)
             response = await asyncio.wait_for(running, 10)
@@ -267,11 +272,7 @@ async def test_background_jobs_die_with_the_acp_process(workspace, how):
         async with crystal_acp(client, server, cwd=workspace, args=("--approval", "full")) as (conn, proc, init):
             sid = (await conn.new_session(cwd=str(workspace))).session_id
             await conn.prompt(session_id=sid, prompt=text("start a job"))
-            for _ in range(100):
-                if (workspace / "job.pid").exists() and (workspace / "job.pid").read_text().strip():
-                    break
-                await asyncio.sleep(0.05)
-            pid = int((workspace / "job.pid").read_text())
+            pid = await read_pid(workspace / "job.pid")
             assert pid_alive(pid)
             if how == "sigterm":
                 proc.send_signal(signal.SIGTERM)
@@ -295,3 +296,49 @@ def test_bad_flags_refuse_to_start_with_one_line(workspace):
                          text=True, stdin=subprocess.DEVNULL, timeout=60)
     assert out.returncode == 2 and "is not a folder" in out.stderr
     assert out.stdout == ""
+
+
+async def test_cancel_while_a_permission_request_is_open(workspace):
+    """ACP's cancel flow: the client sends session/cancel and answers the open request
+    with `cancelled`; the prompt ends cancelled, the call never ran and is not left pending."""
+    client = RecordingClient(permissions=["cancel"])
+    replies = [{"tool_calls": [{"id": "p1", "name": "bash", "arguments": {"command": "touch ran.txt"}}]},
+               {"text": "Fine."}]
+    with LLMServer(replies) as server:
+        async with crystal_acp(client, server, cwd=workspace) as (conn, proc, init):
+            sid = (await conn.new_session(cwd=str(workspace))).session_id
+
+            async def cancel_first(session_id, tool_call):
+                await conn.cancel(session_id=session_id)
+
+            client.on_permission = cancel_first
+            response = await asyncio.wait_for(conn.prompt(session_id=sid, prompt=text("touch it")), 20)
+            assert response.stop_reason == "cancelled"
+            assert client.tool_updates("p1")[-1].status == "failed"
+            again = await conn.prompt(session_id=sid, prompt=text("ok?"))
+            assert again.stop_reason == "end_turn"
+        body = server.bodies("chat")[-1]
+    assert not (workspace / "ran.txt").exists()
+    assert "Cancelled before it ran." in json.dumps(body["messages"])
+
+
+async def test_close_session_stops_its_jobs(workspace):
+    client = RecordingClient()
+    replies = [{"tool_calls": [{"name": "bash_start", "arguments": {"command": "echo $$ > job.pid; exec sleep 300"}}]},
+               {"text": "Started."}]
+    with LLMServer(replies) as server:
+        async with crystal_acp(client, server, cwd=workspace, args=("--approval", "full")) as (conn, proc, init):
+            sid = (await conn.new_session(cwd=str(workspace))).session_id
+            await conn.prompt(session_id=sid, prompt=text("start a job"))
+            pid = await read_pid(workspace / "job.pid")
+            assert pid_alive(pid)
+            await conn.close_session(session_id=sid)
+            for _ in range(100):
+                if not pid_alive(pid):
+                    break
+                await asyncio.sleep(0.05)
+            assert not pid_alive(pid)
+            assert proc.returncode is None  # the agent itself keeps serving
+            with pytest.raises(RequestError) as err:
+                await conn.prompt(session_id=sid, prompt=text("hello?"))
+            assert f"No open session '{sid}'" in str(err.value)
