@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from crystal_kernel.errors import ToolError
+from crystal_kernel.jobs import supervisor as _supervisor
 from crystal_kernel.mcp.config import ServerConfig
 
 # Bounds (seconds). Stopping: the SDK waits 2 s for a stdio server to leave after its
@@ -42,7 +43,7 @@ LIST_PAGES = 20
 STDERR_TAIL = 4096
 CONNECTION_CLOSED = -32000
 REQUEST_TIMEOUT = -32001
-SUPERVISOR = Path(__file__).resolve().parent.parent / "jobs" / "supervisor.py"
+SUPERVISOR = Path(_supervisor.__file__).resolve()  # standard library only; run as a script
 
 # Runs under the supervisor as ``python -c``: replaces itself with the server from an
 # argument list (no shell), or says in one line why it could not.
