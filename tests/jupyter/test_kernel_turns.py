@@ -119,3 +119,15 @@ def test_silent_requests_run_python_and_never_call_the_model(kernel):
     kernel.server.add({"tool_calls": [{"name": "variables", "arguments": {}}]}, {"text": "Seen."})
     kernel.run("What is defined?")
     assert "hidden_value: int = 42" in [m["content"] for m in kernel.last_body()["messages"] if m["role"] == "tool"][-1]
+
+
+def test_image_results_show_as_image_outputs_after_the_card(kernel):
+    (kernel.workspace / "plot.png").write_bytes(tiny_png())
+    kernel.server.add({"tool_calls": [{"name": "view_image", "arguments": {"path": "plot.png"}}]},
+                      {"text": "A red square."})
+    run = kernel.run("Look at the plot")
+    assert run.status == "ok"
+    outputs = run.outputs()
+    card = next(i for i, d in enumerate(outputs) if d.get("text/plain", "").startswith("[view_image] plot.png"))
+    assert "(1 image below)" in outputs[card]["text/plain"]
+    assert base64.b64decode(outputs[card + 1]["image/png"]) == tiny_png()
