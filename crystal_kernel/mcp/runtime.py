@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import logging
 import threading
 from typing import Any, Awaitable, Coroutine, TypeVar
 
@@ -45,6 +46,11 @@ def loop() -> asyncio.AbstractEventLoop:
                 ready.set()
                 new.run_forever()
 
+            # Crystal reports server failures itself, in English, to the person and the
+            # model; without a handler the SDK's own log records would reach stderr via
+            # logging's last resort (tracebacks in the middle of a CLI answer).
+            for name in ("mcp", "httpx2", "httpcore2"):
+                logging.getLogger(name).addHandler(logging.NullHandler())
             _thread = threading.Thread(target=main, name="crystal-mcp", daemon=True)
             _thread.start()
             ready.wait()
