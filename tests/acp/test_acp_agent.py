@@ -342,3 +342,22 @@ async def test_close_session_stops_its_jobs(workspace):
             with pytest.raises(RequestError) as err:
                 await conn.prompt(session_id=sid, prompt=text("hello?"))
             assert f"No open session '{sid}'" in str(err.value)
+
+
+async def test_prompt_images_and_attached_files_reach_the_model(workspace):
+    from tests.acp.test_acp_mapping import PNG
+
+    client = RecordingClient()
+    prompt = [{"type": "text", "text": "What is in the picture?"},
+              {"type": "image", "data": PNG, "mimeType": "image/png"},
+              {"type": "resource_link", "uri": (workspace / "notes.ipynb").as_uri(), "name": "notes.ipynb"}]
+    with LLMServer([{"text": "A tiny image."}]) as server:
+        # gpt-4o takes images (the capability table); the default test model does not.
+        async with crystal_acp(client, server, cwd=workspace, args=("--model", "gpt-4o")) as (conn, proc, init):
+            sid = (await conn.new_session(cwd=str(workspace))).session_id
+            response = await conn.prompt(session_id=sid, prompt=prompt)
+        body = server.bodies("chat")[0]
+    assert response.stop_reason == "end_turn"
+    user = json.dumps([m for m in body["messages"] if m["role"] == "user"])
+    assert "What is in the picture?" in user and f"data:image/png;base64,{PNG}" in user
+    assert str(workspace / "notes.ipynb") in user
