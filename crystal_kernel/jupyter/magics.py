@@ -516,12 +516,9 @@ def host_of(shell: Any) -> MagicsHost:
     return magics.host
 
 
-async def run_magic_async(kind: str, line: str, body: str | None = None) -> None:
+async def run_magic_async(shell: Any, kind: str, line: str, body: str | None = None) -> None:
     """What the transformer's ``await`` calls (``kind`` is "line" or "cell")."""
-    from IPython import get_ipython
-
-    host = host_of(get_ipython())
-    await host.run_async(line, body if kind == "cell" else None)
+    await host_of(shell).run_async(line, body if kind == "cell" else None)
 
 
 def load_ipython_extension(shell: Any) -> None:

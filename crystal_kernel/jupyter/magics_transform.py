@@ -5,7 +5,8 @@ IPython turns ``%%crystal ARGS`` into ``get_ipython().run_cell_magic('crystal', 
 BODY)`` and a ``%crystal ARGS`` line into ``get_ipython().run_line_magic('crystal',
 ARGS)``. This transformer runs after IPython's own (``input_transformers_post``) and
 rewrites such a call, when it is a whole statement at the top level of the cell, to
-``await <module>.run_magic_async(KIND, ARGS, BODY)``. The cell then runs as an async
+``await <module>.run_magic_async(get_ipython(), KIND, ARGS, BODY)`` (the shell
+running the cell, as the cell's own namespace names it). The cell then runs as an async
 cell (autoawait with the asyncio runner), so on ipykernel >= 7.4 comm messages — widget
 clicks — are handled while the turn awaits them (DESIGN.md). Everything else (``x =
 %crystal …``, an indented ``%crystal`` inside a function) keeps IPython's synchronous
@@ -38,7 +39,7 @@ def transform(lines: list[str]) -> list[str]:
             out.append(line)
             continue
         kind, args, tail = m.groups()
-        out.append(f"await {CALL}({kind!r}, {args}){tail}")
+        out.append(f"await {CALL}(get_ipython(), {kind!r}, {args}){tail}")
     return out
 
 
@@ -57,7 +58,7 @@ def keep_questions(lines: list[str]) -> list[str]:
         indent, assign, args = m.group(1), m.group(2), m.group(3) or ""
         newline = line[len(body):]
         if not indent and not assign:
-            out.append(f"await {CALL}('line', {args!r}){newline}")
+            out.append(f"await {CALL}(get_ipython(), 'line', {args!r}){newline}")
         else:
             out.append(f"{indent}{assign}get_ipython().run_line_magic('crystal', {args!r}){newline}")
     return out

@@ -5,10 +5,22 @@ from __future__ import annotations
 
 import pytest
 from IPython.core.interactiveshell import InteractiveShell
+from traitlets.config import Config
 
 from crystal_kernel.errors import UserError
 from crystal_kernel.jupyter import magics_transform
 from crystal_kernel.jupyter.magics_args import MAX_VALUE_CHARS, cell_options, interpolate, split_options
+
+
+@pytest.fixture(scope="module")
+def shell():
+    """The real in-process IPython shell (no kernel), as in a terminal; no history
+    database. The singleton, because IPython.display only talks to that one."""
+    if InteractiveShell.initialized():
+        return InteractiveShell.instance()
+    config = Config()
+    config.HistoryManager.enabled = False
+    return InteractiveShell.instance(config=config)
 
 
 def test_leading_options_then_the_prompt():
@@ -55,14 +67,13 @@ def test_interpolation_names_braces_and_bounds():
         interpolate("use {n} and {missing}", ns)
 
 
-def test_the_transformer_makes_standalone_magics_awaited_and_leaves_the_rest():
-    shell = InteractiveShell.instance()
+def test_the_transformer_makes_standalone_magics_awaited_and_leaves_the_rest(shell):
     magics_transform.install(shell)
     try:
         call = magics_transform.CALL
-        assert shell.transform_cell("%crystal hi") == f"await {call}('line', 'hi')\n"
-        assert shell.transform_cell("%crystal Which file?") == f"await {call}('line', 'Which file?')\n"
-        assert shell.transform_cell("%%crystal --new\nWhy?\n") == f"await {call}('cell', '--new', 'Why?\\n')\n"
+        assert shell.transform_cell("%crystal hi") == f"await {call}(get_ipython(), 'line', 'hi')\n"
+        assert shell.transform_cell("%crystal Which file?") == f"await {call}(get_ipython(), 'line', 'Which file?')\n"
+        assert shell.transform_cell("%%crystal --new\nWhy?\n") == f"await {call}(get_ipython(), 'cell', '--new', 'Why?\\n')\n"
         assert shell.transform_cell("x = %crystal Which file?") == \
             "x = get_ipython().run_line_magic('crystal', 'Which file?')\n"
         assert shell.transform_cell("def f():\n    y = %crystal go\n    return y\n") == \
@@ -75,7 +86,33 @@ def test_the_transformer_makes_standalone_magics_awaited_and_leaves_the_rest():
     assert shell.transform_cell("%crystal hi") == "get_ipython().run_line_magic('crystal', 'hi')\n"
 
 
-def test_outside_a_jupyter_kernel_turns_run_without_widgets():
+def test_outside_a_jupyter_kernel_turns_run_without_widgets(shell):
     from crystal_kernel.jupyter.magics import widget_problem
 
-    assert widget_problem(InteractiveShell.instance()) == "This IPython is not a Jupyter kernel"
+    assert widget_problem(shell) == "This IPython is not a Jupyter kernel"
+
+
+def test_terminal_ipython_runs_turns_without_widgets(shell, monkeypatch, tmp_path, capsys):
+    """In-process IPython (as in a terminal): the same magic, the note, and both forms."""
+    from crystal_kernel.testing.llm_server import LLMServer
+
+    with LLMServer() as server:
+        for key, value in {"CRYSTAL_PROVIDER": "openai", "CRYSTAL_BASE_URL": server.base_url,
+                           "OPENAI_API_KEY": "k", "CRYSTAL_TOPIC_NAMING": "off"}.items():
+            monkeypatch.setenv(key, value)
+        monkeypatch.chdir(tmp_path)
+        shell.run_cell("%load_ext crystal_kernel", store_history=False)
+        try:
+            shell.user_ns["city"] = "Oslo"
+            server.add({"text": "Cold."})
+            result = shell.run_cell("%crystal Weather in {city}?", store_history=False)
+            assert result.success
+            out = capsys.readouterr().out
+            assert "Note: This IPython is not a Jupyter kernel: questions are unavailable" in out
+            assert "Cold." in out
+            assert server.bodies("chat")[-1]["messages"][-1]["content"] == "Weather in Oslo?"
+            server.add({"text": "Warm."})
+            result = shell.run_cell("w = %crystal And Rome?", store_history=False)
+            assert result.success and shell.user_ns["w"] == "Warm."
+        finally:
+            shell.run_cell("%unload_ext crystal_kernel", store_history=False)
