@@ -1,0 +1,120 @@
+"""A long session: 300 turns with tool calls, then resume.
+
+A child process (so that nothing else this run imported counts) runs 300 turns on one
+session against the loopback server; each turn the model reads a 2 KB file, every 10th
+turn it also rewrites the todo list, then it answers. The session document is saved
+after every turn (atomic rewrite), as in every front.
+
+Figures:
+- resume time: a fresh Session in the same workspace resuming the 300-turn document
+  (read + parse + rebuild the transcript), median of 5; reference: ``json.loads`` of
+  the same file. Target under 0.5 s.
+- memory growth: RSS after turn 300 minus RSS after turn 30 (the first turns load
+  lazily imported modules). Target flat within 50 MB.
+- the last 30 turns' mean time against the first 30 (does a turn get slower as the
+  session grows?).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from bench._support import row
+
+TURNS = int(os.environ.get("BENCH_LONG_TURNS", "300"))
+EARLY = 30
+
+
+def _router(body: dict[str, Any], path: str) -> dict[str, Any]:
+    messages = body.get("messages", [])
+    if messages and messages[-1].get("role") == "tool":
+        return {"text": "Read it; all good.", "chunk": 64}
+    turn = sum(1 for m in messages if m.get("role") == "user")
+    calls = [{"name": "read", "arguments": {"path": "notes.txt"}}]
+    if turn % 10 == 0:
+        calls.append({"name": "todowrite", "arguments": {"todos": [
+            {"content": f"step {turn}", "status": "in_progress"}, {"content": "next", "status": "pending"}]}})
+    return {"tool_calls": calls, "arg_chunk": 64}
+
+
+async def _child(workspace: Path, out: Path) -> None:
+    import psutil
+
+    from crystal_kernel.host.config import load_config
+    from crystal_kernel.host.loop import run_turn
+    from crystal_kernel.host.session import Session
+    from crystal_kernel.providers.registry import make_provider
+    from crystal_kernel.testing.llm_server import LLMServer
+
+    (workspace / "notes.txt").write_text("".join(f"line {i}: some notes about the project\n" for i in range(50)))
+    me = psutil.Process()
+    with LLMServer(router=_router, log_limit=10) as server:
+        config = load_config(home=workspace / "home", environ={}, overrides={
+            "provider": "openai", "baseUrl": server.base_url, "model": "gpt-4.1", "apiKeyEnv": "BENCH_KEY",
+            "approval": "full", "topicNaming": False})
+        session = Session(workspace=workspace, config=config, provider=make_provider(config, workspace=workspace),
+                          person_present=False)
+        times: list[float] = []
+        rss: dict[int, float] = {}
+        for turn in range(1, TURNS + 1):
+            start = time.perf_counter()
+            async for event in run_turn(session, f"Turn {turn}: read notes.txt"):
+                if type(event).__name__ == "ErrorEvent":
+                    raise RuntimeError(f"turn {turn}: {event.message}")
+            times.append(time.perf_counter() - start)
+            if turn in (EARLY, TURNS):
+                rss[turn] = me.memory_info().rss / 2**20
+        await session.close()
+        path = session.store.path_for(session.id)
+        resume: list[float] = []
+        parse: list[float] = []
+        for _ in range(5):
+            start = time.perf_counter()
+            fresh = Session(workspace=workspace, config=config, provider=session.provider, person_present=False)
+            fresh.resume(session.id)
+            resume.append(time.perf_counter() - start)
+            assert fresh.turns == TURNS and len(fresh.transcript) == len(session.transcript)
+            start = time.perf_counter()
+            json.loads(path.read_text(encoding="utf-8"))
+            parse.append(time.perf_counter() - start)
+    out.write_text(json.dumps({
+        "resume": statistics.median(resume), "parse": statistics.median(parse),
+        "rss_early": rss[EARLY], "rss_end": rss[TURNS], "size_mb": path.stat().st_size / 2**20,
+        "first": statistics.mean(times[:EARLY]), "last": statistics.mean(times[-EARLY:]),
+        "messages": len(session.transcript)}))
+
+
+def main() -> list[dict[str, Any]]:
+    with tempfile.TemporaryDirectory(prefix="bench-long-") as name:
+        tmp = Path(name)
+        out = tmp / "result.json"
+        env = {k: v for k, v in os.environ.items() if not k.startswith("CRYSTAL_")}
+        env["BENCH_KEY"] = "bench-key"
+        done = subprocess.run([sys.executable, "-m", "bench.bench_long_session", str(tmp), str(out)],
+                              cwd=Path(__file__).resolve().parent.parent, env=env, capture_output=True, text=True,
+                              timeout=900)
+        if done.returncode != 0:
+            raise RuntimeError(f"the long session failed: {done.stderr.strip()[-400:]}")
+        r = json.loads(out.read_text())
+    print(f"  {TURNS} turns, {r['messages']} messages, document {r['size_mb']:.2f} MiB; "
+          f"turn time first {EARLY} {r['first'] * 1000:.1f} ms, last {EARLY} {r['last'] * 1000:.1f} ms")
+    return [
+        row(f"long session: resume after {TURNS} turns vs json.loads", r["resume"], r["parse"], "s",
+            {"ours_max": 0.5}),
+        row(f"long session: RSS growth, turn {EARLY} -> {TURNS}", r["rss_end"] - r["rss_early"], None, "MiB",
+            {"ours_max": 50}),
+        row(f"long session: mean turn time, last {EARLY} vs first {EARLY}", r["last"] * 1000, r["first"] * 1000, "ms"),
+    ]
+
+
+if __name__ == "__main__":
+    asyncio.run(_child(Path(sys.argv[1]), Path(sys.argv[2])))
