@@ -21,17 +21,16 @@ import re
 import shlex
 import signal
 import threading
-from contextlib import asynccontextmanager, contextmanager
-from dataclasses import dataclass, field, replace
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, AsyncIterator, Iterator
+from typing import Any, Iterator
 
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, magics_class, no_var_expand
 
 from crystal_kernel.errors import UserError
-from crystal_kernel.jupyter.magics_args import MagicOptions, cell_options, interpolate, split_options
-from crystal_kernel.jupyter.magics_sync import TurnFailed, TurnInterrupted, raise_in_thread, run_blocking
+from crystal_kernel.jupyter.magics_args import MagicOptions, interpolate, merged_flags, plan
+from crystal_kernel.jupyter.magics_sync import Outcome, SyncForm, raise_for, running_loop
 
 MAGICS_HELP = """
 With %load_ext crystal_kernel:
@@ -45,16 +44,7 @@ Options (they change the session): --mode plan|work, --approval MODE, --model [P
   --prompt-set NAME, --prompt-attachments on|off, --prompt-attachment NAME,
   --disable-tool NAME, --new (a fresh session)"""
 
-SYNC_NOTE = ("Synchronous call (x = %crystal …): no widgets here, so questions are unavailable and calls "
-             "that need approval are denied. A %%crystal cell is interactive.")
 MIN_IPYKERNEL = (7, 4)
-
-
-@dataclass
-class Outcome:
-    stop_reason: str | None
-    text: str
-    errors: list[str] = field(default_factory=list)
 
 
 def widget_problem(shell: Any) -> str | None:
@@ -76,25 +66,6 @@ def widget_problem(shell: Any) -> str | None:
     return None
 
 
-def _plan(line: str, body: str | None) -> tuple[MagicOptions, str, Any]:
-    """(options, "prompt" | "commands" | "status", the prompt text or command lines)."""
-    if body is None:
-        opts, rest = split_options(line)
-    else:
-        opts, rest = cell_options(line), body
-    text = rest.strip()
-    if not text:
-        return opts, "status", ""
-    if text.startswith("/"):
-        lines = [piece.strip() for piece in text.splitlines() if piece.strip()]
-        for piece in lines:
-            if not piece.startswith("/"):
-                raise UserError(f"Each line of a command cell must start with '/': {piece[:60]!r}. "
-                                "Put the prompt in a cell of its own.")
-        return opts, "commands", lines
-    return opts, "prompt", text
-
-
 def _final_text(session: Any, start: int) -> str:
     """The text of the turn's last answer (history is never shortened by compaction)."""
     for message in reversed(session.history[start:]):
@@ -103,7 +74,7 @@ def _final_text(session: Any, start: int) -> str:
     return ""
 
 
-class MagicsHost:
+class MagicsHost(SyncForm):
     """One per IPython shell: the session, the running turn and its interrupt.
 
     It offers what :mod:`crystal_kernel.jupyter.cell_commands` expects of a kernel
@@ -145,7 +116,7 @@ class MagicsHost:
                 else:
                     overrides["model"] = opts.model
             overrides.update({k: v for k, v in (("mode", opts.mode), ("approval", opts.approval)) if v})
-            flags = _merged_flags(flags, opts)
+            flags = merged_flags(flags, opts)
         workspace = Path(self.options.workspace or os.getcwd())
         return open_session(workspace, overrides=overrides, flags=flags,
                             person_present=not self.options.unattended, notebook=True)
@@ -191,7 +162,7 @@ class MagicsHost:
             from crystal_kernel.prompts.selection import check_prompt_flags
             from crystal_kernel.tools.catalog import check_disabled
 
-            new_flags = _merged_flags(session.flags, opts)
+            new_flags = merged_flags(session.flags, opts)
             new_flags.disable_tool = check_disabled(new_flags.disable_tool)
             check_prompt_flags(session.home, session.workspace, new_flags)
         if opts.model:  # may fail (unknown provider, no key): before anything else changes
@@ -207,7 +178,7 @@ class MagicsHost:
 
     async def _retire(self, session: Any) -> None:
         """Close a replaced session: its jobs stop; its clients close on their own loop."""
-        if self._main_loop is not None and _running_loop() is not self._main_loop:
+        if self._main_loop is not None and running_loop() is not self._main_loop:
             if session.has_jobs:
                 session.jobs.close()
             self._main_loop.call_soon_threadsafe(lambda: self._track(asyncio.ensure_future(session.close())))
@@ -227,7 +198,7 @@ class MagicsHost:
         """A task that outlives the cell (``/logs --follow``, the ``/jobs`` table), on the
         kernel's loop even when the magic ran on the synchronous form's worker."""
         loop = self._main_loop
-        running = _running_loop()
+        running = running_loop()
         if running is not None and (loop is None or running is loop):
             return self._track(asyncio.ensure_future(coro))
         if loop is not None and not loop.is_closed():
@@ -354,7 +325,7 @@ class MagicsHost:
         self._stop_requested = False
         self._turn_loop = None
         try:
-            opts, what, payload = _plan(line, body)
+            opts, what, payload = plan(line, body)
             notes: list[str] = []
             if what == "prompt":
                 payload, notes = interpolate(payload, self.shell.user_ns)
@@ -370,82 +341,8 @@ class MagicsHost:
         interactive, why = self._interactive()
         with self._sigint_cancels():
             outcome = await self._turn_run(payload, [*shown, *([why] if why else []), *notes], interactive)
-        _raise_for(outcome)
+        raise_for(outcome)
         return None
-
-    # ----- the synchronous form ------------------------------------------------------------------------
-    def run_sync(self, line: str, body: str | None) -> str | None:
-        try:
-            opts, what, payload = _plan(line, body)
-            notes: list[str] = []
-            if what == "prompt":
-                payload, notes = interpolate(payload, self.shell.user_ns)
-            self._refuse_if_busy()
-        except UserError as exc:
-            raise UsageError(str(exc)) from None
-        self._main_loop = _running_loop()
-        self._stop_requested = False
-        self._turn_loop = None
-
-        async def work() -> Any:
-            shown = await self.apply(opts)
-            if what == "status":
-                self._show_status(shown)
-                return None
-            async with self._worker_clients(self.ensure_session(), person=(what == "prompt")):
-                if what == "commands":
-                    await self._commands(payload)
-                    return None
-                return await self._turn_run(payload, [*shown, SYNC_NOTE, *notes], interactive=False)
-
-        try:
-            outcome, interrupted = run_blocking(work, self._interrupt_worker)
-        except UserError as exc:
-            raise UsageError(str(exc)) from None
-        if outcome is None:
-            if interrupted:
-                raise TurnInterrupted("Interrupted.")
-            return None
-        _raise_for(outcome)
-        return outcome.text
-
-    def _interrupt_worker(self, ident: int) -> None:
-        from crystal_kernel.jupyter.notebook_tools import sync_code_running
-
-        self._stop_requested = True
-        if sync_code_running():
-            raise_in_thread(ident)
-        loop = self._turn_loop
-        if loop is not None and not loop.is_closed():
-            loop.call_soon_threadsafe(self._cancel_turn)
-
-    @asynccontextmanager
-    async def _worker_clients(self, session: Any, *, person: bool) -> AsyncIterator[None]:
-        """On the worker's loop, use a provider (and reviewer) of its own: HTTP
-        connections belong to the loop that opened them. No person answers here."""
-        from crystal_kernel.providers.registry import make_provider
-
-        saved_provider, saved_reviewer, saved_person = session.provider, session.reviewer, session.person_present
-        temp = make_provider(session.config, workspace=session.workspace)
-        session.provider, session.reviewer = temp, None
-        if person and saved_person:
-            session.person_present = False  # the question tool is not offered
-            session.refresh_system()
-        try:
-            yield
-        finally:
-            if session.provider is temp:
-                session.provider = saved_provider
-            reviewer, session.reviewer = session.reviewer, saved_reviewer
-            for closer in (getattr(reviewer, "aclose", None), getattr(temp, "aclose", None)):
-                if closer is not None:
-                    try:
-                        await closer()
-                    except Exception:
-                        pass
-            if session.person_present != saved_person:
-                session.person_present = saved_person
-                session.refresh_system()
 
     def close(self) -> None:
         """Stop the session's jobs (unloading the extension)."""
@@ -460,37 +357,6 @@ async def _consume(turn: Any, renderer: Any, stopped: Any) -> None:
         return
     async for event in turn:
         renderer.handle(event)
-
-
-def _raise_for(outcome: Outcome) -> None:
-    if outcome.stop_reason == "cancelled":
-        raise TurnInterrupted("The turn was interrupted.")
-    if outcome.stop_reason == "error":
-        raise TurnFailed(outcome.errors[0] if outcome.errors else "The turn failed.")
-
-
-def _running_loop() -> asyncio.AbstractEventLoop | None:
-    try:
-        return asyncio.get_running_loop()
-    except RuntimeError:
-        return None
-
-
-def _merged_flags(flags: Any, opts: MagicOptions) -> Any:
-    """The session's process flags with a magic's flag options applied (given ones replace)."""
-    merged = replace(flags, prompt_attachment=list(flags.prompt_attachment), disable_tool=list(flags.disable_tool))
-    if opts.prompt_set is not None:
-        merged.prompt_set = opts.prompt_set
-    if opts.prompt_attachments is not None:
-        merged.prompt_attachments = opts.prompt_attachments
-    if opts.prompt_attachment is not None:
-        merged.prompt_attachment = list(opts.prompt_attachment)
-        merged.prompt_attachments = "on" if opts.prompt_attachments is None else merged.prompt_attachments
-    if opts.disable_tool is not None:
-        merged.disable_tool = list(opts.disable_tool)
-    if merged.prompt_attachments == "off" and merged.prompt_attachment:
-        raise UserError("--prompt-attachment cannot be combined with --prompt-attachments off.")
-    return merged
 
 
 @magics_class

@@ -9,7 +9,7 @@ an option starts the prompt. ``--`` ends the options, so a prompt may itself sta
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from crystal_kernel.errors import UserError
@@ -153,3 +153,39 @@ def interpolate(text: str, namespace: dict[str, Any]) -> tuple[str, list[str]]:
         return value
 
     return _BRACES.sub(replace, text), notes
+
+
+def plan(line: str, body: str | None) -> tuple[MagicOptions, str, Any]:
+    """(options, "prompt" | "commands" | "status", the prompt text or command lines)."""
+    if body is None:
+        opts, rest = split_options(line)
+    else:
+        opts, rest = cell_options(line), body
+    text = rest.strip()
+    if not text:
+        return opts, "status", ""
+    if text.startswith("/"):
+        lines = [piece.strip() for piece in text.splitlines() if piece.strip()]
+        for piece in lines:
+            if not piece.startswith("/"):
+                raise UserError(f"Each line of a command cell must start with '/': {piece[:60]!r}. "
+                                "Put the prompt in a cell of its own.")
+        return opts, "commands", lines
+    return opts, "prompt", text
+
+
+def merged_flags(flags: Any, opts: MagicOptions) -> Any:
+    """The session's process flags with a magic's flag options applied (given ones replace)."""
+    merged = replace(flags, prompt_attachment=list(flags.prompt_attachment), disable_tool=list(flags.disable_tool))
+    if opts.prompt_set is not None:
+        merged.prompt_set = opts.prompt_set
+    if opts.prompt_attachments is not None:
+        merged.prompt_attachments = opts.prompt_attachments
+    if opts.prompt_attachment is not None:
+        merged.prompt_attachment = list(opts.prompt_attachment)
+        merged.prompt_attachments = "on" if opts.prompt_attachments is None else merged.prompt_attachments
+    if opts.disable_tool is not None:
+        merged.disable_tool = list(opts.disable_tool)
+    if merged.prompt_attachments == "off" and merged.prompt_attachment:
+        raise UserError("--prompt-attachment cannot be combined with --prompt-attachments off.")
+    return merged

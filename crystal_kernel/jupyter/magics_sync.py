@@ -19,8 +19,17 @@ import contextvars
 import ctypes
 import threading
 import time
-from typing import Any, Awaitable, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any, AsyncIterator, Awaitable, Callable
 
+from IPython.core.error import UsageError
+
+from crystal_kernel.errors import UserError
+from crystal_kernel.jupyter.magics_args import interpolate, plan
+
+SYNC_NOTE = ("Synchronous call (x = %crystal …): no widgets here, so questions are unavailable and calls "
+             "that need approval are denied. A %%crystal cell is interactive.")
 # After an interrupt, how long the cell waits for the worker to wind down.
 GIVE_UP_SECONDS = 15.0
 
@@ -81,3 +90,109 @@ def run_blocking(make: Callable[[], Awaitable[Any]], on_interrupt: Callable[[int
     if "error" in box:
         raise box["error"]
     return box.get("value"), interrupted_at is not None
+
+
+@dataclass
+class Outcome:
+    stop_reason: str | None
+    text: str
+    errors: list[str] = field(default_factory=list)
+
+
+def raise_for(outcome: Outcome) -> None:
+    if outcome.stop_reason == "cancelled":
+        raise TurnInterrupted("The turn was interrupted.")
+    if outcome.stop_reason == "error":
+        raise TurnFailed(outcome.errors[0] if outcome.errors else "The turn failed.")
+
+
+def running_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
+
+
+class SyncForm:
+    """The synchronous form's part of :class:`crystal_kernel.jupyter.magics.MagicsHost`
+    (a mixin: it uses the host's session, options and turn machinery)."""
+
+    shell: Any
+    _main_loop: asyncio.AbstractEventLoop | None
+    _turn_loop: asyncio.AbstractEventLoop | None
+    _stop_requested: bool
+
+    def run_sync(self, line: str, body: str | None) -> str | None:
+        """Run the magic synchronously: the final answer's text for a turn, None for
+        commands and option-only calls. Bad input is a one-line UsageError."""
+        try:
+            opts, what, payload = plan(line, body)
+            notes: list[str] = []
+            if what == "prompt":
+                payload, notes = interpolate(payload, self.shell.user_ns)
+            self._refuse_if_busy()
+        except UserError as exc:
+            raise UsageError(str(exc)) from None
+        self._main_loop = running_loop()
+        self._stop_requested = False
+        self._turn_loop = None
+
+        async def work() -> Any:
+            shown = await self.apply(opts)
+            if what == "status":
+                self._show_status(shown)
+                return None
+            async with self._worker_clients(self.ensure_session(), person=(what == "prompt")):
+                if what == "commands":
+                    await self._commands(payload)
+                    return None
+                return await self._turn_run(payload, [*shown, SYNC_NOTE, *notes], interactive=False)
+
+        try:
+            outcome, interrupted = run_blocking(work, self._interrupt_worker)
+        except UserError as exc:
+            raise UsageError(str(exc)) from None
+        if outcome is None:
+            if interrupted:
+                raise TurnInterrupted("Interrupted.")
+            return None
+        raise_for(outcome)
+        return outcome.text
+
+    def _interrupt_worker(self, ident: int) -> None:
+        from crystal_kernel.jupyter.notebook_tools import sync_code_running
+
+        self._stop_requested = True
+        if sync_code_running():
+            raise_in_thread(ident)
+        loop = self._turn_loop
+        if loop is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(self._cancel_turn)
+
+    @asynccontextmanager
+    async def _worker_clients(self, session: Any, *, person: bool) -> AsyncIterator[None]:
+        """On the worker's loop, use a provider (and reviewer) of its own: HTTP
+        connections belong to the loop that opened them. No person answers here."""
+        from crystal_kernel.providers.registry import make_provider
+
+        saved_provider, saved_reviewer, saved_person = session.provider, session.reviewer, session.person_present
+        temp = make_provider(session.config, workspace=session.workspace)
+        session.provider, session.reviewer = temp, None
+        if person and saved_person:
+            session.person_present = False  # the question tool is not offered
+            session.refresh_system()
+        try:
+            yield
+        finally:
+            if session.provider is temp:
+                session.provider = saved_provider
+            reviewer, session.reviewer = session.reviewer, saved_reviewer
+            for closer in (getattr(reviewer, "aclose", None), getattr(temp, "aclose", None)):
+                if closer is not None:
+                    try:
+                        await closer()
+                    except Exception:
+                        pass
+            if session.person_present != saved_person:
+                session.person_present = saved_person
+                session.refresh_system()
