@@ -67,6 +67,8 @@ class Config:
     context_window: int | None = None
     prices: dict[str, Any] = field(default_factory=dict)
     max_steps: int = 50
+    # Longest wait for the model server: to connect, or between two streamed pieces.
+    request_timeout_seconds: float = 600
     raw: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -112,7 +114,7 @@ _CAMEL = {
     "forbidden": "forbidden", "record": "record", "tool_output_limit": "toolOutputLimit",
     "topic_naming": "topicNaming", "review_model": "reviewModel", "image_model": "imageModel",
     "compaction_threshold": "compactionThreshold", "context_window": "contextWindow",
-    "prices": "prices", "max_steps": "maxSteps",
+    "prices": "prices", "max_steps": "maxSteps", "request_timeout_seconds": "requestTimeoutSeconds",
 }
 _ATTR = {v: k for k, v in _CAMEL.items()}
 
@@ -155,7 +157,7 @@ def _check(key: str, value: Any) -> Any:
         raise UserError(f"Unknown mode '{value}'; use plan or work.")
     if key in ("skills", "record", "topicNaming") and not isinstance(value, bool):
         raise bad("true or false")
-    if key == "bashTimeoutSeconds":
+    if key in ("bashTimeoutSeconds", "requestTimeoutSeconds"):
         if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
             raise bad("a positive number")
     if key == "backgroundBashTimeoutSeconds":

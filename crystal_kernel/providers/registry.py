@@ -67,6 +67,7 @@ def make_provider(config: Config, *, workspace: Path | None = None, model: str |
             "base_url": config.base_url,
             "capabilities": capabilities_for(model, config.context_window),
             "key_env": config.api_key_env or DEFAULT_KEY_ENV.get(name),
+            "timeout": float(config.request_timeout_seconds),
         }
         if retry is not None:
             kwargs["retry"] = retry
