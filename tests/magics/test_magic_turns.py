@@ -140,6 +140,13 @@ def test_mode_command_and_session_options(kernel):
     kernel.server.add({"text": "Still edit."})
     kernel.run("%crystal hello")
     assert kernel.run("%crystal /approval").texts() == ["Approval: edit"]
+    run = kernel.run("%crystal --prompt-set no-such-set")
+    assert run.status == "error" and run.streams.startswith("UsageError: ") and run.streams.count("\n") == 1
+    kernel.server.add({"text": "Other model."})
+    run = kernel.run("%crystal --model openai:gpt-4.1-mini which model?")
+    assert kernel.last_body()["model"] == "gpt-4.1-mini"
+    assert "openai:gpt-4.1-mini" in run.outputs()[0]["text/plain"]
+    kernel.run("%crystal --model gpt-4.1")
     kernel.run("%crystal --disable-tool bash_stop")  # given lists replace the session's list
     kernel.server.add({"text": "ok"})
     kernel.run("%crystal again")
