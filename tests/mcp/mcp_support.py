@@ -99,10 +99,12 @@ class HttpServer:
         self.url = f"http://127.0.0.1:{self.port}/mcp"
         self.log = folder / "deletes.log"
         self.pidfile = folder / "http-pids"
+        self.marks = folder / "http-marks"
+        self.marks.mkdir(exist_ok=True)
         self.proc: subprocess.Popen | None = None
 
     def start(self) -> None:
-        env = dict(os.environ, MCP_TEST_PIDFILE=str(self.pidfile))
+        env = dict(os.environ, MCP_TEST_PIDFILE=str(self.pidfile), MCP_TEST_MARKS=str(self.marks))
         self.proc = subprocess.Popen([PY, str(HTTP_SERVER), str(self.port), str(self.log)], env=env,
                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         assert wait_until(self._listening, 20), "the HTTP MCP server did not start"

@@ -66,3 +66,15 @@ async def test_unreachable_url_is_a_note_not_a_hang(home, workspace):
         assert any("MCP server 'nowhere'" in n and "could not start" in n for n in notes), notes
     finally:
         await session.close()
+
+
+async def test_timeout_reaches_the_http_server_as_cancellation(home, workspace, http_server):
+    write_config(home / "mcp.json", {"web": {"url": http_server.url, "timeoutSeconds": 0.5}})
+    session = session_for(workspace)
+    try:
+        result = await call(session, "web_slow", {"seconds": 30})
+        assert not result.ok and "timed out after 0.5 seconds" in result.text
+        assert wait_until(lambda: (http_server.marks / "cancelled").exists(), 10)
+        assert (await call(session, "web_echo", {"text": "after"})).ok
+    finally:
+        await session.close()
