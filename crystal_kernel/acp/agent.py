@@ -27,19 +27,18 @@ from acp import (
 )
 from acp.helpers import update_available_commands, update_current_mode
 from acp.schema import (
-    AgentCapabilities, AuthenticateResponse, AvailableCommand, ConfigOptionUpdate, Implementation,
-    InitializeResponse, ListSessionsResponse, LoadSessionResponse, NewSessionResponse, PromptResponse,
-    SessionConfigOptionSelect, SessionInfo, SessionMode, SessionModeState, SetSessionConfigOptionResponse,
-    SetSessionModeResponse, Usage, UsageUpdate,
+    AgentCapabilities, AuthenticateResponse, ConfigOptionUpdate, Implementation, InitializeResponse,
+    ListSessionsResponse, LoadSessionResponse, NewSessionResponse, PromptResponse, SessionInfo,
+    SetSessionConfigOptionResponse, SetSessionModeResponse, Usage, UsageUpdate,
 )
 
 from crystal_kernel import __version__
 from crystal_kernel.acp.interaction import AcpInteraction
+from crystal_kernel.acp.options import available_commands, config_options, mode_state
 from crystal_kernel.acp.mapping import plan_update, prompt_parts, replay_updates, result_content, tool_kind
 from crystal_kernel.acp.mapping import tool_locations, tool_title
 from crystal_kernel.errors import UserError
 from crystal_kernel.host.bootstrap import open_session
-from crystal_kernel.host.config import APPROVAL_MODES
 from crystal_kernel.host.events import (
     ApprovalEvent, ErrorEvent, Note, TextDelta, ToolCallStarted, ToolResultEvent, UsageEvent,
 )
@@ -47,37 +46,6 @@ from crystal_kernel.host.messages import TextPart
 from crystal_kernel.host.session import ProcessFlags, Session
 from crystal_kernel.host.store import SessionStore
 
-MODES = {
-    "plan": ("Plan", "Read and search only; write the plan as todos."),
-    "work": ("Work", "Edit files and run commands, with approval."),
-}
-APPROVALS = {
-    "plan": ("Plan", "Reads are allowed; ask before every write or command."),
-    "default": ("Default", "Reads are allowed; ask before every write or command."),
-    "edit": ("Edit", "Workspace edits are allowed; ask before commands and outside writes."),
-    "review": ("Review", "A reviewing model allows or denies; it asks you when unsure."),
-    "audit": ("Audit", "Ask before every write or command, showing the reviewer's view."),
-    "full": ("Full", "Allow everything (forbidden rules still deny)."),
-}
-# Slash commands offered to clients (SPEC §11); /resume and /fork belong to the client.
-COMMANDS: dict[str, tuple[str, str | None]] = {
-    "help": ("List the commands", None),
-    "mode": ("Switch mode", "plan or work"),
-    "approval": ("Set the approval mode", "plan, default, edit, review, audit or full"),
-    "model": ("Switch the model", "[PROVIDER:]MODEL"),
-    "cd": ("Change the workspace root", "DIR"),
-    "access": ("Directories besides the workspace", "[add DIR [ro|rw] | remove DIR]"),
-    "promptset": ("List or switch prompt sets", "[NAME]"),
-    "promptattach": ("Prompt attachments", "[enable|disable|up|down NAME]"),
-    "todos": ("Show the todo list", None),
-    "jobs": ("Background jobs", None),
-    "logs": ("A job's output", "JOB"),
-    "stop": ("Stop a background job", "JOB"),
-    "compact": ("Summarise the conversation now", None),
-    "sessions": ("Saved sessions", None),
-    "usage": ("Tokens (and cost) so far", None),
-    "tools": ("The tools this session offers", None),
-}
 CLIENT_OWNED = ("resume", "fork")
 STOP_REASONS = {"end_turn": "end_turn", "max_steps": "max_turn_requests", "cancelled": "cancelled",
                 "interrupted": "cancelled", "length": "max_tokens", "max_tokens": "max_tokens",
@@ -194,39 +162,16 @@ class CrystalAgent:
             raise RequestError(-32602, f"No open session '{session_id}'; create or load it first.")
         return entry
 
-    def _mode_state(self, session: Session) -> SessionModeState:
-        return SessionModeState(
-            current_mode_id=session.mode,
-            available_modes=[SessionMode(id=k, name=n, description=d) for k, (n, d) in MODES.items()],
-        )
-
-    def _config_options(self, session: Session) -> list[SessionConfigOptionSelect]:
-        def select(option_id: str, name: str, current: str, table: dict[str, tuple[str, str]], **extra: Any):
-            return SessionConfigOptionSelect.model_validate({
-                "type": "select", "id": option_id, "name": name, "currentValue": current,
-                "options": [{"value": k, "name": n, "description": d} for k, (n, d) in table.items()], **extra,
-            })
-
-        approvals = {k: APPROVALS.get(k, (k.title(), "")) for k in APPROVAL_MODES}
-        return [
-            select("mode", "Mode", session.mode, MODES, category="mode",
-                   description="Plan reads and plans; Work edits and runs commands."),
-            select("approval", "Approval", session.approval, approvals,
-                   description="Which tool calls need your permission."),
-        ]
-
     async def _send(self, session_id: str, update: Any) -> None:
         await self.conn.session_update(session_id=session_id, update=update)
 
     async def _announce_state(self, session_id: str, session: Session) -> None:
         await self._send(session_id, update_current_mode(session.mode))
         await self._send(session_id, ConfigOptionUpdate(session_update="config_option_update",
-                                                        config_options=self._config_options(session)))
+                                                        config_options=config_options(session)))
 
     async def _send_commands(self, session_id: str) -> None:
-        commands = [AvailableCommand.model_validate({"name": n, "description": d, **({"input": {"hint": h}} if h else {})})
-                    for n, (d, h) in COMMANDS.items()]
-        await self._send(session_id, update_available_commands(commands))
+        await self._send(session_id, update_available_commands(available_commands()))
 
     async def new_session(self, cwd: str, mcp_servers: Any = None, additional_directories: Any = None,
                           **kwargs: Any) -> NewSessionResponse:
@@ -238,8 +183,8 @@ class CrystalAgent:
         task = asyncio.ensure_future(self._send_commands(session.id))
         self._background.add(task)
         task.add_done_callback(self._background.discard)
-        return NewSessionResponse(session_id=session.id, modes=self._mode_state(session),
-                                  config_options=self._config_options(session))
+        return NewSessionResponse(session_id=session.id, modes=mode_state(session),
+                                  config_options=config_options(session))
 
     async def _reopen(self, cwd: str, session_id: str, **kwargs: Any) -> AcpSession:
         old = self.sessions.get(session_id)
@@ -263,7 +208,7 @@ class CrystalAgent:
         if session.todos:
             await self._send(session_id, plan_update(session.todos))
         await self._send_commands(session_id)
-        return LoadSessionResponse(modes=self._mode_state(session), config_options=self._config_options(session))
+        return LoadSessionResponse(modes=mode_state(session), config_options=config_options(session))
 
     async def resume_session(self, cwd: str, session_id: str, mcp_servers: Any = None,
                              additional_directories: Any = None, **kwargs: Any) -> Any:
@@ -271,8 +216,8 @@ class CrystalAgent:
 
         entry = await self._reopen(cwd, session_id, mcp_servers=mcp_servers,
                                    additional_directories=additional_directories)
-        return ResumeSessionResponse(modes=self._mode_state(entry.session),
-                                     config_options=self._config_options(entry.session))
+        return ResumeSessionResponse(modes=mode_state(entry.session),
+                                     config_options=config_options(entry.session))
 
     async def list_sessions(self, cwd: str | None = None, cursor: str | None = None,
                             **kwargs: Any) -> ListSessionsResponse:
@@ -307,7 +252,7 @@ class CrystalAgent:
         except UserError as exc:
             raise _user_error(exc) from None
         await self._send(session_id, ConfigOptionUpdate(session_update="config_option_update",
-                                                        config_options=self._config_options(entry.session)))
+                                                        config_options=config_options(entry.session)))
         return SetSessionModeResponse()
 
     async def set_config_option(self, config_id: str, session_id: str, value: Any,
@@ -324,7 +269,7 @@ class CrystalAgent:
                 raise UserError(f"Unknown config option '{config_id}'; use mode or approval.")
         except UserError as exc:
             raise _user_error(exc) from None
-        return SetSessionConfigOptionResponse(config_options=self._config_options(session))
+        return SetSessionConfigOptionResponse(config_options=config_options(session))
 
     # ----- prompts ----------------------------------------------------------------------
     async def prompt(self, session_id: str, prompt: list[Any], **kwargs: Any) -> PromptResponse:

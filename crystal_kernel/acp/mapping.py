@@ -7,7 +7,6 @@ proposed edit before it is approved.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any, Iterator
 from urllib.parse import unquote, urlparse
 
