@@ -49,6 +49,17 @@ async def test_initialize_advertises_load_images_and_session_list(workspace):
             options = {o.id: o for o in new.config_options}
             assert options["approval"].current_value == "default"
             assert [o.value for o in options["approval"].options] == ["plan", "default", "edit", "review", "audit", "full"]
+            # Bad input is one English line and changes nothing.
+            with pytest.raises(RequestError) as err:
+                await conn.new_session(cwd=str(workspace / "missing"))
+            assert str(err.value) == f"The workspace '{workspace / 'missing'}' is not a folder."
+            with pytest.raises(RequestError) as err:
+                await conn.prompt(session_id="nope", prompt=text("hi"))
+            assert "No open session 'nope'" in str(err.value)
+            with pytest.raises(RequestError) as err:
+                await conn.set_config_option(session_id=new.session_id, config_id="approval", value="yolo")
+            assert str(err.value).startswith("Unknown approval mode 'yolo'")
+            assert not (workspace / ".crystal" / "sessions").exists()
 
 
 async def test_prompt_with_tool_calls_and_permissions_allowed_and_rejected(workspace):
