@@ -1,0 +1,55 @@
+"""Helpers shared by the reliability tests (imported by name: conftest.py puts this
+folder on sys.path, since the suite runs with --import-mode=importlib)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from crystal_kernel.testing.llm_server import LLMServer
+
+_spec = importlib.util.spec_from_file_location(
+    "crystal_tests_jupyter_helpers", Path(__file__).resolve().parent.parent / "jupyter" / "conftest.py")
+kernel_helpers = importlib.util.module_from_spec(_spec)
+sys.modules[_spec.name] = kernel_helpers  # dataclasses look their module up by name
+_spec.loader.exec_module(kernel_helpers)  # type: ignore[union-attr]
+
+
+def session_documents(workspace: Path) -> list[dict[str, Any]]:
+    """Every session document in the workspace, parsed (a corrupt one fails the test)."""
+    folder = workspace / ".crystal" / "sessions"
+    return [json.loads(p.read_text(encoding="utf-8")) for p in sorted(folder.glob("*.json"))]
+
+
+def user_prompts(doc: dict[str, Any]) -> list[str]:
+    """The text the person typed in each turn of a session document, in order."""
+    out = []
+    for message in doc.get("history") or doc.get("transcript") or []:
+        if message.get("role") != "user":
+            continue
+        texts = [p.get("text", "") for p in message.get("parts", []) if p.get("kind") == "text"]
+        if texts:
+            out.append("".join(texts))
+    return out
+
+
+def wait_gone(pid: int, seconds: float = 5.0) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        time.sleep(0.05)
+    return False
+
+
+
+def clear(server: LLMServer) -> None:
+    with server._lock:  # the server offers no public clear; the tests own it
+        server._replies.clear()

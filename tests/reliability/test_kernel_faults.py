@@ -1,0 +1,121 @@
+"""Model-server faults during real kernel turns: 429 then success, 500 three times (and
+once more than the retries allow), a stream cut halfway, a hang ended by the request
+timeout (requestTimeoutSeconds) and a hang ended by the stop button. After each, the
+kernel answers the next cell and the session document holds every turn so far: valid
+JSON, the prompts in order, the completed answers."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from reliability_support import clear, kernel_helpers, session_documents, user_prompts
+
+TIMEOUT = 2.0
+
+
+@pytest.fixture(scope="module")
+def kernel(llm_server, tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("faults")
+    home = kernel_helpers.make_home(tmp)
+    (home / ".crystal" / "config.json").write_text(json.dumps({"topicNaming": False,
+                                                               "requestTimeoutSeconds": TIMEOUT}))
+    k = kernel_helpers.start_kernel(tmp, llm_server, home=home)
+    k.prompts = []  # every cell prompt run so far, in order
+    yield k
+    k.stop()
+
+
+def run(kernel, prompt: str, **kw):
+    kernel.prompts.append(prompt)
+    return kernel.run(prompt, **kw)
+
+
+def answered(kernel, prompt: str, text: str) -> None:
+    """The next cell gets an answer, and the session document holds every turn so far."""
+    kernel.server.add({"text": text})
+    result = run(kernel, prompt)
+    assert result.status == "ok"
+    assert result.outputs()[-1].get("text/markdown") == text
+    docs = session_documents(kernel.workspace)
+    assert len(docs) == 1
+    assert user_prompts(docs[0]) == kernel.prompts
+    assert docs[0]["turns"] == len(kernel.prompts)
+
+
+def shown_error(result) -> str:
+    errors = [t for t in result.texts() if "model server" in t.lower() or "error" in t.lower()]
+    assert errors, f"no error shown; outputs: {result.texts()}"
+    return errors[-1]
+
+
+def test_429_then_success(kernel):
+    clear(kernel.server)
+    kernel.server.add({"status": 429, "headers": {"retry-after": "0.05"}, "message": "slow down"},
+                      {"text": "Answer after a rate limit."})
+    result = run(kernel, "First question")
+    assert result.status == "ok"
+    assert result.outputs()[-1]["text/markdown"] == "Answer after a rate limit."
+    answered(kernel, "Next after 429", "Fine.")
+
+
+def test_500_three_times_then_success(kernel):
+    clear(kernel.server)
+    kernel.server.add(*[{"status": 500, "message": "boom"}] * 3, {"text": "Answer after three failures."})
+    result = run(kernel, "Second question")
+    assert result.status == "ok"
+    assert result.outputs()[-1]["text/markdown"] == "Answer after three failures."
+    assert kernel.server.pending == 0
+    answered(kernel, "Next after 500s", "Still fine.")
+
+
+def test_500_more_times_than_retries_is_one_clear_line(kernel):
+    clear(kernel.server)
+    kernel.server.add(*[{"status": 500, "message": "boom"}] * 4)
+    result = run(kernel, "Third question")
+    line = shown_error(result)
+    assert "HTTP 500" in line and "\n" not in line.strip()
+    answered(kernel, "Next after exhausted retries", "Recovered.")
+
+
+def test_cut_stream_keeps_the_partial_answer(kernel):
+    clear(kernel.server)
+    kernel.server.add({"text": "The first part arrives and then the line drops", "chunk": 6, "cut_after": 4})
+    result = run(kernel, "Fourth question")
+    shown_error(result)
+    answered(kernel, "Next after a cut", "Back again.")
+    last = session_documents(kernel.workspace)[0]["history"]
+    assistant = [m for m in last if m["role"] == "assistant"]
+    # The cut answer's received text stayed in the record.
+    assert any("The first" in "".join(p.get("text", "") for p in m["parts"]) for m in assistant)
+
+
+def test_hang_ends_at_the_request_timeout(kernel):
+    clear(kernel.server)
+    kernel.server.add({"text": "Words and then silence", "chunk": 6, "hang": 15, "hang_after": 2})
+    started = time.monotonic()
+    result = run(kernel, "Fifth question", timeout=30)
+    took = time.monotonic() - started
+    line = shown_error(result)
+    assert "in time" in line or "timed out" in line.lower() or "timeout" in line.lower(), line
+    assert took < TIMEOUT + 6, f"the turn took {took:.1f}s with a {TIMEOUT}s request timeout"
+    answered(kernel, "Next after a timeout", "Awake.")
+
+
+def test_hang_ends_with_the_stop_button(kernel):
+    clear(kernel.server)
+    kernel.server.add({"text": "Words and then silence", "chunk": 6, "hang": 15, "hang_after": 2})
+    sent: dict[str, float] = {}
+
+    def hook(msg, driver):
+        if "at" not in sent and msg is not None and msg["msg_type"] == "display_data" \
+                and "text/markdown" in msg["content"]["data"]:
+            sent["at"] = time.monotonic()
+            kernel.km.interrupt_kernel()
+
+    result = run(kernel, "Sixth question", on_message=hook, timeout=30)
+    assert result.reply["content"]["status"] == "error"
+    assert time.monotonic() - sent["at"] < 2.0
+    answered(kernel, "Next after the stop button", "Here.")
