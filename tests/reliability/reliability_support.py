@@ -11,6 +11,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import psutil
+
 from crystal_kernel.testing.llm_server import LLMServer
 
 _spec = importlib.util.spec_from_file_location(
@@ -39,15 +41,16 @@ def user_prompts(doc: dict[str, Any]) -> list[str]:
 
 
 def wait_gone(pid: int, seconds: float = 5.0) -> bool:
+    """True once ``pid`` has exited (a zombie waiting for its reaper counts as exited)."""
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
+            if psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
+                return True
+        except psutil.NoSuchProcess:
             return True
         time.sleep(0.05)
     return False
-
 
 
 def clear(server: LLMServer) -> None:
