@@ -142,6 +142,14 @@ def test_logs_follow_is_a_live_view(kernel):
                       {"text": "Started."})
     kernel.run("%%crystal\nStart the job")
     job_id = re.search(r"Started background job (\S+) ", tool_results(kernel.last_body())[-1]).group(1)
+    # On a loaded machine the job's first lines may not be captured yet: wait for the
+    # mirrored log file to hold them, so the view's first state is known.
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        logs = list((kernel.workspace / ".crystal" / "data" / "jobs").rglob(f"{job_id}.log"))
+        if logs and "line2" in logs[0].read_text(errors="replace"):
+            break
+        time.sleep(0.05)
     run = kernel.run(f"%crystal /logs {job_id} --follow")
     assert run.status == "ok"
     view = run.outputs()[0]["text/plain"]
