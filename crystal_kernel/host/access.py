@@ -106,6 +106,8 @@ class AccessRules:
 
     def absolute(self, path: str | Path) -> Path:
         """The path made absolute against the workspace, not yet resolved."""
+        if "\x00" in str(path):  # the OS refuses it with ValueError, not OSError
+            raise ToolError(f"The path {str(path)!r} contains a NUL character.")
         p = Path(path).expanduser()
         return p if p.is_absolute() else self.workspace / p
 

@@ -93,6 +93,8 @@ def check_image_path(path: Any, workspace: Path, where: str = "image") -> Path:
     inside it that is not a credential location. Nothing is opened."""
     if not isinstance(path, str) or not path.strip():
         raise ToolError(f"{where}: path must be a non-empty string.")
+    if "\x00" in path:  # the OS refuses it with ValueError, not OSError
+        raise ToolError(f"{where}: path {path!r} contains a NUL character.")
     root = Path(os.path.realpath(workspace))
     given = Path(path).expanduser()
     resolved = Path(os.path.realpath(given if given.is_absolute() else root / given))
