@@ -152,8 +152,10 @@ def load_cassette(path: Path) -> dict[str, Any]:
     try:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
     except FileNotFoundError:
-        raise ProviderError(f"Replay cassette {path} does not exist; record one with \"record\": true "
-                            "and a live provider, or name another with the cassette key.") from None
+        raise ProviderError(
+            f"No model is connected: the provider is replay (recorded replies) and the cassette {path} "
+            "does not exist. Connect a model with --provider openai|anthropic (and its API key variable; "
+            "see docs/models.md), or name a cassette with CRYSTAL_CASSETTE.") from None
     except (OSError, json.JSONDecodeError) as exc:
         raise ProviderError(f"Replay cassette {path} cannot be read: {exc}.") from None
     if not isinstance(data, dict) or not isinstance(data.get("interactions"), list):

@@ -194,7 +194,7 @@ def test_corrupt_cassette_is_reported_and_left_as_it_was(tmp_path: Path) -> None
 
 
 async def test_missing_or_malformed_cassette_is_one_line(tmp_path: Path) -> None:
-    with pytest.raises(ProviderError, match=r"does not exist; record one with \"record\": true"):
+    with pytest.raises(ProviderError, match=r"No model is connected: the provider is replay .* does not exist"):
         await collect(ReplayProvider(tmp_path / "none.json"), req(first_turn()))
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps({"version": 1, "interactions": [{"match": {}}]}))
