@@ -1,8 +1,16 @@
 """`make demo`: the product's main job, offline.
 
-Copies the sample project to build/demo/project and runs the agent on it with the
-replay provider and the shipped cassette: the model's replies are recorded, every tool
-(tree, bash, read, edit) runs for real on real files. Needs no API key and no network.
+1. The CLI tour: copies the sample project to build/demo/project and runs
+   ``crystal run`` on it with the replay provider and examples/cassettes/cli-tour.json.
+2. The notebook tours (notebooks/tour.ipynb in the Crystal kernel, notebooks/magics.ipynb
+   in a Python kernel): each is copied into its own workspace under build/demo/ with its
+   cassette, executed headlessly with nbclient, saved, and rendered to HTML.
+
+The model's replies are recorded; every tool runs for real on real files. Nobody is at
+the keyboard, so the kernel runs ``--unattended`` and the recorded person's answers in
+the cassettes answer the question form and the approvals. Needs no API key and no
+network. ``python -m crystal_kernel.demo --prepare`` only lays out fresh workspaces
+(what ``make lab`` opens).
 """
 
 from __future__ import annotations
@@ -11,11 +19,21 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 BUILD = ROOT / "build" / "demo"
 PROMPT = "One of the tests in this project fails. Find out why and fix it."
+#: config.json of the demo's Crystal Home: the replay provider, named after the recorded model.
+DEMO_CONFIG = {"provider": "replay", "model": "gpt-4.1"}
+
+
+def _rel(path: Path) -> str:
+    try:
+        return str(path.relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
 
 
 def run_cli_tour() -> int:
@@ -27,10 +45,10 @@ def run_cli_tour() -> int:
     home.mkdir(parents=True, exist_ok=True)
     env = dict(os.environ, CRYSTAL_HOME=str(home), CRYSTAL_PROVIDER="replay",
                CRYSTAL_CASSETTE=str(ROOT / "examples" / "cassettes" / "cli-tour.json"))
-    for var in ("CRYSTAL_MODEL", "CRYSTAL_BASE_URL", "CRYSTAL_API_KEY_ENV", "CRYSTAL_APPROVAL"):
+    for var in ("CRYSTAL_MODEL", "CRYSTAL_BASE_URL", "CRYSTAL_API_KEY_ENV", "CRYSTAL_APPROVAL", "CRYSTAL_ARGS"):
         env.pop(var, None)
     crystal = Path(sys.executable).parent / "crystal"
-    print(f"$ crystal run {PROMPT!r} --workspace {project.relative_to(ROOT)} --approval full\n", flush=True)
+    print(f"$ crystal run {PROMPT!r} --workspace {_rel(project)} --approval full\n", flush=True)
     code = subprocess.call([str(crystal), "run", PROMPT, "--workspace", str(project), "--approval", "full"], env=env)
     if code != 0:
         print(f"\nThe CLI tour failed (exit {code}).", file=sys.stderr)
@@ -39,15 +57,58 @@ def run_cli_tour() -> int:
     print("\nThe sample project's tests after the agent's fix:", "pass" if check.returncode == 0 else "FAIL")
     sessions = sorted((project / ".crystal" / "sessions").glob("*.json"))
     if sessions:
-        print(f"The session document: {sessions[-1].relative_to(ROOT)}")
+        print(f"The session document: {_rel(sessions[-1])}")
     return check.returncode
 
 
-def main() -> int:
+def prepare_tours() -> list[Path]:
+    """Fresh workspaces build/demo/<tour>/ with the notebook and its cassette; a Home
+    whose config selects the replay provider. Returns the notebooks."""
+    from crystal_kernel.jupyter.tours import TOURS, prepare, write_home
+
+    write_home(BUILD / "home", DEMO_CONFIG)
+    return [prepare(t, BUILD / t.name) for t in TOURS]
+
+
+def run_notebook_tours() -> int:
+    """Execute both tours headlessly (nbclient), save them, render HTML next to them."""
+    from crystal_kernel.jupyter.tours import error_outputs, execute, render_html, tour_env, write_kernelspec
+
+    notebooks = prepare_tours()
+    kernels = write_kernelspec(BUILD / "kernels")
+    env = tour_env(BUILD / "home", {"CRYSTAL_ARGS": "--unattended"})
+    failed = 0
+    for notebook in notebooks:
+        started = time.monotonic()
+        print(f"\nRunning {_rel(notebook)} ...", flush=True)
+        nb = execute(notebook, env, kernels)
+        html = render_html(notebook, BUILD / f"{notebook.stem}.html")
+        problems = error_outputs(nb)
+        for problem in problems:
+            print(f"  {problem}", file=sys.stderr)
+        failed += bool(problems)
+        state = "with errors" if problems else "ok"
+        print(f"  {state} in {time.monotonic() - started:.1f} s: {_rel(notebook)}, {_rel(html)}", flush=True)
+    return 1 if failed else 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
     BUILD.mkdir(parents=True, exist_ok=True)
-    code = run_cli_tour()
+    if "--prepare" in args:
+        for notebook in prepare_tours():
+            print(f"Fresh workspace: {_rel(notebook.parent)}")
+        return 0
+    code = 0 if "--notebooks-only" in args else run_cli_tour()
     if code == 0:
-        print(f"\nDone. Everything the demo wrote is in {BUILD.relative_to(ROOT)}/.")
+        code = run_notebook_tours()
+    if code == 0:
+        print(f"\nDone. Everything the demo wrote is in {_rel(BUILD)}/:\n"
+              f"  {_rel(BUILD / 'tour.html')}     the Crystal kernel tour (open it in a browser)\n"
+              f"  {_rel(BUILD / 'magics.html')}   the %crystal magics tour\n"
+              f"  {_rel(BUILD / 'tour' / 'tour.ipynb')}, {_rel(BUILD / 'magics' / 'magics.ipynb')}   "
+              "the executed notebooks\n"
+              "Open them in JupyterLab with `make lab` (it resets the workspaces so you can run them again).")
     return code
 
 

@@ -110,6 +110,9 @@ class CrystalKernel(IPythonKernel):
                 self.workspace, overrides=self.options.overrides, flags=self.options.process_flags(),
                 person_present=not self.options.unattended, notebook=True,
             )
+            from crystal_kernel.host.recorded_person import adopt_replayed_person
+
+            adopt_replayed_person(session, self.options.unattended)  # replay: the cassette answers
             self._attach(session)
         return self.crystal
 
@@ -186,10 +189,10 @@ class CrystalKernel(IPythonKernel):
             return CellOutcome.error("UserError", str(exc))
 
     async def _turn_cell(self, code: str) -> CellOutcome:
-        from crystal_kernel.host.interaction import NoPerson
         from crystal_kernel.host.loop import run_turn
         from crystal_kernel.jupyter.mentions import attach_mentions
         from crystal_kernel.jupyter.render import IPythonOutput, Renderer, status_of
+        from crystal_kernel.jupyter.replayed_forms import turn_interaction
         from crystal_kernel.jupyter.widgets import WidgetInteraction
 
         session = self.ensure_session()
@@ -199,8 +202,11 @@ class CrystalKernel(IPythonKernel):
         prompt, notes = attach_mentions(session, code)
         for note in notes:
             renderer.show_note(note)
-        interaction: Any = NoPerson() if self.options.unattended else WidgetInteraction(
+        live: Any = None if self.options.unattended else WidgetInteraction(
             output, timeout=self.options.ask_timeout, before_ask=renderer.close)
+        # Nobody there under replay: the cassette's recorded person answers; recording:
+        # the person's answers are kept in the cassette (host/recorded_person.py).
+        interaction: Any = turn_interaction(session, live, output, renderer.close)
         turn = run_turn(session, prompt, interaction)
         self._turn = turn
         try:

@@ -122,6 +122,9 @@ class MagicsHost(SyncForm):
                             person_present=not self.options.unattended, notebook=True)
 
     def _attach(self, session: Any) -> None:
+        from crystal_kernel.host.recorded_person import adopt_replayed_person
+
+        adopt_replayed_person(session, self.options.unattended)  # replay: the cassette answers
         session.notebook_shell = self.shell
         self.crystal = session
 
@@ -238,10 +241,10 @@ class MagicsHost(SyncForm):
 
     # ----- turns --------------------------------------------------------------------------------------
     async def _turn_run(self, text: str, notes: list[str], interactive: bool) -> Outcome:
-        from crystal_kernel.host.interaction import NoPerson
         from crystal_kernel.host.loop import run_turn
         from crystal_kernel.jupyter.mentions import attach_mentions
         from crystal_kernel.jupyter.render import IPythonOutput, Renderer, status_of
+        from crystal_kernel.jupyter.replayed_forms import turn_interaction
         from crystal_kernel.jupyter.widgets import WidgetInteraction
 
         session = self.ensure_session()
@@ -252,9 +255,11 @@ class MagicsHost(SyncForm):
         prompt, mention_notes = attach_mentions(session, text)
         for note in [*notes, *mention_notes]:
             renderer.show_note(note)
-        interaction: Any = NoPerson()
+        live: Any = None
         if interactive:
-            interaction = WidgetInteraction(output, timeout=self.options.ask_timeout, before_ask=renderer.close)
+            live = WidgetInteraction(output, timeout=self.options.ask_timeout, before_ask=renderer.close)
+        # Nobody there under replay: the cassette's recorded person answers (host/recorded_person.py).
+        interaction: Any = turn_interaction(session, live, output, renderer.close)
         turn = run_turn(session, prompt, interaction)
         start = len(session.history)
         self._turn, self._turn_loop = turn, asyncio.get_running_loop()

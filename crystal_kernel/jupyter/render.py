@@ -28,6 +28,12 @@ from crystal_kernel.jupyter.cards import (
 DEFAULT_MAX_RATE = 15.0  # display updates per second while text streams
 
 
+#: Tools whose outputs (images included) already show in the cell while they run: the
+#: notebook's ``python`` tool displays through IPython itself, so the renderer does not
+#: repeat its images after the card.
+SHOWN_LIVE = frozenset({"python"})
+
+
 class Handle(Protocol):
     def update(self, bundle: Bundle) -> None: ...
 
@@ -243,6 +249,8 @@ class Renderer:
         card.display = event.display
         card.images = len(event.images)
         self._update_card(card, handle)
+        if event.name in SHOWN_LIVE:
+            return  # its images are in the cell already, shown while it ran
         for image in event.images:
             self.output.show(image_bundle(image.mime_type, image.data, f"[{event.name} image]"))
 

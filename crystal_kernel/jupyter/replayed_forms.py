@@ -1,0 +1,63 @@
+"""What a notebook shows when a replayed cassette answers for the person.
+
+Under the replay provider with nobody at the keyboard (``--unattended``), the host's
+:class:`~crystal_kernel.host.recorded_person.ReplayedPerson` answers question forms and
+approvals from the cassette. The cell then shows the same static summary a person's
+answer leaves behind, marked as coming from the recording, so a saved notebook reads
+the same as one a person ran.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from crystal_kernel.jupyter.cards import Bundle, esc, summarize_arguments
+
+_BOX = "border:1px solid #d0d7de;border-radius:4px;padding:4px 8px;margin:4px 0;border-left:4px solid {}"
+_MUTED = "color:#6e7781"
+_OUTCOME = {"allow_once": "Allowed once", "allow_session": "Allowed for this session", "deny": "Denied"}
+SOURCE = "answered from the recording"
+
+
+def questions_bundle(questions: list[Any], answers: list[list[str]] | None) -> Bundle:
+    """The summary of a replayed question form."""
+    if answers is None:
+        plain = f"Questions dismissed ({SOURCE})."
+        return {"text/plain": plain, "text/html": f'<div style="{_BOX.format("#cf222e")}"><b>{esc(plain)}</b></div>'}
+    lines = [f"{q.header}: {', '.join(a) if a else '(no answer)'}" for q, a in zip(questions, answers)]
+    rows = "".join(
+        f"<tr><td style='padding:2px 8px'><b>{esc(q.header)}</b><br><span style='{_MUTED}'>{esc(q.question)}</span>"
+        f"</td><td style='padding:2px 8px'>{esc(', '.join(a) if a else '(no answer)')}</td></tr>"
+        for q, a in zip(questions, answers))
+    html = (f'<div style="{_BOX.format("#0969da")}"><div>Answered <span style="{_MUTED}">({SOURCE})</span>'
+            f"</div><table>{rows}</table></div>")
+    return {"text/plain": f"Answered ({SOURCE}):\n" + "\n".join(lines), "text/html": html}
+
+
+def approval_bundle(request: Any, decision: Any) -> Bundle:
+    """The summary of a replayed approval."""
+    what = f"{request.tool} {summarize_arguments(request.tool, request.arguments)}".strip()
+    plain = f"{_OUTCOME.get(decision.outcome, decision.outcome)}: {what}"
+    if decision.reason:
+        plain += f" (reason: {decision.reason})"
+    colour = "#cf222e" if decision.outcome == "deny" else "#1a7f37"
+    html = (f'<div style="{_BOX.format(colour)}">{esc(plain)} '
+            f'<span style="{_MUTED}">({SOURCE})</span></div>')
+    return {"text/plain": f"{plain} ({SOURCE})", "text/html": html}
+
+
+def show_answers(output: Any) -> Callable[[str, Any, Any], None]:
+    """An ``on_answer`` hook for ReplayedPerson that shows each answer in ``output``."""
+
+    def hook(kind: str, asked: Any, answer: Any) -> None:
+        output.show(questions_bundle(asked, answer) if kind == "questions" else approval_bundle(asked, answer))
+
+    return hook
+
+
+def turn_interaction(session: Any, live: Any, output: Any, before_ask: Callable[[], Any] | None) -> Any:
+    """The Interaction for one notebook turn: ``live`` (the widget forms, or None when
+    nobody is there) as chosen by :func:`crystal_kernel.host.recorded_person.person_for`."""
+    from crystal_kernel.host.recorded_person import person_for
+
+    return person_for(session, live, on_answer=show_answers(output), before_ask=before_ask)
