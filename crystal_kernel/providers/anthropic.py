@@ -13,10 +13,8 @@ from typing import Any, AsyncIterator
 
 from anthropic import AsyncAnthropic
 
-from crystal_kernel.errors import ProviderError
 from crystal_kernel.host.messages import ImagePart, Message, TextPart, ToolResultPart
 from crystal_kernel.providers.base import (
-    Capabilities,
     Finished,
     ModelRequest,
     StreamItem,
@@ -26,9 +24,7 @@ from crystal_kernel.providers.base import (
     refuse_text_tools,
 )
 from crystal_kernel.providers.common import (
-    Endpoint,
-    RetryPolicy,
-    capabilities_for,
+    SDKProvider,
     map_stream_error,
     omitted_images,
     paired,
@@ -92,28 +88,14 @@ def _user(message: Message, images: bool) -> list[dict[str, Any]]:
     return results + rest
 
 
-class AnthropicProvider:
+class AnthropicProvider(SDKProvider):
     """Messages API adapter."""
 
     name = "anthropic"
+    default_url = ANTHROPIC_URL
 
-    def __init__(
-        self,
-        model: str,
-        *,
-        api_key: str | None,
-        base_url: str | None = None,
-        capabilities: Capabilities | None = None,
-        retry: RetryPolicy = RetryPolicy(),
-        timeout: float = 600.0,
-        key_env: str | None = None,
-    ) -> None:
-        self.model = model
-        self.capabilities = capabilities or capabilities_for(model)
-        self.retry = retry
-        self.client = AsyncAnthropic(api_key=api_key or "none", base_url=base_url or ANTHROPIC_URL,
-                                     max_retries=0, timeout=timeout)
-        self.endpoint = Endpoint(url=base_url or ANTHROPIC_URL, model=model, key_env=key_env)
+    def make_client(self, *, api_key: str, base_url: str, timeout: float) -> AsyncAnthropic:
+        return AsyncAnthropic(api_key=api_key, base_url=base_url, max_retries=0, timeout=timeout)
 
     def body(self, request: ModelRequest) -> dict[str, Any]:
         body: dict[str, Any] = {"model": request.model or self.model,
@@ -125,9 +107,6 @@ class AnthropicProvider:
             body["tools"] = [{"name": t.name, "description": t.description, "input_schema": t.input_schema}
                              for t in request.tools]
         return body
-
-    def stream(self, request: ModelRequest) -> AsyncIterator[StreamItem]:
-        return self._stream(request)
 
     async def _stream(self, request: ModelRequest) -> AsyncIterator[StreamItem]:
         refuse_text_tools(request)
@@ -182,10 +161,6 @@ class AnthropicProvider:
         finally:
             await stream.close()
         if not finished:
-            raise ProviderError(f"The stream from the model server at {self.endpoint.url} ended before the "
-                                "answer was complete.")
+            raise self.ended_early()
         yield UsageChunk(input_tokens, output_tokens)
         yield Finished(stop or "end_turn")
-
-    async def aclose(self) -> None:
-        await self.client.close()

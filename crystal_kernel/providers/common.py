@@ -1,5 +1,6 @@
 """Pieces every SDK adapter shares: the capability table, SDK error -> one English line,
-bounded retries with backoff, and transcript clean-up before mapping.
+bounded retries with backoff, transcript clean-up before mapping, and the adapters' base
+class (:class:`SDKProvider`).
 
 The adapters create their SDK clients with ``max_retries=0`` and retry here instead, so
 that the number of attempts and the longest wait are ours (bounded) and honour
@@ -14,11 +15,11 @@ import re
 import socket
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
-from typing import Any, Awaitable, Callable, TypeVar
+from typing import Any, AsyncIterator, Awaitable, Callable, TypeVar
 
 from crystal_kernel.errors import ProviderError
 from crystal_kernel.host.messages import Message, ToolResultPart
-from crystal_kernel.providers.base import Capabilities
+from crystal_kernel.providers.base import Capabilities, ModelRequest, StreamItem
 
 T = TypeVar("T")
 
@@ -279,3 +280,55 @@ def result_text(part: ToolResultPart) -> str:
 def omitted_images(count: int) -> str:
     """The note sent instead of images to a model without image input."""
     return f"[{count} image(s) omitted: this model does not take image input]"
+
+
+class SDKProvider:
+    """What the three SDK adapters share: construction, ``stream``/``aclose`` and the
+    error for a stream that ended early. Subclasses set ``name`` and ``default_url`` and
+    implement :meth:`make_client`, :meth:`body` and :meth:`_stream`.
+    """
+
+    name: str
+    default_url: str
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        api_key: str | None,
+        base_url: str | None = None,
+        capabilities: Capabilities | None = None,
+        retry: RetryPolicy = RetryPolicy(),
+        timeout: float = 600.0,
+        key_env: str | None = None,
+    ) -> None:
+        self.model = model
+        self.capabilities = capabilities or capabilities_for(model)
+        self.retry = retry
+        self.base_url = base_url
+        url = base_url or self.default_url
+        # Retries are ours (with_retries): bounded, and they honour retry-after.
+        self.client = self.make_client(api_key=api_key or "none", base_url=url, timeout=timeout)
+        self.endpoint = Endpoint(url=url, model=model, key_env=key_env)
+
+    def make_client(self, *, api_key: str, base_url: str, timeout: float) -> Any:
+        """The SDK's async client, created with ``max_retries=0``."""
+        raise NotImplementedError
+
+    def body(self, request: ModelRequest) -> dict[str, Any]:
+        """The request body (without ``stream``)."""
+        raise NotImplementedError
+
+    def stream(self, request: ModelRequest) -> AsyncIterator[StreamItem]:
+        return self._stream(request)
+
+    def _stream(self, request: ModelRequest) -> AsyncIterator[StreamItem]:
+        raise NotImplementedError
+
+    def ended_early(self) -> ProviderError:
+        """The error for a stream that closed cleanly before its final event."""
+        return ProviderError(f"The stream from the model server at {self.endpoint.url} ended before the "
+                             "answer was complete.")
+
+    async def aclose(self) -> None:
+        await self.client.close()

@@ -12,10 +12,8 @@ from typing import Any, AsyncIterator
 
 from openai import AsyncOpenAI
 
-from crystal_kernel.errors import ProviderError
 from crystal_kernel.host.messages import ImagePart, Message, TextPart, ToolCallPart, ToolResultPart
 from crystal_kernel.providers.base import (
-    Capabilities,
     Finished,
     ModelRequest,
     StreamItem,
@@ -25,9 +23,7 @@ from crystal_kernel.providers.base import (
     refuse_text_tools,
 )
 from crystal_kernel.providers.common import (
-    Endpoint,
-    RetryPolicy,
-    capabilities_for,
+    SDKProvider,
     map_stream_error,
     omitted_images,
     paired,
@@ -109,30 +105,14 @@ def chat_tools(request: ModelRequest) -> list[dict[str, Any]]:
                                               "parameters": t.input_schema}} for t in request.tools]
 
 
-class OpenAIChatProvider:
+class OpenAIChatProvider(SDKProvider):
     """Chat Completions adapter. ``base_url`` None means api.openai.com."""
 
     name = "openai"
+    default_url = OPENAI_URL
 
-    def __init__(
-        self,
-        model: str,
-        *,
-        api_key: str | None,
-        base_url: str | None = None,
-        capabilities: Capabilities | None = None,
-        retry: RetryPolicy = RetryPolicy(),
-        timeout: float = 600.0,
-        key_env: str | None = None,
-    ) -> None:
-        self.model = model
-        self.capabilities = capabilities or capabilities_for(model)
-        self.retry = retry
-        self.base_url = base_url
-        # Retries are ours (common.with_retries): bounded, and they honour retry-after.
-        self.client = AsyncOpenAI(api_key=api_key or "none", base_url=base_url or OPENAI_URL,
-                                  max_retries=0, timeout=timeout)
-        self.endpoint = Endpoint(url=base_url or OPENAI_URL, model=model, key_env=key_env)
+    def make_client(self, *, api_key: str, base_url: str, timeout: float) -> AsyncOpenAI:
+        return AsyncOpenAI(api_key=api_key, base_url=base_url, max_retries=0, timeout=timeout)
 
     def body(self, request: ModelRequest) -> dict[str, Any]:
         """The request body (without ``stream``)."""
@@ -146,9 +126,6 @@ class OpenAIChatProvider:
             key = "max_completion_tokens" if self.base_url is None else "max_tokens"
             body[key] = request.max_output_tokens
         return body
-
-    def stream(self, request: ModelRequest) -> AsyncIterator[StreamItem]:
-        return self._stream(request)
 
     async def _stream(self, request: ModelRequest) -> AsyncIterator[StreamItem]:
         refuse_text_tools(request)
@@ -190,13 +167,9 @@ class OpenAIChatProvider:
         finally:
             await stream.close()
         if finish is None:
-            raise ProviderError(f"The stream from the model server at {self.endpoint.url} ended before the "
-                                "answer was complete.")
+            raise self.ended_early()
         for n, call in enumerate(calls):
             yield ToolCallChunk(id=call["id"] or f"call_{n}", name=call["name"], arguments=call["arguments"] or "{}")
         if usage is not None:
             yield usage
         yield Finished("tool_use" if calls else _STOP.get(finish, finish))
-
-    async def aclose(self) -> None:
-        await self.client.close()

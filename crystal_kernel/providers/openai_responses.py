@@ -15,7 +15,6 @@ from openai import AsyncOpenAI
 from crystal_kernel.errors import ProviderError
 from crystal_kernel.host.messages import ImagePart, Message, TextPart, ToolResultPart
 from crystal_kernel.providers.base import (
-    Capabilities,
     Finished,
     ModelRequest,
     StreamItem,
@@ -25,9 +24,7 @@ from crystal_kernel.providers.base import (
     refuse_text_tools,
 )
 from crystal_kernel.providers.common import (
-    Endpoint,
-    RetryPolicy,
-    capabilities_for,
+    SDKProvider,
     map_stream_error,
     omitted_images,
     paired,
@@ -81,28 +78,14 @@ def _user(message: Message, images: bool) -> list[dict[str, Any]]:
     return items
 
 
-class OpenAIResponsesProvider:
+class OpenAIResponsesProvider(SDKProvider):
     """Responses API adapter."""
 
     name = "openai-responses"
+    default_url = OPENAI_URL
 
-    def __init__(
-        self,
-        model: str,
-        *,
-        api_key: str | None,
-        base_url: str | None = None,
-        capabilities: Capabilities | None = None,
-        retry: RetryPolicy = RetryPolicy(),
-        timeout: float = 600.0,
-        key_env: str | None = None,
-    ) -> None:
-        self.model = model
-        self.capabilities = capabilities or capabilities_for(model)
-        self.retry = retry
-        self.client = AsyncOpenAI(api_key=api_key or "none", base_url=base_url or OPENAI_URL,
-                                  max_retries=0, timeout=timeout)
-        self.endpoint = Endpoint(url=base_url or OPENAI_URL, model=model, key_env=key_env)
+    def make_client(self, *, api_key: str, base_url: str, timeout: float) -> AsyncOpenAI:
+        return AsyncOpenAI(api_key=api_key, base_url=base_url, max_retries=0, timeout=timeout)
 
     def body(self, request: ModelRequest) -> dict[str, Any]:
         body: dict[str, Any] = {"model": request.model or self.model,
@@ -117,9 +100,6 @@ class OpenAIResponsesProvider:
         if request.max_output_tokens:
             body["max_output_tokens"] = request.max_output_tokens
         return body
-
-    def stream(self, request: ModelRequest) -> AsyncIterator[StreamItem]:
-        return self._stream(request)
 
     async def _stream(self, request: ModelRequest) -> AsyncIterator[StreamItem]:
         refuse_text_tools(request)
@@ -164,8 +144,7 @@ class OpenAIResponsesProvider:
         finally:
             await stream.close()
         if final is None:
-            raise ProviderError(f"The stream from the model server at {self.endpoint.url} ended before the "
-                                "answer was complete.")
+            raise self.ended_early()
         for call in done:
             yield call
         if final.usage is not None:
@@ -177,6 +156,3 @@ class OpenAIResponsesProvider:
             yield Finished("max_tokens" if reason == "max_output_tokens" else reason)
         else:
             yield Finished("end_turn")
-
-    async def aclose(self) -> None:
-        await self.client.close()
