@@ -16,7 +16,15 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet -e ".[test]"
 	touch $(STAMP)
 
-demo: $(STAMP)
+# The demo's extra packages and the crystal kernelspec inside the venv (for `make lab`).
+DEMO_STAMP := $(VENV)/.demo-installed
+
+$(DEMO_STAMP): $(STAMP)
+	$(PY) -m pip install --quiet -e ".[demo]"
+	$(VENV)/bin/crystal kernel install --sys-prefix
+	touch $(DEMO_STAMP)
+
+demo: $(DEMO_STAMP)
 	$(PY) -m crystal_kernel.demo
 
 test: $(STAMP) system-deps
@@ -37,9 +45,11 @@ system-deps:
 bench: $(STAMP)
 	$(PY) -m bench
 
-lab: $(STAMP)
-	$(VENV)/bin/crystal kernel install --sys-prefix
-	$(VENV)/bin/jupyter lab --notebook-dir=build/demo
+# The executed tours in JupyterLab, on the replay provider, with fresh workspaces to run them again.
+lab: $(DEMO_STAMP)
+	$(PY) -m crystal_kernel.demo --prepare
+	CRYSTAL_HOME=$(CURDIR)/build/demo/home $(VENV)/bin/jupyter lab --notebook-dir=build/demo \
+	  $(if $(filter 0,$(shell id -u)),--allow-root)
 
 clean:
 	rm -rf $(VENV) build

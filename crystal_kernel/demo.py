@@ -23,7 +23,8 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-BUILD = ROOT / "build" / "demo"
+# $CRYSTAL_DEMO_BUILD moves the output elsewhere (tests write into a temporary folder).
+BUILD = Path(os.environ.get("CRYSTAL_DEMO_BUILD") or ROOT / "build" / "demo").resolve()
 PROMPT = "One of the tests in this project fails. Find out why and fix it."
 #: config.json of the demo's Crystal Home: the replay provider, named after the recorded model.
 DEMO_CONFIG = {"provider": "replay", "model": "gpt-4.1"}
@@ -61,13 +62,15 @@ def run_cli_tour() -> int:
     return check.returncode
 
 
-def prepare_tours() -> list[Path]:
+def prepare_tours(keep_notebooks: bool = False) -> list[Path]:
     """Fresh workspaces build/demo/<tour>/ with the notebook and its cassette; a Home
-    whose config selects the replay provider. Returns the notebooks."""
+    whose config selects the replay provider. Returns the notebooks.
+
+    ``keep_notebooks``: executed notebooks already there stay (``make lab``)."""
     from crystal_kernel.jupyter.tours import TOURS, prepare, write_home
 
     write_home(BUILD / "home", DEMO_CONFIG)
-    return [prepare(t, BUILD / t.name) for t in TOURS]
+    return [prepare(t, BUILD / t.name, keep_notebook=keep_notebooks) for t in TOURS]
 
 
 def run_notebook_tours() -> int:
@@ -96,8 +99,8 @@ def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     BUILD.mkdir(parents=True, exist_ok=True)
     if "--prepare" in args:
-        for notebook in prepare_tours():
-            print(f"Fresh workspace: {_rel(notebook.parent)}")
+        for notebook in prepare_tours(keep_notebooks=True):
+            print(f"Fresh workspace for {_rel(notebook)}")
         return 0
     code = 0 if "--notebooks-only" in args else run_cli_tour()
     if code == 0:

@@ -63,8 +63,14 @@ def tour(name: str) -> Tour:
     raise KeyError(name)
 
 
-def prepare(t: Tour, workspace: Path, *, cassette: bool = True) -> Path:
-    """A fresh workspace for ``t`` (its files, the notebook, the cassette); returns the notebook's path."""
+def prepare(t: Tour, workspace: Path, *, cassette: bool = True, keep_notebook: bool = False) -> Path:
+    """A fresh workspace for ``t`` (its files, the notebook, the cassette); returns the notebook's path.
+
+    ``keep_notebook``: a notebook already there (an executed one) is kept instead of the
+    clean copy, so that it can be read and run again on fresh files.
+    """
+    notebook = workspace / t.notebook.name
+    kept = notebook.read_bytes() if keep_notebook and notebook.is_file() else None
     if workspace.exists():
         shutil.rmtree(workspace)
     workspace.mkdir(parents=True)
@@ -76,8 +82,10 @@ def prepare(t: Tour, workspace: Path, *, cassette: bool = True) -> Path:
         place = workspace / ".crystal" / "cassettes" / "default.json"
         place.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(t.cassette, place)
-    notebook = workspace / t.notebook.name
-    shutil.copy2(t.notebook, notebook)
+    if kept is not None:
+        notebook.write_bytes(kept)
+    else:
+        shutil.copy2(t.notebook, notebook)
     return notebook
 
 

@@ -1,17 +1,120 @@
-"""`make demo` runs offline: the replayed CLI tour fixes the sample project for real."""
+"""`make demo` runs offline (no key, no network): the replayed CLI tour fixes the sample
+project for real, and both tour notebooks execute headlessly with nbclient into saved
+notebooks and HTML renderings that show the product working.
+
+The demo runs once (``python -m crystal_kernel.demo``, what ``make demo`` runs after the
+install) into a temporary folder; every test reads what it wrote.
+"""
 
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from crystal_kernel.jupyter.tours import error_outputs
+
+TOUR_TOOLS = ["tree", "read", "bash_start", "bash_logs", "question", "edit", "bash", "plot", "grep", "todowrite"]
 
 
-def test_demo_runs_offline_and_fixes_the_sample_project():
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI", "ANTHROPIC"))}
+@dataclass
+class Demo:
+    build: Path
+    out: subprocess.CompletedProcess
+
+    def notebook(self, name: str) -> nbformat.NotebookNode:
+        return nbformat.read(self.build / name / f"{name}.ipynb", as_version=4)
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory: pytest.TempPathFactory) -> Demo:
+    build = tmp_path_factory.mktemp("demo")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI", "ANTHROPIC", "CRYSTAL_"))}
+    env["CRYSTAL_DEMO_BUILD"] = str(build)
     out = subprocess.run([sys.executable, "-m", "crystal_kernel.demo"], capture_output=True, text=True,
                          env=env, timeout=300)
-    assert out.returncode == 0, out.stdout + out.stderr
-    assert "The sample project's tests after the agent's fix: pass" in out.stdout
-    assert "Both tests pass now." in out.stdout
-    assert "✓ edit" in out.stderr
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    return Demo(build, out)
+
+
+def cell_for(nb: nbformat.NotebookNode, source_start: str) -> nbformat.NotebookNode:
+    return next(c for c in nb.cells if c.cell_type == "code" and c.source.startswith(source_start))
+
+
+def texts(cell: nbformat.NotebookNode) -> str:
+    return "\n".join(str(o.get("data", {}).get("text/plain", o.get("text", ""))) for o in cell.outputs)
+
+
+def cards(nb: nbformat.NotebookNode) -> list[tuple[str, str]]:
+    """(tool, state) of every tool card in the notebook, in order."""
+    found = []
+    for cell in nb.cells:
+        for out in cell.get("outputs", []):
+            html = str(out.get("data", {}).get("text/html", ""))
+            found += re.findall(r'class="crystal-card" data-tool="([^"]+)" data-state="([^"]+)"', html)
+    return found
+
+
+def images(nb: nbformat.NotebookNode) -> list[str]:
+    return [o["data"]["image/png"] for c in nb.cells for o in c.get("outputs", []) if "image/png" in o.get("data", {})]
+
+
+def test_demo_runs_offline_and_fixes_the_sample_project(demo: Demo):
+    assert "The sample project's tests after the agent's fix: pass" in demo.out.stdout
+    assert "Both tests pass now." in demo.out.stdout
+    assert "✓ edit" in demo.out.stderr
+    # It says where everything is and how to open it.
+    for name in ("tour.html", "magics.html", "tour.ipynb", "magics.ipynb", "make lab"):
+        assert name in demo.out.stdout
+
+
+def test_the_kernel_tour_shows_every_step_working(demo: Demo):
+    nb = demo.notebook("tour")
+    assert error_outputs(nb) == []
+    shown = cards(nb)
+    assert [tool for tool, _ in shown] == ["tree", "read", *TOUR_TOOLS[1:]]  # two reads in one step
+    assert all(state == "done" for _, state in shown), shown
+    # The exec tool's chart is an image output.
+    assert len(images(nb)) == 1
+    # The background job's log, read by the agent and by /logs.
+    assert "FAIL: test_total_value" in texts(cell_for(nb, "Read the job's log"))
+    logs = texts(cell_for(nb, "/logs j1"))
+    assert "exited (exit 1)" in logs and "AssertionError: 34.75 != 64.0" in logs
+    # The recorded person answered the form and the approvals.
+    fix = texts(cell_for(nb, "Fix it."))
+    assert "Which fix: Fix the code" in fix
+    assert "Allowed once: edit inventory.py (answered from the recording)" in fix
+    # Plan mode and back, with the plan as todos.
+    assert "Mode is now plan." in texts(cell_for(nb, "/mode plan"))
+    assert "[ ] Add export_csv" in texts(cell_for(nb, "/todos"))
+    assert "Mode is now work." in texts(cell_for(nb, "/mode work"))
+    # The edit really happened, in the tour's workspace.
+    workspace = demo.build / "tour"
+    assert "item.price * item.quantity" in (workspace / "inventory.py").read_text()
+    check = subprocess.run([sys.executable, "-m", "unittest", "-q"], cwd=workspace, capture_output=True, text=True)
+    assert check.returncode == 0, check.stderr
+
+
+def test_the_magics_tour_runs_python_and_plots(demo: Demo):
+    nb = demo.notebook("magics")
+    assert error_outputs(nb) == []
+    assert cards(nb) == [("python", "done"), ("python", "done")]
+    assert len(images(nb)) == 1  # the chart, once
+    assert "South    80.0" in texts(cell_for(nb, "growth"))  # the agent's variable, in the namespace
+    assert "South grew 80%" in texts(cell_for(nb, "headline = %crystal"))
+    assert "input" in texts(cell_for(nb, "%crystal /usage"))
+
+
+def test_html_renderings_read_without_a_kernel(demo: Demo):
+    for name, tools in (("tour", TOUR_TOOLS), ("magics", ["python"])):
+        html = (demo.build / f"{name}.html").read_text(encoding="utf-8")
+        for tool in tools:
+            assert f'data-tool="{tool}"' in html
+        assert "data:image/png;base64," in html
+        assert "answered from the recording" in html
