@@ -9,10 +9,12 @@ order. A workspace folder that is skipped (bad manifest) does not hide the Home 
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
 
 from crystal_kernel.errors import UserError
-from crystal_kernel.prompts.manifest import Folder, discover, read_prompt_file
+from crystal_kernel.prompts.manifest import Folder, discover, manifest_lock, read_prompt_file
 from crystal_kernel.prompts.names import ATTACHABLE, folder_name_problem
 
 KIND = "prompt attachment"
@@ -65,6 +67,16 @@ def require_attachment(folders: dict[str, Folder], name: str, where: str = "") -
     return folders[name]
 
 
+@contextmanager
+def _locked(folders: dict[str, Folder]) -> Iterator[None]:
+    """Hold the roots' manifest lock and re-read every manifest: another process may
+    have enabled or renumbered since this view was discovered."""
+    with manifest_lock(*{f.path.parent for f in folders.values()}):
+        for folder in folders.values():
+            folder.refresh()
+        yield
+
+
 def _renumber(order: list[Folder]) -> None:
     for index, folder in enumerate(order):
         folder.update(order=index)
@@ -73,20 +85,22 @@ def _renumber(order: list[Folder]) -> None:
 def enable_attachment(folders: dict[str, Folder], name: str) -> str:
     """PA-5: append ``name`` to the enabled order and rewrite that order to 0..n-1."""
     target = require_attachment(folders, name)
-    if target.enabled:
-        return f"Prompt attachment '{name}' is already enabled."
-    order = [f for f in enabled_in_order(folders) if f.name != name] + [target]
-    target.update(enabled=True)
-    _renumber(order)
+    with _locked(folders):
+        if target.enabled:
+            return f"Prompt attachment '{name}' is already enabled."
+        order = [f for f in enabled_in_order(folders) if f.name != name] + [target]
+        target.update(enabled=True)
+        _renumber(order)
     return f"Prompt attachment '{name}' is enabled ({target.source}), position {len(order)}."
 
 
 def disable_attachment(folders: dict[str, Folder], name: str) -> str:
     """PA-5: ``enabled: false``; the others keep their numbers."""
     target = require_attachment(folders, name)
-    if not target.enabled:
-        return f"Prompt attachment '{name}' is already disabled."
-    target.update(enabled=False)
+    with _locked(folders):
+        if not target.enabled:
+            return f"Prompt attachment '{name}' is already disabled."
+        target.update(enabled=False)
     return f"Prompt attachment '{name}' is disabled ({target.source})."
 
 
@@ -94,13 +108,14 @@ def move_attachment(folders: dict[str, Folder], name: str, step: int) -> str:
     """PA-5: swap ``name`` with its neighbour in the enabled order (``step`` -1 up,
     +1 down) and rewrite the order to 0..n-1."""
     target = require_attachment(folders, name)
-    order = enabled_in_order(folders)
-    if target not in order:
-        raise UserError(f"Prompt attachment '{name}' is not enabled; enable it before moving it.")
-    index = order.index(target)
-    other = index + step
-    if not 0 <= other < len(order):
-        raise UserError(f"Prompt attachment '{name}' is already {'first' if step < 0 else 'last'}.")
-    order[index], order[other] = order[other], order[index]
-    _renumber(order)
+    with _locked(folders):
+        order = enabled_in_order(folders)
+        if target not in order:
+            raise UserError(f"Prompt attachment '{name}' is not enabled; enable it before moving it.")
+        index = order.index(target)
+        other = index + step
+        if not 0 <= other < len(order):
+            raise UserError(f"Prompt attachment '{name}' is already {'first' if step < 0 else 'last'}.")
+        order[index], order[other] = order[other], order[index]
+        _renumber(order)
     return f"Prompt attachment '{name}' is now at position {other + 1} of {len(order)}."

@@ -2,21 +2,28 @@
 
 A manifest is read raw so every write keeps unknown fields; a missing, unreadable or
 invalid one makes its folder skipped with an English note, and is never written.
-Writes are atomic and happen only when a value really changes.
+Writes are atomic and happen only when a value really changes. Commands that read
+several manifests and then write some (enable a set and disable the others, renumber
+attachments) run under :func:`manifest_lock`, so two processes doing it at once (two
+kernels, a kernel and the CLI) end with consistent manifests.
 """
 
 from __future__ import annotations
 
 import json
+import os
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from crystal_kernel.errors import UserError
 from crystal_kernel.host.fsutil import atomic_write_json
 from crystal_kernel.prompts.names import MAX_DESCRIPTION, MAX_TITLE, SUFFIXES, folder_name_problem
 
 MANIFEST = "prompt.json"
+# In each sets/attachments root; discovery skips dot names.
+LOCK_FILE = ".lock"
 # Bound what one prompt or attachment file may add to every request.
 MAX_PROMPT_CHARS = 200_000
 
@@ -70,7 +77,41 @@ class Folder:
         return True
 
 
+    def refresh(self) -> None:
+        """Re-read prompt.json (under the lock: another process may have changed it);
+        a manifest gone bad keeps the data seen at discovery (update() refuses it)."""
+        current, _ = read_manifest(self.path)
+        if current is not None:
+            self.data = current
+
+
 _ABSENT = object()
+
+
+@contextmanager
+def manifest_lock(*roots: Path) -> Iterator[None]:
+    """Hold an exclusive ``flock`` on ``<root>/.lock`` for each existing root (in a
+    fixed order, so two holders never wait on each other). Roots that do not exist
+    are skipped (commands never create folders), and so is a root where the lock file
+    cannot be created (a read-only folder: the write itself then fails clearly)."""
+    try:
+        import fcntl
+    except ImportError:  # not POSIX: no cross-process lock
+        yield
+        return
+    held: list[int] = []
+    try:
+        for root in sorted({Path(os.path.realpath(r)) for r in roots if Path(r).is_dir()}):
+            try:
+                fd = os.open(root / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+            except OSError:
+                continue
+            held.append(fd)
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        for fd in reversed(held):
+            os.close(fd)  # closing releases the lock
 
 
 def find_prompt_file(folder: Path, prompt_name: str) -> Path | None:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from crystal_kernel.errors import UserError
-from crystal_kernel.prompts.manifest import Folder, discover, find_prompt_file, read_prompt_file
+from crystal_kernel.prompts.manifest import Folder, discover, find_prompt_file, manifest_lock, read_prompt_file
 from crystal_kernel.prompts.names import DEFAULT_SET, NAMED_PROMPTS, folder_name_problem
 
 BUILTIN_DIR = Path(__file__).with_name("builtin")
@@ -77,22 +77,24 @@ def enable_set(home: Path, name: str) -> str:
     """PS-5: enable ``name`` and disable every other enabled set. Returns a summary."""
     if name == DEFAULT_SET:
         return disable_sets(home)
-    target = require_set(home, name)
-    others = [f for n, f in discover_sets(home, []).items() if n != name and f.enabled]
-    target.update(enabled=True)
-    for folder in others:
-        folder.update(enabled=False)
+    with manifest_lock(sets_root(home)):
+        target = require_set(home, name)
+        others = [f for n, f in discover_sets(home, []).items() if n != name and f.enabled]
+        target.update(enabled=True)
+        for folder in others:
+            folder.update(enabled=False)
     return f"Prompt set '{name}' is enabled."
 
 
 def disable_sets(home: Path, name: str | None = None) -> str:
     """PS-5: clear every enabled flag (``disable`` with no name, the current set's name,
     or ``default``). A named set that is not enabled is left alone."""
-    if name is not None and name != DEFAULT_SET:
-        folder = require_set(home, name)
-        if not folder.enabled:
-            return f"Prompt set '{name}' is not enabled; nothing changed."
-    changed = [f.name for f in discover_sets(home, []).values() if f.enabled and f.update(enabled=False)]
+    with manifest_lock(sets_root(home)):
+        if name is not None and name != DEFAULT_SET:
+            folder = require_set(home, name)
+            if not folder.enabled:
+                return f"Prompt set '{name}' is not enabled; nothing changed."
+        changed = [f.name for f in discover_sets(home, []).values() if f.enabled and f.update(enabled=False)]
     if not changed:
         return "No prompt set was enabled; the built-in prompts are in use."
     return f"Disabled prompt set {', '.join(changed)}; the built-in prompts are in use."
