@@ -82,20 +82,24 @@ def _text_size(value: Any) -> int:
     return len(value) if isinstance(value, str) else len(json.dumps(value, ensure_ascii=False))
 
 
-# id(message) -> (message, tokens); transcript messages are not changed once appended.
-_MESSAGE_SIZES: dict[int, tuple[Message, int]] = {}
+class _IdentityCache:
+    """Sizes keyed by ``id(obj)``, holding ``obj`` so its id cannot be reused while cached;
+    emptied when full, since what it holds is cheap to recompute."""
 
+    def __init__(self, compute: Callable[[Any], int], limit: int) -> None:
+        self._compute = compute
+        self._limit = limit
+        self._sizes: dict[int, tuple[Any, int]] = {}
 
-def message_tokens(message: Message) -> int:
-    """The estimated tokens of one message (cached: this runs before every step)."""
-    hit = _MESSAGE_SIZES.get(id(message))
-    if hit is not None and hit[0] is message:
-        return hit[1]
-    size = _message_tokens(message)
-    if len(_MESSAGE_SIZES) >= 8192:
-        _MESSAGE_SIZES.clear()
-    _MESSAGE_SIZES[id(message)] = (message, size)
-    return size
+    def __call__(self, obj: Any) -> int:
+        hit = self._sizes.get(id(obj))
+        if hit is not None and hit[0] is obj:
+            return hit[1]
+        size = self._compute(obj)
+        if len(self._sizes) >= self._limit:
+            self._sizes.clear()
+        self._sizes[id(obj)] = (obj, size)
+        return size
 
 
 def _message_tokens(message: Message) -> int:
@@ -114,20 +118,17 @@ def _message_tokens(message: Message) -> int:
     return chars // CHARS_PER_TOKEN + images * IMAGE_TOKENS
 
 
-# id(schema) -> (schema, size). The schema is held so its id cannot be reused while cached;
-# tool schemas are built once per catalog, so this saves serialising them on every step.
-_SCHEMA_SIZES: dict[int, tuple[Any, int]] = {}
+# Transcript messages are not changed once appended, so a message's size is cached.
+_message_sizes = _IdentityCache(_message_tokens, 8192)
 
 
-def _schema_size(schema: Any) -> int:
-    hit = _SCHEMA_SIZES.get(id(schema))
-    if hit is not None and hit[0] is schema:
-        return hit[1]
-    size = _text_size(schema)
-    if len(_SCHEMA_SIZES) >= 1024:
-        _SCHEMA_SIZES.clear()
-    _SCHEMA_SIZES[id(schema)] = (schema, size)
-    return size
+def message_tokens(message: Message) -> int:
+    """The estimated tokens of one message (cached: this runs before every step)."""
+    return _message_sizes(message)
+
+
+# Tool schemas are built once per catalog, so this saves serialising them on every step.
+_schema_size = _IdentityCache(_text_size, 1024)
 
 
 def estimate_tokens(request: Any) -> int:
