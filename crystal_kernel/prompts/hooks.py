@@ -64,27 +64,27 @@ def _bound(fn: Callable[[Any], object], context: Any) -> Callable[[], object]:
 
 def on_prompt(kind: str, text: str, context: Any, notes: list[str]) -> str:
     """PA-7: append each plugin's ``on_prompt`` text, in load order."""
-    for impl in _impls("crystal_on_prompt"):
-        try:
-            extra = _call(impl, kind=kind, text=text, context=context)
-        except Exception as exc:
-            notes.append(f"Plugin '{impl.plugin_name}' on_prompt failed: {type(exc).__name__}: {exc}")
-            continue
-        if isinstance(extra, str) and extra:
-            text = append_block(text, extra)
-    return text
+    return _fold("crystal_on_prompt", "on_prompt", kind, text, context, notes,
+                 lambda text, extra: append_block(text, extra) if isinstance(extra, str) and extra else text)
 
 
 def rewrite_prompt(kind: str, text: str, context: Any, notes: list[str]) -> str:
     """PA-7: a plugin's ``rewrite_prompt`` may replace the whole result."""
-    for impl in _impls("crystal_rewrite_prompt"):
+    return _fold("crystal_rewrite_prompt", "rewrite_prompt", kind, text, context, notes,
+                 lambda text, replaced: replaced if isinstance(replaced, str) else text)
+
+
+def _fold(hook_name: str, label: str, kind: str, text: str, context: Any, notes: list[str],
+          combine: Callable[[str, object], str]) -> str:
+    """Call each plugin's ``hook_name`` in load order with the text so far, and let
+    ``combine`` fold its answer in; a plugin that raises becomes a note."""
+    for impl in _impls(hook_name):
         try:
-            replaced = _call(impl, kind=kind, text=text, context=context)
+            answer = _call(impl, kind=kind, text=text, context=context)
         except Exception as exc:
-            notes.append(f"Plugin '{impl.plugin_name}' rewrite_prompt failed: {type(exc).__name__}: {exc}")
+            notes.append(f"Plugin '{impl.plugin_name}' {label} failed: {type(exc).__name__}: {exc}")
             continue
-        if isinstance(replaced, str):
-            text = replaced
+        text = combine(text, answer)
     return text
 
 
