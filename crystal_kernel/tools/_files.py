@@ -1,9 +1,16 @@
-"""Small file helpers shared by the file tools: binary and image sniffing, diffs."""
+"""Small file helpers shared by the file tools: binary and image sniffing, diffs, and
+looking up a folder argument."""
 
 from __future__ import annotations
 
 import difflib
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+from crystal_kernel.errors import ToolError
+
+if TYPE_CHECKING:
+    from crystal_kernel.tools.base import ToolContext
 
 # How many leading bytes decide whether a file is text.
 SNIFF_BYTES = 8192
@@ -34,6 +41,17 @@ def looks_binary(head: bytes) -> bool:
         # A multi-byte character cut at the sniff boundary is still text.
         return exc.start < len(head) - 4
     return False
+
+
+def existing_folder(ctx: ToolContext, path: str | None) -> Path:
+    """The folder ``path`` names (default: the workspace), resolved through the access
+    rules; a missing path or a file is a ToolError saying which."""
+    folder: Path = ctx.access.resolve(path or ".")
+    if not folder.exists():
+        raise ToolError(f"'{path}' does not exist.")
+    if not folder.is_dir():
+        raise ToolError(f"'{path}' is a file, not a folder; use read to see its content.")
+    return folder
 
 
 def read_head(path: Path, size: int = SNIFF_BYTES) -> bytes:

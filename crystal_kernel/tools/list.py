@@ -7,7 +7,7 @@ import os
 from pydantic import Field
 
 from crystal_kernel.errors import ToolError
-from crystal_kernel.tools._files import display_path
+from crystal_kernel.tools._files import display_path, existing_folder
 from crystal_kernel.tools.base import Risk, Tool, ToolContext, ToolInput, ToolResult, truncate_output
 
 MAX_ENTRIES = 1000
@@ -32,12 +32,8 @@ class ListTool(Tool):
     path_arguments = ("path",)
 
     async def run(self, args: ListInput, ctx: ToolContext) -> ToolResult:
-        folder = ctx.access.resolve(args.path or ".")
+        folder = existing_folder(ctx, args.path)
         shown = display_path(folder, ctx.workspace)
-        if not folder.exists():
-            raise ToolError(f"'{args.path}' does not exist.")
-        if not folder.is_dir():
-            raise ToolError(f"'{args.path}' is a file, not a folder; use read to see its content.")
         try:
             with os.scandir(folder) as it:
                 entries = list(it)

@@ -7,9 +7,8 @@ from pathlib import Path
 
 from pydantic import Field
 
-from crystal_kernel.errors import ToolError
 from crystal_kernel.host.access import is_credential_path
-from crystal_kernel.tools._files import display_path
+from crystal_kernel.tools._files import display_path, existing_folder
 from crystal_kernel.tools._walk import walk
 from crystal_kernel.tools.base import Risk, Tool, ToolContext, ToolInput, ToolResult, truncate_output
 
@@ -46,11 +45,7 @@ class TreeTool(Tool):
     path_arguments = ("path",)
 
     async def run(self, args: TreeInput, ctx: ToolContext) -> ToolResult:
-        root = ctx.access.resolve(args.path or ".")
-        if not root.exists():
-            raise ToolError(f"'{args.path}' does not exist.")
-        if not root.is_dir():
-            raise ToolError(f"'{args.path}' is a file, not a folder; use read to see its content.")
+        root = existing_folder(ctx, args.path)
         depth = args.depth or DEFAULT_DEPTH
         lines, left_out = await asyncio.to_thread(build_tree, root, depth, MAX_ENTRIES)
         head = display_path(root, ctx.workspace) + "/"
