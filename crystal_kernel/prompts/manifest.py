@@ -72,7 +72,10 @@ class Folder:
         if current is None:  # it went bad since discovery: leave it exactly as it is
             raise UserError(f"{self.manifest_path} was left unchanged: {reason}.")
         current.update(changes)
-        atomic_write_json(self.manifest_path, current)
+        try:
+            atomic_write_json(self.manifest_path, current)
+        except OSError as exc:  # a full or read-only disk: the old file is still whole
+            raise UserError(f"Cannot write {self.manifest_path}: {exc.strerror or exc}; it was left unchanged.") from None
         self.data = current
         return True
 
