@@ -1,5 +1,5 @@
-"""Small file helpers shared by the file tools: binary and image sniffing, diffs, and
-looking up a folder argument."""
+"""Small file helpers shared by the file tools: binary sniffing, diffs, and looking up a
+folder argument (image sniffing is :func:`crystal_kernel.tools.images.sniff_image_type`)."""
 
 from __future__ import annotations
 
@@ -14,21 +14,6 @@ if TYPE_CHECKING:
 
 # How many leading bytes decide whether a file is text.
 SNIFF_BYTES = 8192
-# Images a model can take, by magic number (the same types EX-10 accepts).
-IMAGE_MAX_BYTES = 20 * 1024 * 1024
-
-
-def image_mime(head: bytes) -> str | None:
-    """The image type named by a file's first bytes, or None."""
-    if head.startswith(b"\x89PNG\r\n\x1a\n"):
-        return "image/png"
-    if head.startswith(b"\xff\xd8\xff"):
-        return "image/jpeg"
-    if head.startswith((b"GIF87a", b"GIF89a")):
-        return "image/gif"
-    if len(head) >= 12 and head.startswith(b"RIFF") and head[8:12] == b"WEBP":
-        return "image/webp"
-    return None
 
 
 def looks_binary(head: bytes) -> bool:

@@ -5,8 +5,9 @@ from __future__ import annotations
 from pydantic import Field
 
 from crystal_kernel.errors import ToolError
-from crystal_kernel.tools._files import display_path, image_mime, looks_binary, read_head
+from crystal_kernel.tools._files import display_path, looks_binary, read_head
 from crystal_kernel.tools.base import Risk, Tool, ToolContext, ToolInput, ToolResult, truncate_output
+from crystal_kernel.tools.images import sniff_image_type
 
 DEFAULT_LIMIT = 2000
 # Longer lines are cut so one minified file cannot flood the context.
@@ -42,7 +43,7 @@ class ReadTool(Tool):
             head = read_head(path)
         except OSError as exc:
             raise ToolError(f"Cannot read '{args.path}': {exc.strerror or exc}.") from None
-        mime = image_mime(head)
+        mime = sniff_image_type(head)
         if mime:
             raise ToolError(
                 f"'{args.path}' is an image ({mime}); read only shows text. "
