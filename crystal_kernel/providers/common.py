@@ -80,28 +80,27 @@ def _server_message(exc: Any) -> str:
     return ""
 
 
-def _refused(exc: BaseException) -> bool:
+def _in_chain(exc: BaseException, found: Callable[[BaseException], bool]) -> bool:
+    """Whether ``exc`` or any exception it was raised from or during matches ``found``
+    (SDKs wrap the socket error in one or two layers)."""
     seen: set[int] = set()
     current: BaseException | None = exc
     while current is not None and id(current) not in seen:
         seen.add(id(current))
-        if isinstance(current, ConnectionRefusedError) or "refused" in str(current).lower() \
-                or "errno 111" in str(current).lower():
+        if found(current):
             return True
         current = current.__cause__ or current.__context__
     return False
+
+
+def _refused(exc: BaseException) -> bool:
+    return _in_chain(exc, lambda e: isinstance(e, ConnectionRefusedError) or "refused" in str(e).lower()
+                     or "errno 111" in str(e).lower())
 
 
 def _unresolved(exc: BaseException) -> bool:
-    seen: set[int] = set()
-    current: BaseException | None = exc
-    while current is not None and id(current) not in seen:
-        seen.add(id(current))
-        if isinstance(current, socket.gaierror) or "name or service not known" in str(current).lower() \
-                or "nodename nor servname" in str(current).lower():
-            return True
-        current = current.__cause__ or current.__context__
-    return False
+    return _in_chain(exc, lambda e: isinstance(e, socket.gaierror) or "name or service not known" in str(e).lower()
+                     or "nodename nor servname" in str(e).lower())
 
 
 def _status(exc: BaseException) -> int | None:
