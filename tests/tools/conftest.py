@@ -56,3 +56,11 @@ async def call(tool_name: str, ctx: ToolContext, /, **arguments: Any) -> ToolRes
         return await tool.run(args, ctx)
     except ToolError as exc:
         return ToolResult.fail(str(exc))
+
+
+def write_files(root: Path, files: dict[str, str]) -> None:
+    """Write each relative path's text under ``root``, creating folders as needed."""
+    for name, text in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)

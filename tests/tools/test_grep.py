@@ -11,7 +11,7 @@ import pytest
 from crystal_kernel.tools import grep as grep_module
 from crystal_kernel.tools._walk import rg_binary
 from crystal_kernel.tools.grep import compile_glob, format_hits, grep_python, grep_rg
-from tests.tools.conftest import call
+from tests.tools.conftest import call, write_files
 
 
 def make_tree(ws: Path) -> None:
@@ -32,10 +32,7 @@ def make_tree(ws: Path) -> None:
         "sub/y.py": "def main sub\n",
         ".gitignore": "build/\n*.log\n!keep.log\n",
     }
-    for name, text in files.items():
-        p = ws / name
-        p.parent.mkdir(parents=True, exist_ok=True)
-        p.write_text(text)
+    write_files(ws, files)
     (ws / "bin.dat").write_bytes(b"def main\x00\x01\x02")
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from crystal_kernel.tools import _index
 from crystal_kernel.tools._index import SearchIndex, fts_query, index_for, split_words
-from tests.tools.conftest import call
+from tests.tools.conftest import call, write_files
 
 
 def populate(ws: Path) -> None:
@@ -21,10 +21,7 @@ def populate(ws: Path) -> None:
         "ignored/big.log": "session store session store\n",
         ".gitignore": "ignored/\n",
     }
-    for name, text in files.items():
-        p = ws / name
-        p.parent.mkdir(parents=True, exist_ok=True)
-        p.write_text(text)
+    write_files(ws, files)
 
 
 def test_split_words_and_query():
