@@ -15,6 +15,7 @@ from crystal_kernel.host.loop import run_turn
 from crystal_kernel.host.session import ProcessFlags, Session
 from crystal_kernel.providers.base import Capabilities, TextChunk
 from crystal_kernel.testing.scripted import HANG, Fail, ScriptedProvider, text_reply, tool_reply
+from tests.approval.conftest import Person
 
 
 def make_session(workspace, replies, *, approval="full", person=False, **kw):
@@ -96,21 +97,6 @@ async def test_ask_without_person_denies(workspace):
     assert not result.ok and "No person is present" in result.text
     assert not (workspace / "a.txt").exists()
     assert session.audit[-1]["outcome"] == "deny"
-
-
-class Person:
-    person_present = True
-
-    def __init__(self, *answers):
-        self.answers = list(answers)
-        self.requests = []
-
-    async def ask_questions(self, questions):
-        return None
-
-    async def ask_approval(self, request):
-        self.requests.append(request)
-        return self.answers.pop(0)
 
 
 async def test_person_allows_for_session(workspace):
