@@ -30,6 +30,30 @@ async def read_pid(path) -> int:
     raise AssertionError(f"{path} was never written")
 
 
+async def pid_gone(pid: int) -> bool:
+    """Whether the process ends within about five seconds."""
+    for _ in range(100):
+        if not pid_alive(pid):
+            break
+        await asyncio.sleep(0.05)
+    return not pid_alive(pid)
+
+
+# The model starts one background job that writes its pid, then answers.
+JOB_REPLIES = [{"tool_calls": [{"name": "bash_start", "arguments": {"command": "echo $$ > job.pid; exec sleep 300"}}]},
+               {"text": "Started."}]
+
+
+async def start_job(conn, workspace) -> tuple[str, int]:
+    """Open a session, have the model start the job, and return the session id and the
+    job's pid (checked alive)."""
+    sid = (await conn.new_session(cwd=str(workspace))).session_id
+    await conn.prompt(session_id=sid, prompt=text("start a job"))
+    pid = await read_pid(workspace / "job.pid")
+    assert pid_alive(pid)
+    return sid, pid
+
+
 def tool_names(body: dict) -> set[str]:
     return {t["function"]["name"] for t in body.get("tools", [])}
 
@@ -140,11 +164,7 @@ async def test_cancel_ends_the_turn_and_kills_the_running_command(workspace):
             response = await asyncio.wait_for(running, 10)
             assert response.stop_reason == "cancelled"
             assert time.monotonic() - started < 5
-            for _ in range(100):
-                if not pid_alive(pid):
-                    break
-                await asyncio.sleep(0.05)
-            assert not pid_alive(pid)
+            assert await pid_gone(pid)
             assert client.tool_updates("s1")[-1].status == "failed"
             # The session goes on: the next prompt works and sees the cancelled call.
             again = await conn.prompt(session_id=sid, prompt=text("still there?"))
@@ -275,26 +295,15 @@ async def test_question_tool_uses_an_elicitation_form_when_the_client_has_one(wo
 @pytest.mark.parametrize("how", ["eof", "sigterm"])
 async def test_background_jobs_die_with_the_acp_process(workspace, how):
     client = RecordingClient()
-    replies = [
-        {"tool_calls": [{"name": "bash_start", "arguments": {"command": "echo $$ > job.pid; exec sleep 300"}}]},
-        {"text": "Started."},
-    ]
-    with LLMServer(replies) as server:
+    with LLMServer(JOB_REPLIES) as server:
         async with crystal_acp(client, server, cwd=workspace, args=("--approval", "full")) as (conn, proc, init):
-            sid = (await conn.new_session(cwd=str(workspace))).session_id
-            await conn.prompt(session_id=sid, prompt=text("start a job"))
-            pid = await read_pid(workspace / "job.pid")
-            assert pid_alive(pid)
+            _sid, pid = await start_job(conn, workspace)
             if how == "sigterm":
                 proc.send_signal(signal.SIGTERM)
             else:
                 proc.stdin.close()
             assert await asyncio.wait_for(proc.wait(), 15) == 0
-    for _ in range(100):
-        if not pid_alive(pid):
-            break
-        time.sleep(0.05)
-    assert not pid_alive(pid)
+    assert await pid_gone(pid)
 
 
 def test_bad_flags_refuse_to_start_with_one_line(workspace):
@@ -335,20 +344,11 @@ async def test_cancel_while_a_permission_request_is_open(workspace):
 
 async def test_close_session_stops_its_jobs(workspace):
     client = RecordingClient()
-    replies = [{"tool_calls": [{"name": "bash_start", "arguments": {"command": "echo $$ > job.pid; exec sleep 300"}}]},
-               {"text": "Started."}]
-    with LLMServer(replies) as server:
+    with LLMServer(JOB_REPLIES) as server:
         async with crystal_acp(client, server, cwd=workspace, args=("--approval", "full")) as (conn, proc, init):
-            sid = (await conn.new_session(cwd=str(workspace))).session_id
-            await conn.prompt(session_id=sid, prompt=text("start a job"))
-            pid = await read_pid(workspace / "job.pid")
-            assert pid_alive(pid)
+            sid, pid = await start_job(conn, workspace)
             await conn.close_session(session_id=sid)
-            for _ in range(100):
-                if not pid_alive(pid):
-                    break
-                await asyncio.sleep(0.05)
-            assert not pid_alive(pid)
+            assert await pid_gone(pid)
             assert proc.returncode is None  # the agent itself keeps serving
             with pytest.raises(RequestError) as err:
                 await conn.prompt(session_id=sid, prompt=text("hello?"))
