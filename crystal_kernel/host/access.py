@@ -108,7 +108,10 @@ class AccessRules:
         """The path made absolute against the workspace, not yet resolved."""
         if "\x00" in str(path):  # the OS refuses it with ValueError, not OSError
             raise ToolError(f"The path {str(path)!r} contains a NUL character.")
-        p = Path(path).expanduser()
+        try:
+            p = Path(path).expanduser()
+        except RuntimeError:  # "~someone" with no such user
+            raise ToolError(f"'{path}' names the home folder of an unknown user.") from None
         return p if p.is_absolute() else self.workspace / p
 
     def resolve(self, path: str | Path, *, write: bool = False) -> Path:
@@ -116,6 +119,10 @@ class AccessRules:
         if str(path).strip() == "":
             raise ToolError("The path is empty.")
         resolved = Path(os.path.realpath(self.absolute(path)))
+        try:  # a name too long for the file system raises here, not as "missing"
+            resolved.exists()
+        except OSError as exc:
+            raise ToolError(f"'{str(path)[:200]}' cannot be used: {exc.strerror or exc}.") from None
         rule = self.rule_for(resolved)
         if rule is None:
             raise ToolError(

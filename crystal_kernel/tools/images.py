@@ -96,7 +96,10 @@ def check_image_path(path: Any, workspace: Path, where: str = "image") -> Path:
     if "\x00" in path:  # the OS refuses it with ValueError, not OSError
         raise ToolError(f"{where}: path {path!r} contains a NUL character.")
     root = Path(os.path.realpath(workspace))
-    given = Path(path).expanduser()
+    try:
+        given = Path(path).expanduser()
+    except RuntimeError:  # "~someone" with no such user
+        raise ToolError(f"{where}: path '{path}' names the home folder of an unknown user.") from None
     resolved = Path(os.path.realpath(given if given.is_absolute() else root / given))
     if resolved != root and root not in resolved.parents:
         raise ToolError(f"{where}: path '{path}' is outside the workspace ({root}); refused.")
