@@ -253,6 +253,8 @@ class GrepTool(Tool):
     path_arguments = ("path",)
 
     async def run(self, args: GrepInput, ctx: ToolContext) -> ToolResult:
+        if "\x00" in args.pattern or "\x00" in (args.glob or ""):  # rg's argv cannot carry it
+            raise ToolError("The pattern or glob contains a NUL character; remove it.")
         root = ctx.access.resolve(args.path or ".")
         if not root.exists():
             raise ToolError(f"'{args.path}' does not exist.")
