@@ -62,7 +62,7 @@ def world(tmp_path, monkeypatch):
 ESCAPES = [
     "../outside/secret.txt", "{outside}/secret.txt", "~/secret.txt", "link_file", "link_dir/secret.txt",
     "sub/../../outside/secret.txt", "sub/up/outside/secret.txt", "{ws}/../outside/secret.txt",
-    "./../outside/secret.txt", "secret\x00.txt", "/etc/passwd",
+    "./../outside/secret.txt", "secret\x00.txt", "/etc/passwd", "~nosuchuser/secret.txt", "x" * 300,
 ]
 FOLDERS = ["..", "../outside", "{outside}", "~", "link_dir", "sub/up", "sub/up/outside", "/", "/etc"]
 
@@ -141,7 +141,8 @@ print(json.dumps({"text": "made", "images": [{"mimeType": "image/png", "path": a
 
 
 @pytest.mark.parametrize("path", ["../outside/pic.png", "{outside}/pic.png", "link_png.png", "link_dir/pic.png",
-                                  "sub/up/outside/pic.png", "~/pic.png", "sub", "/dev/zero", "pic\x00.png"])
+                                  "sub/up/outside/pic.png", "~/pic.png", "~nosuchuser/pic.png", "sub", "/dev/zero",
+                                  "pic\x00.png", "x" * 300 + ".png"])
 async def test_exec_tool_image_paths_stay_inside(world, path):
     folder = world["ws"] / ".crystal" / "tools" / "imgs"
     folder.mkdir(parents=True)
