@@ -14,6 +14,7 @@ offline with nobody at the keyboard. Every tool runs for real in both runs.
 
 from __future__ import annotations
 
+import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -268,11 +269,13 @@ def replies_of(cells: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def record(name: str) -> int:
     cells, kernel = TOURS[name]
-    write_notebook(name, cells, kernel)
+    source = write_notebook(name, cells, kernel)
     t = tour(name)
-    t.cassette.parent.mkdir(parents=True, exist_ok=True)
-    if t.cassette.exists():
-        t.cassette.unlink()
+    # Next to this script (a copy of the folder records into itself).
+    cassette = HERE / "cassettes" / f"{name}.json"
+    cassette.parent.mkdir(parents=True, exist_ok=True)
+    if cassette.exists():
+        cassette.unlink()
     topic = {"text": TOPIC[name], "usage": {"input_tokens": 900, "output_tokens": 8}}
 
     def router(body: dict[str, Any], path: str) -> dict[str, Any] | None:
@@ -283,8 +286,9 @@ def record(name: str) -> int:
     with tempfile.TemporaryDirectory() as tmp, LLMServer(replies_of(cells), router=router) as server:
         home = write_home(Path(tmp) / "home", {
             "provider": "openai", "model": MODEL, "baseUrl": server.base_url, "apiKeyEnv": KEY_ENV,
-            "record": True, "cassette": str(t.cassette)})
+            "record": True, "cassette": str(cassette)})
         notebook = prepare(t, Path(tmp) / name, cassette=False)
+        shutil.copy2(source, notebook)
         kernels = write_kernelspec(Path(tmp) / "kernels")
         nb = execute(notebook, tour_env(home, {KEY_ENV: "recording"}), kernels, answers=answers)
         problems = error_outputs(nb)
@@ -292,7 +296,7 @@ def record(name: str) -> int:
             problems.append(f"{server.pending} scripted replies were never asked for")
     for problem in problems:
         print(f"{name}: {problem}", file=sys.stderr)
-    print(f"{name}: recorded {t.cassette.relative_to(HERE.parent)}")
+    print(f"{name}: recorded {cassette}")
     return 1 if problems else 0
 
 
