@@ -86,8 +86,8 @@ TOUR: list[dict[str, Any]] = [
                   "us whether that is intended."},
      ]},
     {"markdown": "## Background jobs\n\nLong-running commands go to the background: the agent gets a job id at "
-                 "once and reads the output when it needs it. `/jobs` lists the session's jobs and "
-                 "`/logs JOB` shows a job's output."},
+                 "once, the work goes on, and the agent reads the output when it needs it. `/jobs` lists the "
+                 "session's jobs and `/logs JOB` shows a job's output."},
     {"code": "Run the test suite as a background job.",
      "answers": ["Allow once"],
      "replies": [
@@ -98,6 +98,23 @@ TOUR: list[dict[str, Any]] = [
                   "working; `/jobs` shows its state and I can read its log whenever you like."},
      ]},
     {"code": "/jobs"},
+    {"markdown": "## Tools that return images\n\nWhile the tests run, something else. This workspace has an "
+                 "*exec tool set* installed in "
+                 "`.crystal/tools/imagetools/` (the example from `examples/tools/imagetools`): three tools that "
+                 "run as a child process, one of which draws charts as PNG images. The image goes to the model "
+                 "and shows in the cell."},
+    {"code": "Draw a bar chart of the stock value of each item.",
+     "answers": ["Allow once"],
+     "replies": [
+         {"text": "The value of each item is price × quantity: bolt 25.0, gear 9.0, motor 30.0.",
+          "tool_calls": [{"id": "call_plot", "name": "plot",
+                          "arguments": {"values": [25.0, 9.0, 30.0], "title": "stock value per item",
+                                        "kind": "bar", "width": 360, "height": 200, "color": "#1e78c8"}}]},
+         {"text": "Here it is, bars in the order bolt, gear, motor. The **motor** is the single most valuable "
+                  "line (30.0 of 64.0, almost half), even though there is only one of it; the 100 bolts come "
+                  "second at 25.0."},
+     ]},
+    {"markdown": "Back to the tests, which ran in the background all this time:"},
     {"code": "Read the job's log. Did everything pass?",
      "replies": [
          {"tool_calls": [{"id": "call_logs", "name": "bash_logs", "arguments": {"job_id": "j1"}}]},
@@ -126,21 +143,6 @@ TOUR: list[dict[str, Any]] = [
                   "`item.quantity`, so 100 bolts counted as one.\n**The fix:** one line in `inventory.py`, "
                   "`total += item.price * item.quantity`. The expected total checks out: "
                   "100 × 0.25 + 2 × 4.5 + 1 × 30.0 = 64.0."},
-     ]},
-    {"markdown": "## Tools that return images\n\nThis workspace has an *exec tool set* installed in "
-                 "`.crystal/tools/imagetools/` (the example from `examples/tools/imagetools`): three tools that "
-                 "run as a child process, one of which draws charts as PNG images. The image goes to the model "
-                 "and shows in the cell."},
-    {"code": "Draw a bar chart of the stock value of each item.",
-     "answers": ["Allow once"],
-     "replies": [
-         {"text": "The value of each item is price × quantity: bolt 25.0, gear 9.0, motor 30.0.",
-          "tool_calls": [{"id": "call_plot", "name": "plot",
-                          "arguments": {"values": [25.0, 9.0, 30.0], "title": "stock value per item",
-                                        "kind": "bar", "width": 360, "height": 200, "color": "#1e78c8"}}]},
-         {"text": "Here it is, bars in the order bolt, gear, motor. The **motor** is the single most valuable "
-                  "line (30.0 of 64.0, almost half), even though there is only one of it; the 100 bolts come "
-                  "second at 25.0."},
      ]},
     {"markdown": "## Plan mode\n\nIn Plan mode the agent reads and plans but cannot edit files or run commands; "
                  "its plan becomes the session's todo list. `/mode work` switches back, and the todos stay."},
