@@ -89,6 +89,8 @@ def run_notebook_tours() -> int:
         problems = error_outputs(nb)
         for problem in problems:
             print(f"  {problem}", file=sys.stderr)
+        if problems:
+            print(f"  (the kernel's log: {_rel(notebook.with_suffix('.kernel.log'))})", file=sys.stderr)
         failed += bool(problems)
         state = "with errors" if problems else "ok"
         print(f"  {state} in {time.monotonic() - started:.1f} s: {_rel(notebook)}, {_rel(html)}", flush=True)

@@ -162,10 +162,14 @@ def execute(notebook: Path, env: dict[str, str], kernels: Path, *, answers: list
                              record_timing=False)
     client.answers = list(answers or [])
     env = dict(env, JPY_SESSION_NAME=str(notebook))
-    try:
-        client.execute(env=env)
-    finally:
-        nbformat.write(nb, notebook)
+    # The kernel's own log (ipykernel's warnings, a flag error) goes to a file beside the
+    # notebook instead of the terminal; a failure names it.
+    log = notebook.with_suffix(".kernel.log")
+    with open(log, "w", encoding="utf-8") as stderr:
+        try:
+            client.execute(env=env, stderr=stderr)
+        finally:
+            nbformat.write(nb, notebook)
     return nb
 
 
