@@ -97,13 +97,16 @@ def write_home(home: Path, config: dict[str, Any]) -> Path:
 
 
 def write_kernelspec(folder: Path, flags: list[str] = ()) -> Path:
-    """The crystal kernelspec for this Python under ``folder``/crystal; returns ``folder``."""
+    """Kernelspecs for this Python under ``folder``: ``crystal`` and ``python3`` (so that
+    a ``python3`` kernelspec of another Python in the person's Jupyter folders, which
+    would not have Crystal installed, is never picked). Returns ``folder``."""
     from crystal_kernel.jupyter.kernelspec import kernel_json
 
-    spec = folder / "crystal"
-    spec.mkdir(parents=True, exist_ok=True)
-    (spec / "kernel.json").write_text(json.dumps(kernel_json(list(flags), python=sys.executable), indent=2),
-                                      encoding="utf-8")
+    python3 = {"argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+               "display_name": "Python 3 (ipykernel)", "language": "python", "metadata": {"debugger": True}}
+    for name, spec in (("crystal", kernel_json(list(flags), python=sys.executable)), ("python3", python3)):
+        (folder / name).mkdir(parents=True, exist_ok=True)
+        (folder / name / "kernel.json").write_text(json.dumps(spec, indent=2), encoding="utf-8")
     return folder
 
 
@@ -145,8 +148,8 @@ def _client_class() -> type:
 def execute(notebook: Path, env: dict[str, str], kernels: Path, *, answers: list[str] | None = None) -> Any:
     """Run ``notebook`` in place (its folder is the workspace) and save it; returns the nbformat node.
 
-    ``kernels`` holds the crystal kernelspec (:func:`write_kernelspec`); Python notebooks
-    use this Python's own ``python3`` kernel. Cell errors do not stop the run: every
+    ``kernels`` holds the kernelspecs (:func:`write_kernelspec`), both for this Python.
+    Cell errors do not stop the run: every
     cell's outputs are saved, so a failure can be read in the notebook.
     """
     import nbformat
@@ -155,8 +158,7 @@ def execute(notebook: Path, env: dict[str, str], kernels: Path, *, answers: list
 
     nb = nbformat.read(notebook, as_version=4)
     name = nb.metadata.get("kernelspec", {}).get("name", "python3")
-    ksm = KernelSpecManager(kernel_dirs=[str(kernels)]) if name == "crystal" else KernelSpecManager()
-    km = AsyncKernelManager(kernel_name=name, kernel_spec_manager=ksm)
+    km = AsyncKernelManager(kernel_name=name, kernel_spec_manager=KernelSpecManager(kernel_dirs=[str(kernels)]))
     client = _client_class()(nb, km=km, timeout=KERNEL_TIMEOUT, allow_errors=True,
                              resources={"metadata": {"path": str(notebook.parent)}},
                              record_timing=False)
