@@ -191,6 +191,9 @@ class _Cut(Exception):
 def _make_handler(server: LLMServer) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
+        # TCP_NODELAY: without it the small last chunk of a reply waits for the client's
+        # delayed ACK (~40 ms on loopback), which every client then sees as latency.
+        disable_nagle_algorithm = True
 
         def log_message(self, format: str, *args: Any) -> None:  # keep test output quiet
             pass
