@@ -81,16 +81,30 @@ class Measured:
 
 
 def _tree_rss(proc: psutil.Process) -> int:
-    total = 0
+    """RSS of ``proc`` and its descendants. A child caught between fork and exec still
+    shows its parent's command line and (shared) memory; it is skipped, or every spawn
+    would count the parent twice."""
     try:
         members = [proc, *proc.children(recursive=True)]
     except psutil.Error:
         return 0
+    cmdlines: dict[int, list[str]] = {}
+    sizes: list[tuple[psutil.Process, int]] = []
     for member in members:
         try:
-            total += member.memory_info().rss
+            cmdlines[member.pid] = member.cmdline()
+            sizes.append((member, member.memory_info().rss))
         except psutil.Error:
             pass
+    total = 0
+    for member, rss in sizes:
+        try:
+            parent = member.ppid()
+        except psutil.Error:
+            continue
+        if member.pid != proc.pid and cmdlines.get(parent) == cmdlines.get(member.pid):
+            continue
+        total += rss
     return total
 
 
