@@ -172,8 +172,9 @@ async def decide(
             verdict=verdict.as_dict() if verdict is not None else None, session_pattern=c.pattern,
         )
     )
+    via = f"answered from {answer.answered_by}" if answer.answered_by else None
     if answer.outcome == "deny":
-        record("deny", "person", answer.reason)
+        record("deny", "person", "; ".join(x for x in (via, answer.reason) if x) or None)
         return Decision(False, "person", answer.reason)
     if answer.outcome == "allow_session":
         scope = getattr(answer, "session_scope", None)
@@ -183,5 +184,6 @@ async def decide(
             session.allowances.allow(call.name, scope, glob=True)
         else:
             session.allowances.allow(call.name, c.pattern)
-    record("allow", "person", "allowed for this session" if answer.outcome == "allow_session" else None)
+    scope_text = "allowed for this session" if answer.outcome == "allow_session" else None
+    record("allow", "person", "; ".join(x for x in (via, scope_text) if x) or None)
     return Decision(True, "person")

@@ -48,6 +48,8 @@ class PersonDecision(BaseModel):
     # allow_session only: "tool" allows the whole tool; a glob the person typed (e.g.
     # "pytest *") allows matching calls; None allows this exact call's pattern again.
     session_scope: str | None = None
+    # Who answered for the person when it was not a live person ("the recording").
+    answered_by: str | None = None
 
 
 class Interaction(Protocol):

@@ -137,10 +137,11 @@ class ReplayedPerson:
         entry = self._entry(request.call_id, "approval")
         if entry is None or entry.get("approval") not in _OUTCOMES:
             decision = PersonDecision(outcome="deny", reason="The recording holds no decision for this call, "
-                                      "so it was denied. Say what you wanted to do instead.")
+                                      "so it was denied. Say what you wanted to do instead.",
+                                      answered_by="the recording")
         else:
             decision = PersonDecision(outcome=entry["approval"], reason=entry.get("reason"),
-                                      session_scope=entry.get("scope"))
+                                      session_scope=entry.get("scope"), answered_by="the recording")
         if self.on_answer is not None:
             self.on_answer("approval", request, decision)
         return decision

@@ -217,16 +217,20 @@ class Renderer:
             return  # the mode allowed it: nothing new to show
         who = {"host": "the approval mode", "reviewer": "the reviewer", "person": "you",
                "policy": "a forbidden rule"}.get(event.by, event.by)
+        reason = event.reason
+        if event.by == "person" and reason and reason.startswith("answered from the recording"):
+            who = "the recording"
+            reason = reason.partition("; ")[2] or None
         if event.outcome == "ask":
             card.state = "waiting"
             card.approval = None
         elif event.outcome == "deny":
             card.state = "denied"
-            card.approval = f"Denied by {who}" + (f": {event.reason}" if event.reason else ".")
+            card.approval = f"Denied by {who}" + (f": {reason}" if reason else ".")
         else:
             card.state = "running"
             if event.by != "host":
-                card.approval = f"Allowed by {who}" + (f" ({event.reason})" if event.reason else ".")
+                card.approval = f"Allowed by {who}" + (f" ({reason})" if reason else ".")
         if event.verdict:
             verdict = event.verdict
             risk = verdict.get("risk_level") or verdict.get("risk")
