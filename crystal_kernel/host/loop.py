@@ -12,7 +12,7 @@ import asyncio
 import json
 from typing import Any, AsyncIterator
 
-from crystal_kernel.errors import NotSupported, ProviderError, ToolError
+from crystal_kernel.errors import NotSupported, ProviderError, ToolError, UserError
 from crystal_kernel.host.approval_flow import decide
 from crystal_kernel.host.compaction import auto_compact
 from crystal_kernel.host.topic import name_session
@@ -101,7 +101,11 @@ class Turn:
             try:
                 session.save()
             except Exception as exc:
-                self._emit(ErrorEvent(message=f"Could not save the session: {exc}"))
+                # The turn itself may have gone well, but what it did is not on disk: a
+                # front must not report success (the CLI exits 2 with this line).
+                self.error = str(exc) if isinstance(exc, UserError) else f"Could not save the session: {exc}"
+                self._emit(ErrorEvent(message=self.error))
+                reason = self.stop_reason = "error"
             self._emit_notes()
             self._emit(TurnEnd(session_id=session.id, stop_reason=reason))
             self._queue.put_nowait(_DONE)
@@ -209,6 +213,9 @@ class Turn:
             classification = tool.classify(args, ctx)
         except ToolError as exc:
             return self._result(call, ToolResult.fail(str(exc)))
+        except Exception as exc:  # a bug in one tool must not end the turn
+            session.note(f"Tool {call.name} failed to classify its call: {type(exc).__name__}: {exc}")
+            return self._result(call, ToolResult.fail(f"Internal error in {call.name}: {type(exc).__name__}: {exc}"))
         decision = await decide(session, self.interaction, call, classification, self._emit)
         if not decision.allowed:
             return self._result(call, ToolResult.fail(decision.message_for_model()))

@@ -346,7 +346,12 @@ class Session:
         return doc
 
     def save(self) -> Path:
-        return self.store.save(self.to_document())
+        """Rewrite the session document atomically; UserError naming it on failure."""
+        try:
+            return self.store.save(self.to_document())
+        except OSError as exc:
+            raise UserError(f"Could not save the session document {self.store.path_for(self.id)}: "
+                            f"{exc.strerror or exc}.") from None
 
     def load_document(self, doc: dict[str, Any]) -> None:
         """Fill this session from a saved document (resume). A corrupt document raises

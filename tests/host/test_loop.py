@@ -202,3 +202,35 @@ async def test_corrupt_document_is_one_line_and_changes_nothing(workspace, field
         other.resume(session.id)
     assert other.transcript == [] and other.id != session.id
     assert path.read_bytes() == before
+
+
+async def test_a_session_that_cannot_be_saved_ends_the_turn_with_an_error(workspace):
+    sessions = workspace / ".crystal" / "sessions"
+    sessions.mkdir(parents=True)
+    sessions.chmod(0o500)  # root ignores this, so also make the target a folder
+    session = make_session(workspace, [text_reply("done")])
+    (sessions / f"{session.id}.json").mkdir()
+    try:
+        events = await collect(run_turn(session, "x"))
+    finally:
+        sessions.chmod(0o700)
+    errors = [e for e in events if isinstance(e, ErrorEvent)]
+    assert errors and f"Could not save the session document {sessions / (session.id + '.json')}" in errors[0].message
+    assert events[-1].stop_reason == "error"
+
+
+async def test_a_tool_whose_classify_raises_fails_only_that_call(workspace):
+    from crystal_kernel.tools.base import Tool
+
+    class Broken(Tool):
+        name = "broken"
+
+        def classify(self, args, ctx):
+            raise KeyError("oops")
+
+    session = make_session(workspace, [tool_reply([("broken", {}), ("list", {"path": "."})]), text_reply("ok")])
+    session.tools().append(Broken())
+    events = await collect(run_turn(session, "x"))
+    results = [e for e in events if isinstance(e, ToolResultEvent)]
+    assert not results[0].ok and "Internal error in broken" in results[0].text
+    assert results[1].ok and events[-1].stop_reason == "end_turn"
