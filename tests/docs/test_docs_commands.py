@@ -1,15 +1,16 @@
-"""The docs cannot rot: every command shown in a ``sh`` block of README.md and docs/*.md
-runs here, every ``json`` block parses (and config examples load), and the reference
-pages name every config key, every flag and every slash command.
+"""The docs cannot rot: every command shown in README.md and docs/*.md runs here (or is
+listed in NOT_RUN with the reason and a check that it is well formed), every transcript's
+output is the output the command really prints, every ``json`` block parses (and config
+examples load), and the reference pages name every config key, every flag and every
+slash command. How blocks are read: tests/docs/docpages.py.
 
-Each page's ``sh`` blocks run in order in one shell, as one person would type them, in a
-sandbox laid out like a checkout (``.venv`` linked, ``examples/`` and ``notebooks/``
-copied) with a private HOME. Model requests go to the loopback model server: a
+Each page's ``sh`` and ``console`` blocks run in order in one shell, as one person would
+type them, in a sandbox laid out like a checkout (``.venv`` linked, ``examples/`` and
+``notebooks/`` copied) with a private HOME; labelled blocks are written as the files
+they name just where they stand. Model requests go to the loopback model server: a
 ``http://localhost:PORT`` in a command is rewritten to it, and ``crystal run`` without
 ``--base-url`` gets the server's URL added (nothing else about a command changes).
-``make`` runs as ``make --dry-run`` against the real Makefile (the targets must exist and
-expand): what ``make demo`` runs is executed for real by tests/demo/test_demo.py, and
-``make test`` is this suite.
+SETUP gives a page what its reader is assumed to have already (said there, in words).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -24,14 +26,15 @@ from pathlib import Path
 
 import pytest
 
-from crystal_kernel.testing.llm_server import LLMServer
+sys.path.insert(0, str(Path(__file__).parent))
+import docpages  # noqa: E402
+from docpages import PAGES, ROOT, blocks  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[2]
-PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
-FENCE = re.compile(r"^```(\S*)")
+from crystal_kernel.testing.llm_server import LLMServer  # noqa: E402
 
 PRELUDE = """set -e
-make() { command make -C "$CRYSTAL_REPO" --dry-run "$@" >/dev/null; }
+# Every make target the docs show is in NOT_RUN; nothing here runs make for real.
+make() { echo "make $* is not in NOT_RUN (tests/docs/test_docs_commands.py)" >&2; return 1; }
 # A model request goes to the loopback server: `crystal run` without --base-url gets its URL.
 crystal() {
   if [ "$1" = run ] && ! printf '%s\\n' "$@" | grep -q -- '--base-url'; then
@@ -43,24 +46,56 @@ crystal() {
 }
 """
 
+DRY_MAKE = 'command make -C "$CRYSTAL_REPO" --dry-run {} >/dev/null'
 
-def blocks(path: Path) -> list[tuple[str, int, str]]:
-    """(language, first line number, text) of every fenced block in a Markdown page."""
-    found, lang, start, body = [], None, 0, []
-    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-        m = FENCE.match(line)
-        if m and lang is None:
-            lang, start, body = m.group(1) or "", n + 1, []
-        elif line.startswith("```") and lang is not None:
-            found.append((lang, start, "\n".join(body)))
-            lang = None
-        elif lang is not None:
-            body.append(line)
-    return found
+# Commands shown in sh blocks that cannot run here: (why, the check that runs instead).
+# Each check proves the command is well formed without doing what it does.
+NOT_RUN: dict[str, tuple[str, str]] = {
+    "make demo": ("tests/demo/test_demo.py runs what it runs, for real; here its recipe is expanded",
+                  DRY_MAKE.format("demo")),
+    "make test": ("it is the whole suite, this test included; here its recipe is expanded",
+                  DRY_MAKE.format("test")),
+    "make lab": ("it starts JupyterLab, which serves until stopped; here its recipe is expanded",
+                 DRY_MAKE.format("lab")),
+    "crystal kernel install --sys-prefix": (
+        "it writes into this Python's prefix, the .venv the checkout shares (the sandbox links it); "
+        "the same command with a flag that fails its check must refuse and install nothing",
+        "! command crystal kernel install --sys-prefix --disable-tool no_such_tool 2>/dev/null"),
+    "pip install -e .": (
+        "it would install into the .venv the checkout shares; the same folder is built and installed "
+        "into a private target folder put on PYTHONPATH instead, as pip leaves it",
+        'pip install --quiet --no-deps --no-build-isolation --no-index --target "$HOME/site" . '
+        '&& export PYTHONPATH="$HOME/site"'),
+    "python -m venv /tmp/jai": (
+        "it only serves the two pip installs below, which need PyPI (no network here)",
+        "python -m venv --help >/dev/null"),
+    "/tmp/jai/bin/pip install jupyter-ai-acp-client": (
+        "it downloads from PyPI (no network here)", "pip install --help >/dev/null"),
+    "/tmp/jai/bin/pip install --no-deps -e .": (
+        "it needs the environment above", "pip install --help | grep -q -- --no-deps"),
+    'CRYSTAL_ACP_COMMAND="$PWD/.venv/bin/crystal acp" /tmp/jai/bin/python tests/acp/jupyter_ai_check.py': (
+        "it needs jupyter-ai-acp-client, which is not a project dependency (acp.md says why)",
+        'python -m py_compile "$CRYSTAL_REPO/tests/acp/jupyter_ai_check.py" && test -x .venv/bin/crystal'),
+    "cd labextension && jlpm build": (
+        "it rebuilds the extension inside the checkout the other tests use (and the sandbox has no "
+        "labextension/); the build script must exist",
+        'test -n "$(python -c \'import json,sys; print(json.load(open(sys.argv[1]))["scripts"].get("build", ""))\' '
+        '"$CRYSTAL_REPO/labextension/package.json")"'),
+    "apt-get update && apt-get install -y chromium": (
+        "it changes the machine's packages and needs the network; the install is simulated",
+        "apt-get --simulate install -y chromium >/dev/null"),
+}
+
+# What a page's reader already has, set up before the page runs (the page says so).
+SETUP: dict[str, str] = {
+    # "crystal kernel install ... --prompt-set strict": a set named strict (prompts.md).
+    "kernel.md": "mkdir -p ~/.crystal/promptsets/strict && "
+                 "echo '{\"name\": \"Strict\", \"enabled\": false}' > ~/.crystal/promptsets/strict/prompt.json",
+}
 
 
-def pages_with(lang: str) -> list[Path]:
-    return [p for p in PAGES if any(b[0] == lang for b in blocks(p))]
+def pages_with(*langs: str) -> list[Path]:
+    return [p for p in PAGES if any(b.lang in langs for b in blocks(p))]
 
 
 def reply(body: dict, path: str) -> dict:
@@ -86,25 +121,74 @@ def sandbox(tmp: Path) -> Path:
 
 def sandbox_env(tmp: Path, server: LLMServer) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("CRYSTAL_", "OPENAI", "ANTHROPIC", "JUPYTER", "JPY_", "VIRTUAL_ENV"))}
+           if not k.startswith(("CRYSTAL_", "OPENAI", "ANTHROPIC", "JUPYTER", "JPY_", "VIRTUAL_ENV", "PYTHONPATH"))}
     env.update(HOME=str(tmp / "home"), CRYSTAL_REPO=str(ROOT), CRYSTAL_TOPIC_NAMING="off",
                OPENAI_BASE_URL=server.base_url, ANTHROPIC_BASE_URL=server.url,
                PATH=str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", ""))
     return env
 
 
-@pytest.mark.parametrize("page", pages_with("sh"), ids=lambda p: str(p.relative_to(ROOT)))
+def write_file(label: str, text: str) -> str:
+    """Shell lines that write a labelled block to the file it names."""
+    path = '"$HOME"/' + shlex.quote(label[2:]) if label.startswith("~/") else shlex.quote(label)
+    return f'mkdir -p "$(dirname {path})" && cat > {path} <<\'CRYSTAL_DOC_EOF\'\n{text}\nCRYSTAL_DOC_EOF\n'
+
+
+def shell_line(line: str, server: LLMServer) -> str:
+    command = docpages.without_comment(line)
+    if command in NOT_RUN:
+        return f"echo '@@ not run: {command}' >&2\n{NOT_RUN[command][1]}\n"
+    return re.sub(r"http://localhost:\d+", server.url, line) + "\n"
+
+
+def page_script(page: Path, server: LLMServer, outdir: Path) -> tuple[str, list[tuple[int, str, str, Path]]]:
+    """The page as one shell script, and the transcript outputs it must produce."""
+    script = PRELUDE + SETUP.get(page.name, "") + "\n"
+    shown: list[tuple[int, str, str, Path]] = []
+    for block in blocks(page):
+        # Each block says where it starts, so a failure names the page and line.
+        marker = f"echo '@@ {page.name}:{block.line}' >&2\n"
+        if block.label and block.lang not in ("sh", "console"):
+            script += marker + write_file(block.label, block.text)
+        elif block.lang == "sh":
+            script += marker + "".join(shell_line(line, server) for line in docpages.logical_lines(block.text))
+        elif block.lang == "console":
+            script += marker
+            for command, output in docpages.transcript(block.text):
+                out = outdir / f"{len(shown)}.out"
+                shown.append((block.line, command, output, out))
+                # stdout is a pipe, as in a terminal session; the exit code shows in the output.
+                script += (f"{{ {re.sub(r'http://localhost:[0-9]+', server.url, command)}\n}} "
+                           f"> >(cat > {shlex.quote(str(out))}) 2>&1 || true; wait $!\n")
+    return script, shown
+
+
+@pytest.mark.parametrize("page", pages_with("sh", "console"), ids=lambda p: str(p.relative_to(ROOT)))
 def test_every_shell_command_in_the_page_runs(page: Path, tmp_path: Path, server: LLMServer):
     checkout = sandbox(tmp_path)
     env = dict(sandbox_env(tmp_path, server), LOOPBACK=server.url)
-    script = PRELUDE
-    for lang, line, text in blocks(page):
-        if lang == "sh":
-            # Each block says where it starts, so a failure names the page and line.
-            script += f"echo '@@ {page.name}:{line}' >&2\n" + re.sub(r"http://localhost:\d+", server.url, text) + "\n"
+    outdir = tmp_path / "transcripts"
+    outdir.mkdir()
+    script, shown = page_script(page, server, outdir)
     out = subprocess.run(["bash", "-c", script], cwd=checkout, env=env, capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, f"failed ({out.returncode}); stdout:\n{out.stdout[-2000:]}\nstderr:\n{out.stderr[-3000:]}"
     assert "Error" not in out.stderr, out.stderr[-3000:]
+    for line, command, expected, path in shown:
+        actual = path.read_text(encoding="utf-8").replace(env["HOME"], "~")
+        assert docpages.output_matches(expected, actual), (
+            f"{page.name}:{line}: $ {command}\nthe page shows:\n{expected}\nit prints:\n{actual}")
+
+
+def test_not_run_commands_are_shown_somewhere():
+    shown = {docpages.without_comment(line) for page in PAGES for b in blocks(page) if b.lang == "sh"
+             for line in docpages.logical_lines(b.text)}
+    assert set(NOT_RUN) <= shown, set(NOT_RUN) - shown
+
+
+def test_every_block_names_its_language():
+    for page in PAGES:
+        for block in blocks(page):
+            assert block.lang in docpages.LANGUAGES, f"{page.name}:{block.line}: fence language {block.lang!r}"
 
 
 def test_every_json_block_parses_and_config_examples_load(tmp_path: Path):
@@ -114,14 +198,14 @@ def test_every_json_block_parses_and_config_examples_load(tmp_path: Path):
     checked = 0
     # The pages that show whole JSON documents (others show fragments of a manifest).
     for page in [ROOT / "docs" / f"{name}.md" for name in ("models", "configuration", "recording")]:
-        for lang, line, text in blocks(page):
-            if lang != "json":
+        for block in blocks(page):
+            if block.lang != "json":
                 continue
-            value = json.loads(text)  # a broken example fails here, naming the line
+            value = json.loads(block.text)  # a broken example fails here, naming the line
             if isinstance(value, dict) and value and set(value) <= config_keys:
-                home = tmp_path / f"{page.stem}-{line}"
+                home = tmp_path / f"{page.stem}-{block.line}"
                 home.mkdir()
-                (home / "config.json").write_text(text, encoding="utf-8")
+                (home / "config.json").write_text(block.text, encoding="utf-8")
                 load_config(home, environ={})
                 checked += 1
     assert checked >= 3
@@ -157,7 +241,7 @@ def test_commands_page_names_every_slash_command():
 
 def test_readme_starts_with_the_two_commands_and_links_every_page():
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    first = blocks(ROOT / "README.md")[0][2].splitlines()
+    first = blocks(ROOT / "README.md")[0].text.splitlines()
     assert [line.split("#")[0].strip() for line in first] == ["make demo", "make test"]
     assert "docs/README.md" in readme
     index = (ROOT / "docs" / "README.md").read_text(encoding="utf-8")
