@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
+from crystal_kernel.errors import ToolError
 from crystal_kernel.jobs.format import describe_job, job_table, logs_header
 from crystal_kernel.tools.base import Classification, Risk, Tool, ToolContext, ToolInput, ToolResult, truncate_output
 
@@ -26,28 +27,34 @@ def _note_change(ctx: ToolContext) -> None:
 
 
 class BashStartInput(ToolInput):
-    command: str = Field(description="The shell command to run in the background with bash -c in the workspace folder.")
+    command: str = Field(description="The shell command.")
+
+
+MAX_WAIT_SECONDS = 120
 
 
 class BashStatusInput(ToolInput):
-    job_id: str | None = Field(default=None, description="A job id such as j1; omit it to list every job of this session.")
+    job_id: str | None = Field(default=None, description="A job id such as j1.")
+    wait_seconds: float | None = Field(
+        default=None, ge=0, le=MAX_WAIT_SECONDS,
+        description="With job_id: wait up to this long for the job to end first.",
+    )
 
 
 class BashLogsInput(ToolInput):
-    job_id: str = Field(description="The job id returned by bash_start, such as j1.")
+    job_id: str = Field(description="A job id such as j1.")
     offset: int | None = Field(
         default=None, ge=0,
-        description="Absolute byte offset to read from (use the next offset of the previous read). "
-                    "Omit it to read the newest output.",
+        description="The byte offset to read from; omit it for the newest output.",
     )
     limit: int | None = Field(
         default=None, ge=1,
-        description="At most this many bytes (default and maximum: the tool output limit).",
+        description="Most bytes to return (default and maximum: the tool output limit).",
     )
 
 
 class BashStopInput(ToolInput):
-    job_id: str = Field(description="The job id to stop, such as j1.")
+    job_id: str = Field(description="A job id such as j1.")
 
 
 class BashStartTool(Tool):
@@ -75,6 +82,10 @@ class BashStatusTool(Tool):
 
     async def run(self, args: BashStatusInput, ctx: ToolContext) -> ToolResult:
         jobs = ctx.session.jobs
+        if args.wait_seconds:
+            if args.job_id is None:
+                raise ToolError("wait_seconds needs a job_id.")
+            await jobs.wait(args.job_id, timeout=args.wait_seconds)
         _note_change(ctx)
         if args.job_id is not None:
             text = describe_job(jobs.status(args.job_id))

@@ -15,7 +15,7 @@ from crystal_kernel.tools.catalog import WORK_ORDER, load_builtin
 SNAPSHOT = Path(__file__).parent / "snapshots" / "background_schemas.json"
 ARGUMENTS = {
     "bash_start": ["command"],
-    "bash_status": ["job_id"],
+    "bash_status": ["job_id", "wait_seconds"],
     "bash_logs": ["job_id", "offset", "limit"],
     "bash_stop": ["job_id"],
 }

@@ -153,3 +153,20 @@ def test_risks_and_schemas(session: Session):
         assert tool.description.startswith(("Start", "Show", "Read", "Stop")), name
     with pytest.raises(ToolError, match="Invalid arguments for bash_stop"):
         load_builtin("bash_stop").parse({"job_id": "j1", "signal": "KILL"})
+
+
+async def test_bg1_status_can_wait_for_the_job_to_end(session: Session):
+    await call("bash_start", session, command="sleep 0.6; echo finished")
+    started = time.monotonic()
+    status = await call("bash_status", session, job_id="j1", wait_seconds=20)
+    waited = time.monotonic() - started
+    assert status.ok and "Job j1: exited" in status.text and "Exit code: 0" in status.text
+    assert 0.3 < waited < 10
+    await call("bash_start", session, command="sleep 30")
+    started = time.monotonic()
+    status = await call("bash_status", session, job_id="j2", wait_seconds=0.3)
+    assert "Job j2: running" in status.text and time.monotonic() - started < 5
+    refused = await call("bash_status", session, wait_seconds=1)
+    assert not refused.ok and refused.text == "wait_seconds needs a job_id."
+    too_long = await call("bash_status", session, job_id="j2", wait_seconds=500)
+    assert not too_long.ok and "wait_seconds" in too_long.text
