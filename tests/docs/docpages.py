@@ -29,7 +29,7 @@ FENCE = re.compile(r"^```(\S*)")
 LABEL = re.compile(r"^`([^`\s]+)`:$")
 SPAN = re.compile(r"`([^`\n]+(?:\n[^`\n]+)?)`")
 # The first word of a shell command in the docs (after any VAR=value assignments).
-COMMAND = re.compile(r"^(?:[A-Z_]+=\S+\s+)*(crystal|make|jupyter(?:-\w+)?|pip|python3?|\.venv/bin/\S+|"
+COMMAND = re.compile(r"^(?:[A-Z_]+=\S+\s+)*((?:/\S+/)?crystal|make|jupyter(?:-\w+)?|pip|python3?|\.venv/bin/\S+|"
                      r"apt-get|sudo|jlpm|npm|cd|mkdir|cp|echo|export|\.)(?=\s|$)")
 
 

@@ -175,7 +175,8 @@ def test_every_shell_command_in_the_page_runs(page: Path, tmp_path: Path, server
     assert out.returncode == 0, f"failed ({out.returncode}); stdout:\n{out.stdout[-2000:]}\nstderr:\n{out.stderr[-3000:]}"
     assert "Error" not in out.stderr, out.stderr[-3000:]
     for line, command, expected, path in shown:
-        actual = path.read_text(encoding="utf-8").replace(env["HOME"], "~")
+        # What a terminal shows: colours are not text, and the home folder reads as ~.
+        actual = re.sub(r"\x1b\[[0-9;]*m", "", path.read_text(encoding="utf-8")).replace(env["HOME"], "~")
         assert docpages.output_matches(expected, actual), (
             f"{page.name}:{line}: $ {command}\nthe page shows:\n{expected}\nit prints:\n{actual}")
 
