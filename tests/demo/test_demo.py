@@ -20,7 +20,7 @@ import pytest
 
 from crystal_kernel.jupyter.tours import error_outputs
 
-TOUR_TOOLS = ["tree", "read", "bash_start", "plot", "bash_logs", "question", "edit", "bash", "grep", "todowrite"]
+TOUR_TOOLS = ["tree", "read", "bash_start", "plot", "bash_status", "bash_logs", "question", "edit", "bash", "grep", "todowrite"]
 
 
 @dataclass
