@@ -171,7 +171,7 @@ class LogView:
         colour = "#9a6700" if self.info.active else "#6e7781"
         html = (f'<div data-job="{esc(self.job_id)}" data-state="{esc(self.info.state)}">'
                 f'<div style="color:{colour};font-family:monospace;font-size:85%">{esc(header)}</div>'
-                f'<pre style="margin:2px 0;padding:4px 6px;background:#1f2328;color:#e6edf3;max-height:30em;'
+                f'<pre style="margin:2px 0;padding:4px 6px;background:#1f2328;color:#e6edf3;max-height:30em;font-family:monospace;font-size:85%;'
                 f'overflow:auto;white-space:pre-wrap">{esc(body)}</pre></div>')
         return {"text/plain": header + "\n" + body, "text/html": html}
 
