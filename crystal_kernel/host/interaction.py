@@ -13,17 +13,17 @@ from pydantic import BaseModel, Field
 
 
 class QuestionOption(BaseModel):
-    label: str = Field(description="Short answer text; this is what is returned when chosen.")
-    description: str = Field(default="", description="What choosing this option means.")
+    label: str = Field(description="Returned when chosen.")
+    description: str = Field(default="", description="What choosing it means.")
 
 
 class Question(BaseModel):
     """One question of the question tool (SPEC Q-1)."""
 
-    header: str = Field(description="A short title for the question (a few words).")
-    question: str = Field(description="The full question text.")
-    options: list[QuestionOption] = Field(default_factory=list, description="The choices offered.")
-    multiple: bool = Field(default=False, description="Allow choosing several options.")
+    header: str = Field(description="A few words.")
+    question: str = Field(description="The full question.")
+    options: list[QuestionOption] = Field(default_factory=list, description="The choices.")
+    multiple: bool = Field(default=False, description="Allow several choices.")
     custom: bool = Field(default=True, description="Allow a free-text answer.")
 
 

@@ -205,8 +205,7 @@ async def _run(code: Any, ns: dict[str, Any], shell: Any) -> Any:
 
 
 class PythonInput(ToolInput):
-    code: str = Field(description="Python code to run in the notebook's namespace (IPython syntax: magics, "
-                                  "!shell and top-level await work). The value of a last bare expression is shown.")
+    code: str = Field(description="Python code (IPython syntax).")
 
 
 class PythonTool(Tool):
@@ -261,8 +260,7 @@ class VariablesTool(Tool):
 
 
 class CellOutputInput(ToolInput):
-    n: int | None = Field(default=None, description="The execution count of the output, as in Out[n]. "
-                                                    "Omitted: the last output, or the last error's traceback.")
+    n: int | None = Field(default=None, description="The execution count, as in Out[n].")
 
 
 class CellOutputTool(Tool):

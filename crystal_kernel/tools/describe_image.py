@@ -20,9 +20,9 @@ MAX_OUTPUT_TOKENS = 2048
 
 
 class DescribeImageInput(ToolInput):
-    path: str = Field(description="The image file (PNG, JPEG, GIF or WebP), relative to the workspace or absolute.")
+    path: str = Field(description="The image file.")
     question: str | None = Field(
-        default=None, description="What you want to know about the image (default: a detailed description)."
+        default=None, description="What you want to know (default: a detailed description)."
     )
 
 

@@ -12,10 +12,10 @@ from crystal_kernel.tools.base import FileChange, Risk, Tool, ToolContext, ToolI
 
 
 class EditInput(ToolInput):
-    path: str = Field(description="The file to change, relative to the workspace or absolute.")
-    old_string: str = Field(description="The exact text to replace, including whitespace and indentation.")
-    new_string: str = Field(description="The text to put in its place.")
-    replace_all: bool = Field(default=False, description="Replace every occurrence instead of exactly one.")
+    path: str = Field(description="The file to change.")
+    old_string: str = Field(description="The exact text to replace.")
+    new_string: str = Field(description="The replacement text.")
+    replace_all: bool = Field(default=False, description="Replace every occurrence.")
 
 
 class EditTool(Tool):

@@ -19,10 +19,9 @@ MAX_FILES = 100
 
 class GlobInput(ToolInput):
     pattern: str = Field(
-        description="A glob such as '**/*.py', 'src/*.ts' or '*.{md,txt}'. Without '/', it matches file "
-        "names at any depth; with '/', paths relative to the search folder."
+        description="A glob such as '**/*.py'."
     )
-    path: str | None = Field(default=None, description="The folder to search (default: the workspace).")
+    path: str | None = Field(default=None, description="Default: the workspace.")
 
 
 async def glob_files(root: Path, pattern: str, *, use_rg: bool = True) -> list[tuple[float, Path]]:

@@ -34,14 +34,14 @@ _MATCH_LINE = re.compile(rb"^([^\0\n]*)\0\d+:", re.MULTILINE)
 
 
 class GrepInput(ToolInput):
-    pattern: str = Field(description="A regular expression (Rust/Python syntax) to find in file contents.")
-    path: str | None = Field(default=None, description="A folder or file to search (default: the workspace).")
+    pattern: str = Field(description="A regular expression.")
+    path: str | None = Field(default=None, description="A folder or file (default: the workspace).")
     glob: str | None = Field(
         default=None,
-        description="Only search files matching this glob, e.g. '*.py' or 'src/**/*.ts' (relative to path).",
+        description="Only files matching this glob: '*.py' at any depth, 'src/**/*.ts' relative to path.",
     )
-    ignore_case: bool = Field(default=False, description="Match letters regardless of case.")
-    context: int = Field(default=0, ge=0, le=20, description="Lines of context to show around each match.")
+    ignore_case: bool = Field(default=False, description="Case-insensitive.")
+    context: int = Field(default=0, ge=0, le=20, description="Lines shown before and after each match.")
 
 
 @dataclass

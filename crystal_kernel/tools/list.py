@@ -14,7 +14,7 @@ MAX_ENTRIES = 1000
 
 
 class ListInput(ToolInput):
-    path: str | None = Field(default=None, description="The folder to list (default: the workspace).")
+    path: str | None = Field(default=None, description="Default: the workspace.")
 
 
 def _size(n: int) -> str:

@@ -20,7 +20,7 @@ DISMISSED = "The person dismissed the questions."
 
 
 class QuestionInput(ToolInput):
-    questions: list[Question] = Field(description="The questions to ask, in the order they are shown.")
+    questions: list[Question] = Field(description="In the order shown.")
 
 
 def check_questions(questions: list[Question]) -> None:

@@ -15,12 +15,12 @@ MAX_LINE_CHARS = 2000
 
 
 class ReadInput(ToolInput):
-    path: str = Field(description="The file to read, relative to the workspace or absolute.")
+    path: str = Field(description="The file to read.")
     offset: int | None = Field(
-        default=None, ge=1, description="The line number to start from (1 is the first line)."
+        default=None, ge=1, description="The first line to show, from 1."
     )
     limit: int | None = Field(
-        default=None, ge=1, description=f"How many lines to return (default {DEFAULT_LIMIT})."
+        default=None, ge=1, description=f"Lines to show (default {DEFAULT_LIMIT})."
     )
 
 

@@ -15,9 +15,9 @@ MAX_LIMIT = 50
 
 
 class SearchInput(ToolInput):
-    query: str = Field(description="Words describing what you look for: names, concepts, error text.")
+    query: str = Field(description="Words: names, concepts, error text.")
     limit: int | None = Field(default=None, ge=1, le=MAX_LIMIT,
-                              description=f"How many files to return (default {DEFAULT_LIMIT}).")
+                              description=f"Files to return (default {DEFAULT_LIMIT}).")
 
 
 class SearchTool(Tool):

@@ -17,14 +17,12 @@ MARKS = {"completed": "[x]", "in_progress": "[>]", "pending": "[ ]"}
 
 
 class TodoItem(ToolInput):
-    content: str = Field(description="What to do, as one short imperative sentence.")
-    status: Literal["pending", "in_progress", "completed"] = Field(
-        description="pending (not started), in_progress (being worked on now) or completed."
-    )
+    content: str = Field(description="One short imperative sentence.")
+    status: Literal["pending", "in_progress", "completed"]
 
 
 class TodoWriteInput(ToolInput):
-    todos: list[TodoItem] = Field(description="The whole list, in order; it replaces the current list.")
+    todos: list[TodoItem] = Field(description="The whole list; it replaces the current one.")
 
 
 def render_todos(todos: list[Todo]) -> str:

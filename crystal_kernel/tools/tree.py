@@ -17,9 +17,9 @@ MAX_ENTRIES = 500
 
 
 class TreeInput(ToolInput):
-    path: str | None = Field(default=None, description="The folder to outline (default: the workspace).")
+    path: str | None = Field(default=None, description="Default: the workspace.")
     depth: int | None = Field(
-        default=None, ge=1, le=20, description=f"How many folder levels to show (default {DEFAULT_DEPTH})."
+        default=None, ge=1, le=20, description=f"Folder levels to show (default {DEFAULT_DEPTH})."
     )
 
 

@@ -11,7 +11,7 @@ from crystal_kernel.tools.base import Risk, Tool, ToolContext, ToolInput, ToolRe
 
 
 class ViewImageInput(ToolInput):
-    path: str = Field(description="The image file (PNG, JPEG, GIF or WebP), relative to the workspace or absolute.")
+    path: str = Field(description="The image file.")
 
 
 class ViewImageTool(Tool):

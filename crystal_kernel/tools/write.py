@@ -12,8 +12,8 @@ from crystal_kernel.tools.base import FileChange, Risk, Tool, ToolContext, ToolI
 
 
 class WriteInput(ToolInput):
-    path: str = Field(description="The file to write, relative to the workspace or absolute.")
-    content: str = Field(description="The complete new content of the file.")
+    path: str = Field(description="The file to write.")
+    content: str = Field(description="The complete new content.")
 
 
 class WriteTool(Tool):
