@@ -65,7 +65,7 @@ def magic_lines() -> list[tuple[str, str]]:
 
 
 def has_placeholder(line: str) -> bool:
-    return bool(re.search(r"\b[A-Z]{3,}\b|\[|…|/command|%crystal\?$", line)) or line.strip() in ("%crystal", "%%crystal")
+    return bool(re.search(r"\b[A-Z]{2,}\b|\[|…|/command|%crystal\?$", line)) or line.strip() in ("%crystal", "%%crystal")
 
 
 def check_magic(line: str) -> None:
@@ -131,6 +131,41 @@ def magics_page_cells() -> list[str]:
     return [cell for _, cell in sorted(cells, key=lambda c: c[0])]
 
 
+# Slash commands the prose names bare that need an argument to run (their forms with
+# placeholders, e.g. `/logs JOB`, are shown beside them), and a completion example.
+SLASH_NOT_RUN = {"/logs": "needs a job id", "/stop": "needs a job id", "/cd": "needs a folder",
+                 "/access add": "needs a folder", "/logs --follow": "needs a job id",
+                 "/mode p": "kernel.md's tab-completion example, a command being typed"}
+
+
+def slash_commands() -> list[tuple[str, str]]:
+    """(page, text) of every slash command in a code span of the prose."""
+    found = []
+    for page in PAGES:
+        for m in docpages.SPAN.finditer(docpages.prose(page)):
+            span = " ".join(m.group(1).split())
+            if re.match(r"^/[a-z]+(?: |$)", span) and not re.match(r"^/(?:dev|usr|proc|tmp|opt)\b", span):
+                found.append((page.name, span))
+    return found
+
+
+def test_every_slash_command_shown_is_a_command():
+    from crystal_kernel.host.commands import command_names
+
+    shown = slash_commands()
+    for page, text in shown:
+        assert text.split()[0][1:] in command_names(), f"{page}: {text}"
+    assert {t for _, t in shown} >= set(SLASH_NOT_RUN)
+
+
+def runnable_slash_commands() -> list[str]:
+    out: list[str] = []
+    for _, text in slash_commands():
+        if text not in SLASH_NOT_RUN and not has_placeholder(text) and text not in out:
+            out.append(text)
+    return out
+
+
 def test_the_magics_page_examples_run_in_ipython(tmp_path: Path):
     workspace = tmp_path / "project"
     shutil.copytree(ROOT / "examples" / "sample-project", workspace)
@@ -138,12 +173,15 @@ def test_the_magics_page_examples_run_in_ipython(tmp_path: Path):
     cells = magics_page_cells()
     first_magic = next(i for i, c in enumerate(cells) if "%crystal" in c)
     cells.insert(first_magic, NOTEBOOK_VARIABLES)
+    # Then every slash command the docs show that runs as written, through %crystal.
+    slash = runnable_slash_commands()
+    cells += [f"%crystal {text}" for text in slash]
     (tmp_path / "cells.json").write_text(json.dumps(cells), encoding="utf-8")
     (tmp_path / "runner.py").write_text(RUNNER, encoding="utf-8")
     with LLMServer(router=lambda body, path: {"text": ANSWER}) as server:
         env = {k: v for k, v in os.environ.items() if not k.startswith(("CRYSTAL_", "OPENAI", "JPY_", "JUPYTER"))}
         env.update(HOME=str(tmp_path / "home"), CRYSTAL_PROVIDER="openai", CRYSTAL_BASE_URL=server.base_url,
-                   OPENAI_API_KEY="sk-test", CRYSTAL_TOPIC_NAMING="off")
+                   OPENAI_API_KEY="sk-test", ANTHROPIC_API_KEY="sk-ant-test", CRYSTAL_TOPIC_NAMING="off")
         out = subprocess.run([sys.executable, str(tmp_path / "runner.py"), str(tmp_path / "cells.json"),
                               str(tmp_path / "results.json")], cwd=workspace, env=env, capture_output=True,
                              text=True, timeout=300)
@@ -155,6 +193,7 @@ def test_the_magics_page_examples_run_in_ipython(tmp_path: Path):
     assert failed == [], failed
     ran = [r["cell"] for r in done["results"]]
     assert "%crystal Which file?" in ran and "%unload_ext crystal_kernel" in ran
+    assert len(slash) >= 20 and "%crystal /model anthropic:claude-sonnet-4-6" in ran
     # What the page promises: a prompt ending in ? is a prompt, {name} is the variable's
     # text, and the synchronous form returns the final answer.
     assert any(p.endswith("Which file?") for p in prompts), prompts
