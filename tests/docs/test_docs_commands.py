@@ -44,6 +44,8 @@ crystal() {
     command crystal "$@"
   fi
 }
+# A crystal command line that must parse (exit 2 and one line when it does not).
+crystal_parses() { python -c 'import sys; from crystal_kernel.cli import build_parser; build_parser().parse_args(sys.argv[1:])' "$@"; }
 """
 
 DRY_MAKE = 'command make -C "$CRYSTAL_REPO" --dry-run {} >/dev/null'
@@ -59,7 +61,8 @@ NOT_RUN: dict[str, tuple[str, str]] = {
                  DRY_MAKE.format("lab")),
     "crystal kernel install --sys-prefix": (
         "it writes into this Python's prefix, the .venv the checkout shares (the sandbox links it); "
-        "the same command with a flag that fails its check must refuse and install nothing",
+        "it must parse, and with a flag that fails its check it must refuse and install nothing",
+        "crystal_parses kernel install --sys-prefix && "
         "! command crystal kernel install --sys-prefix --disable-tool no_such_tool 2>/dev/null"),
     "pip install -e .": (
         "it would install into the .venv the checkout shares; the same folder is built and installed "
