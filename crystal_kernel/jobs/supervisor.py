@@ -17,6 +17,14 @@ host's output pipe as stdout and stderr, then waits. Why a supervisor:
 The supervisor exits the way the shell did: the same exit code, or killed by the same
 signal, so the host's ``returncode`` is the job's.
 
+Foreground mode (the ``bash`` tool): an optional fifth argument STATUS_FD names a pipe
+the host passed in. The supervisor then keeps no copy of the output pipe (so the host
+sees end-of-file once the command's processes close it), and when the shell exits it
+writes ``exit WAITSTATUS`` to STATUS_FD at once. If processes are still running, it
+waits rather than stopping them: the host gives them a moment to finish their output,
+then sends SIGTERM. Before exiting it writes ``left N``: how many processes it had to
+stop after the shell exited.
+
 The prctl calls are made here, after exec, rather than in a ``preexec_fn``: the host
 is multi-threaded (the kernel always is) and ``preexec_fn`` is unsafe there. The race
 that ``preexec_fn`` would close (the host dying before the call) is closed by checking
@@ -134,14 +142,39 @@ def _exit_like(status: "int | None") -> None:
     os._exit(128 + sig)
 
 
+def _report(fd: "int | None", line: str) -> None:
+    if fd is None:
+        return
+    try:
+        os.write(fd, line.encode() + b"\n")
+    except OSError:
+        pass  # the host stopped listening; the exit status still tells it
+
+
+def _linger(host: int) -> bool:
+    """Foreground mode, after the shell exited with processes left: wait until the host
+    says stop (or dies) or nothing is left. True if something may still be running."""
+    me = os.getpid()
+    while _tree(me):
+        info = signal.sigtimedwait(WATCHED, 0.1)
+        if info is not None and info.si_signo in STOP_SIGNALS:
+            return True
+        if os.getppid() != host:
+            return True
+    return False
+
+
 def main(argv: list) -> None:
     host, grace, bash, command = int(argv[1]), float(argv[2]), argv[3], argv[4]
+    status_fd = int(argv[5]) if len(argv) > 5 else None
     # Block first: a stop that arrives from now on is read by sigtimedwait, not lost.
     signal.pthread_sigmask(signal.SIG_BLOCK, WATCHED)
     _set_prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
     _set_prctl(PR_SET_CHILD_SUBREAPER, 1)
     if os.getppid() != host:
         os._exit(255)  # the host died before the death signal was armed
+    if status_fd is not None:
+        os.set_inheritable(status_fd, False)  # the host's channel, not the command's
     try:
         shell = os.posix_spawn(bash, [os.path.basename(bash), "-c", command], os.environ,
                                setsigmask=(), setsigdef=RESET)
@@ -149,6 +182,12 @@ def main(argv: list) -> None:
         sys.stderr.write(f"crystal: cannot start {bash}: {exc.strerror or exc}\n")
         sys.stderr.flush()
         os._exit(127)
+    if status_fd is not None:
+        # Only the command's processes hold the output pipe from now on.
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, 1)
+        os.dup2(null, 2)
+        os.close(null)
     status = None
     stopping = False
     while status is None and not stopping:
@@ -158,6 +197,11 @@ def main(argv: list) -> None:
         elif info is None and os.getppid() != host:
             stopping = True
         status = _reap(shell, status)
+    left = 0
+    if status_fd is not None and status is not None:
+        _report(status_fd, f"exit {status}")
+        if _linger(host):
+            left = len(_tree(os.getpid()))
     status = _stop_tree(shell, status, grace)
     while status is None:  # the shell was killed above; make sure we have its status
         try:
@@ -165,6 +209,7 @@ def main(argv: list) -> None:
             status = wait_status
         except ChildProcessError:
             break
+    _report(status_fd, f"left {left}")
     _exit_like(status)
 
 

@@ -1,29 +1,41 @@
 """The bash tool: one shell command in the workspace, bounded in time and output.
 
-The command runs as ``bash -c`` in a new session with stdin closed. Output (stdout and
-stderr interleaved) is read incrementally into a bounded buffer. On timeout or
-cancellation the whole process tree is stopped (TERM, then KILL) within about 2 s.
-Processes a command leaves running in the background after it exits would hold its
-output open forever; they are stopped too (bash_start is the tool for those).
+The command runs as ``bash -c`` with stdin closed, under the same small supervisor
+process background jobs use (:mod:`crystal_kernel.jobs.supervisor`, in foreground mode):
+it asks Linux for a parent-death signal and adopts every process the command starts,
+so nothing outlives the host, however the host dies (SIGKILL included). The supervisor
+is forked by the thread running this coroutine, which lives until the call is over.
+
+Output (stdout and stderr interleaved) is read incrementally into a bounded buffer. On
+timeout or cancellation the whole process tree is stopped (TERM, then KILL) within
+about 2 s. Processes a command leaves running in the background after it exits would
+hold its output open forever; they are stopped too (bash_start is the tool for those).
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
+import shutil
+import signal
+import sys
+from pathlib import Path
 
 from pydantic import Field
 
 from crystal_kernel.errors import ToolError
+from crystal_kernel.jobs import supervisor as _supervisor
 from crystal_kernel.tools._index import note_change
 from crystal_kernel.tools._process import BoundedOutput, kill_process_tree
 from crystal_kernel.tools.base import Classification, Risk, Tool, ToolContext, ToolInput, ToolResult
 
 # After the shell exits, how long to wait for the rest of its output.
 DRAIN_SECONDS = 0.5
+# The supervisor's TERM-to-KILL grace; the host steps in with KILL this much later.
 KILL_GRACE_SECONDS = 1.0
-POLL_SECONDS = 0.05
+HOST_BACKSTOP_SECONDS = 1.0
 READ_CHUNK = 65536
+SUPERVISOR = str(Path(_supervisor.__file__).resolve())  # standard library only; run as a script
 
 
 class BashInput(ToolInput):
@@ -58,19 +70,35 @@ class BashTool(Tool):
             raise ToolError("The command is empty.")
         timeout = args.timeout_seconds or ctx.config.bash_timeout_seconds
         limit = ctx.config.tool_output_limit
+        bash = shutil.which("bash") or "/bin/bash"
+        status_read, status_write = os.pipe()
         try:
             proc = await asyncio.create_subprocess_exec(
-                "bash", "-c", args.command,
+                sys.executable, "-I", "-S", SUPERVISOR, str(os.getpid()), repr(KILL_GRACE_SECONDS),
+                bash, args.command, str(status_write),
                 cwd=str(ctx.workspace),
                 stdin=asyncio.subprocess.DEVNULL,
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.STDOUT,
                 start_new_session=True,
+                pass_fds=(status_write,),
                 env=_environment(),
             )
         except OSError as exc:
+            os.close(status_read)
             raise ToolError(f"Cannot start bash: {exc.strerror or exc}.") from None
+        finally:
+            os.close(status_write)  # the supervisor holds its own copy
+        status = _StatusPipe(status_read, proc.pid)
+        try:
+            return await self._follow(proc, status, args, ctx, timeout, limit)
+        finally:
+            status.close()
 
+    async def _follow(
+        self, proc: asyncio.subprocess.Process, status: "_StatusPipe", args: BashInput,
+        ctx: ToolContext, timeout: float, limit: int,
+    ) -> ToolResult:
         output = BoundedOutput(limit)
         assert proc.stdout is not None
         stdout = proc.stdout
@@ -83,40 +111,41 @@ class BashTool(Tool):
                 output.feed(chunk)
 
         reader = asyncio.ensure_future(pump())
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout
         timed_out = leftovers = False
+        wait_status: int | None = None
         try:
-            # Poll the exit status: Process.wait() also waits for the pipe to close,
-            # which a background grandchild may keep open.
-            while proc.returncode is None:
-                remaining = deadline - loop.time()
-                if remaining <= 0:
-                    timed_out = True
-                    break
-                await asyncio.wait({reader}, timeout=min(POLL_SECONDS, remaining))
-            if not timed_out:
+            # The supervisor reports the shell's exit on the status pipe; the output pipe
+            # may stay open longer (a background process holding it).
+            try:
+                line = await asyncio.wait_for(status.readline(), timeout)
+            except asyncio.TimeoutError:
+                timed_out = True
+            else:
+                wait_status = _parse(line, "exit")
                 done, _ = await asyncio.wait({reader}, timeout=DRAIN_SECONDS)
                 leftovers = not done
         except asyncio.CancelledError:
             note_change(ctx.workspace)
-            await _stop(proc, reader)
+            await _stop(proc, status, reader)
             raise
-        if timed_out or leftovers:
-            await _stop(proc, reader)
+        if timed_out:
+            await _stop(proc, status, reader)
         else:
-            await proc.wait()
+            # Whatever the command left running is stopped now (and counted).
+            left = await _finish(proc, status, reader)
+            leftovers = leftovers or bool(left)
 
         # Anything may have changed: the next search refreshes its index.
         note_change(ctx.workspace)
         text = output.text().rstrip("\n")
-        code = proc.returncode
         if timed_out:
             note = (
                 f"The command timed out after {timeout:g} seconds and was stopped "
                 "(its whole process tree was killed). For long-running processes use bash_start."
             )
             return ToolResult(ok=False, text=(text + "\n\n" if text else "") + note, display="terminal")
+        # The shell's own status; without one (bash could not start) the supervisor's.
+        code = os.waitstatus_to_exitcode(wait_status) if wait_status is not None else proc.returncode
         footer = f"Exit code: {code}"
         if leftovers:
             footer += (
@@ -127,18 +156,129 @@ class BashTool(Tool):
         return ToolResult(ok=code == 0, text=body, display="terminal")
 
 
-async def _stop(proc: asyncio.subprocess.Process, reader: asyncio.Future) -> None:
-    """Kill the tree, reap the shell and finish reading; safe to await while cancelled."""
+class _StatusPipe:
+    """The supervisor's side of the conversation: its status pipe (read without blocking
+    the loop) and a pidfd to signal it by."""
+
+    def __init__(self, fd: int, pid: int) -> None:
+        self.fd = fd
+        os.set_blocking(fd, False)
+        self._buffer = b""
+        self._eof = False
+        self._closed = False
+        # Signalled through a pidfd, not Popen.send_signal: that one polls first and so
+        # may reap the supervisor behind asyncio's child watcher (which then warns).
+        self.pidfd: int | None = None
+        self.pid = pid
+        try:
+            self.pidfd = os.pidfd_open(pid)
+        except (AttributeError, OSError):
+            pass  # gone already, or not Linux
+
+    def terminate(self) -> None:
+        """Ask the supervisor to stop the tree; nothing happens once it has exited."""
+        if self._eof:
+            return  # the pipe closed: the supervisor has exited
+        try:
+            if self.pidfd is not None:
+                signal.pidfd_send_signal(self.pidfd, signal.SIGTERM)
+            else:
+                os.kill(self.pid, signal.SIGTERM)
+        except (ProcessLookupError, AttributeError, OSError):
+            pass
+
+    def pending_line(self) -> bool:
+        """Whether a whole line is waiting (read without blocking)."""
+        while b"\n" not in self._buffer and not self._eof:
+            try:
+                data = os.read(self.fd, 4096)
+            except BlockingIOError:
+                return False
+            if data:
+                self._buffer += data
+            else:
+                self._eof = True
+        return True
+
+    async def readline(self) -> bytes:
+        """The next line, or b"" once the supervisor has exited (the pipe closed)."""
+        loop = asyncio.get_running_loop()
+        while b"\n" not in self._buffer and not self._eof:
+            ready: asyncio.Future[None] = loop.create_future()
+            loop.add_reader(self.fd, lambda: ready.done() or ready.set_result(None))
+            try:
+                await ready
+            finally:
+                loop.remove_reader(self.fd)
+            try:
+                data = os.read(self.fd, 4096)
+            except BlockingIOError:
+                continue
+            if data:
+                self._buffer += data
+            else:
+                self._eof = True
+        line, sep, rest = self._buffer.partition(b"\n")
+        self._buffer = rest
+        return line + sep
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            os.close(self.fd)
+            if self.pidfd is not None:
+                os.close(self.pidfd)
+
+
+def _parse(line: bytes, key: str) -> int | None:
+    parts = line.split()
+    if len(parts) == 2 and parts[0] == key.encode() and parts[1].lstrip(b"-").isdigit():
+        return int(parts[1])
+    return None
+
+
+async def _finish(proc: asyncio.subprocess.Process, status: _StatusPipe, reader: asyncio.Future) -> int:
+    """The shell has exited: tell the supervisor to stop what is left, wait for it, and
+    return how many processes it had to stop."""
+    if not status.pending_line():  # usually "left 0" came with the exit: nothing to stop
+        status.terminate()
+    try:
+        line = await asyncio.wait_for(status.readline(), KILL_GRACE_SECONDS + HOST_BACKSTOP_SECONDS)
+    except asyncio.TimeoutError:
+        line = b""
+    left = _parse(line, "left")
+    if left is None:
+        # The supervisor hung or was killed from outside: stop what is left ourselves
+        # (its process group still holds the shell's processes).
+        await asyncio.to_thread(kill_process_tree, proc.pid, grace=0.2)
+        left = 0
+    await _reap(proc, reader)
+    return left
+
+
+async def _reap(proc: asyncio.subprocess.Process, reader: asyncio.Future) -> None:
+    try:
+        await asyncio.wait_for(proc.wait(), 0.5)
+    except asyncio.TimeoutError:
+        pass
+    if not reader.done():
+        await asyncio.wait({reader}, timeout=0.2)
+        reader.cancel()
+
+
+async def _stop(proc: asyncio.subprocess.Process, status: _StatusPipe, reader: asyncio.Future) -> None:
+    """Stop the tree through the supervisor (KILL it ourselves if it does not finish),
+    reap it and finish reading; safe to await while cancelled."""
 
     async def stop() -> None:
-        await asyncio.to_thread(kill_process_tree, proc.pid, grace=KILL_GRACE_SECONDS)
+        status.terminate()
         try:
-            await asyncio.wait_for(proc.wait(), 0.5)
+            # The status pipe closes when the supervisor exits, after the tree is gone.
+            while await asyncio.wait_for(status.readline(), KILL_GRACE_SECONDS + HOST_BACKSTOP_SECONDS):
+                pass
         except asyncio.TimeoutError:
-            pass
-        if not reader.done():
-            await asyncio.wait({reader}, timeout=0.2)
-            reader.cancel()
+            await asyncio.to_thread(kill_process_tree, proc.pid, grace=0.2)
+        await _reap(proc, reader)
 
     task = asyncio.ensure_future(stop())
     try:

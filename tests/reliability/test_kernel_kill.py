@@ -1,10 +1,7 @@
 """The kernel is SIGKILLed in the middle of a turn (a background job running, the model
-stream hanging): no child process survives, the session document is intact (valid
-JSON, the turns before), and the next kernel on the notebook resumes it.
-
-Known gap (docs/reliability.md): a *foreground* bash call's processes run in a session
-of their own with no parent-death watch, so they outlive a SIGKILLed kernel; the test
-below therefore kills the kernel while the model stream hangs, not during a bash call.
+stream hanging; or a foreground bash call running): no child process survives, the
+session document is intact (valid JSON, the turns before), and the next kernel on the
+notebook resumes it.
 """
 
 from __future__ import annotations
@@ -23,6 +20,38 @@ def wait_for_pid(path, seconds: float = 20.0) -> int:
             return int(path.read_text().strip())
         time.sleep(0.05)
     raise AssertionError(f"{path.name} was never written")
+
+
+def test_sigkill_during_a_bash_call_leaves_no_children(llm_server, tmp_path):
+    """A foreground bash call runs under the jobs supervisor: its shell, a background
+    child and one in a session of its own all end with the SIGKILLed kernel."""
+    clear(llm_server)
+    kernel = kernel_helpers.start_kernel(tmp_path, llm_server)
+    names = ("fg.pid", "bgfg.pid", "setsid.pid")
+    try:
+        kernel.reset(approval="full")
+        ws = kernel.workspace
+        command = (f"echo $$ > {ws / 'fg.pid'}; sleep 300 & echo $! > {ws / 'bgfg.pid'}; "
+                   f"setsid sleep 300 & echo $! > {ws / 'setsid.pid'}; sleep 300")
+        llm_server.add({"tool_calls": [{"name": "bash", "arguments": {"command": command}}]})
+        kernel.driver.kc.execute("Run a long command, then get killed")
+        pids = [wait_for_pid(ws / name) for name in names]
+        time.sleep(0.2)
+        kernel_pid = kernel.km.provisioner.process.pid
+        os.kill(kernel_pid, signal.SIGKILL)
+        assert wait_gone(kernel_pid)
+        left = [pid for pid in pids if not wait_gone(pid, 5)]
+        assert not left, f"the bash call's processes {left} outlived the kernel"
+    finally:
+        kernel.driver.kc.stop_channels()
+        kernel.km.shutdown_kernel(now=True)
+        for name in names:
+            path = kernel.workspace / name
+            if path.exists() and path.read_text().strip():
+                try:
+                    os.kill(int(path.read_text()), signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
 
 
 def test_sigkill_mid_turn_leaves_no_children_and_a_resumable_session(llm_server, tmp_path):

@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import os
+import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -104,6 +107,28 @@ async def test_background_leftovers_are_stopped_and_reported(ctx, workspace: Pat
     assert not _pid_alive(int((workspace / "bg.pid").read_text()))
 
 
+async def test_late_output_of_a_background_child_is_kept(ctx):
+    # The 0.5 s grace after the shell exits: a child finishing its output in time is
+    # waited for, and nothing is reported as left behind.
+    result = await call("bash", ctx, command="(sleep 0.2; echo late) & echo early")
+    assert result.ok and "early" in result.text and "late" in result.text
+    assert "left processes running" not in result.text
+
+
+async def test_detached_background_process_is_stopped_and_reported(ctx, workspace: Path):
+    # It holds no output, yet it is part of the command's tree: stopped, and said so.
+    start = time.monotonic()
+    result = await call("bash", ctx, command="sleep 300 >/dev/null 2>&1 & echo $! > bg.pid")
+    assert time.monotonic() - start < 3
+    assert result.ok and "left processes running in the background" in result.text
+    assert not _pid_alive(int((workspace / "bg.pid").read_text()))
+
+
+async def test_shell_killed_by_signal_reports_it(ctx):
+    result = await call("bash", ctx, command="echo before; kill -KILL $$")
+    assert not result.ok and "before" in result.text and result.text.endswith("Exit code: -9")
+
+
 async def test_huge_output_is_bounded(ctx):
     ctx.session.config.tool_output_limit = 2000
     result = await call("bash", ctx, command="echo FIRST; seq 1 2000000; echo LAST")
@@ -144,3 +169,77 @@ async def test_no_process_left_behind(ctx):
     await call("bash", ctx, command="sleep 0.1; echo hi")
     after = {c.pid for c in me.children(recursive=True) if c.status() != psutil.STATUS_ZOMBIE}
     assert after <= before
+
+
+HOST_SCRIPT = """
+import asyncio, sys
+from pathlib import Path
+from crystal_kernel.host.config import Config
+from crystal_kernel.host.interaction import NoPerson
+from crystal_kernel.host.session import Session
+from crystal_kernel.testing.scripted import ScriptedProvider
+from crystal_kernel.tools.base import ToolContext
+from crystal_kernel.tools.catalog import load_builtin
+
+workspace, home = Path(sys.argv[1]), Path(sys.argv[2])
+session = Session(workspace=workspace, config=Config(home=home), provider=ScriptedProvider(), person_present=False)
+ctx = ToolContext(session=session, interaction=NoPerson(), call_id="call-1")
+tool = load_builtin("bash")
+command = "sleep 300 & echo $! > sleep.pid; setsid sleep 300 & echo $! > setsid.pid; sleep 300"
+asyncio.run(tool.run(tool.parse({"command": command}), ctx))
+"""
+
+
+def test_sigkilled_host_leaves_no_process_behind(workspace: Path, home: Path):
+    """A host SIGKILLed during a bash call: the command's whole tree (the supervisor, the
+    shell's own sleep, a background child and one in a session of its own) is gone within
+    a few seconds."""
+    host = subprocess.Popen([sys.executable, "-c", HOST_SCRIPT, str(workspace), str(home)])
+    pids: list[int] = []
+    everything: set[int] = set()
+    try:
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            files = [workspace / "sleep.pid", workspace / "setsid.pid"]
+            if all(f.exists() and f.read_text().strip() for f in files):
+                pids = [int(f.read_text()) for f in files]
+                break
+            time.sleep(0.05)
+        assert pids, "the bash call never started"
+        tree = [c.pid for c in psutil.Process(host.pid).children(recursive=True)]
+        everything = set(tree) | set(pids)
+        assert set(pids) <= everything
+        os.kill(host.pid, signal.SIGKILL)
+        host.wait()
+        deadline = time.monotonic() + 5
+        while any(_pid_alive(p) for p in everything) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not [p for p in everything if _pid_alive(p)], "processes outlived the host"
+    finally:
+        if host.poll() is None:
+            host.kill()
+            host.wait()
+        for pid in everything | set(pids):  # never leave a test's sleeps behind
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+
+async def test_supervisor_killed_from_outside_still_stops_the_command(ctx, workspace: Path):
+    # Nobody stops the shell when its supervisor is SIGKILLed by someone else: the host
+    # notices the supervisor is gone and stops the shell's process group itself.
+    command = "echo $PPID > sup.pid; echo $$ > shell.pid; sleep 300"
+    task = asyncio.ensure_future(call("bash", ctx, command=command, timeout_seconds=60))
+    for _ in range(200):
+        if (workspace / "shell.pid").exists() and (workspace / "shell.pid").read_text().strip():
+            break
+        await asyncio.sleep(0.05)
+    shell = int((workspace / "shell.pid").read_text())
+    os.kill(int((workspace / "sup.pid").read_text()), signal.SIGKILL)
+    result = await asyncio.wait_for(task, 10)
+    assert "Exit code" in result.text
+    deadline = time.monotonic() + 3
+    while _pid_alive(shell) and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)
+    assert not _pid_alive(shell)
