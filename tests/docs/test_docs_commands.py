@@ -197,23 +197,40 @@ def test_every_block_names_its_language():
 
 
 def test_every_json_block_parses_and_config_examples_load(tmp_path: Path):
+    """Every json block is JSON, or a fragment of a config.json (``"key": value`` lines),
+    or says it is abbreviated (``…``). Whole config files and fragments load with the real
+    config loader; an mcp.json loads every server with the real MCP config reader."""
     from crystal_kernel.host.config import known_keys, load_config
+    from crystal_kernel.mcp.config import read_file
 
     config_keys = set(known_keys()) | {"cassette", "reviewTimeoutSeconds"}
-    checked = 0
-    # The pages that show whole JSON documents (others show fragments of a manifest).
-    for page in [ROOT / "docs" / f"{name}.md" for name in ("models", "configuration", "recording")]:
+    configs = mcp_files = 0
+    for page in PAGES:
         for block in blocks(page):
             if block.lang != "json":
                 continue
-            value = json.loads(block.text)  # a broken example fails here, naming the line
+            where = f"{page.name}:{block.line}"
+            try:
+                value = json.loads(block.text)
+            except json.JSONDecodeError:
+                if "…" in block.text:
+                    continue  # an abbreviated example, and it says so
+                value = json.loads("{" + block.text + "}")  # a fragment; a broken one fails here
+                assert set(value) <= config_keys, f"{where}: a fragment of no config.json: {sorted(value)}"
             if isinstance(value, dict) and value and set(value) <= config_keys:
                 home = tmp_path / f"{page.stem}-{block.line}"
                 home.mkdir()
-                (home / "config.json").write_text(block.text, encoding="utf-8")
+                (home / "config.json").write_text(json.dumps(value), encoding="utf-8")
                 load_config(home, environ={})
-                checked += 1
-    assert checked >= 3
+                configs += 1
+            elif isinstance(value, dict) and "mcpServers" in value:
+                path = tmp_path / f"{page.stem}-{block.line}.json"
+                path.write_text(block.text, encoding="utf-8")
+                notes: list[str] = []
+                servers = read_file(path, notes, environ={"HOME": "/home/you", "TRACKER_TOKEN": "t"})
+                assert notes == [] and len(servers) == len(value["mcpServers"]), f"{where}: {notes}"
+                mcp_files += 1
+    assert configs >= 5 and mcp_files >= 2
 
 
 def flags_of(parser) -> set[str]:
