@@ -40,10 +40,6 @@ class Block:
     text: str
     label: str | None  # the file this block is, when labelled
 
-    @property
-    def where(self) -> str:
-        return f"line {self.line}"
-
 
 def blocks(path: Path) -> list[Block]:
     """Every fenced block of a Markdown page, in order."""
