@@ -39,11 +39,11 @@ SUPERVISOR = str(Path(_supervisor.__file__).resolve())  # standard library only;
 
 
 class BashInput(ToolInput):
-    command: str = Field(description="The shell command to run with bash -c in the workspace folder.")
+    command: str = Field(description="The shell command.")
     timeout_seconds: float | None = Field(
         default=None,
         gt=0,
-        description="Stop the command after this many seconds (default: the configured bashTimeoutSeconds).",
+        description="Default: the bashTimeoutSeconds setting (usually 120).",
     )
 
 

@@ -22,7 +22,7 @@ MAX_OUTPUT_TOKENS = 2048
 class DescribeImageInput(ToolInput):
     path: str = Field(description="The image file.")
     question: str | None = Field(
-        default=None, description="What you want to know (default: a detailed description)."
+        default=None, description="What you want to know, e.g. 'What error is shown?' (default: a detailed description)."
     )
 
 
