@@ -163,7 +163,12 @@ class CrystalAgent:
         return entry
 
     async def _send(self, session_id: str, update: Any) -> None:
-        await self.conn.session_update(session_id=session_id, update=update)
+        try:
+            await self.conn.session_update(session_id=session_id, update=update)
+        except ConnectionError:
+            # The client closed the connection (end of input, or it stopped reading):
+            # nobody is left to show the update to, and the agent is shutting down.
+            pass
 
     async def _announce_state(self, session_id: str, session: Session) -> None:
         await self._send(session_id, update_current_mode(session.mode))
@@ -384,6 +389,8 @@ class CrystalAgent:
     # ----- shutdown ---------------------------------------------------------------------
     async def close_all(self) -> None:
         """Cancel turns and close every session: jobs and tool processes die (BG-2)."""
+        for task in list(self._background):
+            task.cancel()
         entries, self.sessions = list(self.sessions.values()), {}
         for entry in entries:
             if entry.turn is not None:

@@ -20,6 +20,8 @@ from crystal_kernel.host.interaction import ApprovalRequest, PersonDecision, Que
 # How long a permission request waits for its tool call to be announced first.
 ANNOUNCE_WAIT_SECONDS = 5.0
 OTHER_SUFFIX = "__other"
+# The decision when the client closed the connection while a permission request was open.
+CLIENT_GONE = "The client closed the connection, so nobody can approve this call."
 
 
 def permission_options(request: ApprovalRequest) -> list[PermissionOption]:
@@ -119,9 +121,12 @@ class AcpInteraction:
             locations=tool_locations(self.session, request.tool, request.arguments) or None,
             content=content or None,
         )
-        response = await self.conn.request_permission(
-            session_id=self.acp_session_id, tool_call=tool_call, options=permission_options(request),
-        )
+        try:
+            response = await self.conn.request_permission(
+                session_id=self.acp_session_id, tool_call=tool_call, options=permission_options(request),
+            )
+        except ConnectionError:
+            return PersonDecision(outcome="deny", reason=CLIENT_GONE)
         return decision_from(response)
 
     async def ask_questions(self, questions: list[Question]) -> list[list[str]] | None:
@@ -131,7 +136,10 @@ class AcpInteraction:
             {"sessionId": self.acp_session_id, "requestedSchema": question_schema(questions)}
         )
         message = questions[0].question if len(questions) == 1 else "Crystal has a few questions."
-        response = await self.conn.create_elicitation(message=message, mode=mode)
+        try:
+            response = await self.conn.create_elicitation(message=message, mode=mode)
+        except ConnectionError:
+            return None  # the client is gone: nobody answers
         if getattr(response, "action", None) != "accept":
             return None
         return answers_from(questions, getattr(response, "content", None))
