@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from typing import Any, AsyncIterator
 
-from openai import AsyncOpenAI
+from openai import AsyncOpenAI, AsyncStream
+from openai.types.responses import Response, ResponseStreamEvent
 
 from crystal_kernel.errors import ProviderError
 from crystal_kernel.host.messages import ImagePart, Message, TextPart, ToolResultPart
@@ -31,7 +32,7 @@ from crystal_kernel.providers.common import (
     result_text,
     with_retries,
 )
-from crystal_kernel.providers.openai_chat import OPENAI_URL, call_arguments, image_url
+from crystal_kernel.providers.openai_chat import OPENAI_URL, call_arguments, image_url, post_stream
 
 
 def response_input(request: ModelRequest, images: bool) -> list[dict[str, Any]]:
@@ -105,8 +106,11 @@ class OpenAIResponsesProvider(SDKProvider):
         refuse_text_tools(request)
         body = self.body(request)
 
+        body["stream"] = True
+
         async def start() -> Any:
-            return await self.client.responses.create(**body, stream=True)
+            # Posted as built, without the SDK's per-request body transform (post_stream).
+            return await post_stream(self.client, "/responses", body, Response, AsyncStream[ResponseStreamEvent])
 
         stream = await with_retries(start, self.endpoint, self.retry)
         calls: dict[str, dict[str, str]] = {}
