@@ -24,7 +24,6 @@ from pathlib import Path
 from pydantic import Field
 
 from crystal_kernel.errors import ToolError
-from crystal_kernel.jobs import supervisor as _supervisor
 from crystal_kernel.tools._index import note_change
 from crystal_kernel.tools._process import BoundedOutput, kill_process_tree
 from crystal_kernel.tools.base import Classification, Risk, Tool, ToolContext, ToolInput, ToolResult
@@ -35,7 +34,9 @@ DRAIN_SECONDS = 0.5
 KILL_GRACE_SECONDS = 1.0
 HOST_BACKSTOP_SECONDS = 1.0
 READ_CHUNK = 65536
-SUPERVISOR = str(Path(_supervisor.__file__).resolve())  # standard library only; run as a script
+# Standard library only, run as a script; found by path so that importing this tool
+# does not import the supervisor's ctypes.
+SUPERVISOR = str(Path(__file__).resolve().parent.parent / "jobs" / "supervisor.py")
 
 
 class BashInput(ToolInput):
