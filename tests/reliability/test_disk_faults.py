@@ -94,9 +94,12 @@ def first_turn(ws: Path, env: dict[str, str], server: LLMServer) -> tuple[str, b
 def assert_clear_and_untouched(done, ws: Path, session_id: str, before: bytes) -> None:
     events = [json.loads(line) for line in done.stdout.splitlines() if line.strip()]
     errors = [e["message"] for e in events if e["type"] == "error"]
-    assert len(errors) == 1 and errors[0].startswith("Could not save the session: "), events
+    document = ws / ".crystal" / "sessions" / f"{session_id}.json"
+    assert len(errors) == 1 and errors[0].startswith(f"Could not save the session document {document}: "), events
     assert "\n" not in errors[0] and "Traceback" not in done.stderr
-    assert events[-1]["type"] == "turn_end"
+    assert events[-1]["type"] == "turn_end" and events[-1]["stopReason"] == "error"
+    # The turn's work is not on disk: the command says so and does not exit 0.
+    assert done.returncode == 2 and done.stderr.strip().splitlines() == [f"crystal: {errors[0]}"]
     sessions = ws / ".crystal" / "sessions"
     assert (sessions / f"{session_id}.json").read_bytes() == before, "the saved session changed"
     assert not [p.name for p in sessions.iterdir() if p.name.endswith(".tmp")], "a temp file was left behind"
@@ -108,7 +111,6 @@ def test_session_save_on_a_full_or_read_only_crystal_folder(tmp_path, mountable,
     ws.mkdir()
     with LLMServer() as server:
         env = env_for(home, server)
-        # jsonl: the text format does not print a failed save (see docs/reliability.md).
         args = ["run", "Second question", "--workspace", str(ws), "--format", "jsonl"]
         if mountable:
             with tmpfs(ws / ".crystal"):
