@@ -65,7 +65,8 @@ class SessionStore:
 
     def save(self, document: dict[str, Any]) -> Path:
         path = self.path_for(document["id"])
-        atomic_write_json(path, document)
+        # Session documents grow with every turn: compact JSON keeps saving fast.
+        atomic_write_json(path, document, compact=True)
         return path
 
     def list(self) -> list[SessionSummary]:
