@@ -387,14 +387,24 @@ class CrystalAgent:
         return None
 
     # ----- shutdown ---------------------------------------------------------------------
+    def cancel_turns(self) -> None:
+        """Cancel every running turn (end of input): its prompt answers ``cancelled``."""
+        for entry in self.sessions.values():
+            if entry.turn is not None:
+                entry.turn.cancel()
+
+    async def background_sent(self, timeout: float) -> None:
+        """Wait (at most ``timeout`` seconds) for updates sent in the background, such as a
+        new session's command list, to go out."""
+        if self._background:
+            await asyncio.wait(list(self._background), timeout=timeout)
+
     async def close_all(self) -> None:
         """Cancel turns and close every session: jobs and tool processes die (BG-2)."""
         for task in list(self._background):
             task.cancel()
+        self.cancel_turns()
         entries, self.sessions = list(self.sessions.values()), {}
-        for entry in entries:
-            if entry.turn is not None:
-                entry.turn.cancel()
         for entry in entries:
             try:
                 await asyncio.wait_for(entry.session.close(), 10)

@@ -23,6 +23,8 @@ from crystal_kernel.errors import UserError
 
 # Big enough for an image in a prompt (the SDK's own default).
 STREAM_LIMIT = 50 * 1024 * 1024
+# After the end of input, how long the requests already read may take to answer.
+DRAIN_SECONDS = 10.0
 
 
 def add_subparsers(sub: Any) -> None:
@@ -79,31 +81,76 @@ def _claim_stdio() -> tuple[int, int]:
     return in_fd, out_fd
 
 
-async def _streams(in_fd: int, out_fd: int) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
-    loop = asyncio.get_running_loop()
-    reader = asyncio.StreamReader(limit=STREAM_LIMIT)
-    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(in_fd, "rb", 0))
-    transport, protocol = await loop.connect_write_pipe(asyncio.streams.FlowControlMixin, os.fdopen(out_fd, "wb", 0))
-    writer = asyncio.StreamWriter(transport, protocol, None, loop)
-    return reader, writer
+class _Unanswered:
+    """Stream observer: the ids of requests read from the client and not answered yet."""
+
+    def __init__(self) -> None:
+        self.ids: set[Any] = set()
+        self._changed = asyncio.Event()
+
+    def observe(self, event: Any) -> None:
+        message = event.message
+        if "id" not in message:
+            return
+        incoming = getattr(event.direction, "value", event.direction) == "incoming"
+        if incoming and "method" in message:
+            self.ids.add(message["id"])
+        elif not incoming and "method" not in message:
+            self.ids.discard(message["id"])
+            self._changed.set()
+
+    async def answered(self) -> None:
+        """Wait until every request read so far was answered."""
+        while self.ids:
+            self._changed.clear()
+            await self._changed.wait()
 
 
 async def serve(options: Any, in_fd: int, out_fd: int) -> None:
-    """Run the agent until end of input or a signal, then close every session."""
+    """Run the agent until end of input or a signal, then close every session.
+
+    At the end of input, running prompts are cancelled (they answer ``cancelled``) and
+    every request already read gets its answer before the connection closes:
+    ``crystal acp < requests.jsonl`` reads the whole file at once and would otherwise
+    answer nothing."""
     from acp import run_agent
 
     from crystal_kernel.acp.agent import CrystalAgent
+    from crystal_kernel.acp.stdio import close_writer, open_streams
 
     agent = CrystalAgent(options)
-    reader, writer = await _streams(in_fd, out_fd)
+    reader, writer = await open_streams(in_fd, out_fd, STREAM_LIMIT)
+    unanswered = _Unanswered()
+
+    async def finish_requests() -> None:
+        while reader.unread_lines():  # the receive loop has not taken every line yet
+            await asyncio.sleep(0.005)
+        await asyncio.sleep(0)  # requests it just took start (a prompt starts its turn)
+        agent.cancel_turns()
+        await unanswered.answered()
+        await agent.background_sent(DRAIN_SECONDS)
+
+    async def end_of_input() -> None:
+        try:
+            await asyncio.wait_for(finish_requests(), DRAIN_SECONDS)
+        except asyncio.TimeoutError:
+            pass
+        finally:
+            reader.release_eof()
+
+    ending: list[asyncio.Task[None]] = []
+    reader.on_end(lambda: ending.append(asyncio.ensure_future(end_of_input())))
     loop = asyncio.get_running_loop()
     main = asyncio.current_task()
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         loop.add_signal_handler(sig, main.cancel)
     try:
         # Unstable protocol parts used: elicitation (questions), session/close and resume.
-        await run_agent(agent, writer, reader, use_unstable_protocol=True)
+        await run_agent(agent, writer, reader, use_unstable_protocol=True, observers=[unanswered.observe])
     except asyncio.CancelledError:
         main.uncancel()  # a signal: shut down normally below
     finally:
+        for task in ending:
+            task.cancel()
         await agent.close_all()
+        await close_writer(writer)
