@@ -3,7 +3,7 @@
 Without a location flag the kernelspec goes to the user's Jupyter folder (no root
 needed). Crystal's process flags after the location are baked into the kernelspec's
 argv (``crystal kernel install --user --prompt-set strict --name crystal-strict``) and
-checked first: a bad flag installs nothing.
+checked first with the kernel's own checks: a bad flag installs nothing.
 """
 
 from __future__ import annotations
@@ -32,6 +32,24 @@ def add_subparsers(sub: Any) -> None:
     add_kernel_flags(install)
 
 
+def check_flags(options: Any) -> None:
+    """Refuse now what the kernel would refuse later, with the kernel's own checks: the
+    config values the flags set (approval, mode, model settings; the session refuses
+    them at the first cell) and the start-up check (``--disable-tool`` names, a forced
+    ``--prompt-set`` or ``--prompt-attachment`` that is not discovered). Attachments are
+    looked up in Home and in ``--workspace``, or the current folder without it."""
+    import tempfile
+    from pathlib import Path
+
+    from crystal_kernel.host.config import load_config
+    from crystal_kernel.jupyter.options import check
+
+    # Only the flags' values: the config file and CRYSTAL_* variables are not baked in.
+    with tempfile.TemporaryDirectory() as empty:
+        load_config(home=Path(empty), overrides=options.overrides, environ={})
+    check(options)
+
+
 def cmd_install(ns: argparse.Namespace) -> int:
     from jupyter_client.kernelspec import _is_valid_kernel_name
 
@@ -44,10 +62,7 @@ def cmd_install(ns: argparse.Namespace) -> int:
     options, rest = parse(flags, environ={})
     if rest:
         raise UserError(f"Unknown kernel flags: {' '.join(rest)}")
-    if options.namespace is not None and options.namespace.disable_tool:
-        from crystal_kernel.tools.catalog import check_disabled
-
-        check_disabled(options.namespace.disable_tool)
+    check_flags(options)
     prefix = sys.prefix if ns.sys_prefix else ns.prefix
     try:
         path = install(user=prefix is None, prefix=prefix, name=ns.name, display_name=ns.display_name,

@@ -93,8 +93,11 @@ def test_notebook_map_keeps_unknown_fields_and_leaves_corrupt_files(workspace):
         last_session(workspace, "/n/a.ipynb")
 
 
-def test_crystal_kernel_install_writes_the_kernelspec(tmp_path):
+def test_crystal_kernel_install_writes_the_kernelspec(tmp_path, private_home):
     crystal = [sys.executable, "-m", "crystal_kernel.cli"]
+    # A forced prompt set must exist when installing (tests/jupyter/test_kernel_install.py).
+    (private_home / "promptsets" / "strict").mkdir(parents=True)
+    (private_home / "promptsets" / "strict" / "prompt.json").write_text('{"name": "Strict", "enabled": false}')
     done = subprocess.run(crystal + ["kernel", "install", "--prefix", str(tmp_path), "--prompt-set", "strict"],
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
