@@ -19,6 +19,9 @@ from typing import Any
 from crystal_kernel.errors import ProviderError, ToolError, UserError
 from crystal_kernel.providers.base import Capabilities
 
+# `crystal tools list` shows at most this many characters of a description's first line.
+LIST_WIDTH = 80
+
 
 def add_subparsers(subparsers: Any) -> None:
     """Register ``tools`` and ``plugins`` on the ``crystal`` command's subparsers."""
@@ -96,6 +99,18 @@ def _discover(ns: argparse.Namespace, context: Any = None) -> tuple[list[Any], l
     return discover_external_tools(home, workspace, context=context)
 
 
+def shorten(text: str, limit: int = LIST_WIDTH) -> str:
+    """``text`` whole when it fits in ``limit`` characters; else cut at the last word
+    boundary that leaves room for the mark, and marked with "…" (one long word is cut
+    inside it)."""
+    if len(text) <= limit:
+        return text
+    head = text[:limit - 1]
+    if text[limit - 1] != " " and " " in head:
+        head = head[:head.rindex(" ")]
+    return head.rstrip() + "…"
+
+
 def cmd_list(ns: argparse.Namespace) -> int:
     tools, notes = _discover(ns)
     if ns.format == "json":
@@ -104,12 +119,18 @@ def cmd_list(ns: argparse.Namespace) -> int:
     for note in notes:
         print(f"note: {note}", file=sys.stderr)
     if not tools:
-        print("No external tools. Add a set under {home}/tools/<dir>/tools.json or "
-              "<workspace>/.crystal/tools/<dir>/tools.json (see docs/exec-tools.md).")
+        from crystal_kernel.plugins import ENTRY_POINT_GROUP
+
+        home, workspace = _paths(ns)
+        local = workspace / ".crystal"
+        print("No external tools. Add one of:\n"
+              f"  an exec set: {home}/tools/<dir>/tools.json or {local}/tools/<dir>/tools.json (docs/exec-tools.md)\n"
+              f"  an MCP server: {home}/mcp.json or {local}/mcp.json (docs/mcp.md)\n"
+              f"  a plugin: a package with a '{ENTRY_POINT_GROUP}' entry point (docs/plugins.md)")
         return 0
     width = max(len(t.name) for t in tools)
     for t in tools:
-        first = (t.description.strip().splitlines() or [""])[0][:80]
+        first = shorten((t.description.strip().splitlines() or [""])[0])
         print(f"{t.name:<{width}}  [{','.join(sorted(t.catalogs))}]  {first}")
         print(f"{'':<{width}}  from {t.origin}")
     return 0

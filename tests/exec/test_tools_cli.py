@@ -124,3 +124,36 @@ def test_plugins_list_without_plugins(workspace):
     result = crystal("plugins", "list", "--format", "json", cwd=workspace)
     assert result.returncode == 0
     assert json.loads(result.stdout)["notes"] == []
+
+
+def test_list_cuts_long_descriptions_at_a_word_with_a_mark(home, workspace):
+    """The first line of a description, at most 80 characters, cut between words and
+    marked with …; a short one is shown whole."""
+    long = ("Summarise the open pull requests of the repository with their authors, reviewers "
+            "and the checks that failed")
+    word = "x" * 120
+    home_set(home, "s", {"command": [PY], "tools": [
+        {"name": "long_one", "description": long},
+        {"name": "one_word", "description": word},
+        {"name": "short", "description": "Short.\nSecond line."},
+    ]})
+    result = crystal("tools", "list", cwd=workspace)
+    assert result.returncode == 0, result.stderr
+    shown = {line.split()[0]: line.split("]  ", 1)[1] for line in result.stdout.splitlines()
+             if not line.startswith(" ")}
+    assert shown["long_one"] == "Summarise the open pull requests of the repository with their authors,…"
+    assert shown["one_word"] == "x" * 79 + "…"
+    assert shown["short"] == "Short."
+    assert all(len(text) <= 80 for text in shown.values())
+
+
+def test_list_without_tools_names_every_kind_of_external_tool(home, workspace):
+    result = crystal("tools", "list", cwd=workspace)
+    assert result.returncode == 0
+    ws = workspace.resolve()
+    assert result.stdout.splitlines() == [
+        "No external tools. Add one of:",
+        f"  an exec set: {home}/tools/<dir>/tools.json or {ws}/.crystal/tools/<dir>/tools.json (docs/exec-tools.md)",
+        f"  an MCP server: {home}/mcp.json or {ws}/.crystal/mcp.json (docs/mcp.md)",
+        "  a plugin: a package with a 'crystal_kernel.plugins' entry point (docs/plugins.md)",
+    ]
