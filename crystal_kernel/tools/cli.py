@@ -25,7 +25,7 @@ LIST_WIDTH = 80
 
 def add_subparsers(subparsers: Any) -> None:
     """Register ``tools`` and ``plugins`` on the ``crystal`` command's subparsers."""
-    tools = subparsers.add_parser("tools", help="list, show or call external tools (exec sets, plugins)")
+    tools = subparsers.add_parser("tools", help="list, show or call external tools (exec sets, plugins, MCP servers)")
     actions = tools.add_subparsers(dest="tools_action", required=True)
 
     p = actions.add_parser("list", help="list the external tools of Home and a workspace")
