@@ -63,12 +63,23 @@ def _incomplete_tail(data: bytes | bytearray) -> int:
 
 
 class RingBuffer:
-    """The newest ``capacity`` bytes of a stream, thread-safe (one writer, many readers)."""
+    """The newest ``capacity`` bytes of a stream, thread-safe (one writer, many readers).
 
-    def __init__(self, capacity: int) -> None:
+    ``slack`` extra bytes let the writer read straight into the buffer (see
+    :meth:`writable`): the space for the next ``slack`` bytes never overlaps what
+    readers may still be handed, so the writer fills it without holding the lock and
+    the job's output is copied once (pipe to buffer) instead of twice.
+    """
+
+    def __init__(self, capacity: int, slack: int = 0) -> None:
         if capacity <= 0:
             raise ValueError("capacity must be positive")
+        if slack < 0:
+            raise ValueError("slack must be 0 or more")
         self.capacity = capacity
+        self.slack = slack
+        # Position of absolute offset N is N % _size.
+        self._size = capacity + slack
         self._buf = bytearray()
         self._total = 0
         self._lock = threading.Lock()
@@ -83,41 +94,57 @@ class RingBuffer:
         """The oldest absolute offset still held."""
         return max(0, self._total - self.capacity)
 
+    def _grow(self, end: int) -> None:
+        """Make room up to absolute offset ``end`` (call with the lock held): memory
+        grows with the output and stops at ``capacity + slack``."""
+        need = min(self._size, end)
+        if len(self._buf) < need:
+            self._buf += bytes(need - len(self._buf))
+
     def append(self, data: bytes | bytearray | memoryview) -> None:
         size = len(data)
         if not size:
             return
-        cap = self.capacity
+        ring = self._size
         with self._lock:
-            if size >= cap:
-                # Only the newest ``cap`` bytes survive; lay them out so that position
-                # (offset % cap) holds offset, like every other write.
-                tail = bytes(data[size - cap:])
-                if len(self._buf) < cap:
-                    self._buf = bytearray(cap)
-                end = self._total + size
-                pos = (end - cap) % cap
-                first = cap - pos
-                self._buf[pos:] = tail[:first]
-                self._buf[:pos] = tail[first:]
-                self._total = end
-                return
-            if len(self._buf) < cap:
-                # Growing phase: the buffer is exactly the output so far.
-                room = cap - len(self._buf)
-                take = min(room, size)
-                self._buf += data[:take]
-                self._total += take
-                if take == size:
-                    return
-                data = data[take:]
-                size -= take
-            pos = self._total % cap
-            first = min(size, cap - pos)
+            end = self._total + size
+            if size > ring:
+                # Only the newest bytes can survive; lay them out at their positions.
+                data = memoryview(data)[size - ring:]
+            self._grow(end)
+            length = len(data)
+            pos = (end - length) % ring
+            first = min(length, ring - pos)
             self._buf[pos:pos + first] = data[:first]
-            if first < size:
-                self._buf[:size - first] = data[first:]
-            self._total += size
+            if first < length:
+                self._buf[:length - first] = data[first:]
+            self._total = end
+
+    def writable(self, size: int) -> list[memoryview]:
+        """Views of the space for the next ``size`` bytes (at most ``slack``), for the
+        writer to fill directly (``os.readv(fd, views)``) and then :meth:`commit`.
+        Readers never see that space before the commit. Release the views (or drop
+        them) before the next call: the buffer cannot grow while they exist."""
+        if not 0 < size <= self.slack:
+            raise ValueError(f"size must be between 1 and the slack ({self.slack})")
+        with self._lock:
+            self._grow(self._total + size)
+            ring = self._size
+            pos = self._total % ring
+            view = memoryview(self._buf)
+        first = min(size, ring - pos)
+        views = [view[pos:pos + first]]
+        if first < size:
+            views.append(view[:size - first])
+        view.release()
+        return views
+
+    def commit(self, count: int) -> None:
+        """Publish ``count`` bytes the writer put into the :meth:`writable` space."""
+        if count < 0 or count > self.slack:
+            raise ValueError(f"cannot commit {count} bytes")
+        with self._lock:
+            self._total += count
 
     def read_bytes(self, offset: int | None = None, limit: int | None = None) -> tuple[bytes, int, int]:
         """Raw bytes from ``offset`` (None: the newest ``limit`` bytes, or everything
@@ -138,8 +165,7 @@ class RingBuffer:
             count = total - begin if limit is None else min(limit, total - begin)
             if count <= 0:
                 return b"", begin, dropped
-            cap = self.capacity
-            pos = begin % cap
+            pos = begin % self._size
             if pos + count <= len(self._buf):
                 data = bytes(self._buf[pos:pos + count])
             else:

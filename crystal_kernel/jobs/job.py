@@ -2,8 +2,9 @@
 and a snapshot type the tools and fronts read.
 
 Capture design (measured in bench/bench_jobs.py): the job writes into a pipe whose
-kernel buffer is raised to 1 MiB or more; one thread per job reads it into a
-preallocated buffer and copies each chunk into the ring buffer and the log file. After
+kernel buffer is raised to 1 MiB or more; one thread per job reads it straight into
+the ring buffer's free space (up to 256 KiB a read, no intermediate copy) and writes
+the same bytes to the log file. After
 a read that did not fill its 256 KiB buffer, the thread naps for a millisecond so that a
 chatty writer fills the pipe instead of waking the reader for every line; output therefore reaches readers
 at most about a millisecond late, and capturing costs the job little more than
@@ -106,7 +107,7 @@ class Job:
         self.id = job_id
         self.command = command
         self.session_id = session_id
-        self.buffer = RingBuffer(buffer_bytes)
+        self.buffer = RingBuffer(buffer_bytes, slack=READ_CHUNK)
         self.timeout_seconds = timeout_seconds
         self.grace_seconds = grace_seconds
         self.status_path = status_path
@@ -252,9 +253,8 @@ class Job:
     def _pump(self) -> None:
         """The reader thread: capture until the pipe closes, then record the end."""
         fd = self._read_fd
-        chunk = bytearray(READ_CHUNK)
         try:
-            self._capture(fd, chunk)
+            self._capture(fd)
         except Exception as exc:  # a bug or an OS failure must not leave "running" forever
             self.buffer.append(f"\n[crystal: capturing this job's output failed ({exc}); "
                                "the job was stopped]\n".encode())
@@ -263,14 +263,13 @@ class Job:
             os.close(fd)
             self._finish()
 
-    def _capture(self, fd: int, chunk: bytearray) -> None:
-        view = memoryview(chunk)
+    def _capture(self, fd: int) -> None:
         poller = select.poll()
         poller.register(fd, select.POLLIN | select.POLLHUP | select.POLLERR)
         last_status = time.monotonic()
         status_bytes = 0
         orphaned_since: float | None = None
-        buffer, log = self.buffer, self.log
+        buffer = self.buffer
         while True:
             timeout = POLL_SECONDS
             if self.deadline is not None and self.stop_reason is None:
@@ -286,16 +285,12 @@ class Job:
                     # started escaped (the supervisor itself was killed).
                     orphaned_since = orphaned_since or time.monotonic()
                     if time.monotonic() - orphaned_since >= POLL_SECONDS:
-                        self._drain_escaped(fd, chunk)
+                        self._drain_escaped(fd)
                         return
                 continue
-            count = os.readv(fd, [chunk])
+            count = self._read_once(fd)
             if count == 0:
                 return
-            data = view[:count]
-            buffer.append(data)
-            if log is not None:
-                log.write(data, buffer.total)
             if self._subscribers:
                 self._notify()
             now = time.monotonic()
@@ -310,7 +305,30 @@ class Job:
                 # Let output collect in the pipe rather than wake per line.
                 time.sleep(NAP_SECONDS)
 
-    def _drain_escaped(self, fd: int, chunk: bytearray) -> None:
+    def _read_once(self, fd: int) -> int:
+        """One read from the pipe straight into the ring buffer's free space (no
+        intermediate copy), then the same bytes to the log file. Returns the count."""
+        buffer, log = self.buffer, self.log
+        views = buffer.writable(READ_CHUNK)
+        try:
+            count = os.readv(fd, views)
+            if count:
+                buffer.commit(count)
+                if log is not None:
+                    end = buffer.total - count
+                    for view in views:
+                        if end >= buffer.total:
+                            break
+                        piece = view[:buffer.total - end]
+                        end += len(piece)
+                        log.write(piece, end)
+                        piece.release()
+        finally:
+            for view in views:
+                view.release()
+        return count
+
+    def _drain_escaped(self, fd: int) -> None:
         """KILL the supervisor's process group (what escaped is still in it) and keep
         what is already in the pipe."""
         assert self.proc is not None
@@ -322,14 +340,10 @@ class Job:
         os.set_blocking(fd, False)
         while True:
             try:
-                count = os.readv(fd, [chunk])
+                if not self._read_once(fd):
+                    return
             except BlockingIOError:
                 return
-            if not count:
-                return
-            self.buffer.append(chunk[:count])
-            if self.log is not None:
-                self.log.write(chunk[:count], self.buffer.total)
 
     def _finish(self) -> None:
         assert self.proc is not None

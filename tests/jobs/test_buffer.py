@@ -121,3 +121,55 @@ def test_bg1_consecutive_reads_join_into_the_output(capacity, text, step):
             offset = chunk.next_offset
     seen += ring.read(offset, final=True).text
     assert seen == text
+
+
+def _fill(ring: RingBuffer, data: bytes, room: int) -> None:
+    """Write like the capture thread: into the writable views, then commit."""
+    views = ring.writable(room)
+    done = 0
+    for view in views:
+        take = min(len(view), len(data) - done)
+        view[:take] = data[done:done + take]
+        done += take
+        view.release()
+    ring.commit(len(data))
+
+
+@settings(max_examples=150, deadline=None)
+@given(capacity=st.integers(1, 40), slack=st.integers(1, 12),
+       writes=st.lists(st.tuples(st.booleans(), st.binary(max_size=12)), max_size=30),
+       offset=st.integers(0, 400))
+def test_bg1_direct_writes_read_back_like_appends(capacity, slack, writes, offset):
+    """The capture thread reads straight into the buffer's slack (writable + commit),
+    mixed with ordinary appends: every read by offset sees exactly the newest
+    ``capacity`` bytes of the stream, and memory stops at capacity + slack."""
+    ring = RingBuffer(capacity, slack=slack)
+    stream = b""
+    for direct, data in writes:
+        if direct:
+            data = data[:slack]
+            _fill(ring, data, slack)
+        else:
+            ring.append(data)
+        stream += data
+        held, begin, _ = ring.read_bytes()
+        assert begin == max(0, len(stream) - capacity) and held == stream[begin:]
+    assert len(ring._buf) <= capacity + slack
+    if offset <= len(stream):
+        raw, begin, dropped = ring.read_bytes(offset)
+        assert raw == stream[max(offset, ring.start):] and dropped == max(0, ring.start - offset)
+
+
+def test_bg1_space_being_written_is_not_visible_to_readers():
+    ring = RingBuffer(4, slack=3)
+    ring.append(b"abcd")
+    views = ring.writable(3)
+    for view in views:
+        view[:] = b"#" * len(view)  # a read in progress, not yet committed
+    assert ring.read_bytes() == (b"abcd", 0, 0)
+    for view in views:
+        view.release()
+    ring.commit(2)
+    assert ring.read_bytes() == (b"cd##", 2, 0)
+    with pytest.raises(ValueError):
+        ring.writable(4)
