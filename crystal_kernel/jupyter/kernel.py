@@ -121,13 +121,11 @@ class CrystalKernel(IPythonKernel):
         self.crystal = session
 
     def _remember(self) -> None:
-        from crystal_kernel.jupyter.notebook_map import remember
+        from crystal_kernel.jupyter.notebook_map import remember_session
 
-        if self.crystal is not None and self.notebook:
-            try:
-                remember(self.crystal.workspace, self.notebook, self.crystal.id)
-            except OSError as exc:
-                self.log.warning("Cannot record the notebook's session: %s", exc)
+        problem = remember_session(self.crystal, self.notebook)
+        if problem:
+            self.log.warning("%s", problem)
 
     # ----- execution ------------------------------------------------------------------------------
     async def do_execute(self, code: str, silent: bool, store_history: bool = True,

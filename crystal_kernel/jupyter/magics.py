@@ -129,13 +129,9 @@ class MagicsHost(SyncForm):
         self.crystal = session
 
     def _remember(self) -> None:
-        from crystal_kernel.jupyter.notebook_map import remember
+        from crystal_kernel.jupyter.notebook_map import remember_session
 
-        if self.crystal is not None and self.notebook:
-            try:
-                remember(self.crystal.workspace, self.notebook, self.crystal.id)
-            except OSError:
-                pass  # the map is a convenience for /resume; the session itself is saved
+        remember_session(self.crystal, self.notebook)  # a convenience for /resume; never fails a turn
 
     def _refuse_if_busy(self) -> None:
         if self.crystal is not None and self.crystal.busy:

@@ -45,6 +45,18 @@ def last_session(workspace: Path, notebook: str | None) -> str | None:
     return None
 
 
+def remember_session(session: Any, notebook: str | None) -> str | None:
+    """Record a live session as its notebook's (kernel and magics alike). The map is a
+    convenience for /resume, never a reason to fail a turn: an error comes back as text."""
+    if session is None or not notebook:
+        return None
+    try:
+        remember(session.workspace, notebook, session.id)
+    except OSError as exc:
+        return f"Cannot record the notebook's session: {exc}"
+    return None
+
+
 def remember(workspace: Path, notebook: str | None, session_id: str) -> None:
     """Record ``session_id`` as this notebook's session. A corrupt map is not rewritten."""
     if not notebook:
