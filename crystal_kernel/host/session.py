@@ -268,6 +268,8 @@ class Session:
         self.workspace = target
         self.access.workspace = target
         self.store = SessionStore(target)
+        if self._jobs is not None:
+            self._jobs.move_to(target)
         self.refresh_system()
 
     # ----- jobs ---------------------------------------------------------------------

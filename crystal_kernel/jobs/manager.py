@@ -147,6 +147,14 @@ class JobManager:
         self.owner_pid = os.getpid()
         _MANAGERS.add(self)
 
+    def move_to(self, workspace: Path) -> None:
+        """/cd: later jobs start in, and are mirrored under, the new workspace (so the
+        server extension of that folder sees them); running jobs stay where they are."""
+        with self._lock:
+            self.workspace = Path(workspace)
+            if self.log_dir is not None:
+                self.log_dir = self.workspace / ".crystal" / "data" / "jobs" / self.session_id
+
     # ----- starting ---------------------------------------------------------------------
     def start(self, command: str, *, cwd: Path | None = None) -> JobInfo:
         """Start ``bash -c command`` and return at once (BG-1). Refuses (ToolError) an

@@ -96,3 +96,19 @@ async def test_stop_command(session: Session):
         await run_command(session, "/stop")
     with pytest.raises(UserError, match="No background job 'j2'"):
         await run_command(session, "/stop j2")
+
+
+async def test_cd_moves_later_jobs_and_their_files_to_the_new_workspace(session: Session, tmp_path: Path):
+    first = session.workspace
+    session.jobs.start("echo before")
+    session.jobs.join("j1", 10)
+    other = tmp_path / "other"
+    other.mkdir()
+    await run_command(session, f"/cd {other}")
+    session.jobs.start("pwd")
+    session.jobs.join("j2", 10)
+    assert session.jobs.logs("j2", 0, 1000).text.strip() == str(other.resolve())
+    assert (first / ".crystal" / "data" / "jobs" / session.id / "j1.log").exists()
+    moved = other.resolve() / ".crystal" / "data" / "jobs" / session.id
+    assert (moved / "j2.log").read_text().strip() == str(other.resolve())
+    assert (moved / "j2.json").exists()
