@@ -266,24 +266,10 @@ class CrystalKernel(IPythonKernel):
     @contextmanager
     def _sigint_cancels(self) -> Iterator[None]:
         """SIGINT (signal-mode kernelspecs, Ctrl-C in a console) cancels the turn too."""
-        if threading.current_thread() is not threading.main_thread():
+        from crystal_kernel.jupyter.notebook_tools import note_interrupt, sigint_cancels
+
+        with sigint_cancels(self._loop, self._cancel_current, note_interrupt):
             yield
-            return
-
-        def handler(signum: int, frame: Any) -> None:
-            from crystal_kernel.jupyter.notebook_tools import note_interrupt
-
-            loop = self._loop
-            if loop is not None:
-                loop.call_soon_threadsafe(self._cancel_current)
-            if note_interrupt():
-                raise KeyboardInterrupt
-
-        saved = signal.signal(signal.SIGINT, handler)
-        try:
-            yield
-        finally:
-            signal.signal(signal.SIGINT, saved)
 
     # ----- completion, inspection --------------------------------------------------------------------
     async def do_complete(self, code: str, cursor_pos: int | None) -> dict[str, Any]:  # type: ignore[override]

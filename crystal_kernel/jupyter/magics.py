@@ -19,8 +19,6 @@ import asyncio
 import os
 import re
 import shlex
-import signal
-import threading
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
@@ -292,23 +290,10 @@ class MagicsHost(SyncForm):
     def _sigint_cancels(self) -> Iterator[None]:
         """While an async turn runs, SIGINT (the stop button) cancels it; user code the
         python tool runs synchronously gets a KeyboardInterrupt as in a normal cell."""
-        if threading.current_thread() is not threading.main_thread():
+        from crystal_kernel.jupyter.notebook_tools import sigint_cancels, sync_code_running
+
+        with sigint_cancels(asyncio.get_running_loop(), self._cancel_turn, sync_code_running):
             yield
-            return
-        loop = asyncio.get_running_loop()
-
-        def handler(signum: int, frame: Any) -> None:
-            from crystal_kernel.jupyter.notebook_tools import sync_code_running
-
-            loop.call_soon_threadsafe(self._cancel_turn)
-            if sync_code_running():
-                raise KeyboardInterrupt
-
-        saved = signal.signal(signal.SIGINT, handler)
-        try:
-            yield
-        finally:
-            signal.signal(signal.SIGINT, saved)
 
     def _interactive(self) -> tuple[bool, str | None]:
         if self.options.unattended:

@@ -9,14 +9,16 @@ a normal cell, and the text plus images go back to the model (bounded).
 from __future__ import annotations
 
 import ast
-import asyncio
 import base64
 import inspect
 import re
 import reprlib
+import signal
 import sys
+import threading
 import traceback
-from typing import Any
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator
 
 from pydantic import Field
 
@@ -50,6 +52,30 @@ def note_interrupt() -> bool:
     whether synchronous code is running now (then the front signals the main thread)."""
     _State.interrupted = True
     return _State.sync_running
+
+
+@contextmanager
+def sigint_cancels(loop: Any, cancel: Callable[[], None], on_signal: Callable[[], bool]) -> Iterator[None]:
+    """While a turn runs, SIGINT (signal-mode kernelspecs, Ctrl-C in a console, the
+    stop button in a python3 kernel) cancels it on ``loop``; when ``on_signal()`` says
+    synchronous user code is running (the python tool), that code also gets a
+    KeyboardInterrupt, as in a normal cell. Signals can only be handled on the main
+    thread: elsewhere this does nothing."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum: int, frame: Any) -> None:
+        if loop is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(cancel)
+        if on_signal():
+            raise KeyboardInterrupt
+
+    saved = signal.signal(signal.SIGINT, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, saved)
 
 
 def clear_interrupt() -> None:
