@@ -154,8 +154,9 @@ def load_cassette(path: Path) -> dict[str, Any]:
     except FileNotFoundError:
         raise ProviderError(
             f"No model is connected: the provider is replay (recorded replies) and the cassette {path} "
-            "does not exist. Connect a model with --provider openai|anthropic (and its API key variable; "
-            "see docs/models.md), or name a cassette with CRYSTAL_CASSETTE.") from None
+            "does not exist. Connect a model: /model openai:gpt-4.1 in a notebook, --provider on the "
+            "command line, or provider in config.json, with its API key variable set (docs/models.md); "
+            "or name a cassette with CRYSTAL_CASSETTE.") from None
     except (OSError, json.JSONDecodeError) as exc:
         raise ProviderError(f"Replay cassette {path} cannot be read: {exc}.") from None
     if not isinstance(data, dict) or not isinstance(data.get("interactions"), list):
