@@ -16,7 +16,7 @@ byte of the reply written, and from the process):
   (the agent's own work between two model steps, tool run included);
 - max RSS of the agent's whole process tree, sampled every 5 ms.
 
-Targets for ``crystal run`` (issue 14): gap under 20 ms, start to first request under
+Targets for ``crystal run``: gap under 20 ms, start to first request under
 0.3 s, RSS under 120 MB. Reference figures measured by the issue's author on this
 machine type: gap 51 / 51 / 210 ms, wall 0.62 / 0.37 / 3.5 s, RSS 220 / 153 / 554 MB
 (Claude Code / Codex / opencode); here they are measured again in the same run.

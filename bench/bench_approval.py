@@ -1,4 +1,4 @@
-"""Per-step host costs added by issue 7, against building the request itself.
+"""Per-step host costs of approval, review and usage, against building the request itself.
 
 Rows, each measured warm in the same run as its reference, ``session.build_request()``
 (which every model step already pays):

@@ -8,7 +8,7 @@ the same child with ``subprocess.run(argv, input=…, capture_output=True, cwd=�
 env=…)``: same argv, working folder, environment (the five CRYSTAL_* variables) and
 stdin, the environment built once outside the timing. Rounds alternate
 between the two sides; the figure is the lowest time of each side (the machine is
-shared, so medians mostly measure other load). Target (issue 4): under 1.15x for a
+shared, so medians mostly measure other load). Target: under 1.15x for a
 tool that exits at once.
 """
 

@@ -3,7 +3,7 @@
 Both sides talk to the same loopback model server with the same scripted replies
 (three replies with one `read` call each, then a text answer). The reference streams
 the same four requests with the openai SDK and reads the same file itself.
-Targets (issue 2): ratio under 1.2x, and under 5 ms of host time per tool call.
+Targets: ratio under 1.2x, and under 5 ms of host time per tool call.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Background job capture (issue 6, SPEC §4).
+"""Background job capture (SPEC §4).
 
 Rows:
 - capture of 200 MB: a job that prints 200 MB of 100-byte lines, run by the JobManager

@@ -1,4 +1,4 @@
-"""The Crystal kernel against a stock ipykernel (issue 8).
+"""The Crystal kernel against a stock ipykernel.
 
 Rows:
 - kernel start to idle: ``KernelManager.start_kernel`` until the kernel answers

@@ -1,5 +1,5 @@
 """What ``%%crystal`` in a stock python3 ipykernel adds to a turn, against the same turn
-in the Crystal kernel (issue 9: under 50 ms).
+in the Crystal kernel (target: under 50 ms).
 
 Both kernels run under jupyter_client against one loopback model server, with the same
 scripted replies (one ``read`` call, then a text answer). Turns alternate between the

@@ -1,4 +1,4 @@
-"""Host overhead of MCP tools (issue 12), against the SDK used directly.
+"""Host overhead of MCP tools, against the SDK used directly.
 
 1. A call: ``McpTool.run`` (argument check, the hop to the MCP loop thread and back,
    result mapping) against ``ClientSession.call_tool`` on an SDK stdio client of the

@@ -1,4 +1,4 @@
-"""Composing the Work system prompt (issue 5, SPEC §6–§9).
+"""Composing the Work system prompt (SPEC §6–§9).
 
 Row: ``compose_system(session)`` warm, for a session whose workspace has a prompt set,
 a Home override, a workspace override (the built-in work text with every slot it

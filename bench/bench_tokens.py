@@ -13,7 +13,7 @@ Offline: tiktoken downloads its encoding file at first use. The npm package
 from 0); :func:`o200k_base` builds a ``tiktoken.Encoding`` from that file, so no
 network is needed. A known encoding is checked before counting.
 
-Reference (issue 14, measured the same way on a first request in an empty
+Reference (measured the same way on a first request in an empty
 repository): opencode 1.18 about 6,250-6,550, Codex CLI 0.171 about 7,950-12,550,
 Claude Code 2.1 about 11,000-12,200. Target: under 5,000 tokens.
 """
@@ -144,7 +144,7 @@ def main() -> list[dict[str, Any]]:
     for label, parts in (("crystal run", headless), ("notebook", notebook)):
         total = parts["system"] + parts["tools_total"]
         rows.append(row(f"tokens: Work system + tool schemas ({label})", total, REFERENCE_LOW, "tok",
-                        {"ours_max": TARGET}, note="reference: opencode 1.18 low end (issue 14)"
+                        {"ours_max": TARGET}, note="reference: opencode 1.18 low end"
                         if label == "crystal run" else None))
         rows.append(row(f"tokens: Work system text ({label})", parts["system"], None, "tok"))
         rows.append(row(f"tokens: {len(parts['tools'])} tool schemas ({label})", parts["tools_total"], None, "tok"))

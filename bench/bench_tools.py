@@ -1,4 +1,4 @@
-"""Built-in file tools on a generated tree of 50,000 files (issue 3).
+"""Built-in file tools on a generated tree of 50,000 files.
 
 Rows:
 - grep: the grep tool (ripgrep + parsing, sorting, formatting) against the `rg` binary run

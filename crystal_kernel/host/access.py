@@ -26,7 +26,7 @@ CREDENTIAL_FILES = (
     "id_rsa", "id_rsa.*", "id_dsa", "id_dsa.*", "id_ecdsa", "id_ecdsa.*", "id_ed25519", "id_ed25519.*",
     "*.pem", "*.key", "*.p12", "*.pfx", "*.jks", "*.keystore",
     "credentials", "credentials.json", "service-account*.json",
-    # Added with the tools (issue 3): more key and token files seen in the wild.
+    # More key and token files seen in the wild.
     "id_ecdsa_sk", "id_ecdsa_sk.*", "id_ed25519_sk", "id_ed25519_sk.*", "credentials.toml",
     ".htpasswd", ".my.cnf", ".vault-token", ".boto", ".s3cfg", ".terraformrc", "*.kdbx",
 )

@@ -1,4 +1,4 @@
-"""MCP servers as tool sets (issue 12): configuration (:mod:`config`), the MCP event
+"""MCP servers as tool sets: configuration (:mod:`config`), the MCP event
 loop (:mod:`runtime`), one connection per server (:mod:`connection`), the session's
 servers (:mod:`manager`) and the tools they offer (:mod:`tool`). See docs/mcp.md.
 

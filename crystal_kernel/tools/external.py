@@ -182,7 +182,7 @@ def discover_external_tools(home: Path, workspace: Path, *, context: Any = None)
     for source, folder in set_folders(home, workspace):
         found.extend(load_exec_set(source, folder, notes))
     found.extend(plugin_tools(context, notes))
-    # MCP servers last (issue 12): {home}/mcp.json, <workspace>/.crystal/mcp.json.
+    # MCP servers last: {home}/mcp.json, <workspace>/.crystal/mcp.json.
     from crystal_kernel.mcp import discover_mcp_tools
 
     found.extend(discover_mcp_tools(home, workspace, context, notes))

@@ -1,5 +1,5 @@
 """`crystal acp` as a real subprocess, driven by the ACP SDK's client side, against the
-loopback model server (issue 13)."""
+loopback model server."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""What `crystal run` loads before its first model request (issue 14: start to first
+"""What `crystal run` loads before its first model request (the target: start to first
 request). A real `crystal run` process against the loopback server, for each SDK: the
 answer arrives, and the process never imported what the run does not use."""
 

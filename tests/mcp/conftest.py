@@ -1,4 +1,4 @@
-"""Fixtures for the MCP tests (issue 12): Home, workspace, marks folder, HTTP server."""
+"""Fixtures for the MCP tests: Home, workspace, marks folder, HTTP server."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """mcp.json rules: invalid entries skipped with a note naming the file, `${VAR}`,
-workspace over Home, name normalisation and clashes (issue 12)."""
+workspace over Home, name normalisation and clashes."""
 
 from __future__ import annotations
 

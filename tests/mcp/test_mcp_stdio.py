@@ -1,7 +1,7 @@
 """A real stdio MCP server (tests/mcp/servers, the SDK's server side) used as a tool set:
 listing, calls with text and image results, restart once after a crash, timeouts and
 cancellation reaching the server, and no server process left after the session or the
-host ends (issue 12)."""
+host ends."""
 
 from __future__ import annotations
 

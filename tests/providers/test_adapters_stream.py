@@ -1,5 +1,5 @@
 """Every adapter against the loopback server: streaming text, tool calls, images, usage,
-and the request bodies the real SDKs put on the wire (issue 2, MODE-6)."""
+and the request bodies the real SDKs put on the wire (MODE-6)."""
 
 from __future__ import annotations
 

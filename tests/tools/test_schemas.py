@@ -20,7 +20,7 @@ SNAPSHOT = Path(__file__).parent / "snapshots" / "schemas.json"
 TOOLS = ("read", "list", "tree", "glob", "grep", "search", "todowrite", "todoread", "question", "skill",
          "edit", "write", "bash", "view_image", "describe_image")
 
-# Argument names are a contract (issue 3).
+# Argument names are a contract (SPEC §11, §12).
 ARGUMENTS = {
     "read": ["path", "offset", "limit"], "list": ["path"], "tree": ["path", "depth"],
     "glob": ["pattern", "path"], "grep": ["pattern", "path", "glob", "ignore_case", "context"],
