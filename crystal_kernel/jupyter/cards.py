@@ -2,15 +2,21 @@
 
 Every bundle is plain HTML with a ``text/plain`` fallback, so a saved notebook reads
 well on any viewer (nbviewer, GitHub, a terminal) without a live kernel. Styles are
-inline because a saved notebook carries no stylesheet. Nothing here imports Jupyter.
+inline because a saved notebook carries no stylesheet; colours are JupyterLab's
+``--jp-*`` theme variables with light fallbacks, so the cards follow the dark theme and
+still read in a static export. Every HTML part is made by
+:func:`crystal_kernel.jupyter.safe_html.html_bundle` (TRUST-1: cleaned by nh3) inside a
+container that MathJax ignores (a ``$`` in a command is not math). Nothing here imports
+Jupyter.
 """
 
 from __future__ import annotations
 
-import html
 import json
 from dataclasses import dataclass
 from typing import Any
+
+from crystal_kernel.jupyter.safe_html import NO_MATH, esc, html_bundle, markdown_bundle  # noqa: F401 (re-exported)
 
 Bundle = dict[str, Any]
 
@@ -19,13 +25,21 @@ CARD_TEXT_LIMIT = 20_000
 ARGS_PREVIEW = 160
 ARGS_LIMIT = 8_000
 
-_BOX = ("border:1px solid #d0d7de;border-left:4px solid {accent};border-radius:4px;"
-        "padding:4px 8px;margin:4px 0;font-size:90%")
-_PRE = ("margin:4px 0 0 0;padding:4px 6px;background:#f6f8fa;max-height:24em;overflow:auto;"
-        "white-space:pre-wrap;word-break:break-word;font-family:monospace;font-size:90%")
-_MUTED = "color:#6e7781"
-_RED = "#cf222e"
-_GREEN = "#1a7f37"
+# Theme variables first, light fallbacks for static exports (readable in JupyterLab Dark).
+BORDER = "var(--jp-border-color1,#d0d7de)"
+TEXT = "var(--jp-content-font-color1,#1f2328)"
+PRE_BG = "var(--jp-layout-color2,#f6f8fa)"
+_BOX = (f"border:1px solid {BORDER};border-left:4px solid {{accent}};border-radius:4px;"
+        f"padding:4px 8px;margin:4px 0;font-size:90%;color:{TEXT}")
+_PRE = (f"margin:4px 0 0 0;padding:4px 6px;background-color:{PRE_BG};color:{TEXT};max-height:24em;overflow:auto;"
+        "white-space:pre-wrap;word-break:break-word;font-family:var(--jp-code-font-family,monospace);font-size:90%")
+_MUTED = "color:var(--jp-content-font-color2,#6e7781)"
+_RED = "var(--jp-error-color1,#cf222e)"
+_GREEN = "var(--jp-success-color1,#1a7f37)"
+_AMBER = "var(--jp-warn-color1,#9a6700)"
+_BLUE = "var(--jp-brand-color1,#0550ae)"
+_ADDED_BG = "var(--jp-success-color3,#e6ffec)"
+_REMOVED_BG = "var(--jp-error-color3,#ffebe9)"
 
 # The one argument that best says what a call does, per built-in tool.
 _KEY_ARGUMENT = {
@@ -34,10 +48,6 @@ _KEY_ARGUMENT = {
     "python": "code", "bash_status": "job_id", "bash_logs": "job_id", "bash_stop": "job_id",
     "view_image": "path", "describe_image": "path", "cell_output": "n", "skill": "name",
 }
-
-
-def esc(text: Any) -> str:
-    return html.escape(str(text), quote=True)
 
 
 def clip(text: str, limit: int) -> str:
@@ -64,23 +74,18 @@ class Status:
 
 
 def status_bundle(status: Status) -> Bundle:
-    html_text = (f'<div style="{_MUTED};font-size:85%;font-family:monospace">'
-                 f"{esc(status.text())}</div>")
-    return {"text/plain": status.text(), "text/html": html_text}
-
-
-def markdown_bundle(text: str) -> Bundle:
-    return {"text/markdown": text, "text/plain": text}
+    return html_bundle(status.text(), f'<div class="{NO_MATH}" style="{_MUTED};font-size:85%;font-family:monospace">'
+                                      f"{esc(status.text())}</div>")
 
 
 def note_bundle(text: str) -> Bundle:
-    return {"text/plain": f"Note: {text}",
-            "text/html": f'<div style="{_MUTED};font-size:90%"><i>Note:</i> {esc(text)}</div>'}
+    return html_bundle(f"Note: {text}",
+                       f'<div class="{NO_MATH}" style="{_MUTED};font-size:90%"><i>Note:</i> {esc(text)}</div>')
 
 
 def error_bundle(text: str) -> Bundle:
-    return {"text/plain": f"Error: {text}",
-            "text/html": f'<div style="color:{_RED};font-weight:600">Error: {esc(text)}</div>'}
+    return html_bundle(f"Error: {text}",
+                       f'<div class="{NO_MATH}" style="color:{_RED};font-weight:600">Error: {esc(text)}</div>')
 
 
 def summarize_arguments(name: str, arguments: dict[str, Any]) -> str:
@@ -106,11 +111,11 @@ def diff_html(text: str) -> str:
     for line in text.splitlines():
         style = ""
         if line.startswith("+") and not line.startswith("+++"):
-            style = f"color:{_GREEN};background:#e6ffec"
+            style = f"color:{_GREEN};background-color:{_ADDED_BG}"
         elif line.startswith("-") and not line.startswith("---"):
-            style = f"color:{_RED};background:#ffebe9"
+            style = f"color:{_RED};background-color:{_REMOVED_BG}"
         elif line.startswith("@@"):
-            style = "color:#0550ae"
+            style = f"color:{_BLUE}"
         out.append(f'<span style="{style}">{esc(line)}</span>' if style else esc(line))
     return "\n".join(out)
 
@@ -130,7 +135,7 @@ class CardState:
 
 
 _STATE_LABEL = {
-    "running": ("running…", "#9a6700"), "waiting": ("waiting for approval", "#9a6700"),
+    "running": ("running…", _AMBER), "waiting": ("waiting for approval", _AMBER),
     "denied": ("denied", _RED), "done": ("done", _GREEN), "failed": ("failed", _RED),
     "cancelled": ("cancelled", _RED),
 }
@@ -141,7 +146,7 @@ def card_bundle(card: CardState) -> Bundle:
     summary = summarize_arguments(card.name, card.arguments)
     plain = [f"[{card.name}] {summary} — {label}"]
     parts = [
-        f'<div class="crystal-card" data-tool="{esc(card.name)}" data-state="{esc(card.state)}" '
+        f'<div class="{NO_MATH}"><div class="crystal-card" data-tool="{esc(card.name)}" data-state="{esc(card.state)}" '
         f'style="{_BOX.format(accent=colour)}">',
         f'<div><b>{esc(card.name)}</b> <code>{esc(summary)}</code> '
         f'<span style="color:{colour}">{esc(label)}</span></div>',
@@ -160,14 +165,15 @@ def card_bundle(card: CardState) -> Bundle:
         elif card.display == "diff":
             parts.append(f'<pre style="{_PRE}">{diff_html(body)}</pre>')
         elif card.display == "terminal":
-            parts.append(f'<pre style="{_PRE};background:#1f2328;color:#e6edf3">{esc(body)}</pre>')
+            parts.append(f'<pre style="{_PRE};background-color:#1f2328;color:#e6edf3" class="crystal-terminal">'
+                         f'{esc(body)}</pre>')
         elif body:
             parts.append(f'<pre style="{_PRE}">{esc(body)}</pre>')
     if card.images:
         word = "image" if card.images == 1 else "images"
         plain.append(f"({card.images} {word} below)")
-    parts.append("</div>")
-    return {"text/plain": "\n".join(plain), "text/html": "".join(parts)}
+    parts.append("</div></div>")
+    return html_bundle("\n".join(plain), "".join(parts))
 
 
 def image_bundle(mime_type: str, data_base64: str, caption: str = "") -> Bundle:
@@ -182,10 +188,10 @@ def table_bundle(columns: list[str], rows: list[list[Any]], title: str = "") -> 
     lines += ["  ".join(str(v).ljust(w) for v, w in zip(r, widths)) for r in rows]
     head = "".join(f'<th style="text-align:left;padding:2px 8px">{esc(c)}</th>' for c in columns)
     body = "".join(
-        "<tr>" + "".join(f'<td style="text-align:left;padding:2px 8px;font-family:monospace">{esc(v)}</td>'
+        "<tr>" + "".join(f'<td style="text-align:left;padding:2px 8px"><code>{esc(v)}</code></td>'
                          for v in r) + "</tr>"
         for r in rows
     )
     caption = f"<caption style='text-align:left'><b>{esc(title)}</b></caption>" if title else ""
-    return {"text/plain": ((title + "\n") if title else "") + "\n".join(lines),
-            "text/html": f"<table>{caption}<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"}
+    return html_bundle(((title + "\n") if title else "") + "\n".join(lines),
+                       f'<table class="{NO_MATH}">{caption}<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>')

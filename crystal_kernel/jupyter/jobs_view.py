@@ -16,6 +16,7 @@ from typing import Any
 
 from crystal_kernel.errors import ToolError, UserError
 from crystal_kernel.jupyter.cards import Bundle, esc, table_bundle
+from crystal_kernel.jupyter.safe_html import NO_MATH, html_bundle
 
 LOG_LINES = 200
 LOG_LINE_CHARS = 2000
@@ -34,8 +35,7 @@ def _row(info: Any) -> list[str]:
 
 def jobs_table(infos: list[Any]) -> Bundle:
     if not infos:
-        return {"text/plain": "No background jobs in this session.",
-                "text/html": "<i>No background jobs in this session.</i>"}
+        return html_bundle("No background jobs in this session.", "<i>No background jobs in this session.</i>")
     return table_bundle(COLUMNS, [_row(i) for i in infos], title="Background jobs")
 
 
@@ -100,8 +100,7 @@ class JobsTable:
         if not running:
             self.done = True
             if self.row_handle is not None:
-                self.row_handle.update({"text/plain": "Every listed job has ended.",
-                                        "text/html": "<i>Every listed job has ended.</i>"})
+                self.row_handle.update(html_bundle("Every listed job has ended.", "<i>Every listed job has ended.</i>"))
             for button in self.buttons.values():
                 button.close()
             self.row.close()
@@ -168,12 +167,12 @@ class LogView:
         header = self.header()
         note = f"[showing the last {LOG_LINES} lines]\n" if self.dropped else ""
         body = note + self.text()
-        colour = "#9a6700" if self.info.active else "#6e7781"
-        html = (f'<div data-job="{esc(self.job_id)}" data-state="{esc(self.info.state)}">'
-                f'<div style="color:{colour};font-family:monospace;font-size:85%">{esc(header)}</div>'
-                f'<pre style="margin:2px 0;padding:4px 6px;background:#1f2328;color:#e6edf3;max-height:30em;font-family:monospace;font-size:85%;'
+        colour = "var(--jp-warn-color1,#9a6700)" if self.info.active else "var(--jp-content-font-color2,#6e7781)"
+        html = (f'<div class="{NO_MATH}" data-job="{esc(self.job_id)}" data-state="{esc(self.info.state)}">'
+                f'<div style="color:{colour};font-size:85%"><code>{esc(header)}</code></div>'
+                f'<pre style="margin:2px 0;padding:4px 6px;background-color:#1f2328;color:#e6edf3;max-height:30em;font-family:monospace;font-size:85%;'
                 f'overflow:auto;white-space:pre-wrap">{esc(body)}</pre></div>')
-        return {"text/plain": header + "\n" + body, "text/html": html}
+        return html_bundle(header + "\n" + body, html)
 
     async def follow(self) -> None:
         """Keep the view current until the job ends (updates throttled)."""

@@ -11,10 +11,12 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from crystal_kernel.jupyter.cards import Bundle, esc, summarize_arguments
+from crystal_kernel.jupyter.cards import BORDER, TEXT, Bundle, esc, summarize_arguments
+from crystal_kernel.jupyter.safe_html import NO_MATH, html_bundle
 
-_BOX = "border:1px solid #d0d7de;border-radius:4px;padding:4px 8px;margin:4px 0;border-left:4px solid {}"
-_MUTED = "color:#6e7781"
+_BOX = (f"border:1px solid {BORDER};border-radius:4px;padding:4px 8px;margin:4px 0;color:{TEXT};"
+        "border-left:4px solid {}")
+_MUTED = "color:var(--jp-content-font-color2,#6e7781)"
 _OUTCOME = {"allow_once": "Allowed once", "allow_session": "Allowed for this session", "deny": "Denied"}
 SOURCE = "answered from the recording"
 
@@ -23,15 +25,15 @@ def questions_bundle(questions: list[Any], answers: list[list[str]] | None) -> B
     """The summary of a replayed question form."""
     if answers is None:
         plain = f"Questions dismissed ({SOURCE})."
-        return {"text/plain": plain, "text/html": f'<div style="{_BOX.format("#cf222e")}"><b>{esc(plain)}</b></div>'}
+        return html_bundle(plain, f'<div class="{NO_MATH}" style="{_BOX.format("#cf222e")}"><b>{esc(plain)}</b></div>')
     lines = [f"{q.header}: {', '.join(a) if a else '(no answer)'}" for q, a in zip(questions, answers)]
     rows = "".join(
         f"<tr><td style='padding:2px 8px'><b>{esc(q.header)}</b><br><span style='{_MUTED}'>{esc(q.question)}</span>"
         f"</td><td style='padding:2px 8px'>{esc(', '.join(a) if a else '(no answer)')}</td></tr>"
         for q, a in zip(questions, answers))
-    html = (f'<div style="{_BOX.format("#0969da")}"><div>Answered <span style="{_MUTED}">({SOURCE})</span>'
+    html = (f'<div class="{NO_MATH}" style="{_BOX.format("#0969da")}"><div>Answered <span style="{_MUTED}">({SOURCE})</span>'
             f"</div><table>{rows}</table></div>")
-    return {"text/plain": f"Answered ({SOURCE}):\n" + "\n".join(lines), "text/html": html}
+    return html_bundle(f"Answered ({SOURCE}):\n" + "\n".join(lines), html)
 
 
 def approval_bundle(request: Any, decision: Any) -> Bundle:
@@ -41,9 +43,9 @@ def approval_bundle(request: Any, decision: Any) -> Bundle:
     if decision.reason:
         plain += f" (reason: {decision.reason})"
     colour = "#cf222e" if decision.outcome == "deny" else "#1a7f37"
-    html = (f'<div style="{_BOX.format(colour)}">{esc(plain)} '
+    html = (f'<div class="{NO_MATH}" style="{_BOX.format(colour)}">{esc(plain)} '
             f'<span style="{_MUTED}">({SOURCE})</span></div>')
-    return {"text/plain": f"{plain} ({SOURCE})", "text/html": html}
+    return html_bundle(f"{plain} ({SOURCE})", html)
 
 
 def show_answers(output: Any) -> Callable[[str, Any, Any], None]:

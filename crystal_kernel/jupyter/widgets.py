@@ -19,9 +19,15 @@ from typing import Any, Awaitable, Callable
 
 from crystal_kernel.host.interaction import ApprovalRequest, PersonDecision, Question
 from crystal_kernel.jupyter.cards import Bundle, clip, esc, summarize_arguments
+from crystal_kernel.jupyter.safe_html import NO_MATH, clean, html_bundle
 
-_MUTED = "color:#6e7781"
-_BOX = "border:1px solid #d0d7de;border-radius:4px;padding:4px 8px;margin:4px 0"
+_MUTED = "color:var(--jp-content-font-color2,#6e7781)"
+_BOX = "border:1px solid var(--jp-border-color1,#d0d7de);border-radius:4px;padding:4px 8px;margin:4px 0"
+
+
+def _html(w: Any, fragment: str) -> Any:
+    """An HTML widget whose markup is cleaned (TRUST-1) and not typeset as math."""
+    return w.HTML(clean(f'<div class="{NO_MATH}">{fragment}</div>'))
 ARGS_LIMIT = 4000
 
 
@@ -61,7 +67,7 @@ class QuestionForm:
         self.checkboxes: list[list[Any]] = []
         self.custom: list[Any | None] = []
         self.finished = False
-        self.message = w.HTML("")
+        self.message = w.HTML("")  # only ever set to escaped text below
         self.step1 = self._build_questions()
         self.widget = w.VBox([self.step1], layout=w.Layout(border="1px solid #d0d7de", padding="4px 8px"))
 
@@ -70,11 +76,11 @@ class QuestionForm:
         w = self._w
         rows: list[Any] = []
         for qi, q in enumerate(self.questions):
-            rows.append(w.HTML(f"<b>{esc(q.header)}</b><br>{esc(q.question)}"))
+            rows.append(_html(w, f"<b>{esc(q.header)}</b><br>{esc(q.question)}"))
             buttons: list[Any] = []
             boxes: list[Any] = []
             for opt in q.options:
-                note = w.HTML(f'<span style="{_MUTED}">{esc(opt.description)}</span>')
+                note = _html(w, f'<span style="{_MUTED}">{esc(opt.description)}</span>')
                 if q.multiple:
                     box = w.Checkbox(value=False, description=opt.label, indent=False,
                                      layout=w.Layout(width="auto"))
@@ -108,7 +114,7 @@ class QuestionForm:
 
     def _build_confirm(self) -> Any:
         w = self._w
-        summary = w.HTML(self.summary_html(self.answers(), title="Submit these answers?"))
+        summary = _html(w, self.summary_html(self.answers(), title="Submit these answers?"))
         submit = w.Button(description="Submit", button_style="primary")
         submit.on_click(lambda _b: self._finish(self.answers()))
         back = w.Button(description="Back")
@@ -189,9 +195,9 @@ class QuestionForm:
     def summary_bundle(self, answers: list[list[str]] | None, note: str = "") -> Bundle:
         if answers is None:
             plain = "Questions dismissed." + (f" {note}" if note else "")
-            return {"text/plain": plain, "text/html": f'<div style="{_BOX}"><b>{esc(plain)}</b></div>'}
+            return html_bundle(plain, f'<div class="{NO_MATH}" style="{_BOX}"><b>{esc(plain)}</b></div>')
         lines = [f"{q.header}: {', '.join(a) if a else '(no answer)'}" for q, a in zip(self.questions, answers)]
-        return {"text/plain": "Answered:\n" + "\n".join(lines), "text/html": self.summary_html(answers)}
+        return html_bundle("Answered:\n" + "\n".join(lines), f'<div class="{NO_MATH}">{self.summary_html(answers)}</div>')
 
 
 _OUTCOME_TEXT = {"allow_once": "Allowed once", "allow_session": "Allowed for this session", "deny": "Denied"}
@@ -218,7 +224,7 @@ class ApprovalForm:
         self.allow_session.on_click(lambda _b: self._finish(PersonDecision(outcome="allow_session")))
         self.deny.on_click(lambda _b: self._finish(
             PersonDecision(outcome="deny", reason=self.reason.value.strip() or None)))
-        self.widget = w.VBox([w.HTML(self.request_html()), w.HBox([self.allow_once, self.allow_session, self.deny]),
+        self.widget = w.VBox([_html(w, self.request_html()), w.HBox([self.allow_once, self.allow_session, self.deny]),
                               self.reason], layout=w.Layout(border="1px solid #d0d7de", padding="4px 8px"))
 
     def _finish(self, decision: PersonDecision) -> None:
@@ -264,8 +270,8 @@ class ApprovalForm:
         if verdict:
             plain += f"\n{verdict}"
         colour = "#1a7f37" if decision is not None and decision.outcome != "deny" else "#cf222e"
-        return {"text/plain": plain,
-                "text/html": f'<div style="{_BOX};border-left:4px solid {colour}">{esc(plain)}</div>'}
+        return html_bundle(plain, f'<div class="{NO_MATH}" style="{_BOX};border-left:4px solid {colour}">'
+                                  f'<code>{esc(plain)}</code></div>')
 
 
 class WidgetInteraction:

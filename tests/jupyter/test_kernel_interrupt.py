@@ -31,7 +31,7 @@ def interrupt_when(kernel, predicate):
 def test_interrupt_during_a_hanging_stream(kernel):
     kernel.server.add({"text": "The first words arrive and then", "chunk": 6, "hang": 30, "hang_after": 3})
     hook, sent = interrupt_when(kernel, lambda m: m is not None and m["msg_type"] == "display_data"
-                                and "text/markdown" in m["content"]["data"])
+                                and "crystal-answer" in m["content"]["data"].get("text/html", ""))
     run = kernel.run("Write an essay", on_message=hook)
     replied = time.monotonic()
     assert run.reply["content"]["status"] == "error" and run.reply["content"]["ename"] == "KeyboardInterrupt"

@@ -24,9 +24,9 @@ def test_streamed_answer_is_one_markdown_display_throttled(kernel):
     assert run.status == "ok"
     status = run.outputs()[0]["text/plain"]
     assert status.startswith("Crystal · work · approval default · openai:gpt-4.1 · prompts default ·")
-    markdown = [k for k in run.order if "text/markdown" in run.displays[k]]
+    markdown = [k for k in run.order if "crystal-answer" in run.displays[k].get("text/html", "")]
     assert len(markdown) == 1, "the answer is one display updated in place"
-    assert run.displays[markdown[0]]["text/markdown"] == text
+    assert run.displays[markdown[0]]["text/plain"] == text
     # ~600 deltas over the stream; at most ~15 updates a second reach the notebook.
     assert run.updates[markdown[0]] <= run.seconds * 15 + 2
     assert run.updates[markdown[0]] >= 2
@@ -51,10 +51,10 @@ def test_tool_cards_show_running_then_results(kernel):
     assert len(cards) == 3
     ok_card, failed_card, edit_card = cards
     assert 'data-state="done"' in ok_card["text/html"] and "from-bash" in ok_card["text/plain"]
-    assert "background:#1f2328" in ok_card["text/html"], "bash output is shown as a terminal"
-    assert 'data-state="failed"' in failed_card["text/html"] and "color:#cf222e" in failed_card["text/html"]
+    assert "background-color:#1f2328" in ok_card["text/html"], "bash output is shown as a terminal"
+    assert 'data-state="failed"' in failed_card["text/html"] and "#cf222e" in failed_card["text/html"]
     assert 'data-state="done"' in edit_card["text/html"]
-    assert run.outputs()[-1]["text/markdown"] == "All done."
+    assert run.outputs()[-1]["text/plain"] == "All done."
     assert (kernel.workspace / "notes.txt").read_text() == "alpha\ngamma\n"
 
 

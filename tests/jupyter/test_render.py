@@ -30,7 +30,7 @@ def test_stream_updates_are_throttled_to_the_rate_whatever_the_token_rate():
         clock.now = i / 1000
         r.handle(TextDelta(text="x"))
     r.handle(TurnEnd(session_id="s", stop_reason="end_turn"))
-    assert out.outputs[1]["text/markdown"] == "x" * 1000
+    assert out.outputs[1]["text/plain"] == "x" * 1000
     assert out.updates[1] <= 16
 
 
@@ -62,7 +62,10 @@ def test_text_segments_are_split_by_tool_cards_and_usage_updates_status():
 def test_cards_show_diffs_errors_and_reviewer_verdicts():
     diff = "--- a\n+++ b\n@@ -1 +1 @@\n-old\n+new"
     html = diff_html(diff)
-    assert 'color:#1a7f37;background:#e6ffec">+new<' in html and 'color:#cf222e;background:#ffebe9">-old<' in html
+    # Theme colours with the light fallbacks a static export uses (readable in JupyterLab Dark).
+    assert ('color:var(--jp-success-color1,#1a7f37);background-color:var(--jp-success-color3,#e6ffec)">+new<'
+            in html)
+    assert 'color:var(--jp-error-color1,#cf222e);background-color:var(--jp-error-color3,#ffebe9)">-old<' in html
     card = CardState(id="1", name="edit", arguments={"path": "a.py"}, state="done", result=diff, display="diff")
     assert "+new" in card_bundle(card)["text/html"]
     out = RecordingOutput()
@@ -72,6 +75,6 @@ def test_cards_show_diffs_errors_and_reviewer_verdicts():
                            verdict={"risk_level": "high", "user_authorization": "low", "rationale": "not asked"}))
     r.handle(ToolResultEvent(id="c", name="write", ok=False, text="The call was denied by the reviewer."))
     bundle = out.outputs[0]
-    assert 'data-state="denied"' in bundle["text/html"] and "color:#cf222e" in bundle["text/html"]
+    assert 'data-state="denied"' in bundle["text/html"] and "--jp-error-color1, #cf222e" in bundle["text/html"]
     assert "Reviewer: risk high, authorization low — not asked" in bundle["text/plain"]
     assert "&lt;b&gt;" in bundle["text/html"], "arguments are escaped"

@@ -30,7 +30,7 @@ def test_question_form_answered_by_comm_messages(kernel):
     summary = run.find("Answered:")
     assert summary["text/plain"] == "Answered:\nFormat: parquet"
     assert "application/vnd.jupyter.widget-view+json" not in summary
-    assert run.outputs()[-1]["text/markdown"] == "Parquet it is."
+    assert run.outputs()[-1]["text/plain"] == "Parquet it is."
 
 
 def test_approval_buttons_in_a_line_magic(kernel):
@@ -62,7 +62,7 @@ def interrupt_when(predicate, quiet_too=False):
 def test_interrupt_ends_a_hanging_turn_and_the_next_cell_works(kernel):
     kernel.server.add({"text": "partial answer then", "chunk": 4, "hang": 15, "hang_after": 3})
     hook = interrupt_when(lambda m: m["msg_type"] == "display_data"
-                          and "text/markdown" in m["content"]["data"])
+                          and "crystal-answer" in m["content"]["data"].get("text/html", ""))
     hook.km = kernel.km
     started = time.monotonic()
     run = kernel.run("%%crystal\nWrite slowly", on_message=hook, timeout=30)
@@ -73,7 +73,7 @@ def test_interrupt_ends_a_hanging_turn_and_the_next_cell_works(kernel):
     assert error["traceback"] == ["KeyboardInterrupt: The turn was interrupted."], "one line, no traceback"
     kernel.server.add({"text": "Back."})
     run = kernel.run("%crystal continue")
-    assert run.status == "ok" and run.outputs()[-1]["text/markdown"] == "Back."
+    assert run.status == "ok" and run.outputs()[-1]["text/plain"] == "Back."
     previous = [m for m in kernel.last_body()["messages"] if m["role"] == "assistant"][-1]["content"]
     assert previous.startswith("partial"), "the partial answer is kept in the conversation"
 

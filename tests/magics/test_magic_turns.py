@@ -35,8 +35,8 @@ def test_cell_turn_streams_the_answer_and_shows_tool_cards(kernel):
     assert status.startswith("Crystal · work · approval full · openai:")
     card = run.find("[bash] echo from-magic")
     assert 'data-state="done"' in card["text/html"] and "from-magic" in card["text/plain"]
-    markdown = [k for k in run.order if "text/markdown" in run.displays[k]]
-    assert len(markdown) == 1 and run.displays[markdown[0]]["text/markdown"] == text
+    markdown = [k for k in run.order if "crystal-answer" in run.displays[k].get("text/html", "")]
+    assert len(markdown) == 1 and run.displays[markdown[0]]["text/plain"] == text
     assert run.updates[markdown[0]] >= 1, "the answer streams into one display updated in place"
     assert not any("Out[" in t for t in run.texts()), "the magic leaves no Out[] value"
 

@@ -44,7 +44,7 @@ def test_mcp_tool_call_is_a_tool_card(llm_server, tmp_path):
         assert 'data-state="done"' in cards[0]["text/html"] and "echo: via mcp" in cards[0]["text/plain"]
         assert "demo_echo" in cards[0]["text/plain"]
         assert 'data-state="failed"' in cards[1]["text/html"]
-        assert run.outputs()[-1]["text/markdown"] == "Done."
+        assert run.outputs()[-1]["text/plain"] == "Done."
         tools = kernel.run("/tools")
         assert "from MCP server 'demo': running" in str(tools.outputs())
         server = pids(pidfile)[0]

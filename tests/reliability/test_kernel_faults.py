@@ -38,7 +38,7 @@ def answered(kernel, prompt: str, text: str) -> None:
     kernel.server.add({"text": text})
     result = run(kernel, prompt)
     assert result.status == "ok"
-    assert result.outputs()[-1].get("text/markdown") == text
+    assert result.outputs()[-1].get("text/plain") == text
     docs = session_documents(kernel.workspace)
     assert len(docs) == 1
     assert user_prompts(docs[0]) == kernel.prompts
@@ -57,7 +57,7 @@ def test_429_then_success(kernel):
                       {"text": "Answer after a rate limit."})
     result = run(kernel, "First question")
     assert result.status == "ok"
-    assert result.outputs()[-1]["text/markdown"] == "Answer after a rate limit."
+    assert result.outputs()[-1]["text/plain"] == "Answer after a rate limit."
     answered(kernel, "Next after 429", "Fine.")
 
 
@@ -66,7 +66,7 @@ def test_500_three_times_then_success(kernel):
     kernel.server.add(*[{"status": 500, "message": "boom"}] * 3, {"text": "Answer after three failures."})
     result = run(kernel, "Second question")
     assert result.status == "ok"
-    assert result.outputs()[-1]["text/markdown"] == "Answer after three failures."
+    assert result.outputs()[-1]["text/plain"] == "Answer after three failures."
     assert kernel.server.pending == 0
     answered(kernel, "Next after 500s", "Still fine.")
 
@@ -111,7 +111,7 @@ def test_hang_ends_with_the_stop_button(kernel):
 
     def hook(msg, driver):
         if "at" not in sent and msg is not None and msg["msg_type"] == "display_data" \
-                and "text/markdown" in msg["content"]["data"]:
+                and "crystal-answer" in msg["content"]["data"].get("text/html", ""):
             sent["at"] = time.monotonic()
             kernel.km.interrupt_kernel()
 

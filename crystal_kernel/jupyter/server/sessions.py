@@ -3,6 +3,9 @@
 Everything is read from the session documents in ``<workspace>/.crystal/sessions/``
 (host/store.py); the server never runs an agent. Transcripts are sent in a reading
 form: text, tool calls and results, images as their type only, each long text cut.
+A text part also carries ``html``: its Markdown rendered and sanitized by the same
+function the kernel uses for answers (TRUST-1, crystal_kernel/jupyter/safe_html.py);
+the lab extension sanitizes it once more before showing it.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from tornado import web
 
 from crystal_kernel.errors import UserError
 from crystal_kernel.host.store import SessionStore
+from crystal_kernel.jupyter.safe_html import markdown_html
 from crystal_kernel.jupyter.server.base import CrystalHandler, NotFound, check_id, inside
 
 MAX_PART_CHARS = 20_000      # one text or tool result in the reading view
@@ -45,7 +49,8 @@ def _reading_part(part: Any) -> dict[str, Any] | None:
         return None
     kind = part.get("kind")
     if kind == "text":
-        return {"kind": "text", "text": _cut(part.get("text", ""), MAX_PART_CHARS)}
+        text = _cut(part.get("text", ""), MAX_PART_CHARS)
+        return {"kind": "text", "text": text, "html": markdown_html(text)}
     if kind == "image":
         return {"kind": "image", "mimeType": part.get("mime_type", "")}
     if kind == "tool_call":
