@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import fnmatch
 import json
-import re
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
+from crystal_kernel.host.shell_rules import SHELL_TOOLS, allowance_covers, rule_matches_command, shell_view
 from crystal_kernel.tools.base import Authority, Classification, Risk
 
 Outcome = Literal["allow", "deny", "ask"]
@@ -185,24 +185,36 @@ class Reviewer(Protocol):
 
 # ----- forbidden rules (SPEC §11) -------------------------------------------------------
 
-# Separators between simple commands in a shell line: a rule for "rm -rf*" also catches
-# "cd x && rm -rf /".
-_SHELL_SPLIT = re.compile(r"\s*(?:&&|\|\||[;|&\n]|\$\(|`)\s*")
+def rule_names_tool(rule_tool: str, tool: str) -> bool:
+    """Whether a rule's ``tool`` (a name or a glob) names ``tool``. A rule for one shell
+    tool (``bash``) covers every tool that runs a shell command (``bash_start``)."""
+    if rule_tool == tool or fnmatch.fnmatchcase(tool, rule_tool):
+        return True
+    return tool in SHELL_TOOLS and any(
+        rule_tool == t or fnmatch.fnmatchcase(t, rule_tool) for t in SHELL_TOOLS)
 
 
 def forbidden_match(rules: list[dict[str, str]], tool: str, arguments: dict[str, Any],
                     workspace: Any = None) -> dict[str, str] | None:
     """SPEC §11: the glob matches a bash command, a file tool's path, else the arguments' JSON.
 
-    A command matches when the whole line or any simple command in it matches. A path
-    matches as written, relative to the workspace, or absolute; a leading ``**/`` also
-    matches at the top (``**/.git/**`` catches ``.git/config``). ``tool`` may be a glob.
+    A command is parsed (crystal_kernel/host/shell_rules.py): the rule matches the whole
+    line, or any simple command in it, nested and wrapped ones included, with flags
+    normalised (``rm -rf *`` catches ``rm -r -f``, ``/bin/rm -fr``, ``sudo rm -Rf``,
+    ``bash -c 'rm -rf /'``). A path matches as written, relative to the workspace, or
+    absolute; a leading ``**/`` also matches at the top (``**/.git/**`` catches
+    ``.git/config``). ``tool`` may be a glob.
     """
+    command = arguments.get("command")
+    view = shell_view(command) if isinstance(command, str) else None
     for rule in rules:
-        name = rule.get("tool", "")
-        if name != tool and not fnmatch.fnmatchcase(tool, name):
+        if not rule_names_tool(rule.get("tool", ""), tool):
             continue
         pattern = rule.get("pattern", "")
+        if view is not None:
+            if rule_matches_command(pattern, command, view):  # type: ignore[arg-type]
+                return rule
+            continue
         patterns = [pattern]
         if pattern.startswith("**/"):
             patterns.append(pattern[3:])
@@ -212,12 +224,22 @@ def forbidden_match(rules: list[dict[str, str]], tool: str, arguments: dict[str,
     return None
 
 
-def _rule_subjects(arguments: dict[str, Any], workspace: Any) -> list[str]:
+def forbidden_unsure(rules: list[dict[str, str]], tool: str, arguments: dict[str, Any]) -> str | None:
+    """Why a shell command could not be checked against the forbidden rules that name its
+    tool, or None. Such a call must not pass silently: the flow asks a person (and with
+    nobody present, denies)."""
     command = arguments.get("command")
-    if isinstance(command, str):
-        parts = [command, command.strip()]
-        parts += [p.strip() for p in _SHELL_SPLIT.split(command) if p.strip()]
-        return parts
+    if tool not in SHELL_TOOLS or not isinstance(command, str):
+        return None
+    if not any(rule_names_tool(r.get("tool", ""), tool) for r in rules):
+        return None
+    view = shell_view(command)
+    if view.unsure:
+        return f"the command could not be parsed confidently to check the forbidden rules ({view.unsure})"
+    return None
+
+
+def _rule_subjects(arguments: dict[str, Any], workspace: Any) -> list[str]:
     path = arguments.get("path")
     if isinstance(path, str):
         import os
@@ -250,7 +272,8 @@ class SessionAllowances:
     bash command or path of the call they saw), or a glob they typed themselves.
 
     An exact pattern never widens: allowing ``rm -rf build/*`` once for the session does
-    not allow ``rm -rf /``.
+    not allow ``rm -rf /``. A glob for a shell tool must match every simple command of
+    the line (``pytest *`` does not cover ``pytest; touch x`` or ``pytest $(rm x)``).
     """
 
     entries: list[tuple[str, str | None, bool]] = field(default_factory=list)
@@ -268,6 +291,12 @@ class SessionAllowances:
                 return True
             if pattern is None:
                 continue
-            if (fnmatch.fnmatchcase(pattern, pat) if glob else pattern == pat):
+            if not glob:
+                if pattern == pat:
+                    return True
+            elif tool in SHELL_TOOLS:
+                if allowance_covers(pat, pattern):
+                    return True
+            elif fnmatch.fnmatchcase(pattern, pat):
                 return True
         return False

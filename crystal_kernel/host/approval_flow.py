@@ -24,7 +24,8 @@ from datetime import datetime, timezone
 from typing import Any, Callable
 
 from crystal_kernel.host.approval import (
-    Verdict, apply_floor, failed_verdict, forbidden_match, host_outcome, host_risk_level, verdict_from,
+    Verdict, apply_floor, failed_verdict, forbidden_match, forbidden_unsure, host_outcome, host_risk_level,
+    verdict_from,
 )
 from crystal_kernel.host.events import ApprovalEvent
 from crystal_kernel.host.interaction import ApprovalRequest, Interaction
@@ -135,6 +136,12 @@ async def decide(
         record("deny", "policy", reason)
         return Decision(False, "policy", f"It matches a {reason}; it is denied in every approval mode.")
 
+    unsure = forbidden_unsure(session.config.forbidden, call.name, call.arguments)
+    if unsure is not None:
+        # A command the forbidden check cannot read must not pass it silently: a person
+        # decides, in every mode (issue 17 §3); with nobody present that is a deny.
+        return await _ask_person(session, interaction, call, c, None, "policy", unsure + ".", record)
+
     mode = session.approval
     if host_outcome(mode, c) == "allow":
         record("allow", "host")
@@ -159,11 +166,20 @@ async def decide(
 
     # Ask the person (showing the reviewer's classification in review and audit).
     ask_reason = verdict.summary() if verdict is not None else None
+    return await _ask_person(session, interaction, call, c, verdict, asked_by, ask_reason, record)
+
+
+async def _ask_person(session: Any, interaction: Interaction, call: ToolCallPart, c: Classification,
+                      verdict: Verdict | None, asked_by: str, ask_reason: str | None,
+                      record: Callable[..., None]) -> Decision:
+    """The person decides (``ask``); nobody present is a deny by the host."""
     record("ask", asked_by, ask_reason)
     if not interaction.person_present:
         reason = "No person is present to approve this call, so it was denied."
         record("deny", "host", reason)
         hint = f" The reviewer said: {verdict.rationale}" if verdict is not None and verdict.rationale else ""
+        if verdict is None and ask_reason:
+            hint = f" Why a person was needed: {ask_reason}"
         return Decision(False, "host", reason + hint + " Do not retry it; say what you wanted to do instead.")
     answer = await interaction.ask_approval(
         ApprovalRequest(

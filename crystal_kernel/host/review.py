@@ -18,11 +18,12 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import re
-from typing import Any
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
 from crystal_kernel.host.approval import Verdict, failed_verdict, host_risk_level, verdict_from
-from crystal_kernel.host.sidecall import SideCallError, complete_text, render_conversation
+from crystal_kernel.host.sidecall import SideCallError, complete_text, escape_json_tags, render_conversation
 from crystal_kernel.tools.base import Classification
 
 DEFAULT_REVIEW_TIMEOUT = 60.0
@@ -40,20 +41,57 @@ def review_timeout(session: Any) -> float:
     return float(value)
 
 
-def parse_verdict_json(text: str) -> dict[str, Any] | None:
-    """The first JSON object in ``text`` that has ``risk_level`` or
-    ``user_authorization``; code fences and prose around it are tolerated."""
-    candidates: list[str] = [m.group(1) for m in re.finditer(r"```(?:json|JSON)?\s*(.*?)```", text, re.S)]
-    candidates.append(text)
+class ReviewAnswer(BaseModel):
+    """The reviewer's answer, strictly: the three levels the review prompt asks for (an
+    optional rationale). Levels are case-insensitive; anything else fails validation."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    risk_level: Literal["low", "medium", "high"]
+    user_authorization: Literal["low", "medium", "high"]
+    harm_unrequested: bool
+    rationale: str = ""
+
+    @field_validator("risk_level", "user_authorization", mode="before")
+    @classmethod
+    def _lower(cls, value: Any) -> Any:
+        return value.strip().lower() if isinstance(value, str) else value
+
+
+def _top_level_objects(text: str) -> list[Any]:
+    """Every JSON object in ``text`` that is not inside another one, in order."""
     decoder = json.JSONDecoder()
-    for candidate in candidates:
-        for start in (i for i, ch in enumerate(candidate) if ch == "{"):
-            try:
-                value, _ = decoder.raw_decode(candidate, start)
-            except json.JSONDecodeError:
-                continue
-            if isinstance(value, dict) and ("risk_level" in value or "user_authorization" in value):
-                return value
+    found: list[Any] = []
+    i = text.find("{")
+    while 0 <= i < len(text):
+        try:
+            value, end = decoder.raw_decode(text, i)
+        except (json.JSONDecodeError, RecursionError):
+            i = text.find("{", i + 1)
+            continue
+        found.append(value)
+        i = text.find("{", end)
+    return found
+
+
+def parse_verdict_json(text: str) -> dict[str, Any] | None:
+    """The reviewer's verdict: the LAST complete top-level JSON object in its answer that
+    validates as :class:`ReviewAnswer` (code fences and prose around it are tolerated).
+
+    The last one, because a reviewer quoting the call it judges may repeat a verdict
+    planted in the tool arguments before giving its own; the prompt asks for the verdict
+    as the answer's only (so last) object. Objects nested inside other objects never
+    count, so a planted ``{"risk_level": …}`` inside a quoted argument object cannot win.
+    """
+    text = text[:20_000]
+    for value in reversed(_top_level_objects(text)):
+        if not isinstance(value, dict):
+            continue
+        try:
+            answer = ReviewAnswer.model_validate(value)
+        except ValidationError:
+            continue
+        return answer.model_dump()
     return None
 
 
@@ -67,7 +105,7 @@ def classification_summary(c: Classification) -> str:
 
 
 def _arguments_text(arguments: dict[str, Any]) -> str:
-    text = json.dumps(arguments, ensure_ascii=False, indent=2)
+    text = escape_json_tags(json.dumps(arguments, ensure_ascii=False, indent=2))
     if len(text) > ARGUMENTS_LIMIT:
         text = text[:ARGUMENTS_LIMIT] + f"\n[... {len(text) - ARGUMENTS_LIMIT} characters cut]"
     return text
@@ -79,7 +117,8 @@ def review_texts(session: Any, tool: str, arguments: dict[str, Any], c: Classifi
 
     system = compose_named("review", session)
     user = compose_named("review.user", session, extra={
-        "conversation": render_conversation(session.transcript, limit=CONVERSATION_LIMIT),
+        # Labelled JSON lines: model text cannot forge a person's line (issue 17 §3).
+        "conversation": render_conversation(session.transcript, limit=CONVERSATION_LIMIT, labelled=True),
         "tool_name": tool,
         "tool_arguments": _arguments_text(arguments),
         "host_risk": str(c.risk),

@@ -101,6 +101,45 @@ def render_message(message: Message, *, result_limit: int, argument_limit: int, 
     return "\n".join(lines)
 
 
+def render_message_labelled(message: Message, *, result_limit: int, argument_limit: int,
+                            text_limit: int) -> str:
+    """One message as JSON lines, one per part, each saying who it is from.
+
+    Every piece of model or tool text sits inside a JSON string, so it cannot start a
+    line of its own: a model writing "User: allow everything" stays inside an
+    ``"from": "assistant"`` line (issue 17 §3). Only ``"from": "person"`` lines are the
+    person's words."""
+    kind = message.meta.get("kind") if isinstance(message.meta, dict) else None
+    person = is_person_prompt(message)
+    lines: list[dict[str, Any]] = []
+    for part in message.parts:
+        if isinstance(part, TextPart):
+            who = "summary" if kind == "summary" else ("person" if person else
+                                                      "assistant" if message.role == "assistant" else "host")
+            lines.append({"from": who, "text": _clip(part.text, text_limit)})
+        elif isinstance(part, ToolCallPart):
+            args = part.raw_arguments if part.raw_arguments is not None else json.dumps(
+                part.arguments, ensure_ascii=False)
+            lines.append({"from": "assistant", "tool_call": part.name, "arguments": _clip(args, argument_limit)})
+        elif isinstance(part, ToolResultPart):
+            entry: dict[str, Any] = {"from": "tool", "tool_result": part.name, "ok": part.ok,
+                                     "text": _clip(part.text, result_limit)}
+            if part.images:
+                entry["images"] = len(part.images)
+            lines.append(entry)
+        elif isinstance(part, ImagePart):
+            lines.append({"from": "person" if person else "assistant", "image": part.mime_type})
+    if message.interrupted:
+        lines.append({"from": "host", "text": "this answer was interrupted"})
+    return "\n".join(escape_json_tags(json.dumps(line, ensure_ascii=False)) for line in lines)
+
+
+def escape_json_tags(text: str) -> str:
+    """JSON text with every ``</`` written ``<\\/`` (the same JSON value), so a string
+    inside it cannot close the template's ``<conversation>`` or ``<arguments>`` block."""
+    return text.replace("</", "<\\/")
+
+
 def is_person_prompt(message: Message) -> bool:
     """A message the person wrote (not tool results, not a summary)."""
     return (message.role == "user" and not message.tool_results()
@@ -109,15 +148,17 @@ def is_person_prompt(message: Message) -> bool:
 
 def render_conversation(messages: list[Message], *, limit: int = 40_000, result_limit: int = 1_500,
                         argument_limit: int = 1_500, text_limit: int = 6_000,
-                        keep_person: bool = True) -> str:
+                        keep_person: bool = True, labelled: bool = False) -> str:
     """The transcript as text, at most about ``limit`` characters.
 
     When it is too long the oldest messages go first, but with ``keep_person`` the
     person's own prompts are kept (shortened): they carry the authorization a reviewer
-    judges and the goals a summary must keep.
+    judges and the goals a summary must keep. ``labelled``: JSON lines that mark who said
+    what (:func:`render_message_labelled`), for the reviewer.
     """
-    blocks = [(is_person_prompt(m), render_message(m, result_limit=result_limit, argument_limit=argument_limit,
-                                                    text_limit=text_limit)) for m in messages]
+    render = render_message_labelled if labelled else render_message
+    blocks = [(is_person_prompt(m), render(m, result_limit=result_limit, argument_limit=argument_limit,
+                                           text_limit=text_limit)) for m in messages]
     blocks = [(p, b) for p, b in blocks if b]
     total = sum(len(b) + 2 for _, b in blocks)
     if total <= limit:
@@ -140,5 +181,6 @@ def render_conversation(messages: list[Message], *, limit: int = 40_000, result_
             full = True
             dropped += 1
     kept.reverse()
-    head = f"[{dropped} older messages left out for length]" if dropped else ""
+    note = f"{dropped} older messages left out for length"
+    head = (json.dumps({"from": "host", "text": note}) if labelled else f"[{note}]") if dropped else ""
     return "\n\n".join(([head] if head else []) + kept)

@@ -51,6 +51,11 @@ INLINE_UNCHECKED: dict[str, str] = {
     "python3 ~/.crystal/tools/imagetools/imagetools.py plot --width 100":
         "the argv Crystal starts; the console block right after it runs the same command",
     "export OPENAI_API_KEY=…": "the fix a message asks for; models.md's sh blocks run it with a value",
+    # approval.md / security.md: shell commands a forbidden rule or allowance is judged on.
+    'python -c "import os; os.system(\'rm -rf /\')"': "an example of what forbidden rules only match textually",
+    "echo 'rm -rf /' | sh": "an example of what forbidden rules only match textually",
+    "sudo pytest": "an example of a command a `pytest *` session allowance does not cover",
+    "python -c": "names code a forbidden rule only matches textually, not a command to run",
 }
 
 

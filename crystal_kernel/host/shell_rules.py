@@ -1,0 +1,352 @@
+"""Forbidden rules and session allowances for shell commands, matched on the parsed
+command (issue 17 §3; docs/approval.md "Forbidden rules").
+
+- :func:`effective_commands` finds every simple command that would run: nested ones,
+  the command behind wrappers (``sudo``, ``env``, ``command``, ``xargs``, ``timeout``,
+  ``nice``, ``find -exec`` …), and the text run by ``bash -c``/``sh -c``/``eval``/
+  ``su -c``/``env -S``/``watch``, parsed again. The command name is its base name
+  (``/bin/rm`` is ``rm``).
+- :func:`rule_matches_command` matches a rule's glob against the whole line (as before)
+  and against each effective command, by structure: the name, then each flag the
+  pattern names (``-rf`` needs ``-r`` and ``-f`` in any spelling: ``-fr``, ``-r -f``,
+  ``-R``, ``--recursive``), then the pattern's remaining words against the command's.
+- :func:`allowance_covers` is stricter: every simple command, nested ones included,
+  must match the person's glob as written; an unparsable command is never covered.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+import shlex
+from dataclasses import dataclass
+
+from crystal_kernel.host.shell_parse import ParsedShell, SimpleCommand, parse_shell
+
+# Tools whose ``command`` argument is run by a shell: a forbidden rule naming one of
+# them covers all of them.
+SHELL_TOOLS: frozenset[str] = frozenset({"bash", "bash_start"})
+
+_SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "yash", "posh", "fish", "rbash"})
+# Reserved words that may start a simple command as we split it; they run nothing.
+_KEYWORDS = frozenset({"{", "}", "!", "if", "then", "else", "elif", "fi", "do", "done", "while", "until",
+                       "time", "[[", "]]"})
+# Wrappers that run the rest of their words as a command, and their options that take
+# a value (so the value is not mistaken for the command).
+_WRAPPERS: dict[str, frozenset[str]] = {
+    "sudo": frozenset({"-u", "-g", "-h", "-p", "-r", "-t", "-C", "-D", "-U", "-T", "-R", "--user", "--group",
+                       "--host", "--prompt", "--role", "--type", "--close-from", "--chdir", "--other-user",
+                       "--command-timeout", "--chroot"}),
+    "doas": frozenset({"-u", "-C"}),
+    "command": frozenset(), "builtin": frozenset(), "exec": frozenset({"-a"}), "nohup": frozenset(),
+    "nice": frozenset({"-n", "--adjustment"}), "time": frozenset({"-f", "-o", "--format", "--output"}),
+    "stdbuf": frozenset({"-i", "-o", "-e", "--input", "--output", "--error"}), "setsid": frozenset(),
+    "ionice": frozenset({"-c", "-n", "--class", "--classdata"}), "unbuffer": frozenset(),
+    "xargs": frozenset({"-a", "-d", "-E", "-I", "-L", "-n", "-P", "-s", "--arg-file", "--delimiter",
+                        "--max-args", "--max-procs", "--max-chars", "--max-lines", "--process-slot-var"}),
+    "strace": frozenset({"-e", "-o", "-p", "-s", "-u", "-E", "-P", "-b", "-I", "-O", "-S", "-X"}),
+    "ltrace": frozenset({"-e", "-o", "-p", "-s", "-u", "-n"}),
+    "busybox": frozenset(), "catchsegv": frozenset(), "chronic": frozenset(), "proxychains": frozenset({"-f"}),
+    "torsocks": frozenset(), "firejail": frozenset(), "ssh-agent": frozenset(),
+}
+# Wrappers with one positional value before the command.
+_ONE_POSITIONAL = {"timeout": frozenset({"-s", "-k", "--signal", "--kill-after"}),
+                   "chroot": frozenset({"--userspec", "--groups"}),
+                   "flock": frozenset({"-w", "-E", "--timeout", "--conflict-exit-code"})}
+# Commands whose option's value is a shell command line.
+_STRING_OPTIONS = {"su": ("-c", "--command"), "runuser": ("-c", "--command"), "script": ("-c", "--command"),
+                   "flock": ("-c", "--command")}
+# Spellings of the same flag, per command: long forms and upper case map to a letter.
+_FLAG_ALIASES: dict[str, dict[str, str]] = {
+    "rm": {"R": "r", "--recursive": "r", "--force": "f", "--dir": "d", "--interactive": "i",
+           "--verbose": "v"},
+    "cp": {"R": "r", "--recursive": "r", "--force": "f"},
+    "mv": {"--force": "f"},
+    "chmod": {"--recursive": "R"}, "chown": {"--recursive": "R"}, "chgrp": {"--recursive": "R"},
+    "git": {"--force": "f"}, "shred": {"--remove": "u", "--zero": "z", "--force": "f"},
+}
+_MAX_EXPANSIONS = 200
+
+
+@dataclass
+class Effective:
+    """One command that would run: its argv (name as base name) and how it was written."""
+
+    argv: list[str]
+    source: str
+    dynamic_name: bool = False
+    # Found behind a wrapper (sudo, env, xargs, bash -c …) rather than written as is.
+    wrapped: bool = False
+
+
+@dataclass
+class ShellView:
+    """What the rules see of one command line."""
+
+    effective: list[Effective]
+    literal: list[SimpleCommand]
+    unsure: str | None
+
+
+def shell_view(command: str) -> ShellView:
+    """Parse ``command`` and unwrap every simple command in it (see module docstring)."""
+    parsed = parse_shell(command)
+    view = ShellView([], list(parsed.commands), parsed.unsure)
+    budget = [_MAX_EXPANSIONS]
+    for simple in parsed.commands:
+        _unwrap(simple, view, budget, 0)
+    return view
+
+
+def _unwrap(simple: SimpleCommand, view: ShellView, budget: list[int], depth: int) -> None:
+    words = list(simple.words)
+    # Leading assignments (X=1 cmd) and reserved words run nothing themselves.
+    while words and (_is_assignment(words[0].text) and not words[0].dynamic or words[0].text in _KEYWORDS):
+        words = words[1:]
+    if not words:
+        return
+    if words[0].text in ("for", "in"):
+        return  # "for x in a b": the words are data; nested substitutions were parsed.
+    if any(w.brace for w in words[:1]) or any(w.brace and w.text.startswith("-") for w in words):
+        _set_unsure(view, "a brace expansion in a command name or option is not checked")
+    argv = [w.text for w in words]
+    name = os.path.basename(argv[0]) if "/" in argv[0] else argv[0]
+    argv[0] = name
+    view.effective.append(Effective(argv, simple.source, words[0].dynamic, depth > 0))
+    if words[0].dynamic:
+        _set_unsure(view, "the command name comes from an expansion")
+        return
+    budget[0] -= 1
+    if budget[0] <= 0 or depth > 12:
+        _set_unsure(view, "the command wraps other commands too deeply")
+        return
+    inner = _inner_commands(name, words)
+    for kind, value in inner:
+        if kind == "argv":
+            sub_words = value  # type: ignore[assignment]
+            if sub_words:
+                _unwrap(SimpleCommand(sub_words, simple.source), view, budget, depth + 1)
+        else:
+            text, dynamic = value  # type: ignore[misc]
+            if dynamic:
+                _set_unsure(view, f"'{name}' runs a command line that comes from an expansion")
+                continue
+            nested = parse_shell(text)
+            if nested.unsure:
+                _set_unsure(view, nested.unsure)
+            view.literal.extend(nested.commands)
+            for sub in nested.commands:
+                _unwrap(sub, view, budget, depth + 1)
+
+
+def _inner_commands(name: str, words: list) -> list[tuple[str, object]]:
+    """The commands a wrapper runs: ("argv", words) or ("text", (command line, dynamic))."""
+    rest = words[1:]
+    if name in _SHELLS or (name == "busybox" and rest and rest[0].text in _SHELLS):
+        if name == "busybox":
+            rest = rest[1:]
+        return _shell_c(rest)
+    if name == "eval":
+        return [("text", (" ".join(w.text for w in rest), any(w.dynamic for w in rest)))] if rest else []
+    if name == "env":
+        return _env(rest)
+    if name == "watch":
+        i = _skip_options(rest, frozenset({"-n", "--interval", "-d", "-q"}))
+        tail = rest[i:]
+        return [("text", (" ".join(w.text for w in tail), any(w.dynamic for w in tail)))] if tail else []
+    if name == "find":
+        out: list[tuple[str, object]] = []
+        i = 0
+        while i < len(rest):
+            if rest[i].text in ("-exec", "-execdir", "-ok", "-okdir"):
+                j = i + 1
+                while j < len(rest) and rest[j].text not in (";", "+"):
+                    j += 1
+                out.append(("argv", rest[i + 1:j]))
+                i = j
+            i += 1
+        return out
+    out = []
+    if name in _STRING_OPTIONS:
+        short, long = _STRING_OPTIONS[name]
+        for k, w in enumerate(rest):
+            if w.text == short and k + 1 < len(rest):
+                out.append(("text", (rest[k + 1].text, rest[k + 1].dynamic)))
+            elif w.text.startswith(long + "="):
+                out.append(("text", (w.text[len(long) + 1:], w.dynamic)))
+    if name in _WRAPPERS:
+        i = _skip_options(rest, _WRAPPERS[name], numeric_ok=name == "nice")
+        out.append(("argv", rest[i:]))
+    elif name in _ONE_POSITIONAL:
+        i = _skip_options(rest, _ONE_POSITIONAL[name]) + 1
+        out.append(("argv", rest[i:]))
+    return out
+
+
+def _shell_c(rest: list) -> list[tuple[str, object]]:
+    has_c = False
+    i = 0
+    while i < len(rest):
+        t = rest[i].text
+        if t == "--":
+            i += 1
+            break
+        if t in ("-o", "+o", "-O", "+O", "--rcfile", "--init-file"):
+            i += 2
+            continue
+        if t.startswith("--"):
+            i += 1
+            continue
+        if len(t) > 1 and t[0] in "-+":
+            has_c = has_c or "c" in t[1:]
+            i += 1
+            continue
+        break
+    if has_c and i < len(rest):
+        return [("text", (rest[i].text, rest[i].dynamic))]
+    return []
+
+
+def _env(rest: list) -> list[tuple[str, object]]:
+    i = 0
+    while i < len(rest):
+        t = rest[i].text
+        if t == "--":
+            i += 1
+            break
+        if t in ("-u", "--unset", "-C", "--chdir"):
+            i += 2
+        elif t in ("-S", "--split-string") and i + 1 < len(rest):
+            tail = " ".join(shlex.quote(w.text) for w in rest[i + 2:])
+            return [("text", (rest[i + 1].text + " " + tail, rest[i + 1].dynamic))]
+        elif t.startswith("--split-string=") or (t.startswith("-S") and len(t) > 2):
+            value = t.split("=", 1)[1] if t.startswith("--") else t[2:]
+            tail = " ".join(shlex.quote(w.text) for w in rest[i + 1:])
+            return [("text", (value + " " + tail, rest[i].dynamic))]
+        elif t.startswith("-") or _is_assignment(t):
+            i += 1
+        else:
+            break
+    return [("argv", rest[i:])]
+
+
+def _skip_options(words: list, with_value: frozenset[str], numeric_ok: bool = False) -> int:
+    i = 0
+    while i < len(words):
+        t = words[i].text
+        if t == "--":
+            return i + 1
+        if not t.startswith("-") or t == "-":
+            return i
+        if t in with_value or (not t.startswith("--") and t[:2] in with_value and len(t) == 2):
+            i += 2
+            continue
+        i += 1
+    return i
+
+
+def _is_assignment(text: str) -> bool:
+    name, eq, _ = text.partition("=")
+    return bool(eq) and name.replace("_", "a").isalnum() and not name[0].isdigit()
+
+
+def _set_unsure(view: ShellView, why: str) -> None:
+    if view.unsure is None:
+        view.unsure = why
+
+
+# ----- matching -----------------------------------------------------------------------
+
+def _flags(name: str, args: list[str]) -> tuple[set[str], list[str], list[str]]:
+    """(short flag letters, long flags, operands) of a command's arguments."""
+    aliases = _FLAG_ALIASES.get(name, {})
+    short: set[str] = set()
+    long: list[str] = []
+    operands: list[str] = []
+    ended = False
+    for a in args:
+        if ended or a == "-" or not a.startswith("-"):
+            operands.append(a)
+        elif a == "--":
+            ended = True
+        elif a.startswith("--"):
+            key = a.split("=", 1)[0]
+            if key in aliases:
+                short.add(aliases[key])
+            long.append(a)
+        else:
+            for ch in a[1:]:
+                if not ch.isalnum():
+                    break
+                short.add(aliases.get(ch, ch))
+    return short, long, operands
+
+
+def _structural_match(pattern_argv: list[str], argv: list[str]) -> bool:
+    if not argv or not pattern_argv:
+        return False
+    pname = pattern_argv[0]
+    if not (fnmatch.fnmatchcase(argv[0], pname) or fnmatch.fnmatchcase(argv[0], os.path.basename(pname))):
+        return False
+    name = argv[0]
+    aliases = _FLAG_ALIASES.get(name, {})
+    have_short, have_long, operands = _flags(name, argv[1:])
+    want_operands: list[str] = []
+    for p in pattern_argv[1:]:
+        if p.startswith("--") and len(p) > 2:
+            key = p.split("=", 1)[0]
+            if key in aliases:
+                if aliases[key] not in have_short:
+                    return False
+            elif not any(fnmatch.fnmatchcase(h, p) for h in have_long):
+                return False
+        elif p.startswith("-") and len(p) > 1 and p[1] not in "*?[":
+            letters = p[1:].rstrip("*")
+            if not letters.isalnum():
+                want_operands.append(p)
+                continue
+            if not all(aliases.get(ch, ch) in have_short for ch in letters):
+                return False
+        else:
+            want_operands.append(p)
+    if not want_operands:
+        return True
+    return fnmatch.fnmatchcase(" ".join(operands), " ".join(want_operands))
+
+
+def _pattern_argv(pattern: str) -> list[str] | None:
+    parsed = parse_shell(pattern)
+    if parsed.unsure or len(parsed.commands) != 1:
+        return None
+    argv = parsed.commands[0].argv
+    if argv and "/" in argv[0] and not any(ch in argv[0] for ch in "*?["):
+        argv[0] = os.path.basename(argv[0])
+    return argv
+
+
+def rule_matches_command(pattern: str, command: str, view: ShellView | None = None) -> bool:
+    """Whether a forbidden rule's glob matches a shell command line (module docstring)."""
+    if fnmatch.fnmatchcase(command, pattern) or fnmatch.fnmatchcase(command.strip(), pattern):
+        return True
+    view = view if view is not None else shell_view(command)
+    pattern_argv = _pattern_argv(pattern)
+    for simple in view.literal:
+        if fnmatch.fnmatchcase(simple.source, pattern):
+            return True
+    for eff in view.effective:
+        if fnmatch.fnmatchcase(" ".join(eff.argv), pattern) or fnmatch.fnmatchcase(eff.source, pattern):
+            return True
+        if pattern_argv is not None and _structural_match(pattern_argv, eff.argv):
+            return True
+    return False
+
+
+def allowance_covers(glob: str, command: str) -> bool:
+    """Whether a person's "allow for the session" glob covers a whole command line: every
+    simple command in it, nested and wrapped ones included, must match the glob as
+    written. A command that cannot be parsed confidently is not covered."""
+    view = shell_view(command)
+    if view.unsure or not view.literal:
+        return False
+    return all(fnmatch.fnmatchcase(s.source, glob) for s in view.literal) and \
+        all(fnmatch.fnmatchcase(" ".join(e.argv), glob) for e in view.effective if e.wrapped)
