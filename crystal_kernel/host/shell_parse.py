@@ -432,29 +432,13 @@ class _Parser:
 
     def skip_balanced(self, i: int) -> int:
         """Index after the ``)`` that closes the ``(`` just before ``i`` (quotes respected)."""
-        s = self.s
-        depth = 1
-        while i < len(s):
-            c = s[i]
-            if c == "\\":
-                i += 2
-                continue
-            if c == "'":
-                end = s.find("'", i + 1)
-                if end < 0:
-                    break
-                i = end + 1
-                continue
-            if c == "(":
-                depth += 1
-            elif c == ")":
-                depth -= 1
-                if depth == 0:
-                    return i + 1
-            i += 1
-        raise _Unsure("a '(' is not closed")
+        return self._skip_pair(i, "(", ")", "a '(' is not closed")
 
     def skip_braces(self, i: int) -> int:
+        """Index after the ``}`` that closes the ``${`` just before ``i``."""
+        return self._skip_pair(i, "{", "}", "a '${' is not closed")
+
+    def _skip_pair(self, i: int, opening: str, closing: str, unclosed: str) -> int:
         s = self.s
         depth = 1
         while i < len(s):
@@ -468,14 +452,14 @@ class _Parser:
                     break
                 i = end + 1
                 continue
-            if c == "{":
+            if c == opening:
                 depth += 1
-            elif c == "}":
+            elif c == closing:
                 depth -= 1
                 if depth == 0:
                     return i + 1
             i += 1
-        raise _Unsure("a '${' is not closed")
+        raise _Unsure(unclosed)
 
 
 def _take(s: str, i: int, allowed: str, most: int) -> str:

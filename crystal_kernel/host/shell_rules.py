@@ -216,13 +216,17 @@ def _env(rest: list) -> list[tuple[str, object]]:
             break
         if t in ("-u", "--unset", "-C", "--chdir"):
             i += 2
-        elif t in ("-S", "--split-string") and i + 1 < len(rest):
-            tail = " ".join(shlex.quote(w.text) for w in rest[i + 2:])
-            return [("text", (rest[i + 1].text + " " + tail, rest[i + 1].dynamic))]
-        elif t.startswith("--split-string=") or (t.startswith("-S") and len(t) > 2):
-            value = t.split("=", 1)[1] if t.startswith("--") else t[2:]
-            tail = " ".join(shlex.quote(w.text) for w in rest[i + 1:])
-            return [("text", (value + " " + tail, rest[i].dynamic))]
+        elif t == "--split-string" or t.startswith(("--split-string=", "-S")):
+            # env -S STRING: the string is split into words like a command line.
+            if t in ("-S", "--split-string"):
+                if i + 1 >= len(rest):
+                    return []
+                value, dynamic, after = rest[i + 1].text, rest[i + 1].dynamic, i + 2
+            else:
+                value = t.split("=", 1)[1] if t.startswith("--") else t[2:]
+                dynamic, after = rest[i].dynamic, i + 1
+            tail = " ".join(shlex.quote(w.text) for w in rest[after:])
+            return [("text", (value + " " + tail, dynamic))]
         elif t.startswith("-") or _is_assignment(t):
             i += 1
         else:
