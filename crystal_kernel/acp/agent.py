@@ -280,13 +280,15 @@ class CrystalAgent:
     async def prompt(self, session_id: str, prompt: list[Any], **kwargs: Any) -> PromptResponse:
         entry = self._get(session_id)
         session = entry.session
-        if entry.turn is not None or session.busy:
-            raise RequestError(-32602, "A prompt is already running in this session.")
         parts = prompt_parts(prompt, images_ok=session.capabilities.images)
         if not parts:
             raise RequestError(-32602, "The prompt is empty.")
         if len(parts) == 1 and isinstance(parts[0], TextPart) and parts[0].text.lstrip().startswith("/"):
+            # Commands run during a turn too: listing always works (PA-8, FL-1, FL-2) and
+            # each command refuses its own changes while the session is busy.
             return await self._command(entry, session_id, parts[0].text.strip())
+        if entry.turn is not None or session.busy:
+            raise RequestError(-32602, "A prompt is already running in this session.")
         from crystal_kernel.host.loop import run_turn
 
         turn = run_turn(session, parts, entry.interaction)
@@ -367,7 +369,8 @@ class CrystalAgent:
             try:
                 result = await run_command(session, line)
                 text = result.text
-                session.save()
+                if not session.busy:  # a running turn saves the document when it ends
+                    session.save()
             except UserError as exc:
                 text = str(exc)
         await self._send(session_id, update_agent_message_text(text))

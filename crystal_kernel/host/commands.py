@@ -88,27 +88,61 @@ def _help(session: Any, args: list[str]) -> str:
     return HELP
 
 
+def save_preference(session: Any, **changes: Any) -> str:
+    """FL-5, SPEC §11: ``/model``, ``/mode`` and ``/approval`` are a person's choices and
+    stick: they are saved to config.json (atomically, unknown keys kept, the old
+    ``promptSet``/``promptAttachments`` keys dropped). Process flags never are. Returns
+    the sentence that says so; a file that cannot be written leaves the session change
+    in place and says why."""
+    config = session.config
+    try:
+        config.save_preferences(**changes)
+    except (UserError, OSError) as exc:
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        return f" It was not saved as your default: {why.rstrip('.')}."
+    return f" Saved as your default in {_shown_path(config.path)}."
+
+
+def _shown_path(path: Any) -> str:
+    """``~/…`` for a path under the user's home folder (shorter in notebooks)."""
+    from pathlib import Path
+
+    try:
+        return "~/" + str(Path(path).relative_to(Path.home()))
+    except ValueError:
+        return str(path)
+
+
 def _mode(session: Any, args: list[str]) -> str:
     if not args:
         return f"Mode: {session.mode}"
     session.set_mode(args[0])
-    return f"Mode is now {session.mode}."
+    return f"Mode is now {session.mode}." + save_preference(session, mode=session.mode)
 
 
 def _approval(session: Any, args: list[str]) -> str:
     if not args:
         return f"Approval: {session.approval}"
     session.set_approval(args[0])
-    return f"Approval mode is now {session.approval}."
+    return f"Approval mode is now {session.approval}." + save_preference(session, approval=session.approval)
 
 
 def _model(session: Any, args: list[str]) -> str:
     if not args:
         return f"Model: {session.provider.name}:{session.provider.model}"
+    provider_name, model = switch_model(session, args[0])
+    return (f"Model is now {session.provider.name}:{session.provider.model}."
+            + save_preference(session, provider=provider_name, model=model))
+
+
+def switch_model(session: Any, spec: str) -> tuple[str, str]:
+    """Point the session at ``[PROVIDER:]MODEL`` (not saved); returns (provider, model).
+    A provider that cannot be made (unknown name, no key) changes nothing."""
     from crystal_kernel.host.config import PROVIDERS
     from crystal_kernel.providers.registry import make_provider
 
-    spec = args[0]
+    if session.busy:  # before the config is touched
+        raise UserError("Cannot change the model while a turn is running.")
     provider_name, sep, model = spec.partition(":")
     if not sep or provider_name not in PROVIDERS:
         provider_name, model = session.provider.name, spec
@@ -121,7 +155,7 @@ def _model(session: Any, args: list[str]) -> str:
         config.provider, config.model = saved
         raise
     session.set_provider(provider)
-    return f"Model is now {provider.name}:{provider.model}."
+    return provider_name, model
 
 
 def _cd(session: Any, args: list[str]) -> str:
@@ -134,6 +168,8 @@ def _cd(session: Any, args: list[str]) -> str:
 def _access(session: Any, args: list[str]) -> str:
     from crystal_kernel.errors import ToolError
 
+    if args and session.busy:  # listing works during a turn; changes wait for its end
+        raise UserError("Cannot change directory access while a turn is running.")
     if args and args[0] == "add" and len(args) in (2, 3):
         mode = args[2] if len(args) == 3 else "rw"
         if mode not in ("ro", "rw"):

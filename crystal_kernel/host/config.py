@@ -63,6 +63,8 @@ class Config:
     topic_naming: bool = True
     review_model: str | None = None
     image_model: str | None = None
+    # A small side model for topic naming ("[PROVIDER:]MODEL"); default: the session's.
+    topic_model: str | None = None
     compaction_threshold: float = 0.8
     context_window: int | None = None
     prices: dict[str, Any] = field(default_factory=dict)
@@ -113,7 +115,7 @@ _CAMEL = {
     "background_bash_timeout_seconds": "backgroundBashTimeoutSeconds", "skills": "skills",
     "forbidden": "forbidden", "record": "record", "tool_output_limit": "toolOutputLimit",
     "topic_naming": "topicNaming", "review_model": "reviewModel", "image_model": "imageModel",
-    "compaction_threshold": "compactionThreshold", "context_window": "contextWindow",
+    "topic_model": "topicModel", "compaction_threshold": "compactionThreshold", "context_window": "contextWindow",
     "prices": "prices", "max_steps": "maxSteps", "request_timeout_seconds": "requestTimeoutSeconds",
 }
 _ATTR = {v: k for k, v in _CAMEL.items()}
@@ -177,7 +179,7 @@ def _check(key: str, value: Any) -> Any:
             for r in value
         ):
             raise bad('a list of {"tool": NAME, "pattern": GLOB} objects')
-    if key in ("provider", "model", "baseUrl", "apiKeyEnv", "reviewModel", "imageModel"):
+    if key in ("provider", "model", "baseUrl", "apiKeyEnv", "reviewModel", "imageModel", "topicModel"):
         if not isinstance(value, str) or not value:
             raise bad("a non-empty string")
     return value

@@ -16,7 +16,6 @@ The reviewing model is the session's own, unless config ``reviewModel`` names an
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from typing import Any, Literal
 
@@ -142,14 +141,9 @@ class ModelReviewer:
             return session.provider
         if self._provider is not None and self._spec == spec:
             return self._provider
-        from crystal_kernel.host.config import PROVIDERS
-        from crystal_kernel.providers.registry import known_providers, make_provider
+        from crystal_kernel.host.sidecall import make_side_provider
 
-        name, sep, model = spec.partition(":")
-        if not sep or name not in (*PROVIDERS, *known_providers()):
-            name, model = session.config.provider, spec
-        config = dataclasses.replace(session.config, provider=name, model=model)
-        self._provider = make_provider(config, workspace=session.workspace)
+        self._provider = make_side_provider(session, spec)
         self._spec = spec
         return self._provider
 

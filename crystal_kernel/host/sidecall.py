@@ -19,6 +19,22 @@ class SideCallError(Exception):
     """A side request failed; the message is one English line."""
 
 
+def make_side_provider(session: Any, spec: str) -> Any:
+    """A provider for a side model named ``[PROVIDER:]MODEL`` (``reviewModel``,
+    ``topicModel``): a bare model name uses the session's provider settings. With
+    ``record`` on it records into the same cassette as the session."""
+    import dataclasses
+
+    from crystal_kernel.host.config import PROVIDERS
+    from crystal_kernel.providers.registry import known_providers, make_provider
+
+    name, sep, model = spec.partition(":")
+    if not sep or name not in (*PROVIDERS, *known_providers()):
+        name, model = session.config.provider, spec
+    config = dataclasses.replace(session.config, provider=name, model=model)
+    return make_provider(config, workspace=session.workspace)
+
+
 async def complete_text(
     session: Any,
     provider: Any,

@@ -167,7 +167,10 @@ class CrystalKernel(IPythonKernel):
         reply: dict[str, Any] = {"status": outcome.status, "execution_count": count,
                                  "user_expressions": {}, "payload": []}
         if outcome.status == "error":
-            reply.update(ename=outcome.ename, evalue=outcome.evalue, traceback=[])
+            # nbclient, nbconvert --execute and papermill show the reply's traceback when a
+            # cell fails: an empty one leaves the reader with nothing (issue 18).
+            reply.update(ename=outcome.ename, evalue=outcome.evalue,
+                         traceback=[f"{outcome.ename}: {outcome.evalue}"])
         return reply
 
     async def _run_cell(self, code: str) -> CellOutcome:

@@ -18,7 +18,6 @@ from __future__ import annotations
 import asyncio
 import os
 import re
-import shlex
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
@@ -138,12 +137,13 @@ class MagicsHost(SyncForm):
     async def apply(self, opts: MagicOptions) -> list[str]:
         """Apply a magic's options to the session (opening it if needed). Everything is
         checked first, so a bad option changes nothing. Returns lines to show."""
-        from crystal_kernel.host.commands import run_command
+        from crystal_kernel.host.commands import switch_model
         from crystal_kernel.host.config import APPROVAL_MODES
 
         if opts.approval and opts.approval not in APPROVAL_MODES:
             raise UserError(f"Unknown approval mode '{opts.approval}'; use one of: {', '.join(APPROVAL_MODES)}.")
-        self._refuse_if_busy()
+        if opts.any():  # options change the session; a magic without any may list during a turn
+            self._refuse_if_busy()
         if opts.new or self.crystal is None:
             old = self.crystal
             session = self._open(opts)
@@ -163,7 +163,7 @@ class MagicsHost(SyncForm):
             new_flags.disable_tool = check_disabled(new_flags.disable_tool)
             check_prompt_flags(session.home, session.workspace, new_flags)
         if opts.model:  # may fail (unknown provider, no key): before anything else changes
-            await run_command(session, "/model " + shlex.quote(opts.model))
+            switch_model(session, opts.model)  # an option, like a flag: not saved
         if opts.mode:
             session.set_mode(opts.mode)
         if opts.approval:
@@ -230,7 +230,8 @@ class MagicsHost(SyncForm):
             if line.split()[0] == "/help":
                 IPythonOutput().show({"text/plain": HELP + "\n" + MAGICS_HELP})
                 continue
-            self._refuse_if_busy()
+            # No blanket refusal during a turn: listing always works (PA-8, FL-1, FL-2);
+            # each command refuses its own changes while the session is busy.
             await run_line(self, line)
 
     # ----- turns --------------------------------------------------------------------------------------
@@ -383,6 +384,9 @@ def load_ipython_extension(shell: Any) -> None:
         raise UsageError(str(exc)) from None
     shell.register_magics(CrystalMagics(shell, host))
     magics_transform.install(shell)
+    from crystal_kernel.jupyter.notebook_tools import track_cell_errors
+
+    track_cell_errors(shell)  # cell_output {}: the newer of the last Out[n] and the last error
 
 
 def unload_ipython_extension(shell: Any) -> None:

@@ -175,12 +175,19 @@ def plan(line: str, body: str | None) -> tuple[MagicOptions, str, Any]:
 
 
 def merged_flags(flags: Any, opts: MagicOptions) -> Any:
-    """The session's process flags with a magic's flag options applied (given ones replace)."""
+    """The session's process flags with a magic's flag options applied: each flag a
+    later magic gives replaces that flag's earlier value (the conversation stays);
+    ``--prompt-attachments off`` also drops forced names and ``--prompt-attachment``
+    turns attachments back on."""
     merged = replace(flags, prompt_attachment=list(flags.prompt_attachment), disable_tool=list(flags.disable_tool))
     if opts.prompt_set is not None:
         merged.prompt_set = opts.prompt_set
     if opts.prompt_attachments is not None:
         merged.prompt_attachments = opts.prompt_attachments
+        if opts.prompt_attachments == "off":
+            # A later magic's flags replace the earlier ones: "off" also clears names an
+            # earlier magic forced (FL-2/FL-3 refuse only the combination on one line).
+            merged.prompt_attachment = []
     if opts.prompt_attachment is not None:
         merged.prompt_attachment = list(opts.prompt_attachment)
         merged.prompt_attachments = "on" if opts.prompt_attachments is None else merged.prompt_attachments

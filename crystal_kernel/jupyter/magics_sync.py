@@ -130,7 +130,8 @@ class SyncForm:
             notes: list[str] = []
             if what == "prompt":
                 payload, notes = interpolate(payload, self.shell.user_ns)
-            self._refuse_if_busy()
+            if what == "prompt" or opts.any():
+                self._refuse_if_busy()  # commands and the status line may run during a turn
         except UserError as exc:
             raise UsageError(str(exc)) from None
         self._main_loop = running_loop()
@@ -141,6 +142,11 @@ class SyncForm:
             shown = await self.apply(opts)
             if what == "status":
                 self._show_status(shown)
+                return None
+            if what == "commands" and self.crystal is not None and self.crystal.busy:
+                # From the python tool during a turn: the turn owns the session's clients,
+                # so nothing is swapped; commands that would change the session refuse.
+                await self._commands(payload)
                 return None
             async with self._worker_clients(self.ensure_session(), person=(what == "prompt")):
                 if what == "commands":

@@ -302,16 +302,38 @@ class CellOutputTool(Tool):
                 known = ", ".join(str(k) for k in sorted(out)[-20:]) or "none"
                 raise ToolError(f"Out[{args.n}] does not exist. Outputs exist for: {known}.")
             return _format_value(shell, out[args.n], f"Out[{args.n}]")
-        if out:
-            last = max(out)
-            return _format_value(shell, out[last], f"Out[{last}]")
         value = getattr(sys, "last_value", None)
+        last = max(out) if out else None
+        failed_at = getattr(shell, _LAST_ERROR_COUNT, None)
+        # The newer of the last output and the last error: after a failed cell the
+        # model gets its traceback, not an older Out[n] (both fronts agree).
+        if last is not None and (value is None or failed_at is None or failed_at < last):
+            return _format_value(shell, out[last], f"Out[{last}]")
         if value is not None:
             stb = getattr(shell, "_last_traceback", None)
             text = _ANSI.sub("", "\n".join(stb)) if stb else format_exception(
                 type(value), value, getattr(sys, "last_traceback", None))
             return ToolResult(ok=True, text="The last error:\n" + text)
         return ToolResult(ok=True, text="No cell has produced an output or an error yet.")
+
+
+_LAST_ERROR_COUNT = "_crystal_last_error_count"
+
+
+def track_cell_errors(shell: Any) -> None:
+    """Remember the execution count of the last cell that failed (IPython's
+    ``post_run_cell`` event), so ``cell_output {}`` can tell whether the last error is
+    newer than the last ``Out[n]``. Once per shell; the Crystal kernel's own cells do not
+    go through ``run_cell``, and there ``Out`` only holds what Python cells stored."""
+    if getattr(shell, "_crystal_tracks_errors", False):
+        return
+
+    def after(result: Any) -> None:
+        if result.error_in_exec is not None or result.error_before_exec is not None:
+            setattr(shell, _LAST_ERROR_COUNT, result.execution_count or shell.execution_count)
+
+    shell.events.register("post_run_cell", after)
+    shell._crystal_tracks_errors = True
 
 
 def _format_value(shell: Any, value: Any, label: str) -> ToolResult:

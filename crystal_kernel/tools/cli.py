@@ -51,7 +51,10 @@ def add_subparsers(subparsers: Any) -> None:
     plugins = subparsers.add_parser("plugins", help="list the installed plugins")
     pactions = plugins.add_subparsers(dest="plugins_action", required=True)
     p = pactions.add_parser("list", help="list plugins and the hooks they implement")
-    p.add_argument("--format", choices=("text", "json"), default="text")
+    # As in the prompt-set commands (PS-9): plugins are installed packages, so the list
+    # is the same for every Home; the Home is checked and reported.
+    p.add_argument("--home", metavar="DIR", help="Crystal home (default $CRYSTAL_HOME or ~/.crystal)")
+    p.add_argument("--format", choices=("text", "json"), default="text", help="output format (default text)")
     p.set_defaults(handler=cmd_plugins_list)
 
 
@@ -218,7 +221,11 @@ def cmd_call(ns: argparse.Namespace) -> int:
 
 def cmd_plugins_list(ns: argparse.Namespace) -> int:
     from crystal_kernel import plugins
+    from crystal_kernel.host.config import home_dir
 
+    home = Path(ns.home).expanduser() if ns.home else home_dir()
+    if ns.home and not home.is_dir():
+        raise UserError(f"--home '{ns.home}' is not a folder.")
     manager = plugins.plugin_manager()
     rows = []
     for name, plugin in manager.list_name_plugin():
@@ -226,7 +233,7 @@ def cmd_plugins_list(ns: argparse.Namespace) -> int:
         rows.append({"name": name, "hooks": hooks})
     notes = plugins.load_notes()
     if ns.format == "json":
-        print(json.dumps({"plugins": rows, "notes": notes}, indent=2))
+        print(json.dumps({"home": str(home), "plugins": rows, "notes": notes}, indent=2))
         return 0
     for note in notes:
         print(f"note: {note}", file=sys.stderr)

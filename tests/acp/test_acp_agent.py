@@ -372,3 +372,29 @@ async def test_prompt_images_and_attached_files_reach_the_model(workspace):
     user = json.dumps([m for m in body["messages"] if m["role"] == "user"])
     assert "What is in the picture?" in user and f"data:image/png;base64,{PNG}" in user
     assert str(workspace / "notes.ipynb") in user
+
+
+async def test_listing_commands_answer_during_a_turn_and_changes_are_refused_PA8(workspace):
+    """Issue 23: read-only commands run during a turn in every front; a second prompt
+    that is not a command is still refused."""
+    client = RecordingClient()
+    replies = [{"tool_calls": [{"id": "s1", "name": "bash", "arguments": {"command": "echo $$ > pid.txt; sleep 60"}}]},
+               {"text": "Done."}]
+    with LLMServer(replies) as server:
+        async with crystal_acp(client, server, cwd=workspace, args=("--approval", "full")) as (conn, proc, init):
+            sid = (await conn.new_session(cwd=str(workspace))).session_id
+            running = asyncio.ensure_future(conn.prompt(session_id=sid, prompt=text("sleep")))
+            await client.wait_for(lambda: any(u.status == "in_progress" for u in client.tool_updates("s1")))
+            before = len(client.agent_text(sid))
+            listed = await asyncio.wait_for(conn.prompt(session_id=sid, prompt=text("/promptattach")), 10)
+            assert listed.stop_reason == "end_turn"
+            assert client.agent_text(sid)[before:].startswith("Prompt attachments:")
+            before = len(client.agent_text(sid))
+            await asyncio.wait_for(conn.prompt(session_id=sid, prompt=text("/mode plan")), 10)
+            assert client.agent_text(sid)[before:] == "Cannot switch mode while a turn is running."
+            with pytest.raises(RequestError) as err:
+                await conn.prompt(session_id=sid, prompt=text("another question"))
+            assert str(err.value) == "A prompt is already running in this session."
+            assert not running.done()
+            await conn.cancel(session_id=sid)
+            assert (await asyncio.wait_for(running, 10)).stop_reason == "cancelled"

@@ -93,7 +93,7 @@ async def test_approval_command_switches_mode_and_refreshes_the_system_text(work
     ])
     assert "Approval mode: default" in session.system_text()
     result = await run_command(session, "/approval edit")
-    assert result.text == "Approval mode is now edit."
+    assert result.text == "Approval mode is now edit. Saved as your default in ~/.crystal/config.json."
     assert "Approval mode: edit" in session.system_text()  # PH-12
     events = await collect(run_turn(session, "write x"))
     assert next(e for e in events if isinstance(e, ApprovalEvent)).by == "host"

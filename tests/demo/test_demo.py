@@ -92,7 +92,7 @@ def test_the_kernel_tour_shows_every_step_working(demo: Demo):
     assert "Allowed once: edit inventory.py (answered from the recording)" in fix
     assert "Allowed by the recording." in fix and "Allowed by you" not in fix
     # Plan mode and back, with the plan as todos.
-    assert "Mode is now plan." in texts(cell_for(nb, "/mode plan"))
+    assert "Mode is now plan. Saved as your default" in texts(cell_for(nb, "/mode plan"))
     assert "[ ] Add export_csv" in texts(cell_for(nb, "/todos"))
     assert "Mode is now work." in texts(cell_for(nb, "/mode work"))
     # The edit really happened, in the tour's workspace.

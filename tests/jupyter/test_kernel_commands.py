@@ -16,7 +16,7 @@ def tool_names(body):
 
 def test_mode_switch_changes_status_line_and_catalog_MODE4(kernel):
     run = kernel.run("/mode plan")
-    assert run.texts() == ["Mode is now plan."]
+    assert run.texts() == ["Mode is now plan. Saved as your default in ~/.crystal/config.json."]
     kernel.server.add({"text": "A plan."})
     run = kernel.run("Plan the work")
     assert run.outputs()[0]["text/plain"].startswith("Crystal · plan · approval default")

@@ -71,3 +71,28 @@ def test_notebook_runs_end_to_end_with_widget_answers(kernel_factory, tmp_path):
     assert any('data-tool="bash"' in h and 'data-state="done"' in h for h in html)
     assert not any("application/vnd.jupyter.widget-view+json" in o.get("data", {}) for o in saved.cells[1].outputs)
     assert outputs_text(saved.cells[2]) == "No todos."
+
+
+def test_failed_cell_under_nbclient_shows_ename_and_evalue(kernel_factory, tmp_path):
+    """Issue 18 (newcomer friction): `jupyter nbconvert --execute` and papermill stop at a
+    failed Crystal cell and print the error reply's traceback; it names the error."""
+    from nbclient.exceptions import CellExecutionError
+
+    home = kernel_factory.make_home(tmp_path)
+    workspace = tmp_path / "project"
+    workspace.mkdir()
+    kernels = kernel_factory.write_spec(tmp_path)
+    env = kernel_factory.kernel_env(home, kernel_factory.server, str(workspace / "fails.ipynb"))
+    nb = nbformat.v4.new_notebook(metadata={"kernelspec": {"name": "crystal", "display_name": "Crystal",
+                                                           "language": "markdown"}})
+    nb.cells = [nbformat.v4.new_code_cell("/mode sideways"), nbformat.v4.new_code_cell("/todos")]
+    km = AsyncKernelManager(kernel_name="crystal", kernel_spec_manager=KernelSpecManager(kernel_dirs=[str(kernels)]))
+    client = NotebookClient(nb, km=km, timeout=60, resources={"metadata": {"path": str(workspace)}})
+    try:
+        client.execute(env=env)
+    except CellExecutionError as exc:
+        message = str(exc)
+    else:
+        raise AssertionError("the failed cell did not stop the run")
+    assert "UserError: Unknown mode 'sideways'; use plan or work." in message
+    assert nb.cells[1].outputs == []  # the run stopped there

@@ -84,12 +84,19 @@ def test_cell_output_gives_the_model_a_previous_output(kernel):
     run = kernel.run("%%crystal\nWhat did the previous cell return?")
     assert run.status == "ok"
     assert tool_results(kernel.last_body())[-1] == f"Out[{count}]: {{'answer': 42}}"
+    # After the person's own failed cell, cell_output {} is that traceback, not the older
+    # Out[n] (the kernel front says the same; SPEC §11 notebook tools).
     kernel.run("1 / 0")
     kernel.server.add({"tool_calls": [{"name": "cell_output", "arguments": {}}]}, {"text": "Division by zero."})
-    kernel.run("Out.clear()")
     run = kernel.run("%%crystal\nWhy did it fail?")
     result = tool_results(kernel.last_body())[-1]
     assert result.startswith("The last error:") and "ZeroDivisionError" in result
+    # A newer output wins again.
+    run = kernel.run("'fixed'")
+    later = run.reply["content"]["execution_count"]
+    kernel.server.add({"tool_calls": [{"name": "cell_output", "arguments": {}}]}, {"text": "Fixed."})
+    kernel.run("%%crystal\nAnd now?")
+    assert tool_results(kernel.last_body())[-1] == f"Out[{later}]: 'fixed'"
 
 
 def test_two_cells_share_one_session_and_new_starts_a_fresh_one(kernel):
@@ -120,7 +127,8 @@ def test_two_cells_share_one_session_and_new_starts_a_fresh_one(kernel):
 
 def test_mode_command_and_session_options(kernel):
     run = kernel.run("%crystal /mode plan")
-    assert run.texts() == ["Mode is now plan."]
+    # FL-5: /mode sticks as a preference (the magics' --mode option does not).
+    assert run.texts() == ["Mode is now plan. Saved as your default in ~/.crystal/config.json."]
     kernel.server.add({"text": "A plan."})
     run = kernel.run("%%crystal\nPlan it")
     assert run.outputs()[0]["text/plain"].startswith("Crystal · plan · approval default")
@@ -162,7 +170,46 @@ def test_at_path_and_a_command_cell(kernel):
     assert any("Attached @notes.txt" in t for t in run.texts())
     assert user_text(kernel.last_body()) == 'What is in @notes.txt?\n<file path="notes.txt">\nalpha\n\n</file>'
     run = kernel.run("%%crystal\n/approval edit\n/mode plan")
-    assert run.texts() == ["Approval mode is now edit.", "Mode is now plan."]
+    saved = " Saved as your default in ~/.crystal/config.json."
+    assert run.texts() == ["Approval mode is now edit." + saved, "Mode is now plan." + saved]
     run = kernel.run("%%crystal\n/mode work\nand a prompt")
     assert run.status == "error" and "must start with '/'" in run.streams
     kernel.run("%crystal /mode work")
+
+
+def test_listing_commands_run_from_the_python_tool_during_a_turn_PA8_FL1_FL2(kernel):
+    """Issue 23: listing always works, also while a %%crystal turn runs; a change is
+    refused with one line and the turn goes on."""
+    kernel.reset(approval="full")
+    kernel.server.add(
+        {"tool_calls": [{"name": "python", "arguments": {"code": "%crystal /promptattach"}}]},
+        {"tool_calls": [{"name": "python", "arguments": {"code": "%crystal /promptset\n%crystal /jobs"}}]},
+        {"tool_calls": [{"name": "python", "arguments": {"code": "%crystal /mode plan"}}]},
+        {"text": "Listed."})
+    run = kernel.run("%%crystal\nList the prompt attachments from Python")
+    assert run.status == "ok", run.texts() + [run.streams]
+    results = tool_results(kernel.last_body())
+    assert "Prompt attachments:" in results[0] and "A Crystal turn is already running" not in results[0]
+    assert "Prompt sets in " in results[1] and "No background jobs" in results[1]
+    assert "Cannot switch mode while a turn is running." in results[2]
+    assert kernel.run("%crystal /mode").texts() == ["Mode: work"]
+
+
+def test_a_later_magics_flags_replace_the_earlier_ones_FL2_FL3(kernel):
+    """Issue 23: `--prompt-attachments off` after `--prompt-attachment X` clears X (no
+    --new needed); the conversation stays."""
+    folder = Path(kernel.home) / ".crystal" / "prompt-attachments" / "house-style"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "prompt.json").write_text('{"enabled": false}')
+    (folder / "work.md").write_text("HOUSE STYLE: answer in one line.\n")
+    kernel.server.add({"text": "One."}, {"text": "Two."})
+    run = kernel.run("%crystal --prompt-attachment house-style first question")
+    assert run.status == "ok", run.texts() + [run.streams]
+    assert "HOUSE STYLE" in kernel.last_body()["messages"][0]["content"]
+    run = kernel.run("%crystal --prompt-attachments off second question")
+    assert run.status == "ok", run.texts() + [run.streams]
+    body = kernel.last_body()
+    assert "HOUSE STYLE" not in body["messages"][0]["content"]
+    assert [m["content"] for m in body["messages"] if m["role"] == "user"][-2:] == ["first question",
+                                                                                    "second question"]
+    kernel.run("%crystal --prompt-attachments on")

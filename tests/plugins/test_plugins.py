@@ -274,3 +274,25 @@ def test_raising_provider_plugin_does_not_break_provider_lookup(install_plugin):
     from crystal_kernel.providers.registry import known_providers
 
     assert "echo-model" in known_providers()
+
+
+def test_plugins_list_takes_home_like_the_prompt_set_commands_PS9(install_plugin, site, workspace, tmp_path):
+    """Issue 23: `crystal plugins list --home DIR` as `crystal promptsets list --home DIR`."""
+    install_plugin("shout", SHOUT)
+    env = dict(os.environ, PYTHONPATH=str(site))
+    crystal = str(Path(sys.executable).parent / "crystal")
+    other = tmp_path / "other-home"
+    other.mkdir()
+    result = subprocess.run([crystal, "plugins", "list", "--home", str(other), "--format", "json"], cwd=workspace,
+                            env=env, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert data["home"] == str(other)
+    assert {"name": "shout", "hooks": ["crystal_placeholders", "crystal_tools"]} in data["plugins"]
+    text = subprocess.run([crystal, "plugins", "list", "--home", str(other)], cwd=workspace, env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert "shout: crystal_placeholders, crystal_tools" in text.stdout.splitlines()
+    missing = subprocess.run([crystal, "plugins", "list", "--home", str(tmp_path / "nope")], cwd=workspace,
+                             env=env, capture_output=True, text=True, timeout=60)
+    assert missing.returncode == 2 and missing.stdout == ""
+    assert missing.stderr == f"crystal: --home '{tmp_path / 'nope'}' is not a folder.\n"
