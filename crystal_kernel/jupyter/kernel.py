@@ -168,7 +168,7 @@ class CrystalKernel(IPythonKernel):
                                  "user_expressions": {}, "payload": []}
         if outcome.status == "error":
             # nbclient, nbconvert --execute and papermill show the reply's traceback when a
-            # cell fails: an empty one leaves the reader with nothing (issue 18).
+            # cell fails: an empty one leaves the reader with nothing.
             reply.update(ename=outcome.ename, evalue=outcome.evalue,
                          traceback=[f"{outcome.ename}: {outcome.evalue}"])
         return reply

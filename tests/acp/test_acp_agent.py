@@ -375,7 +375,7 @@ async def test_prompt_images_and_attached_files_reach_the_model(workspace):
 
 
 async def test_listing_commands_answer_during_a_turn_and_changes_are_refused_PA8(workspace):
-    """Issue 23: read-only commands run during a turn in every front; a second prompt
+    """PA-8, FL-1, FL-2: read-only commands run during a turn in every front; a second prompt
     that is not a command is still refused."""
     client = RecordingClient()
     replies = [{"tool_calls": [{"id": "s1", "name": "bash", "arguments": {"command": "echo $$ > pid.txt; sleep 60"}}]},

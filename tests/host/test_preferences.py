@@ -1,4 +1,4 @@
-"""Preferences stick (FL-5, SPEC §11, issue 23): ``/model``, ``/approval`` and ``/mode``
+"""Preferences stick (FL-5, SPEC §11): ``/model``, ``/approval`` and ``/mode``
 save to config.json atomically, keep unknown keys and drop the old ``promptSet`` /
 ``promptAttachments`` keys; process flags never save. Run through the real ``crystal``
 command, one process per step, so "sticks" means a new process sees it."""

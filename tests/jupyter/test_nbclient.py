@@ -74,7 +74,7 @@ def test_notebook_runs_end_to_end_with_widget_answers(kernel_factory, tmp_path):
 
 
 def test_failed_cell_under_nbclient_shows_ename_and_evalue(kernel_factory, tmp_path):
-    """Issue 18 (newcomer friction): `jupyter nbconvert --execute` and papermill stop at a
+    """A newcomer's batch run: `jupyter nbconvert --execute` and papermill stop at a
     failed Crystal cell and print the error reply's traceback; it names the error."""
     from nbclient.exceptions import CellExecutionError
 

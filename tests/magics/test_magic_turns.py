@@ -178,7 +178,7 @@ def test_at_path_and_a_command_cell(kernel):
 
 
 def test_listing_commands_run_from_the_python_tool_during_a_turn_PA8_FL1_FL2(kernel):
-    """Issue 23: listing always works, also while a %%crystal turn runs; a change is
+    """Listing always works, also while a %%crystal turn runs; a change is
     refused with one line and the turn goes on."""
     kernel.reset(approval="full")
     kernel.server.add(
@@ -196,7 +196,7 @@ def test_listing_commands_run_from_the_python_tool_during_a_turn_PA8_FL1_FL2(ker
 
 
 def test_a_later_magics_flags_replace_the_earlier_ones_FL2_FL3(kernel):
-    """Issue 23: `--prompt-attachments off` after `--prompt-attachment X` clears X (no
+    """`--prompt-attachments off` after `--prompt-attachment X` clears X (no
     --new needed); the conversation stays."""
     folder = Path(kernel.home) / ".crystal" / "prompt-attachments" / "house-style"
     folder.mkdir(parents=True, exist_ok=True)

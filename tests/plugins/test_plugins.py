@@ -277,7 +277,7 @@ def test_raising_provider_plugin_does_not_break_provider_lookup(install_plugin):
 
 
 def test_plugins_list_takes_home_like_the_prompt_set_commands_PS9(install_plugin, site, workspace, tmp_path):
-    """Issue 23: `crystal plugins list --home DIR` as `crystal promptsets list --home DIR`."""
+    """`crystal plugins list --home DIR` as `crystal promptsets list --home DIR`."""
     install_plugin("shout", SHOUT)
     env = dict(os.environ, PYTHONPATH=str(site))
     crystal = str(Path(sys.executable).parent / "crystal")

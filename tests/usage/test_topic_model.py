@@ -1,4 +1,4 @@
-"""Topic naming through the real ``crystal run`` (PH-11, SPEC §12 ``topicModel``, issue 23):
+"""Topic naming through the real ``crystal run`` (PH-11, SPEC §12 ``topicModel``):
 the side model ``topicModel`` names the session, the recording keeps that request, a
 replay answers it from the cassette, and a cassette recorded without one replays with
 no note at all."""
