@@ -113,6 +113,8 @@ class AcpInteraction:
         except asyncio.TimeoutError:
             pass
         content: list[Any] = list(diff_content(proposed_change(self.session, request.tool, request.arguments)) or [])
+        if request.preview and not content:
+            content.append(tool_content(text_block(f"```diff\n{request.preview.rstrip()}\n```")))
         if request.verdict and request.verdict.get("summary"):
             content.append(tool_content(text_block(str(request.verdict["summary"]))))
         tool_call = ToolCallUpdate(

@@ -29,7 +29,7 @@ LEVELS: tuple[str, ...] = ("low", "medium", "high")
 def apply_floor(c: Classification) -> Classification:
     """MODE-3 / REV-2: external tools are at least write + workspace."""
     if c.external and c.risk < Risk.WRITE:
-        return Classification(Risk.WRITE, c.authority, c.external, c.pattern)
+        return Classification(Risk.WRITE, c.authority, c.external, c.pattern, c.preview)
     return c
 
 

@@ -186,6 +186,7 @@ async def _ask_person(session: Any, interaction: Interaction, call: ToolCallPart
             call_id=call.id, tool=call.name, arguments=call.arguments, risk=str(c.risk),
             authority=str(c.authority), external=c.external,
             verdict=verdict.as_dict() if verdict is not None else None, session_pattern=c.pattern,
+            preview=c.preview,
         )
     )
     via = f"answered from {answer.answered_by}" if answer.answered_by else None

@@ -40,6 +40,8 @@ class ApprovalRequest(BaseModel):
     verdict: dict[str, Any] | None = None
     # A pattern a person may allow for the rest of the session (e.g. the bash command).
     session_pattern: str | None = None
+    # What the call would change (a per-cell diff for notebook_edit), when the tool says.
+    preview: str | None = None
 
 
 class PersonDecision(BaseModel):

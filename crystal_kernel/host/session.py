@@ -135,6 +135,9 @@ class Session:
         self.reviewer: Any = None
         # The IPython shell, when a notebook front hosts this session (notebook tools use it).
         self.notebook_shell: Any = None
+        # The .ipynb file the kernel or the magics run in, when Jupyter says (JPY_SESSION_NAME);
+        # named in the system text so the model can read and edit "this notebook".
+        self.notebook_path: str | None = None
         self._extra_doc: dict[str, Any] = {}
         self._notes: list[str] = []
         self._said_once: set[str] = set()
@@ -403,6 +406,7 @@ class Session:
         child.forked_from = self.id
         child.mode, child.approval = self.mode, self.approval
         child.notebook_shell = self.notebook_shell
+        child.notebook_path = self.notebook_path
         child.save()
         return child
 

@@ -118,6 +118,8 @@ class CrystalKernel(IPythonKernel):
 
     def _attach(self, session: Any) -> None:
         session.notebook_shell = self.shell
+        session.notebook_path = self.notebook
+        session.refresh_system()
         self.crystal = session
 
     def _remember(self) -> None:

@@ -28,6 +28,7 @@ from IPython.core.magic import Magics, line_cell_magic, magics_class, no_var_exp
 from crystal_kernel.errors import UserError
 from crystal_kernel.jupyter.magics_args import MagicOptions, interpolate, merged_flags, plan
 from crystal_kernel.jupyter.magics_sync import Outcome, SyncForm, raise_for, running_loop
+from crystal_kernel.jupyter.nbrun import NOTEBOOK_RUN_ENV
 
 MAGICS_HELP = """
 With %load_ext crystal_kernel:
@@ -123,6 +124,8 @@ class MagicsHost(SyncForm):
 
         adopt_replayed_person(session, self.options.unattended)  # replay: the cassette answers
         session.notebook_shell = self.shell
+        session.notebook_path = self.notebook
+        session.refresh_system()
         self.crystal = session
 
     def _remember(self) -> None:
@@ -296,6 +299,15 @@ class MagicsHost(SyncForm):
         with sigint_cancels(asyncio.get_running_loop(), self._cancel_turn, sync_code_running):
             yield
 
+    def skipped_in_notebook_run(self) -> bool:
+        """A notebook the agent runs with notebook_run runs headless in a fresh kernel: its
+        %%crystal cells would start agent turns of their own (and bill a model) there, so
+        they are skipped with a note."""
+        if not os.environ.get(NOTEBOOK_RUN_ENV):
+            return False
+        self._show_note("Skipped: Crystal turns do not run inside notebook_run (a headless run started by the agent).")
+        return True
+
     def _interactive(self) -> tuple[bool, str | None]:
         if self.options.unattended:
             return False, None
@@ -314,6 +326,8 @@ class MagicsHost(SyncForm):
         try:
             opts, what, payload = plan(line, body)
             notes: list[str] = []
+            if what == "prompt" and self.skipped_in_notebook_run():
+                return None
             if what == "prompt":
                 payload, notes = interpolate(payload, self.shell.user_ns)
             shown = await self.apply(opts)

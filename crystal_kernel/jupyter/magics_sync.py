@@ -128,6 +128,8 @@ class SyncForm:
         try:
             opts, what, payload = plan(line, body)
             notes: list[str] = []
+            if what == "prompt" and self.skipped_in_notebook_run():
+                return None
             if what == "prompt":
                 payload, notes = interpolate(payload, self.shell.user_ns)
             if what == "prompt" or opts.any():

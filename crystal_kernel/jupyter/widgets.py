@@ -252,8 +252,11 @@ class ApprovalForm:
         where = f"risk {r.risk} · authority {r.authority}" + (" · external tool" if r.external else "")
         verdict = self.verdict_text()
         verdict_html = f'<div style="color:#9a6700">{esc(verdict)}</div>' if verdict else ""
+        # The change itself (notebook_edit's per-cell diff), open so the person reads it.
+        preview_html = (f'<pre style="white-space:pre-wrap;max-height:24em;overflow:auto">'
+                        f'{esc(clip(r.preview, ARGS_LIMIT))}</pre>' if r.preview else "")
         return (f"<div><b>Allow {esc(r.tool)}?</b> <code>{esc(summarize_arguments(r.tool, r.arguments))}</code></div>"
-                f'<div style="{_MUTED}">{esc(where)}</div>{verdict_html}'
+                f'<div style="{_MUTED}">{esc(where)}</div>{verdict_html}{preview_html}'
                 f'<details><summary style="{_MUTED}">arguments</summary>'
                 f'<pre style="white-space:pre-wrap;max-height:16em;overflow:auto">{esc(args)}</pre></details>')
 

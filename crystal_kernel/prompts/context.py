@@ -96,6 +96,8 @@ class PromptContext:
     product_name: str = PRODUCT_NAME
     # The session, when there is one (plugins may read it through the context).
     session: Any = None
+    # The notebook the kernel or the magics run in ("" elsewhere), for the env block.
+    notebook_path: str = ""
 
     def __post_init__(self) -> None:
         self.workspace = Path(self.workspace)
@@ -132,6 +134,13 @@ class PromptContext:
             lines.append(f"Session: {self.session_id}")
         if self.approval:
             lines.append(f"Approval mode: {self.approval}")
+        if self.notebook_path:
+            path = Path(self.notebook_path)
+            try:
+                path = path.relative_to(self.workspace)
+            except ValueError:
+                pass
+            lines.append(f"This notebook (the user's, in Jupyter): {path}")
         return "\n".join(lines)
 
     def skills_text(self) -> str:
@@ -242,6 +251,7 @@ def context_from_session(session: Any) -> PromptContext:
         skills=lambda: session_skills_text(session, disabled),
         disabled_tools=disabled,
         session=session,
+        notebook_path=str(_get(session, "notebook_path", default="") or ""),
     )
 
 

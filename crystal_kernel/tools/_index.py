@@ -22,7 +22,8 @@ from crystal_kernel.host.access import is_credential_parts
 from crystal_kernel.tools._files import looks_binary
 from crystal_kernel.tools._walk import RG_BASE_FLAGS, rg_binary, walk
 
-SCHEMA_VERSION = "1"
+# 2: notebooks are indexed by their cell sources.
+SCHEMA_VERSION = "2"
 MAX_BODY_BYTES = 256 * 1024
 MAX_FILES = 200_000
 # Weights of the name, folder and body columns in BM25.
@@ -214,6 +215,13 @@ class SearchIndex:
             return ""
         if looks_binary(data[:8192]):
             return ""
+        if path.suffix.lower() == ".ipynb":
+            from crystal_kernel.tools._notebook_search import notebook_body
+
+            # A notebook past the size bound is cut JSON: index what can be seen of it.
+            body = notebook_body(data) if len(data) < MAX_BODY_BYTES else None
+            if body is not None:
+                return body
         return data.decode("utf-8", errors="replace")
 
     # ----- query --------------------------------------------------------------------

@@ -55,6 +55,9 @@ class Classification:
     external: bool = False
     # What a person may allow for the session (a bash command, a path), if anything.
     pattern: str | None = None
+    # What the call would change, shown to the person asked for approval (notebook_edit's
+    # per-cell diff); never sent to the model.
+    preview: str | None = None
 
 
 @dataclass

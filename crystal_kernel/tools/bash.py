@@ -19,6 +19,7 @@ import os
 import shutil
 import signal
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 from pydantic import Field
@@ -70,91 +71,112 @@ class BashTool(Tool):
         if not args.command.strip():
             raise ToolError("The command is empty.")
         timeout = args.timeout_seconds or ctx.config.bash_timeout_seconds
-        limit = ctx.config.tool_output_limit
-        bash = shutil.which("bash") or "/bin/bash"
-        status_read, status_write = os.pipe()
-        try:
-            proc = await asyncio.create_subprocess_exec(
-                sys.executable, "-I", "-S", SUPERVISOR, str(os.getpid()), repr(KILL_GRACE_SECONDS),
-                bash, args.command, str(status_write),
-                cwd=str(ctx.workspace),
-                stdin=asyncio.subprocess.DEVNULL,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.STDOUT,
-                start_new_session=True,
-                pass_fds=(status_write,),
-                env=_environment(),
-            )
-        except OSError as exc:
-            os.close(status_read)
-            raise ToolError(f"Cannot start bash: {exc.strerror or exc}.") from None
-        finally:
-            os.close(status_write)  # the supervisor holds its own copy
-        status = _StatusPipe(status_read, proc.pid)
-        try:
-            return await self._follow(proc, status, args, ctx, timeout, limit)
-        finally:
-            status.close()
-
-    async def _follow(
-        self, proc: asyncio.subprocess.Process, status: "_StatusPipe", args: BashInput,
-        ctx: ToolContext, timeout: float, limit: int,
-    ) -> ToolResult:
-        output = BoundedOutput(limit)
-        assert proc.stdout is not None
-        stdout = proc.stdout
-
-        async def pump() -> None:
-            while True:
-                chunk = await stdout.read(READ_CHUNK)
-                if not chunk:
-                    return
-                output.feed(chunk)
-
-        reader = asyncio.ensure_future(pump())
-        timed_out = leftovers = False
-        wait_status: int | None = None
-        try:
-            # The supervisor reports the shell's exit on the status pipe; the output pipe
-            # may stay open longer (a background process holding it).
-            try:
-                line = await asyncio.wait_for(status.readline(), timeout)
-            except asyncio.TimeoutError:
-                timed_out = True
-            else:
-                wait_status = _parse(line, "exit")
-                done, _ = await asyncio.wait({reader}, timeout=DRAIN_SECONDS)
-                leftovers = not done
-        except asyncio.CancelledError:
-            note_change(ctx.workspace)
-            await _stop(proc, status, reader)
-            raise
-        if timed_out:
-            await _stop(proc, status, reader)
-        else:
-            # Whatever the command left running is stopped now (and counted).
-            left = await _finish(proc, status, reader)
-            leftovers = leftovers or bool(left)
-
-        # Anything may have changed: the next search refreshes its index.
-        note_change(ctx.workspace)
-        text = output.text().rstrip("\n")
-        if timed_out:
+        done = await run_supervised(args.command, cwd=ctx.workspace, env=_environment(), timeout=timeout,
+                                    limit=ctx.config.tool_output_limit, workspace=ctx.workspace)
+        text = done.text
+        if done.timed_out:
             note = (
                 f"The command timed out after {timeout:g} seconds and was stopped "
                 "(its whole process tree was killed). For long-running processes use bash_start."
             )
             return ToolResult(ok=False, text=(text + "\n\n" if text else "") + note, display="terminal")
-        # The shell's own status; without one (bash could not start) the supervisor's.
-        code = os.waitstatus_to_exitcode(wait_status) if wait_status is not None else proc.returncode
-        footer = f"Exit code: {code}"
-        if leftovers:
+        footer = f"Exit code: {done.code}"
+        if done.leftovers:
             footer += (
                 "\nThe command left processes running in the background; they were stopped. "
                 "Use bash_start for processes that should keep running."
             )
         body = (text + "\n\n" if text else "(no output)\n\n") + footer
-        return ToolResult(ok=code == 0, text=body, display="terminal")
+        return ToolResult(ok=done.code == 0, text=body, display="terminal")
+
+
+@dataclass
+class Supervised:
+    """A finished supervised command: its bounded output, exit code, whether it timed
+    out, and whether it left processes behind (they were stopped)."""
+
+    text: str
+    code: int | None
+    timed_out: bool = False
+    leftovers: bool = False
+
+
+async def run_supervised(command: str, *, cwd: Path, env: dict[str, str], timeout: float, limit: int,
+                         workspace: Path) -> Supervised:
+    """Run ``bash -c command`` under the supervisor (no orphans, killed on timeout and on
+    cancellation), output bounded to ``limit`` characters. Used by bash and notebook_run."""
+    bash = shutil.which("bash") or "/bin/bash"
+    status_read, status_write = os.pipe()
+    try:
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-I", "-S", SUPERVISOR, str(os.getpid()), repr(KILL_GRACE_SECONDS),
+            bash, command, str(status_write),
+            cwd=str(cwd),
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT,
+            start_new_session=True,
+            pass_fds=(status_write,),
+            env=env,
+        )
+    except OSError as exc:
+        os.close(status_read)
+        raise ToolError(f"Cannot start bash: {exc.strerror or exc}.") from None
+    finally:
+        os.close(status_write)  # the supervisor holds its own copy
+    status = _StatusPipe(status_read, proc.pid)
+    try:
+        return await _follow(proc, status, workspace, timeout, limit)
+    finally:
+        status.close()
+
+
+async def _follow(proc: asyncio.subprocess.Process, status: "_StatusPipe", workspace: Path, timeout: float,
+                  limit: int) -> Supervised:
+    output = BoundedOutput(limit)
+    assert proc.stdout is not None
+    stdout = proc.stdout
+
+    async def pump() -> None:
+        while True:
+            chunk = await stdout.read(READ_CHUNK)
+            if not chunk:
+                return
+            output.feed(chunk)
+
+    reader = asyncio.ensure_future(pump())
+    timed_out = leftovers = False
+    wait_status: int | None = None
+    try:
+        # The supervisor reports the shell's exit on the status pipe; the output pipe
+        # may stay open longer (a background process holding it).
+        try:
+            line = await asyncio.wait_for(status.readline(), timeout)
+        except asyncio.TimeoutError:
+            timed_out = True
+        else:
+            wait_status = _parse(line, "exit")
+            done, _ = await asyncio.wait({reader}, timeout=DRAIN_SECONDS)
+            leftovers = not done
+    except asyncio.CancelledError:
+        note_change(workspace)
+        await _stop(proc, status, reader)
+        raise
+    if timed_out:
+        await _stop(proc, status, reader)
+    else:
+        # Whatever the command left running is stopped now (and counted).
+        left = await _finish(proc, status, reader)
+        leftovers = leftovers or bool(left)
+
+    # Anything may have changed: the next search refreshes its index.
+    note_change(workspace)
+    text = output.text().rstrip("\n")
+    if timed_out:
+        return Supervised(text, None, timed_out=True)
+    # The shell's own status; without one (bash could not start) the supervisor's.
+    code = os.waitstatus_to_exitcode(wait_status) if wait_status is not None else proc.returncode
+    return Supervised(text, code, leftovers=leftovers)
 
 
 class _StatusPipe:

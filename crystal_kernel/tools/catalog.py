@@ -36,6 +36,9 @@ BUILTIN_TOOLS: dict[str, str] = {
     "bash_status": "crystal_kernel.tools.background:BashStatusTool",
     "bash_logs": "crystal_kernel.tools.background:BashLogsTool",
     "bash_stop": "crystal_kernel.tools.background:BashStopTool",
+    # Notebook files (SPEC §12): Work only; read renders notebooks in both modes.
+    "notebook_edit": "crystal_kernel.tools.notebook_edit:NotebookEditTool",
+    "notebook_run": "crystal_kernel.tools.notebook_run:NotebookRunTool",
     "view_image": "crystal_kernel.tools.view_image:ViewImageTool",
     "describe_image": "crystal_kernel.tools.describe_image:DescribeImageTool",
     # Notebook tools: registered only by the kernel and the magics (SPEC §11).
@@ -48,6 +51,7 @@ PLAN_ORDER = ("read", "list", "tree", "glob", "grep", "search", "todowrite", "to
 WORK_ORDER = (
     "read", "list", "tree", "glob", "grep", "search", "todowrite", "todoread", "question", "skill",
     "edit", "write", "bash", "bash_start", "bash_status", "bash_logs", "bash_stop",
+    "notebook_edit", "notebook_run",
 )
 # Image tools are built-ins the seeds name (MODE-7) without placing them: they follow the
 # SPEC lists in both modes (after bash_stop and the notebook tools in Work).

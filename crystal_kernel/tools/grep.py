@@ -17,6 +17,7 @@ from pydantic import Field
 from crystal_kernel.errors import ToolError
 from crystal_kernel.host.access import is_credential_parts
 from crystal_kernel.tools._files import display_path, looks_binary, read_head
+from crystal_kernel.tools._notebook_search import grep_cells, notebook_files, read_sources
 from crystal_kernel.tools._process import kill_process_tree
 from crystal_kernel.tools._walk import RG_BASE_FLAGS, glob_to_regex, rg_binary, walk
 from crystal_kernel.tools.base import Risk, Tool, ToolContext, ToolInput, ToolResult, truncate_output
@@ -49,6 +50,8 @@ class FileHits:
     path: str
     matches: int = 0
     lines: list[tuple[int, bool, str]] = field(default_factory=list)
+    # Notebooks: the cell (from 1) of each entry of ``lines``, whose numbers count in the cell.
+    cells: list[int] | None = None
 
 
 def compile_glob(glob: str | None) -> re.Pattern[str] | None:
@@ -224,15 +227,20 @@ def format_hits(hits: list[FileHits], workspace: Path, limit: int) -> tuple[str,
         lines: list[str] = [display_path(Path(entry.path), workspace) + ":"]
         previous = None
         here = 0
-        for number, is_match, text in entry.lines:
+        for k, (number, is_match, text) in enumerate(entry.lines):
             if is_match and shown >= limit:
                 break
-            if previous is not None and number != previous + 1:
+            where = (entry.cells[k], number) if entry.cells else (0, number)
+            if previous is not None and where != (previous[0], previous[1] + 1):
                 lines.append("--")
             if len(text) > MAX_LINE_CHARS:
                 text = text[:MAX_LINE_CHARS] + " [... line cut]"
-            lines.append(f"{number}{':' if is_match else '-'}{text}")
-            previous = number
+            mark = ":" if is_match else "-"
+            if entry.cells:
+                lines.append(f"cell {where[0]} line {number}{mark} {text}")
+            else:
+                lines.append(f"{number}{mark}{text}")
+            previous = where
             shown += is_match
             here += is_match
         left_files += here < entry.matches
@@ -244,6 +252,30 @@ def format_hits(hits: list[FileHits], workspace: Path, limit: int) -> tuple[str,
             f" (in {left_files} files) are not shown. Narrow the pattern, path or glob.]"
         )
     return text, total
+
+
+def grep_notebooks(pattern: str, root: Path, *, ignore_case: bool, context: int,
+                   glob_re: re.Pattern[str] | None) -> list[FileHits]:
+    """Hits in notebooks' cell sources (Python's regex dialect; a pattern only ripgrep
+    understands finds nothing in notebooks)."""
+    try:
+        regex = re.compile(pattern, re.IGNORECASE if ignore_case else 0)
+    except re.error:
+        return []
+    out: list[FileHits] = []
+    budget = STORE_LINES
+    for path in notebook_files(root):
+        if path != root and not path_allowed(path, root, glob_re):
+            continue
+        sources = read_sources(path)
+        if sources is None:
+            continue
+        total, kept = grep_cells(sources, regex, context, budget)
+        if total:
+            budget -= len(kept)
+            out.append(FileHits(str(path), total, [(line, m, text) for _, line, m, text in kept],
+                                cells=[cell for cell, _, _, _ in kept]))
+    return out
 
 
 class GrepTool(Tool):
@@ -268,6 +300,10 @@ class GrepTool(Tool):
         else:
             hits = await asyncio.to_thread(grep_python, args.pattern, root, ignore_case=args.ignore_case,
                                            context=args.context, glob_re=glob_re)
+        # Notebooks are searched by cell source instead of by their JSON text.
+        hits = [h for h in hits if not h.path.lower().endswith(".ipynb")]
+        hits += await asyncio.to_thread(grep_notebooks, args.pattern, root, ignore_case=args.ignore_case,
+                                        context=args.context, glob_re=glob_re)
         if not hits:
             where = display_path(root, ctx.workspace)
             return ToolResult(ok=True, text=f"No matches for /{args.pattern}/ in {where}.")

@@ -1,11 +1,15 @@
-"""The read tool: a text file as numbered lines, a window at a time."""
+"""The read tool: a text file as numbered lines, a window at a time; a notebook as
+numbered cells with their outputs as text (:mod:`crystal_kernel.tools._notebook`)."""
 
 from __future__ import annotations
+
+import asyncio
 
 from pydantic import Field
 
 from crystal_kernel.errors import ToolError
 from crystal_kernel.tools._files import display_path, looks_binary, read_head
+from crystal_kernel.tools._notebook import NotANotebook, is_notebook, load_notebook, render
 from crystal_kernel.tools.base import Risk, Tool, ToolContext, ToolInput, ToolResult, truncate_output
 from crystal_kernel.tools.images import sniff_image_type
 
@@ -17,10 +21,10 @@ MAX_LINE_CHARS = 2000
 class ReadInput(ToolInput):
     path: str = Field(description="The file to read.")
     offset: int | None = Field(
-        default=None, ge=1, description="The first line to show, from 1."
+        default=None, ge=1, description="The first line (notebook: cell) to show, from 1."
     )
     limit: int | None = Field(
-        default=None, ge=1, description=f"Lines to show (default {DEFAULT_LIMIT})."
+        default=None, ge=1, description=f"Lines (notebook: cells) to show (default {DEFAULT_LIMIT})."
     )
 
 
@@ -43,6 +47,17 @@ class ReadTool(Tool):
             head = read_head(path)
         except OSError as exc:
             raise ToolError(f"Cannot read '{args.path}': {exc.strerror or exc}.") from None
+        broken = ""
+        if is_notebook(path):
+            try:
+                notebook = await asyncio.to_thread(load_notebook, path, shown)
+            except NotANotebook as exc:
+                broken = f"[{exc} Showing it as text.]\n\n"  # the raw lines help fix it
+            else:
+                shown_cells = render(notebook, shown, offset=args.offset, limit=args.limit,
+                                     attach=True if ctx.images_ok else None)
+                return ToolResult(ok=True, text=truncate_output(shown_cells.text, ctx.config.tool_output_limit),
+                                  images=shown_cells.images)
         mime = sniff_image_type(head)
         if mime:
             raise ToolError(
@@ -71,7 +86,7 @@ class ReadTool(Tool):
         if start > total:
             raise ToolError(f"offset {start} is past the end of '{shown}', which has {total} lines.")
         end = start + len(lines) - 1
-        body = "\n".join(lines)
+        body = broken + "\n".join(lines)
         if start > 1 or end < total:
             note = f"\n\n[lines {start}-{end} of {total}"
             if end < total:

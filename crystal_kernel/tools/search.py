@@ -7,7 +7,8 @@ import asyncio
 from pydantic import Field
 
 from crystal_kernel.errors import ToolError
-from crystal_kernel.tools._index import generation, index_for
+from crystal_kernel.tools._index import generation, index_for, split_words
+from crystal_kernel.tools._notebook_search import matching_cells, read_sources
 from crystal_kernel.tools.base import Risk, Tool, ToolContext, ToolInput, ToolResult, truncate_output
 
 DEFAULT_LIMIT = 10
@@ -35,7 +36,13 @@ class SearchTool(Tool):
         if not hits:
             return ToolResult(ok=True, text=f"No files match '{args.query}'. Try other words, or grep for an exact string.")
         blocks = []
+        words = split_words(args.query)
         for n, hit in enumerate(hits, start=1):
             snippet = hit.snippet[:400]
-            blocks.append(f"{n}. {hit.path}" + (f"\n   {snippet}" if snippet else ""))
+            where = ""
+            if hit.path.lower().endswith(".ipynb"):
+                sources = await asyncio.to_thread(read_sources, ctx.workspace / hit.path)
+                cells = matching_cells(sources or [], words)
+                where = f" (cells {', '.join(map(str, cells[:20]))})" if cells else ""
+            blocks.append(f"{n}. {hit.path}{where}" + (f"\n   {snippet}" if snippet else ""))
         return ToolResult(ok=True, text=truncate_output("\n".join(blocks), ctx.config.tool_output_limit))

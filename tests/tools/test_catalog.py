@@ -21,7 +21,7 @@ PLAN = ["read", "list", "tree", "glob", "grep", "search", "todowrite", "todoread
         "view_image", "describe_image"]
 WORK = ["read", "list", "tree", "glob", "grep", "search", "todowrite", "todoread", "question", "skill",
         "edit", "write", "bash", "bash_start", "bash_status", "bash_logs", "bash_stop",
-        "view_image", "describe_image"]
+        "notebook_edit", "notebook_run", "view_image", "describe_image"]
 
 
 def loaded(order: list[str]) -> list[str]:

@@ -18,7 +18,7 @@ from crystal_kernel.tools.catalog import load_builtin
 SNAPSHOT = Path(__file__).parent / "snapshots" / "schemas.json"
 # The tools of this package's issue (background and notebook tools pin their own).
 TOOLS = ("read", "list", "tree", "glob", "grep", "search", "todowrite", "todoread", "question", "skill",
-         "edit", "write", "bash", "view_image", "describe_image")
+         "edit", "write", "bash", "view_image", "describe_image", "notebook_edit", "notebook_run")
 
 # Argument names are a contract (SPEC §11, §12).
 ARGUMENTS = {
@@ -28,6 +28,9 @@ ARGUMENTS = {
     "skill": ["name"], "edit": ["path", "old_string", "new_string", "replace_all"],
     "write": ["path", "content"], "bash": ["command", "timeout_seconds"], "view_image": ["path"],
     "describe_image": ["path", "question"],
+    # SPEC §12 (issue 21).
+    "notebook_edit": ["path", "action", "cell_id", "index", "source", "cell_type"],
+    "notebook_run": ["path", "cell_ids", "timeout_seconds"],
 }
 
 

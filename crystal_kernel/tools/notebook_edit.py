@@ -1,0 +1,91 @@
+"""notebook_edit: change a notebook's cells (SPEC §12), written back atomically in the
+file's own layout. The same per-cell diff is the approval preview and the result."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Literal
+
+from pydantic import Field
+
+from crystal_kernel.errors import ToolError
+from crystal_kernel.host.fsutil import atomic_write_text
+from crystal_kernel.tools._files import display_path
+from crystal_kernel.tools._index import note_change
+from crystal_kernel.tools._notebook import Notebook, is_notebook, load_notebook
+from crystal_kernel.tools._notebook_edit import Change, apply_edit
+from crystal_kernel.tools.base import (
+    Classification, FileChange, Risk, Tool, ToolContext, ToolInput, ToolResult, truncate_output,
+)
+
+PREVIEW_CHARS = 8000
+
+
+class NotebookEditInput(ToolInput):
+    path: str = Field(description="The .ipynb file.")
+    action: Literal["insert", "replace", "delete", "move", "set_type", "clear_outputs"] = Field(
+        description="What to do.")
+    cell_id: str | None = Field(default=None, description="The cell, by id (as read shows it).")
+    index: int | None = Field(default=None, ge=1, description=(
+        "A cell number from 1: the cell (without cell_id), insert's position, move's destination."))
+    source: str | None = Field(default=None, description="The cell text (insert, replace).")
+    cell_type: Literal["code", "markdown", "raw"] | None = Field(
+        default=None, description="insert (default code), set_type, or replace.")
+
+
+def _edit(path, shown: str, args: NotebookEditInput) -> tuple[str, str, Change]:
+    """Load, apply, serialise; returns (old text, new text, change). Nothing is written."""
+    notebook: Notebook = load_notebook(path, shown)
+    before = notebook.dumps()
+    change = apply_edit(notebook, shown, args.action, cell_id=args.cell_id, index=args.index,
+                        source=args.source, cell_type=args.cell_type)
+    after = notebook.dumps()
+    # Unchanged cells keep their bytes whenever the file was in a layout json can write.
+    return notebook.text, (notebook.text if after == before else after), change
+
+
+class NotebookEditTool(Tool):
+    name = "notebook_edit"
+    Input = NotebookEditInput
+    risk = Risk.WRITE
+    path_arguments = ("path",)
+
+    def classify(self, args: NotebookEditInput, ctx: ToolContext) -> Classification:
+        base = super().classify(args, ctx)
+        return Classification(base.risk, base.authority, base.external, base.pattern, self._preview(args, ctx))
+
+    def _preview(self, args: NotebookEditInput, ctx: ToolContext) -> str | None:
+        """The per-cell diff the person approves; None when the call would fail anyway
+        (the tool's own error follows)."""
+        try:
+            path = ctx.access.resolve(args.path, write=True)
+            if not (is_notebook(path) and path.is_file()):
+                return None
+            _, _, change = _edit(path, display_path(path, ctx.workspace), args)
+        except (ToolError, OSError, ValueError):
+            return None
+        text = change.summary + ("\n" + change.diff if change.diff else "")
+        return text if len(text) <= PREVIEW_CHARS else text[:PREVIEW_CHARS] + "\n[... preview cut ...]"
+
+    async def run(self, args: NotebookEditInput, ctx: ToolContext) -> ToolResult:
+        path = ctx.access.resolve(args.path, write=True)
+        shown = display_path(path, ctx.workspace)
+        if not is_notebook(path):
+            raise ToolError(f"'{args.path}' is not a .ipynb notebook; use edit for other files.")
+        if not path.exists():
+            raise ToolError(f"'{args.path}' does not exist; notebook_edit changes existing notebooks "
+                            "(create one with write).")
+        if not path.is_file():
+            raise ToolError(f"'{args.path}' is not a regular file.")
+        old, new, change = await asyncio.to_thread(_edit, path, shown, args)
+        if new == old:
+            return ToolResult(ok=True, text=f"{shown}: {change.summary} The file is unchanged.")
+        try:
+            await asyncio.to_thread(atomic_write_text, path, new)
+        except OSError as exc:
+            raise ToolError(f"Cannot write '{args.path}': {exc.strerror or exc}.") from None
+        note_change(ctx.workspace)
+        text = f"Edited {shown}: {change.summary}" + ("\n" + change.diff if change.diff else "")
+        return ToolResult(ok=True, text=truncate_output(text, ctx.config.tool_output_limit), display="diff",
+                          file_change=FileChange(str(path), old, new))
+
