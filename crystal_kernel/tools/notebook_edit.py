@@ -24,13 +24,11 @@ PREVIEW_CHARS = 8000
 class NotebookEditInput(ToolInput):
     path: str = Field(description="The .ipynb file.")
     action: Literal["insert", "replace", "delete", "move", "set_type", "clear_outputs"] = Field(
-        description="What to do.")
-    cell_id: str | None = Field(default=None, description="The cell, by id (as read shows it).")
-    index: int | None = Field(default=None, ge=1, description=(
-        "A cell number from 1: the cell (without cell_id), insert's position, move's destination."))
-    source: str | None = Field(default=None, description="The cell text (insert, replace).")
-    cell_type: Literal["code", "markdown", "raw"] | None = Field(
-        default=None, description="insert (default code), set_type, or replace.")
+        description="The change.")
+    cell_id: str | None = Field(default=None, description="The cell's id.")
+    index: int | None = Field(default=None, ge=1, description="Cell number from 1 (the cell, or a position).")
+    source: str | None = Field(default=None, description="The cell's text.")
+    cell_type: Literal["code", "markdown", "raw"] | None = Field(default=None, description="Default: code.")
 
 
 def _edit(path, shown: str, args: NotebookEditInput) -> tuple[str, str, Change]:

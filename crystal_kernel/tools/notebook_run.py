@@ -42,7 +42,7 @@ CHILD_OUTPUT_CHARS = 4000
 class NotebookRunInput(ToolInput):
     path: str = Field(description="The .ipynb file.")
     cell_ids: list[str] | None = Field(
-        default=None, description="Run from the first cell through the last of these (default: all cells).")
+        default=None, description="Run through the last of these (default: all).")
     timeout_seconds: float | None = Field(
         default=None, gt=0, description="Default: the bashTimeoutSeconds setting (usually 120).")
 

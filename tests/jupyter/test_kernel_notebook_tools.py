@@ -1,4 +1,4 @@
-"""issue 21: in the Crystal kernel the model is told which notebook it is in (from
+"""SPEC §12 notebook tools: in the Crystal kernel the model is told which notebook it is in (from
 JPY_SESSION_NAME) and reads and edits it with the notebook tools."""
 
 from __future__ import annotations

@@ -75,3 +75,16 @@ async def test_cancelled_turn_replaces_the_form():
     with pytest.raises(asyncio.CancelledError):
         await task
     assert out.outputs[-1]["text/plain"].startswith("Approval for bash ls: no decision. The turn was interrupted.")
+
+
+def test_approval_form_shows_the_per_cell_diff_of_notebook_edit():
+    """SPEC §12 notebook tools: the person approving a notebook_edit sees the change."""
+    from crystal_kernel.jupyter.widgets import ApprovalForm
+
+    preview = "Replaced the source of cell 3 (id ab12).\n--- a/a.ipynb cell 3 (id ab12)\n-1/0\n+1/<b>2</b>\n"
+    form = ApprovalForm(ApprovalRequest(call_id="1", tool="notebook_edit", risk="write", authority="workspace",
+                                        arguments={"path": "a.ipynb", "action": "replace"}, preview=preview),
+                        lambda decision: None)
+    html = form.request_html()
+    assert "Replaced the source of cell 3 (id ab12).\n--- a/a.ipynb cell 3 (id ab12)\n-1/0\n+1/&lt;b&gt;2&lt;/b&gt;" in html
+    assert "<b>2</b>" not in html

@@ -1,4 +1,4 @@
-"""issue 21: notebook_edit (SPEC §12). Every result is validated with nbformat; the file
+"""SPEC §12 notebook tools: notebook_edit. Every result is validated with nbformat; the file
 is compared byte for byte with what nbformat itself writes for the expected notebook, so
 nothing but the edited cells changed; unknown metadata survives."""
 

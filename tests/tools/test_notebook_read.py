@@ -1,4 +1,4 @@
-"""issue 21: read renders a notebook as numbered cells (SPEC §12), grep and search match
+"""SPEC §12 notebook tools: read renders a notebook as numbered cells (SPEC §12), grep and search match
 cell sources, not the JSON around them."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""issue 21: notebook_run (SPEC §12) with a real python3 kernel (ipykernel) started by
+"""SPEC §12 notebook tools: notebook_run with a real python3 kernel (ipykernel) started by
 nbclient in a child process under the jobs supervisor."""
 
 from __future__ import annotations

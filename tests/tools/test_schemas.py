@@ -28,7 +28,7 @@ ARGUMENTS = {
     "skill": ["name"], "edit": ["path", "old_string", "new_string", "replace_all"],
     "write": ["path", "content"], "bash": ["command", "timeout_seconds"], "view_image": ["path"],
     "describe_image": ["path", "question"],
-    # SPEC §12 (issue 21).
+    # SPEC §12 notebook tools.
     "notebook_edit": ["path", "action", "cell_id", "index", "source", "cell_type"],
     "notebook_run": ["path", "cell_ids", "timeout_seconds"],
 }
