@@ -10,6 +10,11 @@ from pathlib import Path
 from typing import Any
 
 from crystal_kernel.errors import UserError
+from crystal_kernel.host.textsafe import clean_value, nesting_depth
+
+# Deepest JSON a host file (config.json, a session document) may nest; deeper is refused
+# with one line instead of a RecursionError deep in a parser or serializer.
+MAX_FILE_DEPTH = 200
 
 
 def atomic_write_text(path: Path, text: str, *, fsync: bool = True) -> None:
@@ -44,8 +49,17 @@ def atomic_write_text(path: Path, text: str, *, fsync: bool = True) -> None:
 def atomic_write_json(path: Path, data: Any, *, fsync: bool = True, compact: bool = False) -> None:
     """Indented JSON for files people edit; ``compact`` for large machine-written ones
     (json's C encoder only runs without indentation: several times faster)."""
-    text = (json.dumps(data, ensure_ascii=False, separators=(",", ":")) if compact
-            else json.dumps(data, indent=2, ensure_ascii=False))
+    def dump(value: Any) -> str:
+        return (json.dumps(value, ensure_ascii=False, separators=(",", ":")) if compact
+                else json.dumps(value, indent=2, ensure_ascii=False))
+
+    text = dump(data)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        # A lone surrogate (a file name that is not UTF-8, say) would fail the write:
+        # save it as visible escaped text rather than lose the whole document.
+        text = dump(clean_value(data))
     atomic_write_text(path, text + "\n", fsync=fsync)
 
 
@@ -55,10 +69,16 @@ def read_json_object(path: Path, what: str) -> dict[str, Any]:
         text = Path(path).read_text(encoding="utf-8")
     except OSError as exc:
         raise UserError(f"Cannot read {what} {path}: {exc.strerror or exc}.") from None
+    except UnicodeDecodeError as exc:
+        raise UserError(f"{what.capitalize()} {path} is not valid UTF-8 (byte {exc.start}).") from None
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise UserError(f"{what.capitalize()} {path} is not valid JSON (line {exc.lineno}: {exc.msg}).") from None
+    except RecursionError:
+        data = None
+    if data is None and text.strip() != "null" or nesting_depth(data, MAX_FILE_DEPTH) > MAX_FILE_DEPTH:
+        raise UserError(f"{what.capitalize()} {path} nests deeper than {MAX_FILE_DEPTH} levels.")
     if not isinstance(data, dict):
         raise UserError(f"{what.capitalize()} {path} must hold a JSON object.")
     return data

@@ -22,6 +22,7 @@ from crystal_kernel.host.events import (
 from crystal_kernel.host.interaction import Interaction, NoPerson
 from crystal_kernel.host.messages import Message, Part, TextPart, ToolCallPart, ToolResultPart
 from crystal_kernel.host.session import Session
+from crystal_kernel.host.textsafe import MAX_ARGUMENT_DEPTH, clean_text, clean_value, nesting_depth
 from crystal_kernel.providers.base import Finished, TextChunk, ToolCallChunk, UsageChunk
 from crystal_kernel.tools.base import ToolContext, ToolResult, truncate_output
 
@@ -157,11 +158,12 @@ class Turn:
                         if isinstance(item, TextChunk):
                             if not item.text:
                                 continue
+                            delta = clean_text(item.text)
                             if answer.parts and isinstance(answer.parts[-1], TextPart):
-                                answer.parts[-1].text += item.text
+                                answer.parts[-1].text += delta
                             else:
-                                answer.parts.append(TextPart(text=item.text))
-                            self._emit(TextDelta(text=item.text))
+                                answer.parts.append(TextPart(text=delta))
+                            self._emit(TextDelta(text=delta))
                         elif isinstance(item, ToolCallChunk):
                             answer.parts.append(_call_part(item))
                         elif isinstance(item, UsageChunk):
@@ -201,7 +203,8 @@ class Turn:
             return self._result(call, ToolResult.fail(f"Unknown tool '{call.name}'. Available tools: {available}."))
         if call.raw_arguments is not None:
             return self._result(
-                call, ToolResult.fail(f"The arguments for {call.name} were not a valid JSON object: {call.raw_arguments[:200]}")
+                call, ToolResult.fail(f"The arguments for {call.name} were not a valid JSON object (nested at most "
+                                      f"{MAX_ARGUMENT_DEPTH} levels): {call.raw_arguments[:200]}")
             )
         try:
             args = tool.parse(call.arguments)
@@ -236,6 +239,9 @@ class Turn:
         return self._result(call, result)
 
     def _result(self, call: ToolCallPart, result: ToolResult) -> ToolResultPart:
+        # File names that are not UTF-8 reach tools as surrogate escapes; the model, the
+        # fronts and the session document get them as visible \xNN text (issue 17 §5).
+        result.text = clean_text(result.text)
         change = result.file_change
         self._emit(ToolResultEvent(id=call.id, name=call.name, ok=result.ok, text=result.text,
                                    images=list(result.images), display=result.display,
@@ -246,14 +252,18 @@ class Turn:
 
 
 def _call_part(chunk: ToolCallChunk) -> ToolCallPart:
+    """The model's call as a transcript part. Arguments that are not a JSON object, or
+    nest deeper than MAX_ARGUMENT_DEPTH, stay raw text and the call fails with a result
+    the model reads; strings are cleaned so the session can always be saved."""
+    name = clean_text(chunk.name)
     text = chunk.arguments.strip() or "{}"
     try:
         arguments = json.loads(text)
-    except json.JSONDecodeError:
-        return ToolCallPart(id=chunk.id, name=chunk.name, arguments={}, raw_arguments=chunk.arguments)
-    if not isinstance(arguments, dict):
-        return ToolCallPart(id=chunk.id, name=chunk.name, arguments={}, raw_arguments=chunk.arguments)
-    return ToolCallPart(id=chunk.id, name=chunk.name, arguments=arguments)
+    except (json.JSONDecodeError, RecursionError):
+        arguments = None
+    if not isinstance(arguments, dict) or nesting_depth(arguments, MAX_ARGUMENT_DEPTH) > MAX_ARGUMENT_DEPTH:
+        return ToolCallPart(id=chunk.id, name=name, arguments={}, raw_arguments=clean_text(chunk.arguments))
+    return ToolCallPart(id=chunk.id, name=name, arguments=clean_value(arguments))
 
 
 def run_turn(session: Session, prompt: str | list[Part], interaction: Interaction | None = None) -> Turn:

@@ -1,0 +1,145 @@
+"""Input from the model or the file system never leaves a session unusable (issue 17 §5):
+file names that are not UTF-8, absurdly nested tool arguments, and host files (config,
+session documents) that are not UTF-8 or nest too deeply. Real `crystal run` processes
+against the loopback model server.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from crystal_kernel.testing.llm_server import LLMServer
+
+CRYSTAL = str(Path(sys.executable).parent / "crystal")
+
+
+def crystal(args, *, env_extra=None, timeout=90):
+    env = dict(os.environ)
+    env.update(env_extra or {})
+    return subprocess.run([CRYSTAL, *args], capture_output=True, text=True, env=env, timeout=timeout)
+
+
+def openai_env(server):
+    return {"CRYSTAL_PROVIDER": "openai", "CRYSTAL_BASE_URL": server.base_url, "CRYSTAL_MODEL": "gpt-test",
+            "OPENAI_API_KEY": "sk-test"}
+
+
+def deep(levels: int) -> dict:
+    value: dict = {}
+    for _ in range(levels):
+        value = {"a": value}
+    return value
+
+
+def bad_names(workspace: Path) -> None:
+    root = os.fsencode(workspace)
+    with open(os.path.join(root, b"caf\xe9-latin1.txt"), "wb") as handle:
+        handle.write(b"needle in latin-1 \xe9\n")
+    os.mkdir(os.path.join(root, b"dir\xff\xfe"))
+    with open(os.path.join(root, b"dir\xff\xfe", b"inner\x80.txt"), "wb") as handle:
+        handle.write(b"needle inside\n")
+    (workspace / "plain.txt").write_text("needle plain\n")
+
+
+def test_non_utf8_names_and_deep_arguments_end_in_results_and_the_session_saves(workspace):
+    bad_names(workspace)
+    replies = [
+        {"tool_calls": [{"name": "list", "arguments": {"path": "."}},
+                        {"name": "glob", "arguments": {"pattern": "**/*.txt"}},
+                        {"name": "tree", "arguments": {}},
+                        {"name": "grep", "arguments": {"pattern": "needle"}},
+                        {"name": "bash", "arguments": {"command": "ls"}}]},
+        # 300 levels deep: refused as a failed result, never a crash.
+        {"tool_calls": [{"name": "read", "arguments": {"path": "plain.txt", "x": deep(300)}}]},
+        # A lone surrogate sent by the model itself.
+        {"tool_calls": [{"name": "write", "arguments": '{"path": "w.txt", "content": "x\\udcff\\ud800y"}'}]},
+        {"text": "Listed."},
+    ]
+    with LLMServer(replies) as server:
+        out = crystal(["run", "look around", "--workspace", str(workspace), "--format", "jsonl",
+                       "--approval", "full"], env_extra=openai_env(server))
+        bodies = server.bodies("chat")
+    assert out.returncode == 0, out.stderr
+    events = [json.loads(line) for line in out.stdout.splitlines()]
+    assert events[-1]["type"] == "turn_end" and events[-1]["stopReason"] == "end_turn"
+    results = {e["name"] + str(i): e for i, e in enumerate(e for e in events if e["type"] == "tool_result")}
+    assert all(results[k]["ok"] for k in ("list0", "glob1", "tree2", "grep3", "bash4"))
+    # The names are shown with their bytes escaped, the same way everywhere.
+    for key in ("list0", "glob1", "tree2"):
+        assert "caf\\xe9-latin1.txt" in results[key]["text"], results[key]["text"]
+    assert "dir\\xff\\xfe" in results["list0"]["text"]
+    assert "needle in latin-1" in results["grep3"]["text"] and "caf\\xe9-latin1.txt" in results["grep3"]["text"]
+    deep_result = results["read5"]
+    assert not deep_result["ok"] and "nested at most 64 levels" in deep_result["text"]
+    assert results["write6"]["ok"] and (workspace / "w.txt").read_text(encoding="utf-8") == "x\\xff\\ud800y"
+    # The model got every result, escaped, in its next request.
+    tool_messages = [m for m in bodies[1]["messages"] if m["role"] == "tool"]
+    assert len(tool_messages) == 5 and "caf\\\\xe9-latin1.txt" in json.dumps(tool_messages)
+    # The session document is valid UTF-8 JSON holding the turn.
+    doc_path = workspace / ".crystal" / "sessions" / f"{events[-1]['sessionId']}.json"
+    doc = json.loads(doc_path.read_bytes().decode("utf-8"))
+    assert doc["transcript"][-1]["parts"][0]["text"] == "Listed."
+
+    # The session is not broken for good: it resumes, and the next turn works.
+    with LLMServer([{"tool_calls": [{"name": "list", "arguments": {"path": "."}}]}, {"text": "Again."}]) as server:
+        again = crystal(["run", "once more", "--workspace", str(workspace), "--format", "jsonl",
+                         "--resume", events[-1]["sessionId"], "--approval", "full"], env_extra=openai_env(server))
+    assert again.returncode == 0, again.stderr
+    assert json.loads(again.stdout.splitlines()[-1])["stopReason"] == "end_turn"
+    assert json.loads(doc_path.read_text(encoding="utf-8"))["turns"] == 2
+
+
+def test_arguments_too_deep_for_the_json_parser_fail_the_call(workspace):
+    """Deeper than Python's recursion limit: the argument text itself cannot be parsed."""
+    raw = '{"path": ' + "[" * 5000 + "]" * 5000 + "}"
+    with LLMServer([{"tool_calls": [{"name": "read", "arguments": raw}]}, {"text": "ok"}]) as server:
+        out = crystal(["run", "go", "--workspace", str(workspace), "--format", "jsonl"],
+                      env_extra=openai_env(server))
+    assert out.returncode == 0, out.stderr
+    events = [json.loads(line) for line in out.stdout.splitlines()]
+    result = next(e for e in events if e["type"] == "tool_result")
+    assert not result["ok"] and "not a valid JSON object" in result["text"]
+    assert events[-1]["type"] == "turn_end"
+
+
+@pytest.mark.parametrize("content, message", [
+    (b'{"model": "caf\xe9"}', "is not valid UTF-8"),
+    (("[" * 100_000 + "]" * 100_000).encode(), "nests deeper than"),
+    (('{"forbidden": [' + '{"a": ' * 500 + "{}" + "}" * 500 + "]}").encode(), "nests deeper than"),
+])
+def test_bad_config_json_is_one_line_and_exit_2(workspace, content, message):
+    home = Path(os.environ["CRYSTAL_HOME"])
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "config.json").write_bytes(content)
+    out = crystal(["run", "hi", "--workspace", str(workspace)])
+    assert out.returncode == 2
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and message in lines[0] and "config" in lines[0], out.stderr
+    assert "Traceback" not in out.stderr
+    assert (home / "config.json").read_bytes() == content  # nothing changed
+
+
+@pytest.mark.parametrize("content, message", [
+    (b'{"id": "s1", "transcript": [], "topic": "caf\xe9"}', "is not valid UTF-8"),
+    (('{"id": "s1", "transcript": [{"role": "user", "parts": [' + '{"a": ' * 1000 + "{}" + "}" * 1000
+      + "]}]}").encode(), "nests deeper than"),
+])
+def test_bad_session_document_is_one_line_and_exit_2(workspace, content, message):
+    folder = workspace / ".crystal" / "sessions"
+    folder.mkdir(parents=True)
+    (folder / "s1.json").write_bytes(content)
+    with LLMServer([{"text": "never asked"}]) as server:
+        out = crystal(["run", "hi", "--workspace", str(workspace), "--resume", "s1"],
+                      env_extra=openai_env(server))
+        asked = server.bodies("chat")
+    assert out.returncode == 2
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and message in lines[0] and "ession document" in lines[0], out.stderr
+    assert asked == []
+    assert (folder / "s1.json").read_bytes() == content
