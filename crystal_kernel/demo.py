@@ -2,8 +2,8 @@
 
 1. The CLI tour: copies the sample project to build/demo/project and runs
    ``crystal run`` on it with the replay provider and examples/cassettes/cli-tour.json.
-2. The notebook tours (notebooks/tour.ipynb in the Crystal kernel, notebooks/magics.ipynb
-   in a Python kernel): each is copied into its own workspace under build/demo/ with its
+2. The notebook tours (notebooks/tour.ipynb and notebooks/notebook-tools.ipynb in the
+   Crystal kernel, notebooks/magics.ipynb in a Python kernel): each is copied into its own workspace under build/demo/ with its
    cassette, executed headlessly with nbclient, saved, and rendered to HTML.
 
 The model's replies are recorded; every tool runs for real on real files. Nobody is at
@@ -111,6 +111,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"\nDone. Everything the demo wrote is in {_rel(BUILD)}/:\n"
               f"  {_rel(BUILD / 'tour.html')}     the Crystal kernel tour (open it in a browser)\n"
               f"  {_rel(BUILD / 'magics.html')}   the %crystal magics tour\n"
+              f"  {_rel(BUILD / 'notebook-tools.html')}   the notebook tools tour (it fixes "
+              f"{_rel(BUILD / 'notebook-tools' / 'analysis.ipynb')})\n"
               f"  {_rel(BUILD / 'tour' / 'tour.ipynb')}, {_rel(BUILD / 'magics' / 'magics.ipynb')}   "
               "the executed notebooks\n"
               "Open them in JupyterLab with `make lab` (it resets the workspaces so you can run them again).")

@@ -237,9 +237,85 @@ MAGICS: list[dict[str, Any]] = [
     {"code": "%crystal /usage"},
 ]
 
-TOURS = {"tour": (TOUR, "crystal"), "magics": (MAGICS, "python3")}
+# ----- the notebook tools tour (a Crystal notebook working on a Python notebook) ---------------------
 
-TOPIC = {"tour": "Tour of the inventory project", "magics": "Regional revenue growth"}
+# examples/analysis-notebook/analysis.ipynb: cell ids are fixed so the scripted replies can name them.
+ANALYSIS_CELLS = [
+    ("intro", "markdown", "# Q1 sales\n\nRevenue per region from `sales.csv`, and each region's share."),
+    ("load", "code", 'import pandas as pd\n\nsales = pd.read_csv("sales.csv")\n'
+                     'sales["revenue"] = sales.units * sales.unit_price\nsales.head(3)'),
+    ("totals", "code", 'totals = sales.groupby("region").revenue.sum()\ntotals'),
+    ("share", "code", "share = (revenue_by_region / revenue_by_region.sum() * 100).round(1)\nshare"),
+]
+SHARE_FIX = "share = (totals / totals.sum() * 100).round(1)\nshare"
+
+NOTEBOOK_TOOLS: list[dict[str, Any]] = [
+    {"markdown": "# Notebook tools\n\n"
+                 "Notebooks are first-class files for the agent: `read` shows a notebook as numbered cells with "
+                 "their outputs (errors as `ename: evalue` and a short traceback, no JSON), `notebook_edit` "
+                 "changes cells by id, and `notebook_run` runs the notebook headless in a fresh kernel of its own "
+                 "kernelspec and writes the outputs back.\n\n"
+                 "This folder holds `analysis.ipynb`, a small pandas analysis whose last cell fails. "
+                 "`make demo` replays the model's recorded replies; the reading, the edit and the run really "
+                 "happen, on `analysis.ipynb` in this folder (open it after the cell below has run)."},
+    {"code": "analysis.ipynb stops with an error. Find out why, fix the cell and re-run the notebook.",
+     "answers": ["Allow once", "Allow once"],
+     "replies": [
+         {"text": "I'll read the notebook with its outputs.",
+          "tool_calls": [{"id": "call_read_nb", "name": "read", "arguments": {"path": "analysis.ipynb"}}]},
+         {"text": "Cell 4 (`share`) fails with `NameError: name 'revenue_by_region' is not defined`: cell 3 "
+                  "stores the per-region revenue as `totals`, so cell 4 names a variable that never existed. "
+                  "I'll point it at `totals`.",
+          "tool_calls": [{"id": "call_fix", "name": "notebook_edit", "arguments": {
+              "path": "analysis.ipynb", "action": "replace", "cell_id": "share", "source": SHARE_FIX}}]},
+         {"text": "Now I'll re-run the notebook in a fresh kernel to check the whole analysis.",
+          "tool_calls": [{"id": "call_run", "name": "notebook_run", "arguments": {
+              "path": "analysis.ipynb", "timeout_seconds": 120}}]},
+         {"text": "Fixed. Cell 4 used `revenue_by_region`, which no cell defines; the totals are in `totals` "
+                  "(cell 3). After the change every cell runs in a fresh kernel and the outputs are saved in "
+                  "`analysis.ipynb`:\n\n| region | revenue | share |\n| --- | --- | --- |\n"
+                  "| North | 3,772.50 | 58.7% |\n| South | 2,657.00 | 41.3% |"},
+     ]},
+    {"markdown": "The fix is in the file: open `analysis.ipynb` to see the corrected cell and its fresh outputs. "
+                 "In Work mode `notebook_edit` is a workspace write and `notebook_run` runs code, so both asked "
+                 "for approval; the approval form showed the cell's diff (here the recording answered)."},
+    {"code": "Add a one-line Markdown conclusion at the end of analysis.ipynb.",
+     "answers": ["Allow once"],
+     "replies": [
+         {"tool_calls": [{"id": "call_note", "name": "notebook_edit", "arguments": {
+             "path": "analysis.ipynb", "action": "insert", "cell_type": "markdown",
+             "source": "**North leads Q1 with 58.7% of revenue; South has 41.3%.**"}}]},
+         {"text": "Added the conclusion as the last cell of `analysis.ipynb`."},
+     ]},
+]
+
+
+def write_analysis_example() -> Path:
+    """examples/analysis-notebook/analysis.ipynb, executed for real (its last cell fails)."""
+    from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
+
+    folder = HERE.parent / "examples" / "analysis-notebook"
+    nb = new_notebook(metadata={"kernelspec": {"name": "python3", "display_name": "Python 3 (ipykernel)",
+                                               "language": "python"},
+                                "language_info": {"name": "python"}})
+    for cell_id, kind, source in ANALYSIS_CELLS:
+        cell = new_markdown_cell(source) if kind == "markdown" else new_code_cell(source)
+        cell.id = cell_id
+        nb.cells.append(cell)
+    path = folder / "analysis.ipynb"
+    nbformat.write(nb, path)
+    with tempfile.TemporaryDirectory() as tmp:
+        kernels = write_kernelspec(Path(tmp) / "kernels")
+        execute(path, tour_env(Path(tmp) / "home"), kernels)
+    path.with_suffix(".kernel.log").unlink(missing_ok=True)
+    return path
+
+
+TOURS = {"tour": (TOUR, "crystal"), "magics": (MAGICS, "python3"),
+         "notebook-tools": (NOTEBOOK_TOOLS, "crystal")}
+
+TOPIC = {"tour": "Tour of the inventory project", "magics": "Regional revenue growth",
+         "notebook-tools": "Fixing the Q1 sales notebook"}
 
 
 def write_notebook(name: str, cells: list[dict[str, Any]], kernel: str) -> Path:
@@ -273,6 +349,8 @@ def replies_of(cells: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def record(name: str) -> int:
     cells, kernel = TOURS[name]
+    if name == "notebook-tools":
+        write_analysis_example()
     source = write_notebook(name, cells, kernel)
     t = tour(name)
     # Next to this script (a copy of the folder records into itself).

@@ -53,6 +53,10 @@ TOURS = (
         ("examples/tools/imagetools/imagetools.py", ".crystal/tools/imagetools/imagetools.py"),
     )),
     Tour("magics", "%crystal magics in a Python notebook"),
+    Tour("notebook-tools", "Reading, fixing and re-running a notebook", (
+        ("examples/analysis-notebook/analysis.ipynb", "analysis.ipynb"),
+        ("examples/analysis-notebook/sales.csv", "sales.csv"),
+    )),
 )
 
 
@@ -164,6 +168,8 @@ def execute(notebook: Path, env: dict[str, str], kernels: Path, *, answers: list
                              record_timing=False)
     client.answers = list(answers or [])
     env = dict(env, JPY_SESSION_NAME=str(notebook))
+    # notebook_run starts kernels by kernelspec name: let it find these, for this Python.
+    env["JUPYTER_PATH"] = os.pathsep.join(p for p in (str(kernels.parent), env.get("JUPYTER_PATH", "")) if p)
     # The kernel's own log (ipykernel's warnings, a flag error) goes to a file beside the
     # notebook instead of the terminal; a failure names it.
     log = notebook.with_suffix(".kernel.log")

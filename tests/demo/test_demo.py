@@ -119,3 +119,25 @@ def test_html_renderings_read_without_a_kernel(demo: Demo):
             assert f'data-tool="{tool}"' in html
         assert "data:image/png;base64," in html
         assert "answered from the recording" in html
+
+
+def test_the_notebook_tools_tour_reads_fixes_and_reruns_a_notebook(demo: Demo):
+    """SPEC §12 notebook tools, offline: read shows the failing cell, notebook_edit fixes it
+    (approved by the recording), notebook_run re-runs it in a fresh python3 kernel."""
+    nb = demo.notebook("notebook-tools")
+    assert error_outputs(nb) == []
+    assert cards(nb) == [("read", "done"), ("notebook_edit", "done"), ("notebook_run", "done"),
+                         ("notebook_edit", "done")]
+    fix = texts(cell_for(nb, "analysis.ipynb stops with an error"))
+    assert "→ error: NameError: name 'revenue_by_region' is not defined" in fix
+    assert "-share = (revenue_by_region / revenue_by_region.sum() * 100).round(1)" in fix
+    assert "Allowed once: notebook_edit" in fix and "Allowed once: notebook_run" in fix
+    assert "3 code cells executed" in fix and "North    58.7" in fix
+    analysis = nbformat.read(demo.build / "notebook-tools" / "analysis.ipynb", as_version=4)
+    nbformat.validate(analysis)
+    assert error_outputs(analysis) == []
+    share = next(c for c in analysis.cells if c.get("id") == "share")
+    assert share.source.startswith("share = (totals /")
+    assert "North    58.7" in share.outputs[0]["data"]["text/plain"]
+    assert analysis.cells[-1].source == "**North leads Q1 with 58.7% of revenue; South has 41.3%.**"
+    assert "notebook-tools.html" in demo.out.stdout
