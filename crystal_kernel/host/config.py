@@ -71,6 +71,9 @@ class Config:
     max_steps: int = 50
     # Longest wait for the model server: to connect, or between two streamed pieces.
     request_timeout_seconds: float = 600
+    # How long a form (question, approval) waits for a person; 0 = nobody will answer
+    # (questions dismissed, asks denied at once). Fronts without a person ignore it.
+    person_timeout_seconds: float = 3600
     raw: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -117,6 +120,7 @@ _CAMEL = {
     "topic_naming": "topicNaming", "review_model": "reviewModel", "image_model": "imageModel",
     "topic_model": "topicModel", "compaction_threshold": "compactionThreshold", "context_window": "contextWindow",
     "prices": "prices", "max_steps": "maxSteps", "request_timeout_seconds": "requestTimeoutSeconds",
+    "person_timeout_seconds": "personTimeoutSeconds",
 }
 _ATTR = {v: k for k, v in _CAMEL.items()}
 
@@ -162,6 +166,9 @@ def _check(key: str, value: Any) -> Any:
     if key in ("bashTimeoutSeconds", "requestTimeoutSeconds"):
         if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
             raise bad("a positive number")
+    if key == "personTimeoutSeconds":
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+            raise bad("a number of seconds (0: nobody answers forms)")
     if key == "backgroundBashTimeoutSeconds":
         if value is None or value == "unlimited":
             return None

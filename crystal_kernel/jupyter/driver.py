@@ -53,6 +53,49 @@ def type_text(placeholder_part: str, value: str, nth: int = 0) -> Action:
                   label=f"type {value!r}", nth=nth)
 
 
+class KeyByKey:
+    """Type ``text`` into a Text widget the way the ipywidgets front end does: one
+    ``update`` per keystroke, the next only after the kernel reported ``idle`` for the
+    previous one (DESIGN.md). Then click ``then`` buttons in order. Use as a cell's
+    ``on_message``; ``statuses`` records the status each keystroke got, and
+    ``done`` tells when everything was sent. A kernel that publishes no status for comm
+    messages during a cell stalls after the first key (the cell then times out)."""
+
+    def __init__(self, placeholder_part: str, text: str, then: tuple[str, ...] = ()):
+        self.placeholder_part = placeholder_part
+        self.text = text
+        self.then = list(then)
+        self.typed = 0
+        self.waiting: str | None = None  # msg_id of the keystroke awaiting its idle
+        self.statuses: list[str] = []
+        self.ready_at = 0.0
+
+    @property
+    def done(self) -> bool:
+        return self.typed == len(self.text) and self.waiting is None and not self.then
+
+    def __call__(self, msg: dict[str, Any] | None, driver: "KernelDriver") -> None:
+        if msg is not None and msg["msg_type"] == "status" and self.waiting \
+                and msg["parent_header"].get("msg_id") == self.waiting:
+            self.statuses.append(msg["content"]["execution_state"])
+            if msg["content"]["execution_state"] == "idle":
+                self.waiting = None
+        if self.waiting is not None:
+            return
+        if self.typed < len(self.text):
+            field = [k for k, s in driver.open_widgets().items() if s.get("_model_name") == "TextModel"
+                     and self.placeholder_part in (s.get("placeholder") or "")]
+            if field:
+                self.typed += 1
+                state = {"value": self.text[:self.typed]}
+                driver.widgets[field[0]].update(state)
+                self.waiting = driver.send_comm(field[0], {"method": "update", "state": state, "buffer_paths": []})
+            return
+        if self.then and time.monotonic() >= self.ready_at and driver._try(click(self.then[0])):
+            self.then.pop(0)
+            self.ready_at = time.monotonic() + ACTION_PAUSE
+
+
 @dataclass
 class CellRun:
     reply: dict[str, Any]
@@ -107,9 +150,11 @@ class KernelDriver:
     def open_widgets(self) -> dict[str, dict[str, Any]]:
         return {k: v for k, v in self.widgets.items() if k not in self.closed}
 
-    def send_comm(self, comm_id: str, data: dict[str, Any]) -> None:
+    def send_comm(self, comm_id: str, data: dict[str, Any]) -> str:
+        """Send a comm message to the kernel; returns its msg_id."""
         msg = self.kc.session.msg("comm_msg", {"comm_id": comm_id, "data": data})
         self.kc.shell_channel.send(msg)
+        return msg["header"]["msg_id"]
 
     def _try(self, action: Action) -> bool:
         matches = [(k, s) for k, s in self.open_widgets().items() if action.match(s)]

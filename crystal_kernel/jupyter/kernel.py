@@ -83,6 +83,9 @@ class CrystalKernel(IPythonKernel):
         self._cell_task: asyncio.Task | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._background: set[asyncio.Task] = set()
+        from crystal_kernel.jupyter.comm_status import announce_concurrent_comms
+
+        announce_concurrent_comms(self)  # typing into a form arrives whole
 
     # ----- kernel_info ------------------------------------------------------------------------
     @property
@@ -196,7 +199,7 @@ class CrystalKernel(IPythonKernel):
         from crystal_kernel.jupyter.mentions import attach_mentions
         from crystal_kernel.jupyter.render import IPythonOutput, Renderer, status_of
         from crystal_kernel.jupyter.replayed_forms import turn_interaction
-        from crystal_kernel.jupyter.widgets import WidgetInteraction
+        from crystal_kernel.jupyter.widgets import live_forms
 
         session = self.ensure_session()
         output = IPythonOutput()
@@ -205,8 +208,8 @@ class CrystalKernel(IPythonKernel):
         prompt, notes = attach_mentions(session, code)
         for note in notes:
             renderer.show_note(note)
-        live: Any = None if self.options.unattended else WidgetInteraction(
-            output, timeout=self.options.ask_timeout, before_ask=renderer.close)
+        live: Any = None if self.options.unattended else live_forms(
+            session, output, ask_timeout=self.options.ask_timeout, before_ask=renderer.close, log=self.log)
         # Nobody there under replay: the cassette's recorded person answers; recording:
         # the person's answers are kept in the cassette (host/recorded_person.py).
         interaction: Any = turn_interaction(session, live, output, renderer.close)

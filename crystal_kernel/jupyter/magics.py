@@ -243,7 +243,7 @@ class MagicsHost(SyncForm):
         from crystal_kernel.jupyter.mentions import attach_mentions
         from crystal_kernel.jupyter.render import IPythonOutput, Renderer, status_of
         from crystal_kernel.jupyter.replayed_forms import turn_interaction
-        from crystal_kernel.jupyter.widgets import WidgetInteraction
+        from crystal_kernel.jupyter.widgets import live_forms
 
         session = self.ensure_session()
         self._refuse_if_busy()
@@ -255,7 +255,8 @@ class MagicsHost(SyncForm):
             renderer.show_note(note)
         live: Any = None
         if interactive:
-            live = WidgetInteraction(output, timeout=self.options.ask_timeout, before_ask=renderer.close)
+            live = live_forms(session, output, ask_timeout=self.options.ask_timeout, before_ask=renderer.close,
+                              log=getattr(getattr(self.shell, "kernel", None), "log", None))
         # Nobody there under replay: the cassette's recorded person answers (host/recorded_person.py).
         interaction: Any = turn_interaction(session, live, output, renderer.close)
         turn = run_turn(session, prompt, interaction)
@@ -401,6 +402,11 @@ def load_ipython_extension(shell: Any) -> None:
     from crystal_kernel.jupyter.notebook_tools import track_cell_errors
 
     track_cell_errors(shell)  # cell_output {}: the newer of the last Out[n] and the last error
+    kernel = getattr(shell, "kernel", None)
+    if kernel is not None:  # typing into a form arrives whole (comm_status.py)
+        from crystal_kernel.jupyter.comm_status import announce_concurrent_comms
+
+        announce_concurrent_comms(kernel)
 
 
 def unload_ipython_extension(shell: Any) -> None:

@@ -6,21 +6,29 @@ asyncio Future that the widget callbacks resolve. On ipykernel >= 7.4 comm messa
 dispatched while a cell runs (DESIGN.md), so awaiting is enough. Once answered, the form
 is replaced in place by a static summary, so a saved notebook shows what was decided.
 
-Nobody to answer (nbclient, papermill): give the front ``timeout`` seconds; when it
-passes, a question counts as dismissed (a failed tool result, Q-5) and an approval as
-denied. Fronts that know nobody is there use the host's NoPerson instead.
+Nobody to answer (nbclient, papermill): a form waits ``timeout`` seconds (config
+``personTimeoutSeconds``, default 3600; ``--ask-timeout`` wins); when it passes, a
+question counts as dismissed (a failed tool result, Q-5) and an approval as denied, and
+the model is told why. While a form waits, the kernel's log (stderr) says what it waits
+for, so a headless run that cannot answer is not silent. ``personTimeoutSeconds: 0``
+means nobody answers forms: :func:`live_forms` then gives None and the host's NoPerson
+answers at once.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
+import logging
+import time
+from pathlib import Path
 from typing import Any, Awaitable, Callable
 
 from crystal_kernel.host.interaction import ApprovalRequest, PersonDecision, Question
-from crystal_kernel.jupyter.cards import Bundle, clip, esc, summarize_arguments
+from crystal_kernel.jupyter.cards import Bundle, esc, summarize_arguments
 from crystal_kernel.jupyter.safe_html import NO_MATH, clean, html_bundle
 
+_LOG = logging.getLogger("crystal_kernel.forms")
+_LOG.addHandler(logging.NullHandler())  # without the kernel's log: say nothing, never print into the cell
 _MUTED = "color:var(--jp-content-font-color2,#6e7781)"
 _BOX = "border:1px solid var(--jp-border-color1,#d0d7de);border-radius:4px;padding:4px 8px;margin:4px 0"
 
@@ -28,7 +36,6 @@ _BOX = "border:1px solid var(--jp-border-color1,#d0d7de);border-radius:4px;paddi
 def _html(w: Any, fragment: str) -> Any:
     """An HTML widget whose markup is cleaned (TRUST-1) and not typeset as math."""
     return w.HTML(clean(f'<div class="{NO_MATH}">{fragment}</div>'))
-ARGS_LIMIT = 4000
 
 
 def _settle(future: asyncio.Future, value: Any) -> None:
@@ -206,10 +213,12 @@ _OUTCOME_TEXT = {"allow_once": "Allowed once", "allow_session": "Allowed for thi
 class ApprovalForm:
     """``Allow once`` / ``Allow for session`` / ``Deny`` (with an optional reason)."""
 
-    def __init__(self, request: ApprovalRequest, on_done: Callable[[PersonDecision], None]):
+    def __init__(self, request: ApprovalRequest, on_done: Callable[[PersonDecision], None],
+                 workspace: Path | None = None):
         import ipywidgets as w
 
         self.request = request
+        self.workspace = workspace
         self.on_done = on_done
         self.finished = False
         self.reason = w.Text(value="", placeholder="Reason for denying (optional; the model reads it)",
@@ -247,18 +256,20 @@ class ApprovalForm:
         return text + (f" — {why}" if why else "")
 
     def request_html(self) -> str:
+        """The whole call, unfolded and uncut (approval_view.py): a person judges what
+        actually runs, padding and line breaks included, and a write's diff."""
+        from crystal_kernel.jupyter.approval_view import call_html, preview_block
+
         r = self.request
-        args = clip(json.dumps(r.arguments, ensure_ascii=False, indent=2), ARGS_LIMIT)
         where = f"risk {r.risk} · authority {r.authority}" + (" · external tool" if r.external else "")
         verdict = self.verdict_text()
         verdict_html = f'<div style="color:#9a6700">{esc(verdict)}</div>' if verdict else ""
         # The change itself (notebook_edit's per-cell diff), open so the person reads it.
-        preview_html = (f'<pre style="white-space:pre-wrap;max-height:24em;overflow:auto">'
-                        f'{esc(clip(r.preview, ARGS_LIMIT))}</pre>' if r.preview else "")
+        # Whole, never cut to its end (approval_view.preview_html).
+        preview_html = preview_block(r.preview) if r.preview else ""
         return (f"<div><b>Allow {esc(r.tool)}?</b> <code>{esc(summarize_arguments(r.tool, r.arguments))}</code></div>"
                 f'<div style="{_MUTED}">{esc(where)}</div>{verdict_html}{preview_html}'
-                f'<details><summary style="{_MUTED}">arguments</summary>'
-                f'<pre style="white-space:pre-wrap;max-height:16em;overflow:auto">{esc(args)}</pre></details>')
+                f'<div class="crystal-approval-call">{call_html(r.tool, r.arguments, self.workspace)}</div>')
 
     def summary_bundle(self, decision: PersonDecision | None, note: str = "") -> Bundle:
         r = self.request
@@ -288,7 +299,8 @@ class WidgetInteraction:
     person_present = True
 
     def __init__(self, output: Any = None, *, timeout: float | None = None,
-                 before_ask: Callable[[], Awaitable[None] | None] | None = None):
+                 before_ask: Callable[[], Awaitable[None] | None] | None = None,
+                 workspace: Path | None = None, log: logging.Logger | None = None):
         if output is None:
             from crystal_kernel.jupyter.render import IPythonOutput
 
@@ -296,6 +308,9 @@ class WidgetInteraction:
         self.output = output
         self.timeout = timeout
         self.before_ask = before_ask
+        self.workspace = workspace  # a write's diff is read from here
+        # The kernel's own log (the terminal that runs Jupyter), never the cell's stderr.
+        self.log = log or _LOG
         # The forms on screen right now (tests and the kernel look at them).
         self.open_forms: list[Any] = []
 
@@ -308,8 +323,14 @@ class WidgetInteraction:
             if result is not None:
                 await result
 
-    async def _wait(self, form: Any, future: asyncio.Future) -> tuple[Any, str]:
+    async def _wait(self, form: Any, future: asyncio.Future, what: str) -> tuple[Any, str]:
         handle = self.output.show(_bundle_of(form.widget))
+        if self.timeout is not None:
+            until = time.strftime("%H:%M:%S", time.localtime(time.time() + self.timeout))
+            self.log.warning("Crystal is waiting for a person to answer %s (until %s; personTimeoutSeconds=%g). "
+                         "Nobody can answer in a headless run: use --unattended there.", what, until, self.timeout)
+        else:
+            self.log.warning("Crystal is waiting for a person to answer %s.", what)
         self.open_forms.append(form)
         value, note = None, ""
         try:
@@ -318,7 +339,7 @@ class WidgetInteraction:
             else:
                 value = await asyncio.wait_for(future, self.timeout)
         except asyncio.TimeoutError:
-            note = f"Nobody answered within {self.timeout:g} seconds."
+            note = f"Nobody answered within {self.timeout:g} seconds (personTimeoutSeconds)."
         except asyncio.CancelledError:
             note = "The turn was interrupted."
             form.finished = True
@@ -344,14 +365,22 @@ class WidgetInteraction:
         await self._prepare()
         future: asyncio.Future = asyncio.get_running_loop().create_future()
         form = QuestionForm(questions, lambda answers: _settle(future, answers))
-        value, _ = await self._wait(form, future)
+        value, note = await self._wait(form, future, "questions: " + "; ".join(q.header for q in questions))
+        if value is None and note:
+            from crystal_kernel.errors import ToolError
+
+            # A failed tool result (Q-5) that says why, so the model does not think the
+            # person chose to dismiss.
+            raise ToolError(f"{note} The questions were dismissed; go on with a safe default "
+                            "or stop and say what you need.")
         return value
 
     async def ask_approval(self, request: ApprovalRequest) -> PersonDecision:
         await self._prepare()
         future: asyncio.Future = asyncio.get_running_loop().create_future()
-        form = ApprovalForm(request, lambda decision: _settle(future, decision))
-        value, note = await self._wait(form, future)
+        form = ApprovalForm(request, lambda decision: _settle(future, decision), self.workspace)
+        value, note = await self._wait(form, future, f"an approval for {request.tool} "
+                                       f"{summarize_arguments(request.tool, request.arguments)}")
         if value is None:
             return PersonDecision(outcome="deny", reason=f"{note} The call was not approved.".strip())
         return value
@@ -362,3 +391,14 @@ def _close_tree(widget: Any) -> None:
     for child in getattr(widget, "children", ()) or ():
         _close_tree(child)
     widget.close()
+
+
+def live_forms(session: Any, output: Any, *, ask_timeout: float | None,
+               before_ask: Callable[[], Any] | None, log: logging.Logger | None = None) -> WidgetInteraction | None:
+    """The widget forms of one notebook turn, or None when nobody will answer them
+    (``personTimeoutSeconds: 0``). ``ask_timeout`` (the ``--ask-timeout`` flag) wins
+    over the session's ``personTimeoutSeconds``."""
+    timeout = ask_timeout if ask_timeout is not None else getattr(session.config, "person_timeout_seconds", 3600)
+    if not timeout:
+        return None
+    return WidgetInteraction(output, timeout=timeout, before_ask=before_ask, workspace=session.workspace, log=log)

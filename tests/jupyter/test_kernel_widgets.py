@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from crystal_kernel.jupyter.driver import check, click, type_text
+from crystal_kernel.jupyter.driver import KeyByKey, check, click, type_text
 
 
 def question(header, text, options, multiple=False, custom=True):
@@ -101,3 +101,50 @@ def test_approval_deny_with_a_reason(kernel):
     assert run.find("Denied: bash rm -rf build (reason: keep the build)")
     card = run.find("[bash] rm -rf build")
     assert 'data-state="denied"' in card["text/html"]
+
+
+def test_typing_key_by_key_gets_a_status_per_keystroke_and_arrives_whole(kernel):
+    """Issue 18 "Typed text is lost": the ipywidgets front end sends the next keystroke
+    only after the kernel says idle for the last one; the kernel says so while the cell
+    runs, so "inventory-api" arrives whole (not "i")."""
+    kernel.server.add(
+        {"tool_calls": [{"name": "question", "arguments": {"questions": [
+            question("Service", "Which service?", ["billing-api"], multiple=True)]}}]},
+        {"text": "Noted."},
+    )
+    typing = KeyByKey("your own", "inventory-api", then=("Next", "Submit"))
+    run = kernel.run("Which one", on_message=typing, timeout=60)
+    assert run.status == "ok" and typing.done
+    assert typing.statuses == ["busy", "idle"] * len("inventory-api")
+    assert json.loads(tool_results(kernel.last_body())[-1]) == [["inventory-api"]]
+
+
+def _home_with(kernel_factory, tmp_path, **config):
+    home = kernel_factory.make_home(tmp_path / "h")
+    path = home / ".crystal" / "config.json"
+    path.write_text(json.dumps({**json.loads(path.read_text()), **config}))
+    return home
+
+
+def test_person_timeout_denies_with_a_reason_the_model_reads(kernel_factory, tmp_path):
+    """SPEC §12 personTimeoutSeconds: a form nobody answers ends in a clear denial; the
+    cell completes (no kernel busy forever)."""
+    k = kernel_factory.start(home=_home_with(kernel_factory, tmp_path, personTimeoutSeconds=1))
+    k.server.add(bash_call("touch never"), {"text": "Nobody approved; stopping."})
+    run = k.run("Touch it", timeout=60)
+    assert run.status == "ok"
+    result = tool_results(k.last_body())[-1]
+    assert "Nobody answered within 1 seconds (personTimeoutSeconds)" in result
+    assert not (k.workspace / "never").exists()
+    assert run.find("no decision")["text/plain"].startswith("Approval for bash touch never: no decision.")
+    assert run.outputs()[-1]["text/markdown"] == "Nobody approved; stopping."
+
+
+def test_person_timeout_zero_means_nobody_answers_forms(kernel_factory, tmp_path):
+    """personTimeoutSeconds 0 (headless runs): no form at all, the ask is denied at once."""
+    k = kernel_factory.start(home=_home_with(kernel_factory, tmp_path, personTimeoutSeconds=0))
+    k.server.add(bash_call("touch never"), {"text": "Denied, as expected."})
+    run = k.run("Touch it", timeout=30)
+    assert run.status == "ok" and run.seconds < 20
+    assert "No person is present" in tool_results(k.last_body())[-1]
+    assert not any(w.get("description") == "Allow once" for w in k.driver.widgets.values())

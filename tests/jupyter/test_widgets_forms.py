@@ -7,6 +7,7 @@ import asyncio
 
 import pytest
 
+from crystal_kernel.errors import ToolError
 from crystal_kernel.host.interaction import ApprovalRequest, Question, QuestionOption
 from crystal_kernel.jupyter.render import RecordingOutput
 from crystal_kernel.jupyter.widgets import QuestionForm, WidgetInteraction
@@ -54,8 +55,11 @@ def test_immediate_form_submits_typed_text():
 async def test_timeout_dismisses_questions_and_denies_approvals():
     out = RecordingOutput()
     inter = WidgetInteraction(out, timeout=0.05)
-    assert await inter.ask_questions([q("A", ["x"])]) is None
-    assert out.outputs[-1]["text/plain"] == "Questions dismissed. Nobody answered within 0.05 seconds."
+    # The model is told why (a failed tool result, Q-5), not that the person dismissed.
+    with pytest.raises(ToolError, match=r"Nobody answered within 0.05 seconds \(personTimeoutSeconds\)"):
+        await inter.ask_questions([q("A", ["x"])])
+    assert out.outputs[-1]["text/plain"] == ("Questions dismissed. Nobody answered within 0.05 seconds "
+                                             "(personTimeoutSeconds).")
     decision = await inter.ask_approval(ApprovalRequest(call_id="1", tool="bash", arguments={"command": "ls"},
                                                         risk="execute", authority="workspace"))
     assert decision.outcome == "deny" and "Nobody answered within 0.05 seconds" in decision.reason
@@ -88,3 +92,21 @@ def test_approval_form_shows_the_per_cell_diff_of_notebook_edit():
     html = form.request_html()
     assert "Replaced the source of cell 3 (id ab12).\n--- a/a.ipynb cell 3 (id ab12)\n-1/0\n+1/&lt;b&gt;2&lt;/b&gt;" in html
     assert "<b>2</b>" not in html
+
+
+def test_person_timeout_config_is_checked_and_flag_wins(tmp_path):
+    from types import SimpleNamespace
+
+    from crystal_kernel.errors import UserError
+    from crystal_kernel.host.config import load_config
+    from crystal_kernel.jupyter.widgets import live_forms
+
+    assert load_config(tmp_path, environ={}).person_timeout_seconds == 3600
+    assert load_config(tmp_path, {"personTimeoutSeconds": 0}, environ={}).person_timeout_seconds == 0
+    with pytest.raises(UserError, match="personTimeoutSeconds"):
+        load_config(tmp_path, {"personTimeoutSeconds": -1}, environ={})
+    session = SimpleNamespace(config=SimpleNamespace(person_timeout_seconds=3600), workspace=tmp_path)
+    assert live_forms(session, RecordingOutput(), ask_timeout=None, before_ask=None).timeout == 3600
+    assert live_forms(session, RecordingOutput(), ask_timeout=5, before_ask=None).timeout == 5
+    session.config.person_timeout_seconds = 0
+    assert live_forms(session, RecordingOutput(), ask_timeout=None, before_ask=None) is None

@@ -8,7 +8,7 @@ import json
 import re
 import time
 
-from crystal_kernel.jupyter.driver import click, type_text
+from crystal_kernel.jupyter.driver import KeyByKey, click, type_text
 from tests.magics.test_magic_turns import tool_results
 
 
@@ -210,3 +210,14 @@ def test_unload_removes_the_magic_and_reload_gets_it_back(kernel):
     run = kernel.run("%load_ext crystal_kernel")
     assert run.status == "ok"
     assert kernel.run("%crystal /mode").texts() == ["Mode: work"]
+
+
+def test_typing_key_by_key_into_the_deny_reason_arrives_whole(kernel):
+    """Issue 18: in a python3 kernel with the extension loaded, each keystroke into the
+    deny-reason box gets busy/idle, so "no, keep it" reaches the model, not "n"."""
+    kernel.server.add(bash_call("rm -rf build"), {"text": "Kept it."})
+    typing = KeyByKey("Reason for denying", "no, keep it", then=("Deny",))
+    run = kernel.run("%%crystal --approval default\nClean up", on_message=typing, timeout=60)
+    assert run.status == "ok" and typing.done
+    assert typing.statuses == ["busy", "idle"] * len("no, keep it")
+    assert "no, keep it" in tool_results(kernel.last_body())[-1]
