@@ -137,7 +137,7 @@ def test_person_timeout_denies_with_a_reason_the_model_reads(kernel_factory, tmp
     assert "Nobody answered within 1 seconds (personTimeoutSeconds)" in result
     assert not (k.workspace / "never").exists()
     assert run.find("no decision")["text/plain"].startswith("Approval for bash touch never: no decision.")
-    assert run.outputs()[-1]["text/markdown"] == "Nobody approved; stopping."
+    assert run.outputs()[-1]["text/plain"] == "Nobody approved; stopping."
 
 
 def test_person_timeout_zero_means_nobody_answers_forms(kernel_factory, tmp_path):
