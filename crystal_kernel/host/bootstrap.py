@@ -82,6 +82,8 @@ def open_session(
         session.resume(resume)
     elif session_id and session.store.exists(session_id):
         session.resume(session_id)
+    elif session_id:
+        session.claim()  # a new session under a chosen id: one front at a time
     if overrides and overrides.get("mode"):
         session.mode = overrides["mode"]
     # Compose once now so that flag problems (FL-3) refuse to start.

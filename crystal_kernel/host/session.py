@@ -18,6 +18,7 @@ from crystal_kernel.host.access import AccessRules
 from crystal_kernel.host.approval import SessionAllowances
 from crystal_kernel.host.config import APPROVAL_MODES, Config
 from crystal_kernel.host.messages import Message, dump_transcript, load_transcript
+from crystal_kernel.host.session_lock import SessionLock, acquire as acquire_lock
 from crystal_kernel.host.store import DOCUMENT_VERSION, SessionStore, new_session_id, now_iso
 from crystal_kernel.providers.base import ModelRequest, Provider
 from crystal_kernel.tools.base import Tool
@@ -144,6 +145,8 @@ class Session:
         self._system: str | None = None
         self._tools: list[Tool] | None = None
         self._jobs: JobManager | None = None
+        # The lock on this session's document (host/session_lock.py), once claimed.
+        self._lock: SessionLock | None = None
         # The session's MCP servers (crystal_kernel/mcp/manager.py), made at the first
         # catalog build that finds an mcp.json; kept across rebuilds, closed in close().
         self.mcp_servers: Any = None
@@ -322,6 +325,7 @@ class Session:
                 await closer()
             except Exception:
                 pass
+        self.release_lock()
 
     # ----- persistence -----------------------------------------------------------------
     def to_document(self) -> dict[str, Any]:
@@ -350,8 +354,32 @@ class Session:
         )
         return doc
 
+    def claim(self) -> None:
+        """Hold the lock on this session's document (issue 17 §5): UserError when another
+        front has it open. Saving claims too; fronts claim early when they name the id."""
+        path = self.store.path_for(self.id)
+        if self._lock is not None and self._lock.held and self._lock.document == path:
+            return
+        lock = acquire_lock(path, self.id)
+        self.release_lock()
+        self._lock = lock
+        self._note_lock_problem(lock)
+
+    def _note_lock_problem(self, lock: SessionLock) -> None:
+        if lock.problem is not None:
+            self.note(f"Session {self.id} could not be locked ({lock.problem}); another front that "
+                      "resumes it at the same time could overwrite its turns.")
+
+    def release_lock(self) -> None:
+        """Let another front open this session (close, fork, and resuming another)."""
+        if self._lock is not None:
+            self._lock.release()
+            self._lock = None
+
     def save(self) -> Path:
-        """Rewrite the session document atomically; UserError naming it on failure."""
+        """Rewrite the session document atomically; UserError naming it on failure (or
+        when another front holds the session, see :meth:`claim`)."""
+        self.claim()
         try:
             return self.store.save(self.to_document())
         except OSError as exc:
@@ -390,7 +418,27 @@ class Session:
         self.refresh_system()
 
     def resume(self, session_id: str) -> None:
-        self.load_document(self.store.load(session_id))
+        """Continue the saved session ``session_id``: lock its document (refused when
+        another front has it open), then load it. The id is the file's name, so resuming
+        a copied document continues the copy and never overwrites the original."""
+        path = self.store.path_for(session_id)
+        mine = self._lock is not None and self._lock.held and self._lock.document == path
+        lock = None if mine else acquire_lock(path, session_id)
+        try:
+            doc = self.store.load(session_id)
+            if doc.get("id") != session_id:
+                self.note(f"The session document {path.name} says it is session {doc.get('id')!r}; "
+                          f"it continues as {session_id}, a separate session.")
+                doc = {**doc, "id": session_id}
+            self.load_document(doc)
+        except BaseException:
+            if lock is not None:
+                lock.release()
+            raise
+        if lock is not None:
+            self.release_lock()
+            self._lock = lock
+            self._note_lock_problem(lock)
 
     def fork(self) -> "Session":
         """A new session with a copy of this one's conversation and todos."""
@@ -408,5 +456,8 @@ class Session:
         child.notebook_shell = self.notebook_shell
         child.notebook_path = self.notebook_path
         child.save()
+        # The front moves to the child; the parent stays saved and may be resumed by any
+        # front (it claims its lock again if it saves later).
+        self.release_lock()
         return child
 

@@ -11,13 +11,14 @@ folder that holds them, below it, and from every parent folder of the starting p
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import sys
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Iterator
+
+from crystal_kernel.tools.globmatch import GlobMatcher, compile_glob_matcher
 
 IGNORE_FILES = (".gitignore", ".ignore", ".rgignore")
 RG_BASE_FLAGS = (
@@ -33,70 +34,9 @@ def rg_binary() -> str | None:
     return here or shutil.which("rg")
 
 
-def glob_to_regex(pattern: str, *, braces: bool = False) -> str:
-    """Translate one glob (gitignore dialect: ``*``, ``?``, ``[...]``, ``**``) to a regex
-    body matching a whole relative POSIX path. ``braces`` also expands ``{a,b}``."""
-    out: list[str] = []
-    i, n = 0, len(pattern)
-    depth = 0
-    while i < n:
-        c = pattern[i]
-        if c == "*":
-            if pattern.startswith("**", i):
-                start_ok = i == 0 or pattern[i - 1] == "/"
-                if start_ok and pattern.startswith("**/", i):
-                    out.append("(?:.*/)?")
-                    i += 3
-                    continue
-                if start_ok and i + 2 == n:
-                    out.append(".*")
-                    i += 2
-                    continue
-                out.append("[^/]*")
-                i += 2
-                continue
-            out.append("[^/]*")
-        elif c == "?":
-            out.append("[^/]")
-        elif c == "[":
-            j = i + 1
-            if j < n and pattern[j] in "!^":
-                j += 1
-            if j < n and pattern[j] == "]":
-                j += 1
-            while j < n and pattern[j] != "]":
-                j += 1
-            if j >= n:
-                out.append(re.escape(c))
-            else:
-                body = pattern[i + 1 : j]
-                negate = body[:1] in ("!", "^")
-                if negate:
-                    body = body[1:]
-                body = body.replace("\\", "\\\\").replace("^", "\\^")
-                out.append(f"[{'^' if negate else ''}{body}]" if not negate else f"[^/{body}]")
-                i = j
-        elif c == "\\" and i + 1 < n:
-            i += 1
-            out.append(re.escape(pattern[i]))
-        elif braces and c == "{":
-            out.append("(?:")
-            depth += 1
-        elif braces and c == "}" and depth:
-            out.append(")")
-            depth -= 1
-        elif braces and c == "," and depth:
-            out.append("|")
-        else:
-            out.append(re.escape(c))
-        i += 1
-    out.extend(")" * depth)
-    return "".join(out)
-
-
 @dataclass(frozen=True)
 class IgnoreRule:
-    regex: re.Pattern[str]
+    regex: GlobMatcher
     negate: bool
     dir_only: bool
 
@@ -124,12 +64,8 @@ def parse_ignore(text: str) -> list[IgnoreRule]:
             continue
         anchored = "/" in line
         line = line.lstrip("/")
-        body = glob_to_regex(line)
-        regex = "^" + body + "$" if anchored else "^(?:.*/)?" + body + "$"
-        try:
-            rules.append(IgnoreRule(re.compile(regex, re.DOTALL), negate, dir_only))
-        except re.error:
-            continue
+        # A workspace's ignore file is untrusted too: linear matching (globmatch.py).
+        rules.append(IgnoreRule(compile_glob_matcher(line, anchored=anchored), negate, dir_only))
     return rules
 
 

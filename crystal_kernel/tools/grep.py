@@ -19,7 +19,8 @@ from crystal_kernel.host.access import is_credential_parts
 from crystal_kernel.tools._files import display_path, looks_binary, read_head
 from crystal_kernel.tools._notebook_search import grep_cells, notebook_files, read_sources
 from crystal_kernel.tools._process import kill_process_tree
-from crystal_kernel.tools._walk import RG_BASE_FLAGS, glob_to_regex, rg_binary, walk
+from crystal_kernel.tools._walk import RG_BASE_FLAGS, rg_binary, walk
+from crystal_kernel.tools.globmatch import GlobMatcher, compile_glob_matcher
 from crystal_kernel.tools.base import Risk, Tool, ToolContext, ToolInput, ToolResult, truncate_output
 
 MAX_MATCHES = 100
@@ -54,17 +55,20 @@ class FileHits:
     cells: list[int] | None = None
 
 
-def compile_glob(glob: str | None) -> re.Pattern[str] | None:
+def compile_glob(glob: str | None) -> GlobMatcher | None:
     """A file filter: a glob without '/' matches file names at any depth, one with '/'
-    matches the path relative to the search folder."""
+    matches the path relative to the search folder. Matching is linear in the name's
+    length (tools/globmatch.py), whatever pattern the model chose."""
     if not glob:
         return None
-    body = glob_to_regex(glob.lstrip("/"), braces=True)
     anchored = "/" in glob.rstrip("/")
-    return re.compile(("^" if anchored else "^(?:.*/)?") + body + "$", re.DOTALL)
+    try:
+        return compile_glob_matcher(glob.lstrip("/"), anchored=anchored, braces=True)
+    except ValueError as exc:
+        raise ToolError(f"The glob '{glob[:200]}' is too complex: {exc}.") from None
 
 
-def path_allowed(path: str | Path, root: Path, glob_re: re.Pattern[str] | None) -> bool:
+def path_allowed(path: str | Path, root: Path, glob_re: GlobMatcher | None) -> bool:
     """Not a credential file, and matching the glob (relative to ``root``) when given."""
     text, base = str(path), str(root)
     if text.startswith(base + os.sep):
@@ -77,7 +81,7 @@ def path_allowed(path: str | Path, root: Path, glob_re: re.Pattern[str] | None) 
 
 
 async def grep_rg(rg: str, pattern: str, root: Path, *, ignore_case: bool, context: int,
-                  glob_re: re.Pattern[str] | None) -> list[FileHits]:
+                  glob_re: GlobMatcher | None) -> list[FileHits]:
     """Run ripgrep and collect hits per file. The output is read by a worker thread in
     large blocking reads (one wake-up per block, not per line rg writes)."""
     argv = [rg, *RG_BASE_FLAGS, "--null", "--line-number", "--with-filename", "--no-heading"]
@@ -175,7 +179,7 @@ def _collect_rg(proc: subprocess.Popen) -> tuple[Counter, dict, str, int]:
 
 
 def grep_python(pattern: str, root: Path, *, ignore_case: bool, context: int,
-                glob_re: re.Pattern[str] | None) -> list[FileHits]:
+                glob_re: GlobMatcher | None) -> list[FileHits]:
     """The same search in pure Python (used when no rg binary is available)."""
     try:
         regex = re.compile(pattern, re.IGNORECASE if ignore_case else 0)
@@ -255,7 +259,7 @@ def format_hits(hits: list[FileHits], workspace: Path, limit: int) -> tuple[str,
 
 
 def grep_notebooks(pattern: str, root: Path, *, ignore_case: bool, context: int,
-                   glob_re: re.Pattern[str] | None) -> list[FileHits]:
+                   glob_re: GlobMatcher | None) -> list[FileHits]:
     """Hits in notebooks' cell sources (Python's regex dialect; a pattern only ripgrep
     understands finds nothing in notebooks)."""
     try:

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -143,3 +145,83 @@ def test_bad_session_document_is_one_line_and_exit_2(workspace, content, message
     assert len(lines) == 1 and message in lines[0] and "ession document" in lines[0], out.stderr
     assert asked == []
     assert (folder / "s1.json").read_bytes() == content
+
+
+# ----- one front per session (issue 17 §5) ------------------------------------------------
+
+def first_session(workspace: Path) -> str:
+    with LLMServer([{"text": "First answer."}]) as server:
+        out = crystal(["run", "first", "--workspace", str(workspace), "--format", "jsonl"],
+                      env_extra=openai_env(server))
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout.splitlines()[-1])["sessionId"]
+
+
+def start_slow_resume(workspace: Path, server: LLMServer, session_id: str) -> subprocess.Popen:
+    """`crystal run --resume` whose model answer streams slowly, once the request is in."""
+    env = dict(os.environ)
+    env.update(openai_env(server))
+    proc = subprocess.Popen([CRYSTAL, "run", "second", "--workspace", str(workspace), "--format", "jsonl",
+                             "--resume", session_id], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env=env)
+    deadline = time.monotonic() + 30
+    while not server.bodies("chat") and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert server.bodies("chat"), "the first front never asked the model"
+    return proc
+
+
+def test_a_second_front_resuming_an_open_session_is_refused_and_no_turn_is_lost(workspace):
+    session_id = first_session(workspace)
+    doc_path = workspace / ".crystal" / "sessions" / f"{session_id}.json"
+    with LLMServer([{"text": "Slow second answer.", "chunk": 1, "delay": 0.6},
+                    {"text": "never sent"}]) as server:
+        holder = start_slow_resume(workspace, server, session_id)
+        other = crystal(["run", "third", "--workspace", str(workspace), "--format", "jsonl",
+                         "--resume", session_id], env_extra=openai_env(server))
+        out, err = holder.communicate(timeout=60)
+        asked = len(server.bodies("chat"))
+    assert other.returncode == 2
+    lines = other.stderr.strip().splitlines()
+    assert len(lines) == 1 and f"Session {session_id} is open in another Crystal front (process {holder.pid})" \
+        in lines[0], other.stderr
+    assert holder.returncode == 0, err
+    assert asked == 1  # the refused front never reached the model
+    doc = json.loads(doc_path.read_text(encoding="utf-8"))
+    prompts = [m["parts"][0]["text"] for m in doc["transcript"] if m["role"] == "user"]
+    assert prompts == ["first", "second"] and doc["turns"] == 2
+    # Once the holder is done, the session can be resumed again.
+    with LLMServer([{"text": "Third answer."}]) as server:
+        third = crystal(["run", "third", "--workspace", str(workspace), "--resume", session_id],
+                        env_extra=openai_env(server))
+    assert third.returncode == 0, third.stderr
+    assert json.loads(doc_path.read_text(encoding="utf-8"))["turns"] == 3
+
+
+def test_a_killed_front_leaves_no_stale_lock(workspace):
+    session_id = first_session(workspace)
+    with LLMServer([{"text": "x", "hang": 30}]) as server:
+        holder = start_slow_resume(workspace, server, session_id)
+        holder.send_signal(signal.SIGKILL)
+        holder.wait(timeout=10)
+    with LLMServer([{"text": "Back."}]) as server:
+        again = crystal(["run", "again", "--workspace", str(workspace), "--resume", session_id],
+                        env_extra=openai_env(server))
+    assert again.returncode == 0, again.stderr
+
+
+def test_resuming_a_copied_document_continues_the_copy(workspace):
+    session_id = first_session(workspace)
+    folder = workspace / ".crystal" / "sessions"
+    original = (folder / f"{session_id}.json").read_bytes()
+    (folder / "copy-1.json").write_bytes(original)
+    with LLMServer([{"text": "On the copy."}]) as server:
+        out = crystal(["run", "on the copy", "--workspace", str(workspace), "--format", "jsonl",
+                       "--resume", "copy-1"], env_extra=openai_env(server))
+    assert out.returncode == 0, out.stderr
+    events = [json.loads(line) for line in out.stdout.splitlines()]
+    assert events[-1]["sessionId"] == "copy-1"
+    assert any(e["type"] == "note" and "continues as copy-1" in e["text"] for e in events)
+    assert (folder / f"{session_id}.json").read_bytes() == original
+    copy = json.loads((folder / "copy-1.json").read_text(encoding="utf-8"))
+    assert copy["id"] == "copy-1" and copy["turns"] == 2
