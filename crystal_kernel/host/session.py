@@ -139,6 +139,9 @@ class Session:
         # The .ipynb file the kernel or the magics run in, when Jupyter says (JPY_SESSION_NAME);
         # named in the system text so the model can read and edit "this notebook".
         self.notebook_path: str | None = None
+        # Set by the kernel and the magics: applies a notebook_edit to the notebook's shared
+        # document when it is open with real-time collaboration (jupyter/live_notebook.py).
+        self.live_notebook_edit: Any = None
         self._extra_doc: dict[str, Any] = {}
         self._notes: list[str] = []
         self._said_once: set[str] = set()
@@ -455,6 +458,7 @@ class Session:
         child.mode, child.approval = self.mode, self.approval
         child.notebook_shell = self.notebook_shell
         child.notebook_path = self.notebook_path
+        child.live_notebook_edit = self.live_notebook_edit
         child.save()
         # The front moves to the child; the parent stays saved and may be resumed by any
         # front (it claims its lock again if it saves later).

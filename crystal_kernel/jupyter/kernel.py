@@ -122,6 +122,9 @@ class CrystalKernel(IPythonKernel):
     def _attach(self, session: Any) -> None:
         session.notebook_shell = self.shell
         session.notebook_path = self.notebook
+        from crystal_kernel.jupyter.live_notebook import live_edit
+
+        session.live_notebook_edit = live_edit
         session.refresh_system()
         self.crystal = session
 

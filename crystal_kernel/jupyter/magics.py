@@ -125,6 +125,9 @@ class MagicsHost(SyncForm):
         adopt_replayed_person(session, self.options.unattended)  # replay: the cassette answers
         session.notebook_shell = self.shell
         session.notebook_path = self.notebook
+        from crystal_kernel.jupyter.live_notebook import live_edit
+
+        session.live_notebook_edit = live_edit
         session.refresh_system()
         self.crystal = session
 

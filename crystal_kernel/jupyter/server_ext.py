@@ -9,6 +9,8 @@ Routes (all JSON; ``?workspace=DIR`` picks a folder under the server root, defau
 - ``GET sessions``, ``GET sessions/<id>``, ``GET status?session=<id>``
 - ``GET jobs``, ``GET jobs/<session>/<job>/log?offset=&limit=``, ``POST jobs/<session>/<job>/stop``
 - ``GET/POST promptsets``, ``GET/POST attachments``
+- ``POST notebook-edit``: notebook_edit through the shared document of an open notebook
+  (real-time collaboration; server/live_notebook.py)
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ def _jupyter_server_extension_points() -> list[dict[str, str]]:
 
 def handlers(base_url: str) -> list[tuple[str, Any]]:
     from crystal_kernel.jupyter.server.jobs import JobLogHandler, JobsHandler, JobStopHandler
+    from crystal_kernel.jupyter.server.live_notebook import LiveNotebookEditHandler
     from crystal_kernel.jupyter.server.prompts import AttachmentsHandler, PromptSetsHandler
     from crystal_kernel.jupyter.server.sessions import SessionHandler, SessionsHandler, StatusHandler
 
@@ -44,6 +47,7 @@ def handlers(base_url: str) -> list[tuple[str, Any]]:
         (route("jobs", any_id, any_id, "stop"), JobStopHandler),
         (route("promptsets"), PromptSetsHandler),
         (route("attachments"), AttachmentsHandler),
+        (route("notebook-edit"), LiveNotebookEditHandler),
     ]
 
 

@@ -75,6 +75,19 @@ class NotebookEditTool(Tool):
                             "(create one with write).")
         if not path.is_file():
             raise ToolError(f"'{args.path}' is not a regular file.")
+        live = getattr(ctx.session, "live_notebook_edit", None)
+        if live is not None:
+            # Open in JupyterLab with real-time collaboration: edit the shared document, so the
+            # person sees the change at once and their unsaved edits stay.
+            answer = await live(path, args.model_dump())
+            if answer and answer.get("error"):
+                raise ToolError(str(answer["error"]))
+            if answer and answer.get("live"):
+                note_change(ctx.workspace)
+                diff = str(answer.get("diff") or "")
+                text = f"Edited {shown} in the open notebook (live): {answer.get('summary', '')}" + (
+                    "\n" + diff if diff else "")
+                return ToolResult(ok=True, text=truncate_output(text, ctx.config.tool_output_limit), display="diff")
         old, new, change = await asyncio.to_thread(_edit, path, shown, args)
         if new == old:
             return ToolResult(ok=True, text=f"{shown}: {change.summary} The file is unchanged.")

@@ -18,6 +18,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
@@ -81,7 +82,15 @@ class Lab:
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory) -> Iterator[Lab]:
     ensure_built()
-    base = tmp_path_factory.mktemp("lab")
+    with running_lab(tmp_path_factory.mktemp("lab")) as started:
+        yield started
+
+
+@contextmanager
+def running_lab(base: Path, *, collaborative: bool = False) -> Iterator[Lab]:
+    """A lab in ``base``. Real-time collaboration (jupyter-collaboration, a test
+    dependency) is off unless ``collaborative``: the other browser tests check the
+    person's plain, file-backed notebook."""
     root, home, data = base / "root", base / "home", base / "jupyter"
     root.mkdir()
     (home / ".crystal").mkdir(parents=True)
@@ -118,6 +127,7 @@ def lab(tmp_path_factory) -> Iterator[Lab]:
         f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={root}",
         "--LabApp.expose_app_in_browser=True", "--ServerApp.port_retries=0",
         "--LabApp.news_url=", "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
+        f"--YDocExtension.disable_rtc={not collaborative}",
     ]
     with open(log, "wb") as out:
         proc = subprocess.Popen(argv, cwd=root, env=env, stdout=out, stderr=subprocess.STDOUT,
