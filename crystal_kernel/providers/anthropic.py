@@ -25,6 +25,7 @@ from crystal_kernel.providers.base import (
 )
 from crystal_kernel.providers.common import (
     SDKProvider,
+    idle_bounded,
     map_stream_error,
     omitted_images,
     paired,
@@ -115,13 +116,13 @@ class AnthropicProvider(SDKProvider):
         async def start() -> Any:
             return await self.client.messages.create(**body, stream=True)
 
-        stream = await with_retries(start, self.endpoint, self.retry)
+        stream = await with_retries(start, self.endpoint, self.retry, self.timeout)
         blocks: dict[int, dict[str, str]] = {}
         input_tokens = output_tokens = 0
         stop: str | None = None
         finished = False
         try:
-            async for event in stream:
+            async for event in idle_bounded(stream, self.timeout, self.endpoint):
                 kind = event.type
                 if kind == "message_start":
                     usage = event.message.usage

@@ -201,19 +201,31 @@ class RetryPolicy:
     max_wait: float = 20.0
 
 
-async def with_retries(open_stream: Callable[[], Awaitable[T]], where: Endpoint, policy: RetryPolicy) -> T:
+async def with_retries(open_stream: Callable[[], Awaitable[T]], where: Endpoint, policy: RetryPolicy,
+                       total: float | None = None) -> T:
     """Call ``open_stream`` until it succeeds; map failures to ProviderError.
 
     Only failures before the answer starts are retried: 429, 5xx, timeouts and dropped
     connections. A refused connection or an unknown host name is not retried (no server
-    is there), nor are 401/404/400 (retrying cannot fix them).
+    is there), nor are 401/404/400 (retrying cannot fix them). ``total`` bounds the whole
+    wait, every attempt and backoff included (``requestTimeoutSeconds`` is the longest a
+    person waits, not a per-attempt limit).
     """
+    loop = asyncio.get_running_loop()
+    deadline = None if total is None else loop.time() + total
     attempt = 0
     while True:
+        left = None if deadline is None else deadline - loop.time()
         try:
-            return await open_stream()
+            if left is not None and left <= 0:
+                raise asyncio.TimeoutError()
+            return await asyncio.wait_for(open_stream(), left) if left is not None else await open_stream()
         except asyncio.CancelledError:
             raise
+        except asyncio.TimeoutError:
+            tries = f" (after {attempt + 1} attempts)" if attempt else ""
+            raise ProviderError(f"The model server at {where.url} did not answer within {total:g} s{tries} "
+                                "(requestTimeoutSeconds).", retryable=True) from None
         except Exception as exc:
             error = map_error(exc, where, attempts=attempt + 1)
             if not error.retryable or attempt >= policy.retries:
@@ -221,8 +233,33 @@ async def with_retries(open_stream: Callable[[], Awaitable[T]], where: Endpoint,
             wait = retry_after_seconds(exc)
             if wait is None:
                 wait = policy.backoff * (2 ** attempt) * (0.75 + random.random() / 2)
-            await asyncio.sleep(max(0.0, min(wait, policy.max_wait)))
+            wait = max(0.0, min(wait, policy.max_wait))
+            if deadline is not None and loop.time() + wait >= deadline:
+                raise error from None  # no time left for another attempt
+            await asyncio.sleep(wait)
             attempt += 1
+
+
+async def idle_bounded(stream: Any, seconds: float | None, where: Endpoint) -> AsyncIterator[Any]:
+    """The SDK's stream, failing when no event arrives for ``seconds``. SSE keep-alive
+    comments (``: ping``) are not events, so a server that only keeps the connection
+    alive times out instead of holding the turn forever."""
+    iterator = stream.__aiter__()
+    # A little longer than the HTTP client's own read timeout (the same seconds), so a
+    # server that sends no bytes at all still gets that error ("stopped sending").
+    limit = None if seconds is None else seconds + min(1.0, seconds / 2)
+    while True:
+        try:
+            if limit is None:
+                item = await iterator.__anext__()
+            else:
+                item = await asyncio.wait_for(iterator.__anext__(), limit)
+        except StopAsyncIteration:
+            return
+        except asyncio.TimeoutError:
+            raise ProviderError(f"The model server at {where.url} sent nothing but keep-alives for {seconds:g} s; "
+                                "the answer was stopped (requestTimeoutSeconds).") from None
+        yield item
 
 
 INTERRUPTED_CALL = "The call did not run: the answer was interrupted before its result arrived."
@@ -304,6 +341,9 @@ class SDKProvider:
         self.model = model
         self.capabilities = capabilities or capabilities_for(model)
         self.retry = retry
+        # The longest a person waits: for the answer to start (retries included), and
+        # between two events of the answer (keep-alives do not count).
+        self.timeout = timeout
         self.base_url = base_url
         url = base_url or self.default_url
         # Retries are ours (with_retries): bounded, and they honour retry-after.

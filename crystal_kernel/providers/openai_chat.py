@@ -25,6 +25,7 @@ from crystal_kernel.providers.base import (
 )
 from crystal_kernel.providers.common import (
     SDKProvider,
+    idle_bounded,
     map_stream_error,
     omitted_images,
     paired,
@@ -155,13 +156,13 @@ class OpenAIChatProvider(SDKProvider):
             return await post_stream(self.client, "/chat/completions", body, ChatCompletion,
                                      AsyncStream[ChatCompletionChunk])
 
-        stream = await with_retries(start, self.endpoint, self.retry)
+        stream = await with_retries(start, self.endpoint, self.retry, self.timeout)
         calls: list[dict[str, str]] = []
         by_index: dict[int, dict[str, str]] = {}
         finish: str | None = None
         usage: UsageChunk | None = None
         try:
-            async for chunk in stream:
+            async for chunk in idle_bounded(stream, self.timeout, self.endpoint):
                 if chunk.usage is not None:
                     usage = UsageChunk(chunk.usage.prompt_tokens or 0, chunk.usage.completion_tokens or 0)
                 for choice in chunk.choices or []:

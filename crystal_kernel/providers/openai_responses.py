@@ -26,6 +26,7 @@ from crystal_kernel.providers.base import (
 )
 from crystal_kernel.providers.common import (
     SDKProvider,
+    idle_bounded,
     map_stream_error,
     omitted_images,
     paired,
@@ -112,12 +113,12 @@ class OpenAIResponsesProvider(SDKProvider):
             # Posted as built, without the SDK's per-request body transform (post_stream).
             return await post_stream(self.client, "/responses", body, Response, AsyncStream[ResponseStreamEvent])
 
-        stream = await with_retries(start, self.endpoint, self.retry)
+        stream = await with_retries(start, self.endpoint, self.retry, self.timeout)
         calls: dict[str, dict[str, str]] = {}
         done: list[ToolCallChunk] = []
         final: Any = None
         try:
-            async for event in stream:
+            async for event in idle_bounded(stream, self.timeout, self.endpoint):
                 kind = event.type
                 if kind == "response.output_text.delta":
                     if event.delta:

@@ -17,7 +17,10 @@ or not, from a queue of scripted replies. A reply is a JSON-able dict:
   connection abruptly after N events (the chunked body is left incomplete); ``end_after:
   N`` ends the body properly but early, after N events (no finish, no ``[DONE]``); ``hang:
   SECONDS`` (with ``hang_after: N`` events first) stops sending until the client goes
-  away or the time (capped by ``max_hang``) is up.
+  away or the time (capped by ``max_hang``) is up; ``ping: SECONDS`` (with ``ping_after:
+  N`` events first) sends only SSE keep-alive comments (``: ping``, every ``ping_every``
+  seconds, default 0.2) until the client goes away or the time (capped by ``max_hang``)
+  is up, then drops the connection.
 
 ``router(body, path) -> reply | None`` may pick a reply per request (one server playing
 agent and reviewer); ``None`` falls back to the queue. An empty queue answers HTTP 500
@@ -260,6 +263,7 @@ def _make_handler(server: LLMServer) -> type[BaseHTTPRequestHandler]:
             self.end_headers()
             cut_after = reply.get("cut_after")
             hang_after = reply.get("hang_after", 0) if "hang" in reply else None
+            ping_after = reply.get("ping_after", 0) if "ping" in reply else None
             delay = float(reply.get("delay", 0))
             end_after = reply.get("end_after")
             sent = 0
@@ -271,11 +275,14 @@ def _make_handler(server: LLMServer) -> type[BaseHTTPRequestHandler]:
                 if hang_after is not None and sent >= int(hang_after):
                     self._hang(float(reply["hang"]))
                     raise _Cut()
+                if ping_after is not None and sent >= int(ping_after):
+                    self._ping(float(reply["ping"]), float(reply.get("ping_every", 0.2)))
+                    raise _Cut()
                 if delay:
                     time.sleep(delay)
                 self._chunk(event)
                 sent += 1
-            if cut_after is not None or hang_after is not None:
+            if cut_after is not None or hang_after is not None or ping_after is not None:
                 raise _Cut()
             self.wfile.write(b"0\r\n\r\n")
             self.wfile.flush()
@@ -294,6 +301,17 @@ def _make_handler(server: LLMServer) -> type[BaseHTTPRequestHandler]:
                         server._note_disconnect()
                         return
                     time.sleep(0.05)
+
+        def _ping(self, seconds: float, every: float) -> None:
+            """Only SSE comments (keep-alives) until the client goes away or time is up."""
+            deadline = time.monotonic() + min(seconds, server.max_hang)
+            while time.monotonic() < deadline and not server._stopping.is_set():
+                try:
+                    self._chunk(": ping\n\n")
+                except OSError:
+                    server._note_disconnect()
+                    return
+                time.sleep(every)
 
         def _chunk(self, data: str) -> None:
             raw = data.encode("utf-8")
