@@ -141,9 +141,52 @@ _STATE_LABEL = {
 }
 
 
+def _questions(arguments: dict[str, Any]) -> list[dict[str, Any]]:
+    questions = arguments.get("questions")
+    return [q for q in questions if isinstance(q, dict)] if isinstance(questions, list) else []
+
+
+def _answers(result: str | None) -> list[list[str]] | None:
+    """The question tool's answers (a JSON list of label lists), or None."""
+    try:
+        value = json.loads(result or "")
+    except (ValueError, TypeError):
+        return None
+    if isinstance(value, list) and all(isinstance(a, list) for a in value):
+        return [[str(x) for x in a] for a in value]
+    return None
+
+
+def _question_parts(card: CardState) -> tuple[list[str], list[str]]:
+    """The question card's body as text lines and HTML: each question, then its answer."""
+    questions = _questions(card.arguments)
+    answers = _answers(card.result) if card.state == "done" else None
+    plain: list[str] = []
+    rows: list[str] = []
+    for i, q in enumerate(questions):
+        header, text = str(q.get("header", "")), str(q.get("question", ""))
+        answer = None if answers is None else (", ".join(answers[i]) if i < len(answers) and answers[i]
+                                               else "(no answer)")
+        plain.append(f"{header}: {text}" + (f" → {answer}" if answer is not None else ""))
+        rows.append(f'<tr><td style="padding:2px 8px 2px 0;vertical-align:top"><b>{esc(header)}</b></td>'
+                    f'<td style="padding:2px 8px">{esc(text)}</td>'
+                    + (f'<td style="padding:2px 8px">→ <b>{esc(answer)}</b></td>' if answer is not None else "")
+                    + "</tr>")
+    html = [f"<table>{''.join(rows)}</table>"] if rows else []
+    return plain, html
+
+
 def card_bundle(card: CardState) -> Bundle:
+    """A tool card. A decision is stated once: a denied card shows who denied it and why
+    (or nothing when the person's form summary says so) and no repeat of the reason as a
+    result; the question tool shows its questions and answers, not JSON."""
     label, colour = _STATE_LABEL.get(card.state, (card.state, _MUTED))
-    summary = summarize_arguments(card.name, card.arguments)
+    is_question = card.name == "question" and bool(_questions(card.arguments))
+    if is_question:
+        headers = [str(q.get("header", "")) for q in _questions(card.arguments)]
+        summary = ", ".join(h for h in headers if h) or f"{len(headers)} questions"
+    else:
+        summary = summarize_arguments(card.name, card.arguments)
     plain = [f"[{card.name}] {summary} — {label}"]
     parts = [
         f'<div class="{NO_MATH}"><div class="crystal-card" data-tool="{esc(card.name)}" data-state="{esc(card.state)}" '
@@ -154,13 +197,20 @@ def card_bundle(card: CardState) -> Bundle:
     if card.approval:
         plain.append(card.approval)
         parts.append(f'<div style="{_MUTED}">{esc(card.approval)}</div>')
-    if card.arguments and (len(card.arguments) > 1 or summary.endswith("…")):
+    if is_question:
+        lines, html = _question_parts(card)
+        plain += lines
+        parts += html
+    elif card.arguments and (len(card.arguments) > 1 or summary.endswith("…")):
         parts.append(f'<details><summary style="{_MUTED}">arguments</summary>'
                      f'<pre style="{_PRE}">{esc(_arguments_json(card.arguments))}</pre></details>')
-    if card.result is not None:
-        body = clip(card.result, CARD_TEXT_LIMIT)
+    shown = card.result is not None and card.state != "denied"
+    if is_question and card.state == "done" and _answers(card.result) is not None:
+        shown = False  # the answers are in the table above
+    if shown:
+        body = clip(card.result or "", CARD_TEXT_LIMIT)
         plain.append(body)
-        if card.state in ("failed", "denied", "cancelled"):
+        if card.state in ("failed", "cancelled"):
             parts.append(f'<pre style="{_PRE};color:{_RED}">{esc(body)}</pre>')
         elif card.display == "diff":
             parts.append(f'<pre style="{_PRE}">{diff_html(body)}</pre>')

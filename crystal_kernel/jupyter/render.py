@@ -152,6 +152,9 @@ class Renderer:
         self._status_handle: Handle | None = None
         self._stream: _Stream | None = None
         self._cards: dict[str, tuple[CardState, Handle]] = {}
+        # Calls a form asked the person about: that form's summary (right under the card)
+        # states the person's decision, so the card does not say it again.
+        self._asked: set[str] = set()
         self.stop_reason: str | None = None
         self.errors: list[str] = []
         self.text = ""  # the whole answer, for fronts that return it
@@ -221,17 +224,22 @@ class Renderer:
         if event.by == "person" and reason and reason.startswith("answered from the recording"):
             who = "the recording"
             reason = reason.partition("; ")[2] or None
+        shown_by_form = event.by == "person" and event.id in self._asked
+        if event.verdict and reason and reason == event.verdict.get("rationale"):
+            reason = None  # the verdict line below gives it
         if event.outcome == "ask":
             card.state = "waiting"
             card.approval = None
+            self._asked.add(event.id)
         elif event.outcome == "deny":
             card.state = "denied"
-            card.approval = f"Denied by {who}" + (f": {reason}" if reason else ".")
+            card.approval = None if shown_by_form else f"Denied by {who}" + (f": {reason}" if reason else ".")
         else:
             card.state = "running"
-            if event.by != "host":
+            if event.by != "host" and not shown_by_form:
                 card.approval = f"Allowed by {who}" + (f" ({reason})" if reason else ".")
-        if event.verdict:
+        if event.verdict and event.outcome != "ask" and not shown_by_form:
+            # A verdict that went to the person is shown by the form and its summary.
             verdict = event.verdict
             risk = verdict.get("risk_level") or verdict.get("risk")
             auth = verdict.get("user_authorization") or verdict.get("authorization")

@@ -165,11 +165,16 @@ def _image_as_link(renderer: Any, tokens: list, idx: int, options: Any, env: Any
     return f'<a href="{esc(src)}">[image: {esc(alt)}]</a>'
 
 
+# A code block reads as one in JupyterLab (either theme) and in a static export.
+_CODE_STYLE = ("background-color:var(--jp-layout-color2,#f6f8fa);color:var(--jp-content-font-color1,#1f2328);"
+               "padding:6px 8px;border-radius:4px;overflow-x:auto")
+
+
 def _fence(renderer: Any, tokens: list, idx: int, options: Any, env: Any) -> str:
     token = tokens[idx]
     lang = (token.info or "").strip().split(" ")[0][:40]
     lang_attr = f' data-lang="{esc(lang)}"' if lang else ""
-    return f'<pre class="crystal-code"{lang_attr}><code>{esc(token.content)}</code></pre>\n'
+    return f'<pre class="crystal-code"{lang_attr} style="{_CODE_STYLE}"><code>{esc(token.content)}</code></pre>\n'
 
 
 @lru_cache(maxsize=1)

@@ -12,11 +12,17 @@ export interface ISessionRow {
   updated: string;
   turns: number;
   tokens: number;
+  /** The folder (relative to the server root, "" for the root) the session lives in. */
+  workspace?: string;
+  /** The notebook that used the session last, when one did. */
+  notebook?: string | null;
 }
 
 export interface IPart {
   kind: 'text' | 'image' | 'tool_call' | 'tool_result';
   text?: string;
+  /** Text parts: the text as Markdown rendered and sanitized by the server (TRUST-1). */
+  html?: string;
   name?: string;
   arguments?: string;
   ok?: boolean;
@@ -56,6 +62,10 @@ export interface IJobRow {
   runtime: number | null;
   bytes: number;
   stoppable: boolean;
+  workspace?: string;
+  /** Job ids count per session (j1, j2, …): the row says whose job it is. */
+  sessionTopic?: string | null;
+  notebook?: string | null;
 }
 
 export interface ILogChunk {

@@ -1,7 +1,8 @@
 /**
  * Crystal kernel's JupyterLab extension: a "Crystal" left sidebar (sessions, jobs,
  * prompts), a status bar item for Crystal notebooks, a launcher entry and a command
- * that creates a notebook with the Crystal kernel preselected.
+ * that creates a notebook with the Crystal kernel preselected; in notebooks, Copy and
+ * Insert buttons on the code blocks of answers and wrapping prompt cells (answers.ts).
  */
 import {
   ILayoutRestorer,
@@ -15,6 +16,7 @@ import { IStatusBar } from '@jupyterlab/statusbar';
 import { LabIcon } from '@jupyterlab/ui-components';
 
 import crystalSvg from '../style/icons/crystal.svg';
+import { activateAnswers } from './answers';
 import { CrystalSidebar } from './sidebar';
 import { CrystalStatus, KERNEL_NAME } from './status';
 import { TranscriptView } from './transcript';
@@ -75,6 +77,9 @@ const plugin: JupyterFrontEndPlugin<void> = {
       }
     });
 
+    if (tracker) {
+      activateAnswers(tracker);
+    }
     const status = tracker && statusBar ? new CrystalStatus(tracker) : null;
     const sidebar = new CrystalSidebar(
       crystalIcon,

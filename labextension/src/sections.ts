@@ -71,16 +71,22 @@ export class SessionsSection extends Section {
     this.count.textContent = String(sessions.length);
     if (!sessions.length) {
       this.body.replaceChildren(
-        h('div', { class: 'jp-crystal-muted' }, 'No sessions in this folder yet.')
+        h('div', { class: 'jp-crystal-muted' }, 'No sessions under this folder yet.')
       );
       return;
     }
     const list = h('ul', { class: 'jp-crystal-list' });
     for (const s of sessions) {
+      const where = s.notebook
+        ? s.notebook
+        : s.workspace
+          ? `${s.workspace}/ (no notebook)`
+          : '(no notebook)';
       const item = h(
         'li',
         { class: 'jp-crystal-session jp-crystal-clickable', title: `Open session ${s.id}`, 'data-id': s.id },
         h('div', { class: 'jp-crystal-row-title' }, s.topic || s.id),
+        h('div', { class: 'jp-crystal-session-notebook', title: 'The notebook that used this session last' }, where),
         h('div', { class: 'jp-crystal-muted' }, `${when(s.updated)} · ${s.turns} turns · ${s.tokens} tokens`)
       );
       item.addEventListener('click', () => this.openSession(s.id));
@@ -200,7 +206,12 @@ export class JobsSection extends Section {
         h('span', { class: 'jp-crystal-muted' }, duration(job.runtime)),
         actions
       ),
-      h('code', { class: 'jp-crystal-command', title: job.command }, job.command)
+      h('code', { class: 'jp-crystal-command', title: job.command }, job.command),
+      h(
+        'div',
+        { class: 'jp-crystal-job-session jp-crystal-muted', title: `Session ${job.session}` },
+        `${job.id} of ${job.sessionTopic || job.session}` + (job.notebook ? ` · ${job.notebook}` : '')
+      )
     );
     const tail = this.tails.get(key);
     if (tail) {

@@ -1,7 +1,8 @@
 /** A main-area view of one session's transcript (read only). */
+import { Sanitizer } from '@jupyterlab/apputils';
 import { Widget } from '@lumino/widgets';
 
-import { api, CrystalError, IMessage, ITranscript } from './api';
+import { api, CrystalError, IMessage, IPart, ITranscript } from './api';
 import { h, when } from './dom';
 
 export class TranscriptView extends Widget {
@@ -57,6 +58,23 @@ export class TranscriptView extends Widget {
   }
 }
 
+const sanitizer = new Sanitizer();
+
+/**
+ * A text part as Markdown (TRUST-1). The server renders it with the kernel's own
+ * renderer and cleans it with nh3 (`html`); it is cleaned again here by JupyterLab's
+ * sanitizer before it reaches the page. Without `html`, the text goes in as text.
+ */
+function markdownPart(part: IPart): HTMLElement {
+  const node = h('div', { class: 'jp-crystal-text jp-RenderedHTMLCommon' });
+  if (part.html) {
+    node.innerHTML = sanitizer.sanitize(part.html);
+  } else {
+    node.textContent = part.text || '';
+  }
+  return node;
+}
+
 function renderMessage(message: IMessage): HTMLElement {
   const isResults = message.parts.every(p => p.kind === 'tool_result');
   const role = message.summary ? 'summary' : isResults ? 'tool' : message.role;
@@ -64,7 +82,7 @@ function renderMessage(message: IMessage): HTMLElement {
   node.append(h('div', { class: 'jp-crystal-role' }, role === 'tool' ? 'tool results' : role));
   for (const part of message.parts) {
     if (part.kind === 'text') {
-      node.append(h('div', { class: 'jp-crystal-text' }, part.text || ''));
+      node.append(markdownPart(part));
     } else if (part.kind === 'image') {
       node.append(h('div', { class: 'jp-crystal-muted' }, `[image ${part.mimeType}]`));
     } else if (part.kind === 'tool_call') {

@@ -90,7 +90,8 @@ def test_the_kernel_tour_shows_every_step_working(demo: Demo):
     fix = texts(cell_for(nb, "Fix it."))
     assert "Which fix: Fix the code" in fix
     assert "Allowed once: edit inventory.py (answered from the recording)" in fix
-    assert "Allowed by the recording." in fix and "Allowed by you" not in fix
+    # Stated once: by the replayed summary, not again in the card ("Allowed by …").
+    assert "Allowed by" not in fix
     # Plan mode and back, with the plan as todos.
     assert "Mode is now plan. Saved as your default" in texts(cell_for(nb, "/mode plan"))
     assert "[ ] Add export_csv" in texts(cell_for(nb, "/todos"))

@@ -52,7 +52,8 @@ def test_text_segments_are_split_by_tool_cards_and_usage_updates_status():
     texts = [o.get("text/plain") for o in out.outputs]
     assert texts[0].endswith("107 tokens")
     assert texts[1] == "Looking."
-    assert texts[2].startswith("[bash] ls — done\nAllowed by you.\na\nb")
+    # The person's decision is in the form's summary under the card, not in the card too.
+    assert texts[2].startswith("[bash] ls — done\na\nb")
     assert out.outputs[3] == {"image/png": "aGk=", "text/plain": "[bash image]"}
     assert texts[4:] == ["Done.", "Note: a note", "Error: boom",
                          "Note: Interrupted. The partial answer is kept; the next cell continues."]
@@ -78,3 +79,50 @@ def test_cards_show_diffs_errors_and_reviewer_verdicts():
     assert 'data-state="denied"' in bundle["text/html"] and "--jp-error-color1, #cf222e" in bundle["text/html"]
     assert "Reviewer: risk high, authorization low — not asked" in bundle["text/plain"]
     assert "&lt;b&gt;" in bundle["text/html"], "arguments are escaped"
+
+
+def _turn(*events):
+    out = RecordingOutput()
+    r = Renderer(out)
+    for event in events:
+        r.handle(event)
+    return out.outputs
+
+
+def test_each_decision_is_stated_once_in_a_card():
+    """A denial's reason once (not in an approval line, a result and a summary); a form's
+    decision only in the form summary; a decision without a form in the card."""
+    call = ToolCallStarted(id="c", name="bash", arguments={"command": "rm -rf data"})
+    denied = ToolResultEvent(id="c", name="bash", ok=False, text="The call was denied by the person. Reason: keep it")
+    card = _turn(call, ApprovalEvent(id="c", name="bash", outcome="ask", by="host"),
+                 ApprovalEvent(id="c", name="bash", outcome="deny", by="person", reason="keep it"), denied)[0]
+    assert card["text/plain"] == "[bash] rm -rf data — denied"
+    assert "keep it" not in card["text/html"] and 'data-state="denied"' in card["text/html"]
+    policy = _turn(call, ApprovalEvent(id="c", name="bash", outcome="deny", by="policy", reason="rule rm -rf"),
+                   ToolResultEvent(id="c", name="bash", ok=False, text="The call was denied. Reason: rule rm -rf"))[0]
+    assert policy["text/plain"].count("rule rm -rf") == 1 and policy["text/html"].count("rule rm -rf") == 1
+    verdict = {"risk_level": "high", "user_authorization": "low", "rationale": "not asked for"}
+    reviewer = _turn(call, ApprovalEvent(id="c", name="bash", outcome="deny", by="reviewer", reason="not asked for",
+                                         verdict=verdict))[0]
+    assert reviewer["text/plain"].count("not asked for") == 1
+    # Allowed for the session earlier: no form this time, so the card says who allowed it.
+    again = _turn(call, ApprovalEvent(id="c", name="bash", outcome="allow", by="person",
+                                      reason="allowed for this session"))[0]
+    assert "Allowed by you (allowed for this session)" in again["text/plain"]
+
+
+def test_question_card_shows_questions_and_answers_not_json():
+    args = {"questions": [{"header": "Format", "question": "Which output format?", "options": [
+        {"label": "CSV", "description": ""}, {"label": "Parquet", "description": ""}]},
+        {"header": "Deploy", "question": "Deploy $ENV now?", "options": []}]}
+    start = ToolCallStarted(id="q", name="question", arguments=args)
+    waiting = _turn(start)[0]
+    assert waiting["text/plain"].splitlines() == [
+        "[question] Format, Deploy — running…", "Format: Which output format?", "Deploy: Deploy $ENV now?"]
+    done = _turn(start, ToolResultEvent(id="q", name="question", ok=True, text='[["Parquet"], ["no, later"]]'))[0]
+    assert done["text/plain"].splitlines()[1:] == ["Format: Which output format? → Parquet",
+                                                   "Deploy: Deploy $ENV now? → no, later"]
+    assert "[[" not in done["text/html"] and '"options"' not in done["text/html"]
+    assert "<b>Parquet</b>" in done["text/html"]
+    dismissed = _turn(start, ToolResultEvent(id="q", name="question", ok=False, text="The person dismissed it."))[0]
+    assert "The person dismissed it." in dismissed["text/plain"]

@@ -4,7 +4,9 @@ Every handler is ``@web.authenticated`` (an API request without a valid token or
 cookie gets 403, never a login redirect). A person's bad input is a 400 with a JSON
 body ``{"error": "one English line"}``; a missing thing is a 404 with the same shape.
 The workspace is the server's root folder, or a folder inside it named by the
-``workspace`` query argument; nothing outside the root is ever read or written.
+``workspace`` query argument; without one, lists cover the root and the Crystal folders
+below it (server/workspaces.py) and a session or job is looked up in them. Nothing
+outside the root is ever read or written.
 """
 
 from __future__ import annotations
@@ -69,6 +71,39 @@ class CrystalHandler(APIHandler):
         if not folder.is_dir():
             raise UserError(f"'{rel}' is not a folder under the server's root.")
         return folder
+
+    def workspaces(self) -> list[Path]:
+        """``?workspace=`` when given, else the root and the Crystal folders under it
+        (server/workspaces.py: bounded, no symlinks)."""
+        from crystal_kernel.jupyter.server.workspaces import find_workspaces
+
+        if self.get_argument("workspace", ""):
+            return [self.workspace()]
+        return find_workspaces(self.root)
+
+    def workspace_with(self, relative_file: str) -> Path:
+        """The workspace holding ``relative_file`` (e.g. ``.crystal/sessions/<id>.json``):
+        the explicit ``?workspace=`` or the first found that has it, else the root."""
+        for folder in self.workspaces():
+            if (folder / relative_file).exists():
+                return folder
+        return self.workspace()
+
+    def session_workspace(self, session_id: str) -> Path:
+        """The workspace that holds session ``session_id`` (its id checked first)."""
+        check_id(session_id, "session")
+        return self.workspace_with(f".crystal/sessions/{session_id}.json")
+
+    def job_workspace(self, session_id: str, job_id: str) -> Path:
+        """The workspace that holds job ``job_id`` of session ``session_id``."""
+        check_id(session_id, "session")
+        check_id(job_id, "job")
+        folder = f".crystal/data/jobs/{session_id}"
+        for name in (f"{folder}/{job_id}.json", f"{folder}/{job_id}.log"):
+            found = self.workspace_with(name)
+            if (found / name).exists():
+                return found
+        return self.workspace()
 
     def int_argument(self, name: str, default: int, minimum: int = 0, maximum: int | None = None) -> int:
         raw = self.get_argument(name, None)

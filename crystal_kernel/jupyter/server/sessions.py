@@ -20,21 +20,28 @@ from crystal_kernel.errors import UserError
 from crystal_kernel.host.store import SessionStore
 from crystal_kernel.jupyter.safe_html import markdown_html
 from crystal_kernel.jupyter.server.base import CrystalHandler, NotFound, check_id, inside
+from crystal_kernel.jupyter.server.workspaces import notebooks_by_session, relative
 
 MAX_PART_CHARS = 20_000      # one text or tool result in the reading view
 MAX_MESSAGES = 2_000         # the newest messages of a very long session
 MAX_ARGUMENT_CHARS = 4_000
 
 
-def list_sessions(workspace: Path) -> dict[str, Any]:
-    return {
-        "workspace": str(workspace),
-        "sessions": [
+def list_sessions(workspace: Path, workspaces: list[Path] | None = None, root: Path | None = None) -> dict[str, Any]:
+    """The sessions of ``workspaces`` (default: just ``workspace``), newest first, each
+    with its workspace (relative to ``root``) and the notebook that used it last."""
+    root = root or workspace
+    rows: list[dict[str, Any]] = []
+    for folder in workspaces or [workspace]:
+        notebooks = notebooks_by_session(root, folder)
+        rows += [
             {"id": s.id, "topic": s.topic, "created": s.created, "updated": s.updated,
-             "turns": s.turns, "tokens": s.tokens}
-            for s in SessionStore(workspace).list()
-        ],
-    }
+             "turns": s.turns, "tokens": s.tokens, "workspace": relative(root, folder),
+             "notebook": notebooks.get(s.id)}
+            for s in SessionStore(folder).list()
+        ]
+    rows.sort(key=lambda r: str(r["updated"] or ""), reverse=True)
+    return {"workspace": str(workspace), "sessions": rows}
 
 
 def _cut(text: Any, limit: int) -> str:
@@ -123,13 +130,13 @@ def session_status(workspace: Path, home: Path, session_id: str) -> dict[str, An
 class SessionsHandler(CrystalHandler):
     @web.authenticated
     async def get(self) -> None:
-        await self.guarded(lambda: list_sessions(self.workspace()))
+        await self.guarded(lambda: list_sessions(self.workspace(), self.workspaces(), self.root))
 
 
 class SessionHandler(CrystalHandler):
     @web.authenticated
     async def get(self, session_id: str) -> None:
-        await self.guarded(lambda: session_transcript(self.workspace(), session_id))
+        await self.guarded(lambda: session_transcript(self.session_workspace(session_id), session_id))
 
 
 class StatusHandler(CrystalHandler):
@@ -139,6 +146,6 @@ class StatusHandler(CrystalHandler):
             session_id = self.get_argument("session", "")
             if not session_id:
                 raise UserError("'session' is required: the id of a Crystal session.")
-            return session_status(self.workspace(), self.home, session_id)
+            return session_status(self.session_workspace(session_id), self.home, session_id)
 
         await self.guarded(status)

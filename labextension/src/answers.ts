@@ -1,0 +1,160 @@
+/**
+ * What Crystal adds to notebooks:
+ *
+ * - Copy and "Insert as new cell" buttons on the code blocks of Crystal answers
+ *   (`.crystal-answer pre.crystal-code`, made by crystal_kernel/jupyter/safe_html.py).
+ *   The buttons are added in the page, never saved in the output, so a notebook opened
+ *   without a kernel (or exported to static HTML) shows plain, readable code blocks and
+ *   gets the buttons again as soon as JupyterLab shows it.
+ * - Prompt cells wrap long lines: every cell of a Crystal-kernel notebook, and `%%crystal`
+ *   cells of any notebook.
+ * - `%%crystal` cells are edited as Markdown, not highlighted as Python.
+ *
+ * Nothing here reads output HTML as markup: code is taken with textContent and buttons
+ * are made with createElement.
+ */
+import { Clipboard } from '@jupyterlab/apputils';
+import type { Cell, ICodeCellModel } from '@jupyterlab/cells';
+import { INotebookTracker, NotebookActions, NotebookPanel } from '@jupyterlab/notebook';
+
+import { KERNEL_NAME } from './status';
+
+const CODE_SELECTOR = '.crystal-answer pre.crystal-code';
+const DONE = 'crystalTools';
+const MAGIC = /^\s*%%crystal\b/;
+
+function isCrystalNotebook(panel: NotebookPanel): boolean {
+  const kernel = panel.sessionContext.session?.kernel;
+  const name = kernel?.name ?? panel.sessionContext.kernelPreference.name;
+  return name === KERNEL_NAME;
+}
+
+/** The cell (and its index) whose node holds `node`. */
+function cellOf(panel: NotebookPanel, node: Node): [Cell, number] | null {
+  const cells = panel.content.widgets;
+  for (let i = 0; i < cells.length; i++) {
+    if (cells[i].node.contains(node)) {
+      return [cells[i], i];
+    }
+  }
+  return null;
+}
+
+function toolbarFor(panel: NotebookPanel, pre: HTMLElement): HTMLElement {
+  const bar = document.createElement('div');
+  bar.className = 'jp-crystal-code-tools';
+  const code = () => (pre.querySelector('code') ?? pre).textContent ?? '';
+  const copy = document.createElement('button');
+  copy.type = 'button';
+  copy.className = 'jp-crystal-button jp-crystal-copy';
+  copy.textContent = 'Copy';
+  copy.title = 'Copy this code to the clipboard';
+  copy.addEventListener('click', event => {
+    event.stopPropagation();
+    const text = code();
+    Clipboard.copyToSystem(text);
+    // navigator.clipboard is the modern path (needs a secure context or localhost).
+    void navigator.clipboard?.writeText(text).catch(() => undefined);
+    copy.textContent = 'Copied';
+    window.setTimeout(() => (copy.textContent = 'Copy'), 1500);
+  });
+  const insert = document.createElement('button');
+  insert.type = 'button';
+  insert.className = 'jp-crystal-button jp-crystal-insert';
+  insert.textContent = 'Insert as new cell';
+  insert.title = 'Insert this code as a new cell below the answer';
+  insert.addEventListener('click', event => {
+    event.stopPropagation();
+    const found = cellOf(panel, pre);
+    const notebook = panel.content;
+    if (found) {
+      notebook.activeCellIndex = found[1];
+    }
+    NotebookActions.insertBelow(notebook);
+    const cell = notebook.activeCell;
+    if (cell) {
+      cell.model.sharedModel.setSource(code());
+      notebook.mode = 'edit';
+      cell.editor?.focus();
+    }
+  });
+  bar.append(copy, insert);
+  return bar;
+}
+
+function decorate(panel: NotebookPanel): void {
+  panel.content.node.querySelectorAll<HTMLElement>(CODE_SELECTOR).forEach(pre => {
+    if (pre.dataset[DONE]) {
+      return;
+    }
+    pre.dataset[DONE] = '1';
+    pre.parentElement?.insertBefore(toolbarFor(panel, pre), pre);
+  });
+}
+
+const styled = new WeakMap<Cell, () => void>();
+
+/** Wrap and set the language of a prompt cell; follows its source and the kernel. */
+function styleCell(panel: NotebookPanel, cell: Cell): void {
+  if (cell.model.type !== 'code') {
+    return;
+  }
+  const known = styled.get(cell);
+  if (known) {
+    known();
+    return;
+  }
+  const apply = () => {
+    if (cell.isDisposed) {
+      return;
+    }
+    const crystalNotebook = isCrystalNotebook(panel);
+    const source = cell.model.sharedModel.getSource();
+    const magic = MAGIC.test(source);
+    if (crystalNotebook || magic) {
+      cell.editor?.setOption('lineWrap', true);
+      cell.addClass('jp-crystal-prompt-cell');
+    } else if (cell.hasClass('jp-crystal-prompt-cell')) {
+      cell.editor?.setOption('lineWrap', false);
+      cell.removeClass('jp-crystal-prompt-cell');
+    }
+    if (!crystalNotebook) {
+      const model = cell.model as ICodeCellModel;
+      const wanted = magic ? 'text/markdown' : panel.content.codeMimetype;
+      if (model.mimeType !== wanted) {
+        model.mimeType = wanted;
+      }
+    }
+  };
+  styled.set(cell, apply);
+  void cell.ready.then(apply);
+  cell.model.contentChanged.connect(apply);
+}
+
+function follow(panel: NotebookPanel): void {
+  const notebook = panel.content;
+  const restyle = () => notebook.widgets.forEach(cell => styleCell(panel, cell));
+  void panel.sessionContext.ready.then(restyle);
+  panel.sessionContext.kernelChanged.connect(restyle);
+  notebook.model?.cells.changed.connect(() => {
+    // New cells get their widgets after this signal: style them on the next frame.
+    window.requestAnimationFrame(restyle);
+  });
+  let pending = 0;
+  const observer = new MutationObserver(() => {
+    if (!pending) {
+      pending = window.requestAnimationFrame(() => {
+        pending = 0;
+        decorate(panel);
+      });
+    }
+  });
+  observer.observe(notebook.node, { childList: true, subtree: true });
+  decorate(panel);
+  panel.disposed.connect(() => observer.disconnect());
+}
+
+export function activateAnswers(tracker: INotebookTracker): void {
+  tracker.forEach(follow);
+  tracker.widgetAdded.connect((_, panel) => follow(panel));
+}
