@@ -95,7 +95,13 @@ async def grep_rg(rg: str, pattern: str, root: Path, *, ignore_case: bool, conte
                                 stderr=subprocess.PIPE, start_new_session=True)
     except OSError as exc:
         raise ToolError(f"Cannot run ripgrep: {exc.strerror or exc}.") from None
-    timer = threading.Timer(RG_TIMEOUT_SECONDS, kill_process_tree, (proc.pid,))
+    timed_out = threading.Event()
+
+    def time_up() -> None:
+        timed_out.set()
+        kill_process_tree(proc.pid)
+
+    timer = threading.Timer(RG_TIMEOUT_SECONDS, time_up)
     timer.daemon = True
     timer.start()
     try:
@@ -106,6 +112,12 @@ async def grep_rg(rg: str, pattern: str, root: Path, *, ignore_case: bool, conte
         raise
     finally:
         timer.cancel()
+    if timed_out.is_set():
+        # Killed by the time limit: whatever was found is partial, and nothing found does
+        # not mean "no matches" (issue 17 §5).
+        raise ToolError(f"The search took longer than {RG_TIMEOUT_SECONDS:g} s and was stopped before it "
+                        "finished; no result is shown because it would be incomplete. Narrow the path, "
+                        "the glob or the pattern.")
     if code == 2 and not counts:
         if "regex" in err.lower():
             raise ToolError("Invalid regular expression: " + " ".join(err.split())[:400])

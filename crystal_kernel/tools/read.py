@@ -4,6 +4,7 @@ numbered cells with their outputs as text (:mod:`crystal_kernel.tools._notebook`
 from __future__ import annotations
 
 import asyncio
+from typing import Any, Iterator
 
 from pydantic import Field
 
@@ -74,11 +75,10 @@ class ReadTool(Tool):
         cut_lines = 0
         # Stream the file: only the requested window is kept in memory.
         with open(path, "r", encoding="utf-8", errors="replace", newline=None) as handle:
-            for total, line in enumerate(handle, start=1):
+            for total, (line, cut) in enumerate(bounded_lines(handle, MAX_LINE_CHARS), start=1):
                 if start <= total < start + limit:
-                    line = line.rstrip("\n")
-                    if len(line) > MAX_LINE_CHARS:
-                        line = line[:MAX_LINE_CHARS] + f" [... line cut at {MAX_LINE_CHARS} characters]"
+                    if cut:
+                        line += f" [... line cut at {MAX_LINE_CHARS} characters]"
                         cut_lines += 1
                     lines.append(f"{total:6d}\t{line}")
         if total == 0:
@@ -93,3 +93,25 @@ class ReadTool(Tool):
                 note += f"; read on with offset={end + 1}"
             body += note + "]"
         return ToolResult(ok=True, text=truncate_output(body, ctx.config.tool_output_limit))
+
+
+def bounded_lines(handle: Any, keep: int, chunk: int = 1 << 16) -> Iterator[tuple[str, bool]]:
+    """The lines of a text file as (at most ``keep`` characters, whether it was longer),
+    reading at most ``chunk`` characters at a time: a file that is one huge line costs
+    bounded memory (issue 17 §5), not the whole line."""
+    while True:
+        piece = handle.readline(keep + 1)
+        if not piece:
+            return
+        if piece.endswith("\n"):
+            yield piece[:-1], False
+            continue
+        if len(piece) <= keep:
+            yield piece, False  # the last line, without a newline
+            return
+        # Longer than we keep: skip the rest of this line in bounded reads.
+        while True:
+            rest = handle.readline(chunk)
+            if not rest or rest.endswith("\n"):
+                break
+        yield piece[:keep], True
