@@ -38,7 +38,8 @@ def run(notebook: Path, upto: int, timeout: float) -> dict[str, Any]:
     nb = nbformat.read(notebook, as_version=4)
     result: dict[str, Any] = {"cells": [], "stopped": None, "error": None,
                               "kernel": nb.metadata.get("kernelspec", {}).get("name", "")}
-    client = NotebookClient(nb, timeout=timeout, allow_errors=False, record_timing=False,
+    # The kernel is disposable: stop it at once (a cell that timed out may still be busy).
+    client = NotebookClient(nb, timeout=timeout, allow_errors=False, record_timing=False, shutdown_kernel="immediate",
                             startup_timeout=int(max(5, min(60, timeout))),
                             resources={"metadata": {"path": str(notebook.parent)}})
     executed: list[int] = []
@@ -101,4 +102,10 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    code = main()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # The kernel is stopped and the result written. A normal interpreter exit then waits
+    # about 15 s here (jupyter_client's and zmq's teardown); nothing is left to clean up
+    # (the supervisor reaps whatever might remain), so leave at once.
+    os._exit(code)
