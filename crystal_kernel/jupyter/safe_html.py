@@ -174,7 +174,7 @@ def _fence(renderer: Any, tokens: list, idx: int, options: Any, env: Any) -> str
     token = tokens[idx]
     lang = (token.info or "").strip().split(" ")[0][:40]
     lang_attr = f' data-lang="{esc(lang)}"' if lang else ""
-    return f'<pre class="crystal-code"{lang_attr} style="{_CODE_STYLE}"><code>{esc(token.content)}</code></pre>\n'
+    return f'<pre class="crystal-code"{lang_attr} style="{_CODE_STYLE}"><code style="background-color:transparent;color:inherit">{esc(token.content)}</code></pre>\n'
 
 
 @lru_cache(maxsize=1)

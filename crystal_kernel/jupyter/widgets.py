@@ -284,8 +284,10 @@ class ApprovalForm:
         if verdict:
             plain += f"\n{verdict}"
         colour = "#1a7f37" if decision is not None and decision.outcome != "deny" else "#cf222e"
-        return html_bundle(plain, f'<div class="{NO_MATH}" style="{_BOX};border-left:4px solid {colour}">'
-                                  f'<code>{esc(plain)}</code></div>')
+        # The decision in words, the call as code (a command's $ is never math).
+        lead, _, rest = plain.partition(f": {what}")
+        body = (f"{esc(lead)}: <code>{esc(what)}</code>{esc(rest)}" if _ else esc(plain)).replace("\n", "<br>")
+        return html_bundle(plain, f'<div class="{NO_MATH}" style="{_BOX};border-left:4px solid {colour}">{body}</div>')
 
 
 class WidgetInteraction:

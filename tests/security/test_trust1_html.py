@@ -117,7 +117,7 @@ def test_trust1_markdown_still_renders_tables_code_and_safe_links():
             "See [the docs](https://example.org/docs) and **bold** `code`.")
     html = markdown_html(text)
     assert "<table>" in html and "<th>tool</th>" in html and "<td>ok</td>" in html
-    assert re.search(r'<pre class="crystal-code" data-lang="python"[^>]*><code>print\(\'&lt;b&gt;hi&lt;/b&gt;\'\)', html)
+    assert re.search(r'<pre class="crystal-code" data-lang="python"[^>]*><code[^>]*>print\(\'&lt;b&gt;hi&lt;/b&gt;\'\)', html)
     assert re.search(r'<a href="https://example.org/docs" rel="[^"]*noopener[^"]*">the docs</a>', html)
     assert "<strong>bold</strong>" in html and "<code>code</code>" in html
 
@@ -223,3 +223,14 @@ _FRAGMENTS = st.sampled_from(["<", ">", "img", "script", " src=x", " onerror=", 
 def test_trust1_fuzzed_markdown_never_yields_active_html(text):
     assert_inert(markdown_html(text))
     assert_inert(clean(text))
+
+
+def test_allowed_once_line_shows_the_command_as_code_not_math():
+    """The approval summary's command is code inside a MathJax-ignored box."""
+    pytest.importorskip("ipywidgets")
+    from crystal_kernel.jupyter.widgets import ApprovalForm
+
+    request = ApprovalRequest(call_id="c1", tool="bash", arguments={"command": "echo $(date) $HOME"},
+                              risk="high", authority="person")
+    html = ApprovalForm(request, lambda d: None).summary_bundle(PersonDecision(outcome="allow_once"))["text/html"]
+    assert NO_MATH in html and "Allowed once: <code>bash echo $(date) $HOME</code>" in html
