@@ -144,25 +144,37 @@ def cmd_attachments(ns: argparse.Namespace) -> int:
     return _emit(ns, {"ok": True, "message": message}, message)
 
 
+class _ExportProvider:
+    """Stands in for the session's provider: the prompts read only its name and model,
+    and an export must not need an API key or reach a model."""
+
+    def __init__(self, name: str, model: str) -> None:
+        from crystal_kernel.providers.base import Capabilities
+
+        self.name, self.model, self.capabilities = name, model, Capabilities()
+
+
+# A new session's id is made when it starts; the export shows where it goes.
+EXPORT_SESSION_ID = "{{session_id}}"
+
+
 def cmd_export(ns: argparse.Namespace) -> int:
-    """Print the named prompt composed exactly as the model would receive it; notes go
-    to stderr. Per-call slots (PH-7) stay as tokens."""
+    """Print the named prompt composed exactly as the model would receive it, from the
+    same session context a front builds (skills, instructions, directories, plugins,
+    flags); notes go to stderr. Per-call slots (PH-7) and the new session's id stay as
+    tokens; the local time is the time of the export."""
     from crystal_kernel.host.bootstrap import flags_from_args, overrides_from_args
     from crystal_kernel.host.config import load_config
-    from crystal_kernel.prompts.compose import export_prompt
-    from crystal_kernel.prompts.context import PromptContext
-    from crystal_kernel.tools.catalog import check_disabled
+    from crystal_kernel.host.session import Session
+    from crystal_kernel.prompts.compose import compose_named
 
     home, workspace = _home(ns), _workspace(ns)
     config = load_config(home, overrides_from_args(ns))
-    flags = flags_from_args(ns)
-    flags.disable_tool = check_disabled(flags.disable_tool)
-    ctx = PromptContext(
-        workspace=workspace, home=home, mode=config.mode, provider=config.provider,
-        model=config.effective_model, approval=config.approval, disabled_tools=flags.disable_tool,
-    )
-    text, notes = export_prompt(ns.name, ctx, flags)
-    for note in notes:
+    session = Session(workspace=workspace, config=config, person_present=False,
+                      provider=_ExportProvider(config.provider, config.effective_model),
+                      flags=flags_from_args(ns), session_id=EXPORT_SESSION_ID)
+    text = compose_named(ns.name, session)
+    for note in dict.fromkeys(session.drain_notes()):
         print(f"note: {note}", file=sys.stderr)
     sys.stdout.write(text)
     sys.stdout.flush()

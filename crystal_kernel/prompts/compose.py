@@ -147,12 +147,3 @@ def compose_named(name: str, session: Any, extra: dict[str, str] | None = None) 
     text = compose(name, ctx, selection, extra, notes)
     _emit(session, notes)
     return text
-
-
-def export_prompt(name: str, ctx: PromptContext, flags: Any) -> tuple[str, list[str]]:
-    """``crystal prompts export``: the composed text and the notes, outside a session.
-    Forced names that are missing fail as at startup (FL-3)."""
-    selection = resolve_selection(ctx.home, ctx.workspace, flags, startup=True)
-    notes = list(selection.notes)
-    text = compose(name, ctx, selection, None, notes)
-    return text, list(dict.fromkeys(notes))
