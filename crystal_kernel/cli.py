@@ -41,14 +41,21 @@ def build_parser() -> argparse.ArgumentParser:
 
     parser = OneLineParser(prog="crystal", description="Crystal: a coding agent that lives in Jupyter.")
     sub = parser.add_subparsers(dest="command", parser_class=OneLineParser, required=True)
-    run = sub.add_parser("run", help="run one headless turn")
-    run.add_argument("prompt", nargs="?", help="the prompt, or - to read it from stdin")
-    run.add_argument("--workspace", default=".")
+    run = sub.add_parser(
+        "run", help="run one headless turn",
+        description="One headless turn: the model may call many tools. Nobody is there to answer, so the "
+                    "question tool is not offered and calls that would ask for approval are denied; choose "
+                    "--approval edit or full for a run that changes files or runs commands.")
+    run.add_argument("prompt", nargs="?", help="the prompt, a /command, or - to read it from stdin")
+    run.add_argument("--workspace", default=".", metavar="DIR", help="the workspace root (default: .)")
     add_model_flags(run)
-    run.add_argument("--format", choices=("text", "jsonl"), default="text")
+    run.add_argument("--format", choices=("text", "jsonl"), default="text",
+                     help="text: the answer on stdout, tool activity on stderr; jsonl: one JSON event per line "
+                          "(default: text)")
     group = run.add_mutually_exclusive_group()
-    group.add_argument("--session", metavar="ID", help="continue this session, or start one with this id")
-    group.add_argument("--resume", metavar="ID", help="continue a saved session")
+    group.add_argument("--session", metavar="ID",
+                       help="continue this session, or start one with this id (default: a new session)")
+    group.add_argument("--resume", metavar="ID", help="continue a saved session, which must exist (default: a new session)")
     add_process_flags(run)
     run.set_defaults(handler=cmd_run)
     for module_name in SUBCOMMAND_MODULES:
@@ -136,6 +143,23 @@ async def _run_turn(session: Any, prompt: str, fmt: str) -> int:
         await session.close()
 
 
+# The text printer shows this much of a tool result: a test run's failure (name,
+# assertion, summary) fits, a long file read is cut with a count of what was left out.
+PREVIEW_LINES = 16
+PREVIEW_HEAD = 12
+PREVIEW_WIDTH = 200
+
+
+def result_preview(text: str) -> str:
+    """A tool result for the terminal: the first line, then up to ``PREVIEW_LINES`` lines
+    indented under it; a longer result keeps its first ``PREVIEW_HEAD`` lines and says
+    how many more there are (the model gets all of it)."""
+    lines = [line[:PREVIEW_WIDTH].rstrip() for line in text.strip("\n").splitlines()]
+    if len(lines) > PREVIEW_LINES:
+        lines = lines[:PREVIEW_HEAD] + [f"… {len(lines) - PREVIEW_HEAD} more lines"]
+    return "\n".join([lines[0]] + [f"  {line}" if line else "" for line in lines[1:]]) if lines else ""
+
+
 class _Printer:
     """text: the answer on stdout, tool activity on stderr; jsonl: one event per line."""
 
@@ -166,8 +190,7 @@ class _Printer:
             self._eol()
             print(f"→ {event.name} {json.dumps(event.arguments, ensure_ascii=False)[:200]}", file=sys.stderr)
         elif kind == "tool_result":
-            first = event.text.strip().splitlines()[0][:200] if event.text.strip() else ""
-            print(f"{'✓' if event.ok else '✗'} {event.name} {first}", file=sys.stderr)
+            print(f"{'✓' if event.ok else '✗'} {event.name} {result_preview(event.text)}", file=sys.stderr)
         elif kind == "approval" and event.outcome == "deny":
             print(f"denied ({event.by}): {event.name} {event.reason or ''}", file=sys.stderr)
         elif kind == "note":

@@ -13,20 +13,38 @@ from crystal_kernel.host.session import ProcessFlags, Session
 
 
 def add_process_flags(parser: argparse.ArgumentParser) -> None:
-    """FL-1..FL-3 and MODE-7, accepted by every front."""
-    parser.add_argument("--prompt-set", dest="prompt_set", metavar="NAME")
-    parser.add_argument("--prompt-attachments", dest="prompt_attachments", choices=("on", "off"), default="on")
-    parser.add_argument("--prompt-attachment", dest="prompt_attachment", action="append", default=[], metavar="NAME")
-    parser.add_argument("--disable-tool", dest="disable_tool", action="append", default=[], metavar="NAME")
+    """FL-1..FL-3 and MODE-7, accepted by every front. Never saved (FL-5)."""
+    parser.add_argument("--prompt-set", dest="prompt_set", metavar="NAME",
+                        help="use this prompt set even if its prompt.json says enabled: false; 'default' = the "
+                             "built-in prompts (default: the set enabled in ~/.crystal/promptsets)")
+    parser.add_argument("--prompt-attachments", dest="prompt_attachments", choices=("on", "off"), default="on",
+                        help="off attaches no prompt attachment (default: on, as their prompt.json files say)")
+    parser.add_argument("--prompt-attachment", dest="prompt_attachment", action="append", default=[], metavar="NAME",
+                        help="attach this prompt attachment even if disabled; repeatable (default: none)")
+    parser.add_argument("--disable-tool", dest="disable_tool", action="append", default=[], metavar="NAME",
+                        help="leave out this built-in tool, e.g. bash; repeatable (default: none)")
 
 
 def add_model_flags(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--provider")
-    parser.add_argument("--model")
-    parser.add_argument("--base-url", dest="base_url")
-    parser.add_argument("--api-key-env", dest="api_key_env")
-    parser.add_argument("--mode", choices=("plan", "work"))
-    parser.add_argument("--approval")
+    """The settings flags share with config.json and the CRYSTAL_* variables (they win)."""
+    from crystal_kernel.host.config import APPROVAL_MODES
+
+    parser.add_argument("--provider", metavar="P",
+                        help="openai, openai-responses, anthropic, replay or a plugin's provider "
+                             "(default: config.json's provider, else replay)")
+    parser.add_argument("--model", metavar="M",
+                        help="the model name (default: config.json's, else the provider's: gpt-4.1, "
+                             "claude-sonnet-4-6)")
+    parser.add_argument("--base-url", dest="base_url", metavar="U",
+                        help="the model server's URL, e.g. http://localhost:11434/v1 for Ollama "
+                             "(default: the provider's)")
+    parser.add_argument("--api-key-env", dest="api_key_env", metavar="VAR",
+                        help="the variable that holds the API key (default: OPENAI_API_KEY or ANTHROPIC_API_KEY)")
+    parser.add_argument("--mode", choices=("plan", "work"),
+                        help="the mode to start in (default: config.json's, else work)")
+    # Checked by the config (one line naming the choices), so no argparse choices here.
+    parser.add_argument("--approval", metavar="{" + ",".join(APPROVAL_MODES) + "}",
+                        help="the approval mode (default: config.json's, else default)")
 
 
 def flags_from_args(ns: argparse.Namespace) -> ProcessFlags:

@@ -70,4 +70,31 @@ def cmd_install(ns: argparse.Namespace) -> int:
     except OSError as exc:
         raise UserError(f"Cannot install the kernelspec: {exc.strerror or exc}.") from None
     print(f"Installed kernelspec {ns.name} in {path}")
+    shadow = shadowing_spec(ns.name, path)
+    if shadow:
+        print(f"crystal: warning: Jupyter here uses another kernelspec named '{ns.name}' in {shadow}, which "
+              f"takes precedence over the one just installed; update that one (for a virtual environment: "
+              f"crystal kernel install --sys-prefix) or install under another --name.", file=sys.stderr)
     return 0
+
+
+def shadowing_spec(name: str, installed: str) -> str | None:
+    """The folder of the kernelspec ``name`` that Jupyter of this Python finds first, when
+    it is not ``installed``. In a virtual environment Jupyter prefers the environment's
+    specs over the user's (``JUPYTER_PREFER_ENV_PATH``), so after ``make demo`` a
+    ``--user`` install is silently hidden by the venv's own ``crystal`` spec."""
+    import os
+
+    from jupyter_client.kernelspec import KernelSpecManager
+
+    try:
+        manager = KernelSpecManager()
+        searched = {os.path.realpath(d) for d in manager.kernel_dirs}
+        found = manager.find_kernel_specs().get(name)
+    except Exception:  # a broken Jupyter path is not the install's problem
+        return None
+    if os.path.realpath(os.path.dirname(installed)) not in searched:
+        return None  # --prefix for another environment's Jupyter: not this one's business
+    if found is None or os.path.realpath(found) == os.path.realpath(installed):
+        return None
+    return found

@@ -165,3 +165,44 @@ def test_ctrl_c_stops_the_turn_and_kills_the_tool_within_2s(workspace):
     assert events[-1]["type"] == "turn_end" and events[-1]["stopReason"] == "cancelled"
     time.sleep(0.2)
     assert not [p for p in sleepers if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+
+
+def test_text_output_shows_enough_of_a_tool_result_to_see_the_failing_test(workspace):
+    """The CLI tour's first test run: the terminal shows which test fails and why, not
+    only the first line of the output; a long result is cut with a count."""
+    (workspace / "test_sample.py").write_text(
+        "import unittest\n\nclass T(unittest.TestCase):\n    def test_ok(self):\n        pass\n\n"
+        "    def test_total(self):\n        self.assertEqual(1 + 1, 3)\n")
+    (workspace / "long.txt").write_text("".join(f"line {n}\n" for n in range(1, 41)))
+    replies = [{"tool_calls": [{"name": "bash", "arguments": {"command": "python3 -m unittest -v 2>&1"}}]},
+               {"tool_calls": [{"name": "bash", "arguments": {"command": "cat long.txt"}}]},
+               {"text": "test_total fails."}]
+    with LLMServer(replies) as server:
+        out = crystal(["run", "Which test fails?", "--workspace", str(workspace), "--approval", "full"],
+                      env_extra=openai_env(server))
+    assert out.returncode == 0, out.stderr
+    assert out.stdout == "test_total fails.\n"
+    assert "  FAIL: test_total (test_sample.T.test_total)" in out.stderr.splitlines()
+    assert "  AssertionError: 2 != 3" in out.stderr.splitlines()
+    shown = out.stderr.split("→ bash {\"command\": \"cat long.txt\"}\n")[1].splitlines()
+    assert shown[:3] == ["✓ bash line 1", "  line 2", "  line 3"]
+    assert shown[11:13] == ["  line 12", "  … 30 more lines"]  # 40 lines and the exit code line
+
+
+def test_crystal_run_help_gives_every_flag_help_choices_and_defaults():
+    """`crystal run --help`: each flag says what it does and its default; choices show."""
+    from crystal_kernel.cli import build_parser
+
+    run = build_parser()._subparsers._group_actions[0].choices["run"]
+    for action in run._actions:
+        if action.dest == "help":
+            continue
+        assert action.help, action.option_strings or action.dest
+        if action.option_strings:
+            assert "default" in action.help, action.option_strings
+    out = subprocess.run([CRYSTAL, "run", "--help"], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0
+    text = " ".join(out.stdout.split())
+    for shown in ("--approval {plan,default,edit,review,audit,full}", "--mode {plan,work}", "--format {text,jsonl}",
+                  "--prompt-attachments {on,off}", "calls that would ask for approval are denied"):
+        assert shown in text, shown

@@ -64,6 +64,12 @@ NOT_RUN: dict[str, tuple[str, str]] = {
         "it must parse, and with a flag that fails its check it must refuse and install nothing",
         "crystal_parses kernel install --sys-prefix && "
         "! command crystal kernel install --sys-prefix --disable-tool no_such_tool 2>/dev/null"),
+    "CRYSTAL_ARGS=--unattended jupyter nbconvert --to notebook --execute notebooks/tour.ipynb "
+    "--output /tmp/tour-run.ipynb": (
+        "it executes a whole tour, which needs the tour's cassette in its workspace; tests/demo/test_demo.py "
+        "executes the tours headlessly with --unattended for real; here nbconvert and the flag must parse",
+        'jupyter nbconvert --help >/dev/null && CRYSTAL_ARGS=--unattended python -c '
+        '"from crystal_kernel.jupyter.options import parse; assert parse([])[0].unattended"'),
     "pip install -e .": (
         "it would install into the .venv the checkout shares; the same folder is built and installed "
         "into a private target folder put on PYTHONPATH instead, as pip leaves it",

@@ -66,3 +66,28 @@ def test_install_accepts_sets_and_attachments_that_exist(tmp_path, private_home,
     out = install(tmp_path / "third", "--prompt-attachment", "team-notes", cwd=tmp_path)
     assert out.returncode == 2 and "'team-notes' is not a prompt attachment" in out.stderr
     assert not (tmp_path / "third").exists()
+
+
+def test_install_warns_when_another_spec_of_that_name_takes_precedence(tmp_path, private_home):
+    """A newcomer's `crystal kernel install --user` after `make demo`: Jupyter in the venv
+    prefers the venv's own `crystal` spec, so the install says so (here a JUPYTER_PATH
+    folder plays the venv's, which comes first the same way)."""
+    import os
+
+    first = tmp_path / "env-share" / "kernels" / "crystal"
+    first.mkdir(parents=True)
+    (first / "kernel.json").write_text(json.dumps({"argv": ["python", "-m", "crystal_kernel.jupyter"],
+                                                   "display_name": "Crystal (venv)", "language": "markdown"}))
+    env = dict(os.environ, JUPYTER_PATH=str(tmp_path / "env-share"))
+    out = subprocess.run(CRYSTAL + ["kernel", "install", "--user"], capture_output=True, text=True, timeout=60,
+                         env=env)
+    assert out.returncode == 0, out.stderr
+    user_spec = Path(os.environ["HOME"]) / ".local" / "share" / "jupyter" / "kernels" / "crystal"
+    assert out.stdout == f"Installed kernelspec crystal in {user_spec}\n"
+    assert out.stderr == (f"crystal: warning: Jupyter here uses another kernelspec named 'crystal' in {first}, "
+                          "which takes precedence over the one just installed; update that one (for a virtual "
+                          "environment: crystal kernel install --sys-prefix) or install under another --name.\n")
+    # Installing where Jupyter looks first gives no warning.
+    quiet = subprocess.run(CRYSTAL + ["kernel", "install", "--prefix", str(tmp_path / "p")], capture_output=True,
+                           text=True, timeout=60, env=dict(env, JUPYTER_PATH=str(tmp_path / "p" / "share" / "jupyter")))
+    assert quiet.returncode == 0 and quiet.stderr == ""

@@ -96,3 +96,27 @@ def test_failed_cell_under_nbclient_shows_ename_and_evalue(kernel_factory, tmp_p
         raise AssertionError("the failed cell did not stop the run")
     assert "UserError: Unknown mode 'sideways'; use plan or work." in message
     assert nb.cells[1].outputs == []  # the run stopped there
+
+
+def test_a_batch_run_that_needs_approval_says_in_the_log_what_it_waits_for(kernel_factory, tmp_path):
+    """nbclient that answers no widget (what nbconvert and papermill do): the kernel's log
+    names the call that waits and how to run without waiting; the form's timeout ends it."""
+    home = kernel_factory.make_home(tmp_path)
+    workspace = tmp_path / "project"
+    workspace.mkdir()
+    kernels = kernel_factory.write_spec(tmp_path, ["--ask-timeout", "2"])
+    env = kernel_factory.kernel_env(home, kernel_factory.server, str(workspace / "batch.ipynb"))
+    kernel_factory.server.add({"tool_calls": [{"name": "bash", "arguments": {"command": "touch made-by-agent.txt"}}]},
+                              {"text": "It was denied."})
+    nb = nbformat.v4.new_notebook(metadata={"kernelspec": {"name": "crystal", "display_name": "Crystal",
+                                                           "language": "markdown"}})
+    nb.cells = [nbformat.v4.new_code_cell("Make the file.")]
+    log = tmp_path / "kernel.log"
+    km = AsyncKernelManager(kernel_name="crystal", kernel_spec_manager=KernelSpecManager(kernel_dirs=[str(kernels)]))
+    client = NotebookClient(nb, km=km, timeout=60, resources={"metadata": {"path": str(workspace)}})
+    with open(log, "w") as stderr:
+        client.execute(env=env, stderr=stderr)
+    text = log.read_text()
+    assert "Crystal is waiting for a person to answer bash touch made-by-agent.txt (until " in text
+    assert "Nobody can answer in a headless run: use --unattended there." in text
+    assert not (workspace / "made-by-agent.txt").exists()
