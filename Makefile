@@ -11,6 +11,7 @@ STAMP := $(VENV)/.installed
 install: $(STAMP)
 
 $(STAMP): pyproject.toml
+	@echo "Installing Crystal into $(VENV)/: the first run takes about three minutes (Python packages and the JupyterLab extension's build); later runs start at once."
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e ".[test]"

@@ -157,3 +157,40 @@ def test_list_without_tools_names_every_kind_of_external_tool(home, workspace):
         f"  an MCP server: {home}/mcp.json or {ws}/.crystal/mcp.json (docs/mcp.md)",
         "  a plugin: a package with a 'crystal_kernel.plugins' entry point (docs/plugins.md)",
     ]
+
+
+def png_rows(data: bytes) -> list[bytes]:
+    """The RGB rows of an 8-bit RGB PNG written with filter 0 (what imagetools writes)."""
+    width, height = png_size(data)
+    pos, idat = 8, b""
+    while pos < len(data):
+        length = struct.unpack(">I", data[pos:pos + 4])[0]
+        if data[pos + 4:pos + 8] == b"IDAT":
+            idat += data[pos + 8:pos + 8 + length]
+        pos += 12 + length
+    raw = __import__("zlib").decompress(idat)
+    stride = 1 + 3 * width
+    return [raw[r * stride + 1:(r + 1) * stride] for r in range(height)]
+
+
+def test_plot_draws_its_title_above_the_chart(sample, workspace):
+    """The `title` argument is drawn in the image, not only used as the file name."""
+    def band(args: dict) -> list[bytes]:
+        out = json.loads(crystal("tools", "call", "plot", "--args", json.dumps(args), "--images",
+                                 cwd=workspace).stdout)
+        assert out["ok"], out
+        name = args.get("title", "plot")
+        rows = png_rows((workspace / ".crystal" / "data" / "tools" / "imagetools" / f"{name}.png").read_bytes())
+        return [row[3 * 9:] for row in rows[8:18]]  # the title's rows, right of the y axis
+
+    def pixels(rows: list[bytes], rgb: bytes) -> int:
+        return sum(row[i:i + 3] == rgb for row in rows for i in range(0, len(row), 3))
+
+    text, ink = bytes((60, 60, 60)), bytes((0x1e, 0x78, 0xc8))
+    titled = band({"values": [3, 1, 4], "title": "Load", "width": 120, "height": 80})
+    assert pixels(titled, text) > 20, "the title is drawn in the text colour"
+    assert pixels(titled, ink) == 0, "the bars start below the title"
+    assert all(row[3 * 41:] == b"\xff" * len(row[3 * 41:]) for row in titled), "four letters end by x=50"
+    untitled = band({"values": [3, 1, 4], "width": 120, "height": 80})
+    assert pixels(untitled, text) == 0 and pixels(untitled, ink) > 0, "no title: the chart uses the space"
+    assert band({"values": [3, 1, 4], "title": "Heat", "width": 120, "height": 80}) != titled

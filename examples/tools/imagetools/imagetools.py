@@ -34,6 +34,45 @@ def png_bytes(width, height, pixels):
     return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(bytes(raw), 9)) + chunk(b"IEND", b"")
 
 
+# A 3x5 pixel font for titles (drawn at twice the size): letters (case folded), digits
+# and a little punctuation; anything else is drawn as "?".
+FONT = {
+    "A": "010101111101101", "B": "110101110101110", "C": "011100100100011", "D": "110101101101110",
+    "E": "111100110100111", "F": "111100110100100", "G": "011100101101011", "H": "101101111101101",
+    "I": "111010010010111", "J": "001001001101010", "K": "101101110101101", "L": "100100100100111",
+    "M": "101111111101101", "N": "110101101101101", "O": "010101101101010", "P": "110101110100100",
+    "Q": "010101101110011", "R": "110101110101101", "S": "011100010001110", "T": "111010010010010",
+    "U": "101101101101111", "V": "101101101101010", "W": "101101111111101", "X": "101101010101101",
+    "Y": "101101010010010", "Z": "111001010100111", "0": "111101101101111", "1": "010110010010111",
+    "2": "110001010100111", "3": "110001010001110", "4": "101101111001001", "5": "111100110001110",
+    "6": "011100111101111", "7": "111001010010010", "8": "111101111101111", "9": "111101111001110",
+    " ": "000000000000000", "-": "000000111000000", ".": "000000000000010", ",": "000000000010100",
+    ":": "000010000010000", "_": "000000000000111", "(": "001010010010001", ")": "100010010010100",
+    "/": "001001010100100", "%": "101001010100101", "+": "000010111010000", "?": "110001010000010",
+}
+TITLE_SCALE = 2
+TITLE_HEIGHT = 5 * TITLE_SCALE
+
+
+def draw_text(put, text, left, top, width, color):
+    """Draw ``text`` from (left, top) in the title font; characters that would pass
+    ``width`` are left out. Returns the x after the last character drawn."""
+    x = left
+    advance = 4 * TITLE_SCALE
+    for char in text.upper():
+        if x + 3 * TITLE_SCALE > width:
+            break
+        glyph = FONT.get(char, FONT["?"])
+        for i, bit in enumerate(glyph):
+            if bit == "1":
+                row, col = divmod(i, 3)
+                for dy in range(TITLE_SCALE):
+                    for dx in range(TITLE_SCALE):
+                        put(x + col * TITLE_SCALE + dx, top + row * TITLE_SCALE + dy, color)
+        x += advance
+    return x
+
+
 def parse_color(text):
     text = text.lstrip("#")
     if len(text) == 3:
@@ -59,20 +98,25 @@ def plot(args, data):
     background, axis, ink = (255, 255, 255), (60, 60, 60), parse_color(data.get("color", "#1e78c8"))
     pixels = [[background] * width for _ in range(height)]
     margin = 8
+    title = str(data.get("title") or "").strip()
+    # The title is drawn above the chart, which starts below it (when there is room).
+    chart_top = margin + TITLE_HEIGHT + 4 if title and height >= 3 * (margin + TITLE_HEIGHT) else margin
     lo, hi = min(0, min(values)), max(0, max(values))
     span = (hi - lo) or 1
 
     def y_of(v):
-        return height - 1 - margin - int((v - lo) / span * (height - 1 - 2 * margin))
+        return height - 1 - margin - int((v - lo) / span * (height - 1 - margin - chart_top))
 
     def put(x, y, color):
         if 0 <= x < width and 0 <= y < height:
             pixels[y][x] = color
 
+    if chart_top > margin:
+        draw_text(put, title, margin, margin, width - margin, axis)
     zero = y_of(0)
     for x in range(margin, width - margin):
         put(x, zero, axis)
-    for y in range(margin, height - margin):
+    for y in range(chart_top, height - margin):
         put(margin, y, axis)
     n = len(values)
     step = (width - 2 * margin) / n
@@ -104,7 +148,7 @@ def plot(args, data):
     path = os.path.join(folder, name + ".png")
     with open(path, "wb") as handle:
         handle.write(image)
-    title = data.get("title", "plot")
+    title = title or "plot"
     text = "%s: %d values from %g to %g, %dx%d %s chart saved to %s" % (
         title, n, min(values), max(values), width, height, args.kind, os.path.relpath(path))
     print(json.dumps({"text": text, "images": [{"mimeType": "image/png", "path": path}]}))

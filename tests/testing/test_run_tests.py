@@ -1,0 +1,42 @@
+"""`make test` (crystal_kernel.testing.run_tests): progress as test names, and a run that
+collects nothing fails. Run on a small folder of its own, not on the suite."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+
+def run(folder: Path) -> subprocess.CompletedProcess:
+    code = ("import sys; from pathlib import Path; import crystal_kernel.testing.run_tests as r; "
+            f"r.ROOT = Path({str(folder)!r}); sys.exit(r.main(['--rootdir', {str(folder)!r}]))")
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=folder)
+
+
+def test_make_test_prints_each_test_name_as_it_runs(tmp_path):
+    (tmp_path / "test_two.py").write_text("def test_first():\n    pass\n\ndef test_second():\n    pass\n")
+    out = run(tmp_path)
+    assert out.returncode == 0, out.stdout + out.stderr
+    lines = out.stdout.splitlines()
+    assert any(line.startswith("test_two.py::test_first PASSED") for line in lines), out.stdout
+    assert any(line.startswith("test_two.py::test_second PASSED") and line.endswith("[100%]") for line in lines)
+
+
+def test_make_test_fails_when_nothing_was_collected(tmp_path):
+    (tmp_path / "test_empty.py").write_text("# no tests here\n")
+    out = run(tmp_path)
+    assert out.returncode == 1
+    assert "make test: pytest collected no tests; that is a failure." in out.stderr
+
+
+def test_make_demo_says_up_front_that_the_first_run_installs_for_minutes(tmp_path):
+    """A first `make demo` (no .venv yet) says how long the install takes before it starts."""
+    root = Path(__file__).resolve().parents[2]
+    out = subprocess.run(["make", "-n", "-C", str(root), f"VENV={tmp_path / 'venv'}", "demo"],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    first = next(i for i, line in enumerate(lines) if "about three minutes" in line)
+    assert first < next(i for i, line in enumerate(lines) if "pip install" in line)
+    assert "the first run takes about three minutes" in lines[first]
