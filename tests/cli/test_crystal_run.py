@@ -206,3 +206,21 @@ def test_crystal_run_help_gives_every_flag_help_choices_and_defaults():
     for shown in ("--approval {plan,default,edit,review,audit,full}", "--mode {plan,work}", "--format {text,jsonl}",
                   "--prompt-attachments {on,off}", "calls that would ask for approval are denied"):
         assert shown in text, shown
+
+
+def test_a_call_that_needs_approval_is_denied_at_once_and_said_on_stderr(workspace):
+    """SPEC §11: `crystal run` has no person, so "ask" resolves to deny without waiting;
+    stderr names the call, and the model is told why."""
+    import time
+
+    replies = [{"tool_calls": [{"name": "bash", "arguments": {"command": "touch made.txt"}}]},
+               {"text": "I could not run it."}]
+    started = time.monotonic()
+    with LLMServer(replies) as server:
+        out = crystal(["run", "Make a file.", "--workspace", str(workspace)], env_extra=openai_env(server))
+        bodies = server.bodies("chat")
+    assert out.returncode == 0, out.stderr
+    assert time.monotonic() - started < 60  # no wait for a person (a wait would never end)
+    assert not (workspace / "made.txt").exists()
+    assert "denied (host): bash No person is present to approve this call, so it was denied." in out.stderr
+    assert "No person is present to approve this call" in json.dumps(bodies[1]["messages"][-1])

@@ -69,6 +69,13 @@ def test_demo_runs_offline_and_fixes_the_sample_project(demo: Demo):
     assert "The sample project's tests after the agent's fix: pass" in demo.out.stdout
     assert "Both tests pass now." in demo.out.stdout
     assert "✓ edit" in demo.out.stderr
+    # The replay has no topic request recorded: naming is skipped quietly, so the first
+    # line a newcomer sees is the agent's first step, not a note that looks like an error.
+    assert demo.out.stderr.splitlines()[0] == "→ tree {}"
+    assert "unnamed" not in demo.out.stderr
+    # The failing test the agent then fixes is on screen, not only the first output line.
+    assert "  FAIL: test_total_value (test_inventory.InventoryTest.test_total_value)" in demo.out.stderr.splitlines()
+    assert "  AssertionError: 34.75 != 64.0" in demo.out.stderr.splitlines()
     # It says where everything is and how to open it.
     for name in ("tour.html", "magics.html", "tour.ipynb", "magics.ipynb", "make lab"):
         assert name in demo.out.stdout
