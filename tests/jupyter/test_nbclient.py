@@ -117,6 +117,6 @@ def test_a_batch_run_that_needs_approval_says_in_the_log_what_it_waits_for(kerne
     with open(log, "w") as stderr:
         client.execute(env=env, stderr=stderr)
     text = log.read_text()
-    assert "Crystal is waiting for a person to answer bash touch made-by-agent.txt (until " in text
+    assert "Crystal is waiting for a person to answer an approval for bash touch made-by-agent.txt (until " in text
     assert "Nobody can answer in a headless run: use --unattended there." in text
     assert not (workspace / "made-by-agent.txt").exists()
