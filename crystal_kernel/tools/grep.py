@@ -18,6 +18,7 @@ from crystal_kernel.errors import ToolError
 from crystal_kernel.host.access import is_credential_parts
 from crystal_kernel.tools._files import display_path, looks_binary, read_head
 from crystal_kernel.tools._notebook_search import grep_cells, notebook_files, read_sources
+from crystal_kernel.jobs.guarded import guarded_argv
 from crystal_kernel.tools._process import kill_process_tree
 from crystal_kernel.tools._walk import RG_BASE_FLAGS, rg_binary, walk
 from crystal_kernel.tools.globmatch import GlobMatcher, compile_glob_matcher
@@ -91,7 +92,8 @@ async def grep_rg(rg: str, pattern: str, root: Path, *, ignore_case: bool, conte
         argv += ["--context", str(context)]
     argv += ["--regexp", pattern, "--", str(root)]
     try:
-        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+        # Under the job supervisor: rg dies with the host, however the host dies.
+        proc = subprocess.Popen(guarded_argv(argv), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, start_new_session=True)
     except OSError as exc:
         raise ToolError(f"Cannot run ripgrep: {exc.strerror or exc}.") from None

@@ -151,3 +151,44 @@ async def test_grep_stopped_by_its_time_limit_says_so(workspace, monkeypatch):
     result, _ = await one_result(workspace, "grep", {"pattern": "no-such-text-anywhere"})
     assert not result.ok
     assert "was stopped before it finished" in result.text and "No matches" not in result.text
+
+
+HOST_SCRIPT = r"""
+import asyncio, sys
+from pathlib import Path
+from crystal_kernel.host.config import load_config
+from crystal_kernel.host.loop import run_turn
+from crystal_kernel.host.session import Session
+from crystal_kernel.testing.scripted import ScriptedProvider, text_reply, tool_reply
+session = Session(workspace=Path(sys.argv[1]), config=load_config(overrides={"approval": "full"}),
+                  provider=ScriptedProvider([tool_reply([("grep", {"pattern": "x", "path": "fifo"})]),
+                                             text_reply("done")]), person_present=False)
+async def main():
+    async for event in run_turn(session, "go"):
+        pass
+asyncio.run(main())
+"""
+
+
+def test_ripgrep_does_not_outlive_a_killed_host(workspace):
+    """grep's ripgrep runs under the job supervisor (parent-death signal): SIGKILL the
+    host while rg blocks on a FIFO, and rg is gone."""
+    import os
+    import signal
+
+    import psutil
+
+    os.mkfifo(workspace / "fifo")
+    host = subprocess.Popen([sys.executable, "-c", HOST_SCRIPT, str(workspace)])
+    try:
+        deadline = time.monotonic() + 60
+        rg = []
+        while time.monotonic() < deadline and not rg:
+            rg = [p for p in psutil.Process(host.pid).children(recursive=True) if p.name() == "rg"]
+            time.sleep(0.1)
+        assert rg, "rg never started"
+    finally:
+        host.send_signal(signal.SIGKILL)
+        host.wait(timeout=10)
+    gone, alive = psutil.wait_procs(rg, timeout=5)
+    assert not alive, f"rg outlived the host: {alive}"

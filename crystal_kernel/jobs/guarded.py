@@ -1,0 +1,34 @@
+"""Short-lived tool processes that cannot outlive the host (issue 17 §5).
+
+``bash``, background jobs and MCP servers already run under the job supervisor
+(:mod:`crystal_kernel.jobs.supervisor`): a parent-death signal and a child subreaper, so
+their whole tree dies with the host however the host dies, SIGKILL included. This
+wraps other argv (ripgrep for ``grep``) the same way: the supervisor
+runs ``/bin/sh -c 'exec ARGV'`` and exits the way the program did (same code or signal),
+with the caller's stdout, stderr, working folder and environment. The supervisor keeps
+a copy of stdin, so this suits programs whose input is /dev/null; exec tools, which get
+their arguments on stdin (EX-6, EX-15), are not wrapped yet.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import sys
+from pathlib import Path
+
+# Standard library only, run as a script (no import of the package in the child).
+SUPERVISOR = str(Path(__file__).resolve().with_name("supervisor.py"))
+# Seconds between SIGTERM and SIGKILL when the supervisor stops the tree.
+GRACE_SECONDS = 1.0
+SHELL = "/bin/sh"
+
+
+def guarded_argv(argv: list[str]) -> list[str]:
+    """``argv`` run under the supervisor; the caller starts it from the host process
+    (the supervisor checks that its parent is the host). Falls back to ``argv`` itself
+    where there is no ``/bin/sh`` to exec through."""
+    if not os.path.exists(SHELL):
+        return list(argv)
+    return [sys.executable, "-I", "-S", SUPERVISOR, str(os.getpid()), str(GRACE_SECONDS), SHELL,
+            "exec " + shlex.join(argv)]
