@@ -175,10 +175,15 @@ class CrystalKernel(IPythonKernel):
         reply: dict[str, Any] = {"status": outcome.status, "execution_count": count,
                                  "user_expressions": {}, "payload": []}
         if outcome.status == "error":
-            # nbclient, nbconvert --execute and papermill show the reply's traceback when a
-            # cell fails: an empty one leaves the reader with nothing.
-            reply.update(ename=outcome.ename, evalue=outcome.evalue,
-                         traceback=[f"{outcome.ename}: {outcome.evalue}"])
+            # Batch runs report a failed cell from the reply's traceback (nbclient,
+            # nbconvert --execute) or from the cell's error output (papermill): both say
+            # "ename: evalue", as a Python cell's would. A person's stop is not an error
+            # worth a red box (the cell already says it was interrupted).
+            error = {"ename": outcome.ename, "evalue": outcome.evalue,
+                     "traceback": [f"{outcome.ename}: {outcome.evalue}"]}
+            reply.update(error)
+            if outcome.ename != "KeyboardInterrupt":
+                self.send_response(self.iopub_socket, "error", error)
         return reply
 
     async def _run_cell(self, code: str) -> CellOutcome:
@@ -193,8 +198,7 @@ class CrystalKernel(IPythonKernel):
 
                 return await run_command_cell(self, text)
             return await self._turn_cell(code)
-        except UserError as exc:
-            self._show_error(str(exc))
+        except UserError as exc:  # shown once, as the cell's error output (do_execute)
             return CellOutcome.error("UserError", str(exc))
 
     async def _turn_cell(self, code: str) -> CellOutcome:

@@ -30,7 +30,7 @@ def test_mode_switch_changes_status_line_and_catalog_MODE4(kernel):
 def test_bad_command_is_one_red_line_and_an_error_reply(kernel):
     run = kernel.run("/mode sideways")
     assert run.status == "error" and run.reply["content"]["ename"] == "UserError"
-    assert run.texts() == ["Error: Unknown mode 'sideways'; use plan or work."]
+    assert run.texts() == ["UserError: Unknown mode 'sideways'; use plan or work."]
 
 
 def test_promptset_switch_shows_in_the_status_line_PS7_PA8(kernel):

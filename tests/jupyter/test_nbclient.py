@@ -95,6 +95,11 @@ def test_failed_cell_under_nbclient_shows_ename_and_evalue(kernel_factory, tmp_p
     else:
         raise AssertionError("the failed cell did not stop the run")
     assert "UserError: Unknown mode 'sideways'; use plan or work." in message
+    # papermill reports a failed cell from its error output: the same words.
+    errors = [o for o in nb.cells[0].outputs if o["output_type"] == "error"]
+    assert [(o["ename"], o["evalue"], o["traceback"]) for o in errors] == [
+        ("UserError", "Unknown mode 'sideways'; use plan or work.",
+         ["UserError: Unknown mode 'sideways'; use plan or work."])]
     assert nb.cells[1].outputs == []  # the run stopped there
 
 
