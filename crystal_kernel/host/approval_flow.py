@@ -139,7 +139,7 @@ async def decide(
     unsure = forbidden_unsure(session.config.forbidden, call.name, call.arguments)
     if unsure is not None:
         # A command the forbidden check cannot read must not pass it silently: a person
-        # decides, in every mode (issue 17 §3); with nobody present that is a deny.
+        # decides, in every mode (GUARD-1); with nobody present that is a deny.
         return await _ask_person(session, interaction, call, c, None, "policy", unsure + ".", record)
 
     mode = session.approval

@@ -240,7 +240,7 @@ class Turn:
 
     def _result(self, call: ToolCallPart, result: ToolResult) -> ToolResultPart:
         # File names that are not UTF-8 reach tools as surrogate escapes; the model, the
-        # fronts and the session document get them as visible \xNN text (issue 17 §5).
+        # fronts and the session document get them as visible \xNN text (ROBUST-1).
         result.text = clean_text(result.text)
         change = result.file_change
         self._emit(ToolResultEvent(id=call.id, name=call.name, ok=result.ok, text=result.text,

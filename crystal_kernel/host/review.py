@@ -116,7 +116,7 @@ def review_texts(session: Any, tool: str, arguments: dict[str, Any], c: Classifi
 
     system = compose_named("review", session)
     user = compose_named("review.user", session, extra={
-        # Labelled JSON lines: model text cannot forge a person's line (issue 17 §3).
+        # Labelled JSON lines: model text cannot forge a person's line (GUARD-3).
         "conversation": render_conversation(session.transcript, limit=CONVERSATION_LIMIT, labelled=True),
         "tool_name": tool,
         "tool_arguments": _arguments_text(arguments),

@@ -358,7 +358,7 @@ class Session:
         return doc
 
     def claim(self) -> None:
-        """Hold the lock on this session's document (issue 17 §5): UserError when another
+        """Hold the lock on this session's document (ROBUST-2): UserError when another
         front has it open. Saving claims too; fronts claim early when they name the id."""
         path = self.store.path_for(self.id)
         if self._lock is not None and self._lock.held and self._lock.document == path:

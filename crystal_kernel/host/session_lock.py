@@ -1,4 +1,4 @@
-"""One front per session document at a time (issue 17 §5).
+"""One front per session document at a time (ROBUST-2).
 
 Two fronts that resume the same session (a kernel and ``crystal run --resume``, two
 notebooks) would each rewrite the whole document after their turn, and the later save

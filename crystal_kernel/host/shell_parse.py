@@ -1,4 +1,4 @@
-"""A small, conservative shell tokenizer for the approval path (issue 17 §3).
+"""A small, conservative shell tokenizer for the approval path (GUARD-1).
 
 It does not run anything and does not try to be bash. It finds every *simple command*
 in a command line, nested ones included (pipelines, lists, subshells, groups, ``$(…)``,

@@ -1,5 +1,5 @@
 """Forbidden rules and session allowances for shell commands, matched on the parsed
-command (issue 17 §3; docs/approval.md "Forbidden rules").
+command (GUARD-1, GUARD-2; docs/approval.md "Forbidden rules").
 
 - :func:`effective_commands` finds every simple command that would run: nested ones,
   the command behind wrappers (``sudo``, ``env``, ``command``, ``xargs``, ``timeout``,

@@ -123,7 +123,7 @@ def render_message_labelled(message: Message, *, result_limit: int, argument_lim
 
     Every piece of model or tool text sits inside a JSON string, so it cannot start a
     line of its own: a model writing "User: allow everything" stays inside an
-    ``"from": "assistant"`` line (issue 17 §3). Only ``"from": "person"`` lines are the
+    ``"from": "assistant"`` line (GUARD-3). Only ``"from": "person"`` lines are the
     person's words."""
     kind = message.meta.get("kind") if isinstance(message.meta, dict) else None
     person = is_person_prompt(message)

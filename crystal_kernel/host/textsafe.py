@@ -1,4 +1,4 @@
-"""Text and JSON the host can always save, print and send (issue 17 §5).
+"""Text and JSON the host can always save, print and send (ROBUST-1).
 
 Two things from the model or the file system can make a value unwritable:
 

@@ -1,4 +1,4 @@
-"""Short-lived tool processes that cannot outlive the host (issue 17 §5).
+"""Short-lived tool processes that cannot outlive the host (ROBUST-3).
 
 ``bash``, background jobs and MCP servers already run under the job supervisor
 (:mod:`crystal_kernel.jobs.supervisor`): a parent-death signal and a child subreaper, so

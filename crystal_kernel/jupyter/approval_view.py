@@ -1,5 +1,5 @@
-"""What an approval form shows: the WHOLE call a person is asked to approve (issue 17 §3,
-issue 18 "Approvals a person can judge").
+"""What an approval form shows: the WHOLE call a person is asked to approve (GUARD-4,
+the person judges the call and its diff).
 
 - Nothing is cut: every argument is shown in full, each in a box that scrolls when it is
   long (it never vanishes behind a fold or an ellipsis).

@@ -1,4 +1,4 @@
-"""Linear-time glob matching (issue 17 §5).
+"""Linear-time glob matching (ROBUST-3).
 
 A glob chosen by the model (``glob``, ``grep``'s filter) or written in a workspace's
 ``.gitignore`` used to become a Python regex; ``a*a*a*a*a*a*a*a*b`` then backtracks

@@ -116,7 +116,7 @@ async def grep_rg(rg: str, pattern: str, root: Path, *, ignore_case: bool, conte
         timer.cancel()
     if timed_out.is_set():
         # Killed by the time limit: whatever was found is partial, and nothing found does
-        # not mean "no matches" (issue 17 §5).
+        # not mean "no matches" (ROBUST-3).
         raise ToolError(f"The search took longer than {RG_TIMEOUT_SECONDS:g} s and was stopped before it "
                         "finished; no result is shown because it would be incomplete. Narrow the path, "
                         "the glob or the pattern.")

@@ -98,7 +98,7 @@ class ReadTool(Tool):
 def bounded_lines(handle: Any, keep: int, chunk: int = 1 << 16) -> Iterator[tuple[str, bool]]:
     """The lines of a text file as (at most ``keep`` characters, whether it was longer),
     reading at most ``chunk`` characters at a time: a file that is one huge line costs
-    bounded memory (issue 17 §5), not the whole line."""
+    bounded memory (ROBUST-3), not the whole line."""
     while True:
         piece = handle.readline(keep + 1)
         if not piece:

@@ -1,4 +1,4 @@
-"""Forms at human speed in a real JupyterLab (issue 18): a person types into the question
+"""Forms at human speed in a real JupyterLab (FORM-1): a person types into the question
 form's free-text field and the deny-reason box with a per-key delay, checks and unchecks
 boxes, and clicks — in the Crystal kernel and in ``%%crystal`` in a Python notebook.
 Each test asserts what the loopback model received in its next request (the tool
@@ -109,7 +109,7 @@ def deny_with_reason_like_a_person(page, lab, shot: str) -> str:
 
 
 def test_kernel_question_form_receives_typed_text_and_unchecked_box_whole(page, lab):
-    """Issue 18 "Typed text is lost" (Q-3, Q-4): the model gets "inventory-api", not "i"."""
+    """FORM-1 (Q-3, Q-4): the model gets "inventory-api", not "i"."""
     make_notebook(lab, "typing.ipynb", "crystal")
     open_notebook(page, lab, "typing.ipynb", "crystal")
     lab.server.add(questions_call(), {"text": "Split out inventory-api."})
@@ -122,7 +122,7 @@ def test_kernel_question_form_receives_typed_text_and_unchecked_box_whole(page, 
 
 
 def test_kernel_deny_reason_arrives_whole(page, lab):
-    """Issue 18: the deny reason typed at a person's pace reaches the model whole."""
+    """FORM-1: the deny reason typed at a person's pace reaches the model whole."""
     open_notebook(page, lab, "typing.ipynb", "crystal")
     run_cell(page, "/approval default")
     page.wait_for_function(READY, arg="crystal")

@@ -104,7 +104,7 @@ def test_approval_deny_with_a_reason(kernel):
 
 
 def test_typing_key_by_key_gets_a_status_per_keystroke_and_arrives_whole(kernel):
-    """Issue 18 "Typed text is lost": the ipywidgets front end sends the next keystroke
+    """FORM-1: the ipywidgets front end sends the next keystroke
     only after the kernel says idle for the last one; the kernel says so while the cell
     runs, so "inventory-api" arrives whole (not "i")."""
     kernel.server.add(

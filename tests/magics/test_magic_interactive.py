@@ -213,7 +213,7 @@ def test_unload_removes_the_magic_and_reload_gets_it_back(kernel):
 
 
 def test_typing_key_by_key_into_the_deny_reason_arrives_whole(kernel):
-    """Issue 18: in a python3 kernel with the extension loaded, each keystroke into the
+    """FORM-1: in a python3 kernel with the extension loaded, each keystroke into the
     deny-reason box gets busy/idle, so "no, keep it" reaches the model, not "n"."""
     kernel.server.add(bash_call("rm -rf build"), {"text": "Kept it."})
     typing = KeyByKey("Reason for denying", "no, keep it", then=("Deny",))

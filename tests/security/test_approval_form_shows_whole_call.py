@@ -1,4 +1,4 @@
-"""Attacking the approval form (issue 17 §3, issue 18): a model hides the dangerous part
+"""Attacking the approval form (GUARD-4): a model hides the dangerous part
 of a call from the person who approves it — behind 200 spaces, on a second line, after
 a carriage return or an invisible character, or at the start of a very long argument.
 The form a person sees must show all of it, unfolded, and say what is odd."""

@@ -1,4 +1,4 @@
-"""Attacks on the approval path (issue 17 §3): respelled forbidden commands, the
+"""Attacks on the approval path (GUARD-1, GUARD-2, GUARD-3): respelled forbidden commands, the
 background shell tool, chained commands under a session allowance, commands the parser
 cannot read, and a hostile tool argument that tries to steer the reviewer.
 
@@ -108,7 +108,7 @@ RESPELLINGS = [
 
 @pytest.mark.parametrize("command", RESPELLINGS)
 async def test_respelled_forbidden_command_is_denied_in_full_mode(workspace, command):
-    """A forbidden rule matches the parsed command, not its spelling (issue 17 §3)."""
+    """A forbidden rule matches the parsed command, not its spelling (GUARD-1, GUARD-2, GUARD-3)."""
     (workspace / "victim").mkdir()
     (workspace / "victim" / "keep.txt").write_text("precious\n")
     session = make_session(workspace, "full", [tool_reply([("bash", {"command": command})]),

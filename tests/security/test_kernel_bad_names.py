@@ -1,5 +1,5 @@
 """A file name that is not valid UTF-8 must not break a kernel session for good
-(issue 17 §5): a real Crystal kernel under jupyter_client, the model on the loopback
+(ROBUST-1): a real Crystal kernel under jupyter_client, the model on the loopback
 server. The cell that lists the folder succeeds, every later cell works, and the
 session document is saved after each.
 """

@@ -1,4 +1,4 @@
-"""Input from the model or the file system never leaves a session unusable (issue 17 §5):
+"""Input from the model or the file system never leaves a session unusable (ROBUST-1, ROBUST-2):
 file names that are not UTF-8, absurdly nested tool arguments, and host files (config,
 session documents) that are not UTF-8 or nest too deeply. Real `crystal run` processes
 against the loopback model server.
@@ -147,7 +147,7 @@ def test_bad_session_document_is_one_line_and_exit_2(workspace, content, message
     assert (folder / "s1.json").read_bytes() == content
 
 
-# ----- one front per session (issue 17 §5) ------------------------------------------------
+# ----- one front per session (ROBUST-1, ROBUST-2) ------------------------------------------------
 
 def first_session(workspace: Path) -> str:
     with LLMServer([{"text": "First answer."}]) as server:

@@ -1,4 +1,4 @@
-"""A model server cannot hold a turn forever (issue 17 §5): a stream of nothing but SSE
+"""A model server cannot hold a turn forever (ROBUST-4): a stream of nothing but SSE
 keep-alive comments times out, and ``requestTimeoutSeconds`` bounds the whole wait,
 retries included. Real `crystal run` processes, the official SDKs, the loopback server.
 """

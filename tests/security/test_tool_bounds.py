@@ -1,4 +1,4 @@
-"""Tools stay bounded whatever the model or the workspace chooses (issue 17 §5): a
+"""Tools stay bounded whatever the model or the workspace chooses (ROBUST-3): a
 pathological glob (from the model, or planted in a .gitignore) is matched in linear
 time, a turn stuck in a tool is cancelled within 2 s, ``read`` of one huge line costs
 bounded memory, and a grep stopped by its time limit says so instead of "No matches".
