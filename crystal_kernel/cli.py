@@ -138,7 +138,11 @@ async def _run_turn(session: Any, prompt: str, fmt: str) -> int:
             # The model service failed (or a bug): one line on stderr, exit 2 (SPEC §11).
             print(f"crystal: {turn.error}", file=sys.stderr)
             return EXIT_USAGE
-        return {"end_turn": 0, "max_steps": 0, "cancelled": 130}.get(turn.stop_reason or "", 1)
+        code = {"end_turn": 0, "max_steps": 0, "cancelled": 130}.get(turn.stop_reason or "", 1)
+        if code == 1 and fmt == "text":
+            # jsonl says it in turn_end; text mode must not exit 1 without a word.
+            print(f"crystal: {stop_explanation(turn.stop_reason, session)}", file=sys.stderr)
+        return code
     finally:
         await session.close()
 
@@ -160,12 +164,25 @@ def result_preview(text: str) -> str:
     return "\n".join([lines[0]] + [f"  {line}" if line else "" for line in lines[1:]]) if lines else ""
 
 
+def stop_explanation(reason: str | None, session: Any) -> str:
+    """One line saying why a turn ended early."""
+    if reason in ("max_tokens", "length", "max_output_tokens"):
+        limit = getattr(session.config, "max_output_tokens", None)
+        return (f"the answer was cut off at the output limit (maxOutputTokens {limit}); raise maxOutputTokens "
+                "in config.json or ask for a shorter answer.")
+    if reason in ("content_filter", "refusal"):
+        return f"the model server stopped the answer ({reason})."
+    return f"the turn ended early (stop reason: {reason})."
+
+
 class _Printer:
     """text: the answer on stdout, tool activity on stderr; jsonl: one event per line."""
 
     def __init__(self, fmt: str):
         self.fmt = fmt
         self.at_line_start = True
+        # Reasoning streams to stderr in text mode (never into the answer on stdout).
+        self.thinking = False
 
     def _write(self, text: str) -> None:
         sys.stdout.write(text)
@@ -184,6 +201,17 @@ class _Printer:
             self._write(json.dumps(event.to_json(), ensure_ascii=False) + "\n")
             return
         kind = event.type
+        if kind == "reasoning":
+            if not self.thinking:
+                self._eol()
+                sys.stderr.write("thinking: ")
+                self.thinking = True
+            sys.stderr.write(event.text)
+            sys.stderr.flush()
+            return
+        if self.thinking:
+            sys.stderr.write("\n")
+            self.thinking = False
         if kind == "text":
             self._write(event.text)
         elif kind == "tool_call":

@@ -45,6 +45,8 @@ def add_model_flags(parser: argparse.ArgumentParser) -> None:
     # Checked by the config (one line naming the choices), so no argparse choices here.
     parser.add_argument("--approval", metavar="{" + ",".join(APPROVAL_MODES) + "}",
                         help="the approval mode (default: config.json's, else default)")
+    parser.add_argument("--reasoning", metavar="EFFORT", choices=("none", "low", "medium", "high", "default"),
+                        help="reasoning effort: none, low, medium, high or default (the provider's)")
 
 
 def flags_from_args(ns: argparse.Namespace) -> ProcessFlags:
@@ -65,6 +67,7 @@ def overrides_from_args(ns: argparse.Namespace) -> dict[str, Any]:
         "provider": getattr(ns, "provider", None), "model": getattr(ns, "model", None),
         "baseUrl": getattr(ns, "base_url", None), "apiKeyEnv": getattr(ns, "api_key_env", None),
         "mode": getattr(ns, "mode", None), "approval": getattr(ns, "approval", None),
+        "reasoningEffort": getattr(ns, "reasoning", None),
     }
 
 

@@ -28,6 +28,7 @@ HELP = """Commands:
 /mode plan|work                switch mode (the transcript stays)
 /approval MODE                 plan, default, edit, review, audit or full
 /model [PROVIDER:]MODEL        switch the model
+/reasoning [EFFORT]            none, low, medium, high or default (the provider's)
 /cd DIR                        change the workspace root
 /access [add DIR [ro|rw] | remove DIR]   directories besides the workspace
 /promptset [NAME]  (/prompts)  list or switch prompt sets
@@ -158,6 +159,21 @@ def switch_model(session: Any, spec: str) -> tuple[str, str]:
     return provider_name, model
 
 
+def _reasoning(session: Any, args: list[str]) -> str:
+    """/reasoning [EFFORT]: show or set the reasoning effort for this session (not saved)."""
+    from crystal_kernel.host.config import check_reasoning_effort
+
+    if len(args) > 1:
+        raise UserError("Usage: /reasoning [none|low|medium|high|default]")
+    if not args:
+        effort = session.config.reasoning_effort
+        return f"Reasoning: {effort or 'default (the provider decides)'}."
+    session._refuse_while_busy("change the reasoning effort")
+    effort = check_reasoning_effort(args[0], "/reasoning")
+    session.config.reasoning_effort = effort
+    return f"Reasoning is now {effort or 'the provider default'}."
+
+
 def _cd(session: Any, args: list[str]) -> str:
     if len(args) != 1:
         raise UserError("Usage: /cd DIR")
@@ -240,6 +256,7 @@ def _tools(session: Any, args: list[str]) -> str:
 
 
 _BUILTIN: dict[str, Handler] = {
-    "help": _help, "mode": _mode, "approval": _approval, "model": _model, "cd": _cd, "access": _access,
+    "help": _help, "mode": _mode, "approval": _approval, "model": _model, "reasoning": _reasoning,
+    "cd": _cd, "access": _access,
     "todos": _todos, "sessions": _sessions, "resume": _resume, "fork": _fork, "tools": _tools,
 }

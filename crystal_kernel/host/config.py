@@ -17,6 +17,8 @@ from crystal_kernel.host.fsutil import atomic_write_json, read_json_object
 PROVIDERS = ("openai", "openai-responses", "anthropic", "replay")
 APPROVAL_MODES = ("plan", "default", "edit", "review", "audit", "full")
 MODES = ("plan", "work")
+REASONING_EFFORTS = ("none", "low", "medium", "high")
+DEFAULT_MAX_OUTPUT_TOKENS = 16_384
 # FL-5: keys older versions wrote; ignored and dropped at the next save.
 DROPPED_KEYS = ("promptSet", "promptAttachments")
 
@@ -74,6 +76,10 @@ class Config:
     # How long a form (question, approval) waits for a person; 0 = nobody will answer
     # (questions dismissed, asks denied at once). Fronts without a person ignore it.
     person_timeout_seconds: float = 3600
+    # None: the provider's own default (nothing is sent). SPEC §12.
+    reasoning_effort: str | None = None
+    # Sent as max_completion_tokens / max_tokens / max_output_tokens on every turn request.
+    max_output_tokens: int = DEFAULT_MAX_OUTPUT_TOKENS
     raw: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -121,6 +127,7 @@ _CAMEL = {
     "topic_model": "topicModel", "compaction_threshold": "compactionThreshold", "context_window": "contextWindow",
     "prices": "prices", "max_steps": "maxSteps", "request_timeout_seconds": "requestTimeoutSeconds",
     "person_timeout_seconds": "personTimeoutSeconds",
+    "reasoning_effort": "reasoningEffort", "max_output_tokens": "maxOutputTokens",
 }
 _ATTR = {v: k for k, v in _CAMEL.items()}
 
@@ -174,7 +181,9 @@ def _check(key: str, value: Any) -> Any:
             return None
         if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
             raise bad('a positive number, null or "unlimited"')
-    if key in ("toolOutputLimit", "maxSteps", "contextWindow"):
+    if key == "reasoningEffort":
+        return check_reasoning_effort(value)
+    if key in ("toolOutputLimit", "maxSteps", "contextWindow", "maxOutputTokens"):
         if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
             raise bad("a positive whole number")
     if key == "compactionThreshold":
@@ -189,6 +198,15 @@ def _check(key: str, value: Any) -> Any:
     if key in ("provider", "model", "baseUrl", "apiKeyEnv", "reviewModel", "imageModel", "topicModel"):
         if not isinstance(value, str) or not value:
             raise bad("a non-empty string")
+    return value
+
+
+def check_reasoning_effort(value: Any, where: str = "Config key 'reasoningEffort'") -> str | None:
+    """none|low|medium|high; null (or "default") means the provider's default."""
+    if value is None or value == "default":
+        return None
+    if value not in REASONING_EFFORTS:
+        raise UserError(f"{where} must be one of {', '.join(REASONING_EFFORTS)} (or default), not {value!r}.")
     return value
 
 

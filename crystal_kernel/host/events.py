@@ -28,6 +28,14 @@ class TextDelta(_Event):
     text: str
 
 
+class ReasoningDelta(_Event):
+    """A piece of the model's reasoning (a summary or thinking text), streamed before the
+    answer text it precedes (SPEC §12). Shown apart from the answer, never in it."""
+
+    type: Literal["reasoning"] = "reasoning"
+    text: str
+
+
 class ToolCallStarted(_Event):
     """The model called a tool; it is about to be approved and run."""
 
@@ -37,15 +45,21 @@ class ToolCallStarted(_Event):
     arguments: dict[str, Any]
 
 
+ToolStatus = Literal["ok", "failed", "cancelled", "denied"]
+
+
 class ToolResultEvent(_Event):
     """A tool call finished. ``images`` carries the image parts for fronts that show
-    them; on the wire (§11) only their mime types are listed."""
+    them; on the wire (§11) only their mime types are listed. ``status`` (SPEC §12) says
+    how it ended: ok, failed, cancelled (the turn was stopped) or denied (approval said no
+    or policy forbade it). Every call the model made ends in one of these."""
 
     type: Literal["tool_result"] = "tool_result"
     id: str
     name: str
     ok: bool
     text: str
+    status: ToolStatus = "ok"
     images: list[ImagePart] = Field(default_factory=list)
     # How the front should show the text: "diff", "terminal" or "text" (not on the wire).
     display: str = "text"
@@ -59,6 +73,7 @@ class ToolResultEvent(_Event):
             "id": self.id,
             "name": self.name,
             "ok": self.ok,
+            "status": self.status,
             "text": self.text,
             "images": [{"mimeType": i.mime_type} for i in self.images],
         }
@@ -88,9 +103,13 @@ class Note(_Event):
 
 
 class UsageEvent(_Event):
+    """One reply's tokens. ``reasoningTokens`` (the part of outputTokens the model spent
+    reasoning) is an addition to §11, present when the server reports it."""
+
     type: Literal["usage"] = "usage"
     input_tokens: int = Field(alias="inputTokens")
     output_tokens: int = Field(alias="outputTokens")
+    reasoning_tokens: int | None = Field(default=None, alias="reasoningTokens")
 
 
 class ErrorEvent(_Event):
@@ -107,4 +126,4 @@ class TurnEnd(_Event):
     stop_reason: str = Field(alias="stopReason")
 
 
-Event = Union[TextDelta, ToolCallStarted, ToolResultEvent, ApprovalEvent, Note, UsageEvent, ErrorEvent, TurnEnd]
+Event = Union[TextDelta, ReasoningDelta, ToolCallStarted, ToolResultEvent, ApprovalEvent, Note, UsageEvent, ErrorEvent, TurnEnd]

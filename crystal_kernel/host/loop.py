@@ -17,13 +17,16 @@ from crystal_kernel.host.approval_flow import decide
 from crystal_kernel.host.compaction import auto_compact
 from crystal_kernel.host.topic import name_session
 from crystal_kernel.host.events import (
-    ErrorEvent, Event, Note, TextDelta, ToolCallStarted, ToolResultEvent, TurnEnd, UsageEvent,
+    ErrorEvent, Event, Note, ReasoningDelta, TextDelta, ToolCallStarted, ToolResultEvent, ToolStatus, TurnEnd,
+    UsageEvent,
 )
 from crystal_kernel.host.interaction import Interaction, NoPerson
-from crystal_kernel.host.messages import Message, Part, TextPart, ToolCallPart, ToolResultPart
+from crystal_kernel.host.messages import Message, Part, ReasoningPart, TextPart, ToolCallPart, ToolResultPart
 from crystal_kernel.host.session import Session
 from crystal_kernel.host.textsafe import MAX_ARGUMENT_DEPTH, clean_text, clean_value, nesting_depth
-from crystal_kernel.providers.base import Finished, TextChunk, ToolCallChunk, UsageChunk
+from crystal_kernel.providers.base import (
+    Finished, ReasoningChunk, ReasoningItem, TextChunk, ToolCallChunk, UsageChunk,
+)
 from crystal_kernel.tools.base import ToolContext, ToolResult, truncate_output
 
 NO_IMAGES = "This model cannot accept tool images."
@@ -125,11 +128,9 @@ class Turn:
             return
         parts = list(self._pending or [])
         done = {p.call_id for p in parts}
-        parts += [
-            ToolResultPart(call_id=c.id, name=c.name, ok=False, text="Cancelled before it ran.")
-            for c in last.tool_calls()
-            if c.id not in done
-        ]
+        # Every call ends in a ToolResultEvent, also those the cancel kept from running.
+        parts += [self._result(c, ToolResult.fail("Cancelled before it ran."), "cancelled")
+                  for c in last.tool_calls() if c.id not in done]
         self._pending = None
         self._append(Message(role="user", parts=parts))
 
@@ -137,7 +138,7 @@ class Turn:
         session = self.session
         prompt_parts = [TextPart(text=self.prompt)] if isinstance(self.prompt, str) else list(self.prompt)
         self._append(Message(role="user", parts=prompt_parts))
-        turn_in = turn_out = 0
+        turn_in = turn_out = turn_reasoning = 0
         self._emit_notes()
         steps = 0
         try:
@@ -153,11 +154,25 @@ class Turn:
                 self._emit_notes()
                 answer = Message(role="assistant")
                 stop = "end_turn"
+                # The reasoning part still receiving streamed pieces (closed by its item).
+                thinking: ReasoningPart | None = None
                 try:
                     async for item in session.provider.stream(request):
-                        if isinstance(item, TextChunk):
+                        if isinstance(item, ReasoningChunk):
                             if not item.text:
                                 continue
+                            if thinking is None:
+                                thinking = ReasoningPart(provider=session.provider.name)
+                                answer.parts.append(thinking)
+                            thought = clean_text(item.text)
+                            thinking.text += thought
+                            self._emit(ReasoningDelta(text=thought))
+                        elif isinstance(item, ReasoningItem):
+                            thinking = self._close_reasoning(answer, thinking, item)
+                        elif isinstance(item, TextChunk):
+                            if not item.text:
+                                continue
+                            thinking = None  # answer text ends the reasoning before it
                             delta = clean_text(item.text)
                             if answer.parts and isinstance(answer.parts[-1], TextPart):
                                 answer.parts[-1].text += delta
@@ -165,12 +180,16 @@ class Turn:
                                 answer.parts.append(TextPart(text=delta))
                             self._emit(TextDelta(text=delta))
                         elif isinstance(item, ToolCallChunk):
+                            thinking = None
                             answer.parts.append(_call_part(item))
                         elif isinstance(item, UsageChunk):
                             turn_in += item.input_tokens
                             turn_out += item.output_tokens
-                            session.usage.add(item.input_tokens, item.output_tokens, model=request.model)
-                            self._emit(UsageEvent(input_tokens=item.input_tokens, output_tokens=item.output_tokens))
+                            turn_reasoning += item.reasoning_tokens
+                            session.usage.add(item.input_tokens, item.output_tokens, model=request.model,
+                                              reasoning_tokens=item.reasoning_tokens)
+                            self._emit(UsageEvent(input_tokens=item.input_tokens, output_tokens=item.output_tokens,
+                                                  reasoning_tokens=item.reasoning_tokens or None))
                         elif isinstance(item, Finished):
                             stop = item.stop_reason
                 except BaseException:
@@ -191,8 +210,11 @@ class Turn:
                 results, self._pending = self._pending, None
                 self._append(Message(role="user", parts=results))
         finally:
-            session.usage.turns.append({"inputTokens": turn_in, "outputTokens": turn_out,
-                                        "model": session.provider.model})
+            row: dict[str, Any] = {"inputTokens": turn_in, "outputTokens": turn_out,
+                                   "model": session.provider.model}
+            if turn_reasoning:
+                row["reasoningTokens"] = turn_reasoning
+            session.usage.turns.append(row)
 
     async def _run_call(self, call: ToolCallPart) -> ToolResultPart:
         session = self.session
@@ -221,14 +243,14 @@ class Turn:
             return self._result(call, ToolResult.fail(f"Internal error in {call.name}: {type(exc).__name__}: {exc}"))
         decision = await decide(session, self.interaction, call, classification, self._emit)
         if not decision.allowed:
-            return self._result(call, ToolResult.fail(decision.message_for_model()))
+            return self._result(call, ToolResult.fail(decision.message_for_model()), "denied")
         try:
             result = await tool.run(args, ctx)
         except ToolError as exc:
             result = ToolResult.fail(str(exc))
         except asyncio.CancelledError:
             if self._pending is not None:
-                self._pending.append(self._result(call, ToolResult.fail("Cancelled by the person.")))
+                self._pending.append(self._result(call, ToolResult.fail("Cancelled by the person."), "cancelled"))
             raise
         except Exception as exc:
             session.note(f"Tool {call.name} failed with an internal error: {type(exc).__name__}: {exc}")
@@ -238,12 +260,29 @@ class Turn:
         result.text = truncate_output(result.text, session.config.tool_output_limit)
         return self._result(call, result)
 
-    def _result(self, call: ToolCallPart, result: ToolResult) -> ToolResultPart:
+    def _close_reasoning(self, answer: Message, open_part: ReasoningPart | None,
+                         item: ReasoningItem) -> None:
+        """A finished reasoning block: complete the part its pieces streamed into, or add
+        one (redacted thinking, or a server that sent the block whole)."""
+        part = open_part
+        if part is None:
+            part = ReasoningPart(provider=item.provider)
+            answer.parts.append(part)
+        if item.text and not part.text:
+            part.text = item.text
+            self._emit(ReasoningDelta(text=item.text))
+        part.provider = item.provider
+        part.signature, part.encrypted, part.item_id, part.redacted = (
+            item.signature, item.encrypted, item.id, item.redacted)
+        return None
+
+    def _result(self, call: ToolCallPart, result: ToolResult, status: ToolStatus | None = None) -> ToolResultPart:
         # File names that are not UTF-8 reach tools as surrogate escapes; the model, the
         # fronts and the session document get them as visible \xNN text (ROBUST-1).
         result.text = clean_text(result.text)
         change = result.file_change
         self._emit(ToolResultEvent(id=call.id, name=call.name, ok=result.ok, text=result.text,
+                                   status=status or ("ok" if result.ok else "failed"),
                                    images=list(result.images), display=result.display,
                                    file_change=None if change is None else
                                    {"path": change.path, "oldText": change.old_text, "newText": change.new_text}))

@@ -57,7 +57,25 @@ class ToolResultPart(_Part):
     images: list[ImagePart] = Field(default_factory=list)
 
 
-Part = Annotated[Union[TextPart, ImagePart, ToolCallPart, ToolResultPart], Field(discriminator="kind")]
+class ReasoningPart(_Part):
+    """The model's reasoning before the answer that follows it in the same message.
+
+    Never part of :meth:`Message.text`. ``provider`` is the wire protocol that produced
+    it: only that protocol gets it back (``signature`` for Anthropic thinking,
+    ``encrypted`` for Responses ``encrypted_content`` or Anthropic redacted thinking,
+    ``item_id`` for the Responses reasoning item).
+    """
+
+    kind: Literal["reasoning"] = "reasoning"
+    text: str = ""
+    provider: str | None = None
+    signature: str | None = None
+    encrypted: str | None = None
+    item_id: str | None = None
+    redacted: bool = False
+
+
+Part = Annotated[Union[TextPart, ImagePart, ToolCallPart, ToolResultPart, ReasoningPart], Field(discriminator="kind")]
 
 
 class Message(BaseModel):
@@ -89,6 +107,10 @@ class Message(BaseModel):
 
     def tool_results(self) -> list[ToolResultPart]:
         return [p for p in self.parts if isinstance(p, ToolResultPart)]
+
+    def reasoning(self, provider: str) -> list[ReasoningPart]:
+        """The reasoning parts ``provider`` produced (the only ones it can read back)."""
+        return [p for p in self.parts if isinstance(p, ReasoningPart) and p.provider == provider]
 
 
 def dump_transcript(messages: list[Message]) -> list[dict[str, Any]]:

@@ -48,6 +48,8 @@ class Usage:
     input_tokens: int = 0
     output_tokens: int = 0
     turns: list[dict[str, Any]] = field(default_factory=list)
+    # The part of output_tokens spent reasoning (when the server reports it).
+    reasoning_tokens: int = 0
     # Totals per model and per purpose (turn, review, compaction, topic): cost needs the
     # model, and /usage shows what the side requests cost (host/usage.py).
     by_model: dict[str, dict[str, int]] = field(default_factory=dict)
@@ -57,17 +59,22 @@ class Usage:
     def total(self) -> int:
         return self.input_tokens + self.output_tokens
 
-    def add(self, input_tokens: int, output_tokens: int, *, model: str, purpose: str = "turn") -> None:
+    def add(self, input_tokens: int, output_tokens: int, *, model: str, purpose: str = "turn",
+            reasoning_tokens: int = 0) -> None:
         """Count one reply's tokens in the session totals and the breakdowns."""
         self.input_tokens += input_tokens
         self.output_tokens += output_tokens
+        self.reasoning_tokens += reasoning_tokens
         for table, key in ((self.by_model, model), (self.by_purpose, purpose)):
             row = table.setdefault(key, {"inputTokens": 0, "outputTokens": 0})
             row["inputTokens"] += input_tokens
             row["outputTokens"] += output_tokens
+            if reasoning_tokens:
+                row["reasoningTokens"] = row.get("reasoningTokens", 0) + reasoning_tokens
 
     def as_dict(self) -> dict[str, Any]:
-        return {"inputTokens": self.input_tokens, "outputTokens": self.output_tokens, "turns": self.turns,
+        return {"inputTokens": self.input_tokens, "outputTokens": self.output_tokens,
+                "reasoningTokens": self.reasoning_tokens, "turns": self.turns,
                 "byModel": self.by_model, "byPurpose": self.by_purpose}
 
     @classmethod
@@ -75,11 +82,18 @@ class Usage:
         def table(value: Any) -> dict[str, dict[str, int]]:
             if not isinstance(value, dict):
                 return {}
-            return {str(k): {"inputTokens": int(v.get("inputTokens", 0)), "outputTokens": int(v.get("outputTokens", 0))}
-                    for k, v in value.items() if isinstance(v, dict)}
+            rows = {}
+            for k, v in value.items():
+                if isinstance(v, dict):
+                    row = {"inputTokens": int(v.get("inputTokens", 0)), "outputTokens": int(v.get("outputTokens", 0))}
+                    if v.get("reasoningTokens"):
+                        row["reasoningTokens"] = int(v["reasoningTokens"])
+                    rows[str(k)] = row
+            return rows
 
         return cls(int(data.get("inputTokens", 0)), int(data.get("outputTokens", 0)), list(data.get("turns", [])),
-                   table(data.get("byModel")), table(data.get("byPurpose")))
+                   by_model=table(data.get("byModel")), by_purpose=table(data.get("byPurpose")),
+                   reasoning_tokens=int(data.get("reasoningTokens", 0)))
 
 
 # Document keys the session writes; everything else in a loaded document is preserved.
@@ -241,6 +255,9 @@ class Session:
             messages=list(self.transcript),
             tools=[t.spec() for t in self.tools()],
             purpose=purpose,
+            max_output_tokens=self.config.max_output_tokens,
+            # Side requests (compaction) use the provider's default: they need no thinking.
+            reasoning_effort=self.config.reasoning_effort if purpose == "turn" else None,
         )
 
     # ----- switches (between turns) ---------------------------------------------------

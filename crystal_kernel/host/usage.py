@@ -102,7 +102,8 @@ def usage_report(session: Any) -> dict[str, Any]:
     cost, unknown = cost_breakdown(session)
     last = u.turns[-1] if u.turns else None
     return {
-        "inputTokens": u.input_tokens, "outputTokens": u.output_tokens, "turns": len(u.turns),
+        "inputTokens": u.input_tokens, "outputTokens": u.output_tokens,
+        "reasoningTokens": getattr(u, "reasoning_tokens", 0), "turns": len(u.turns),
         "lastTurn": last, "lastTurnCost": turn_cost(session, last) if last else None,
         "cost": cost, "unpricedModels": unknown,
         "byPurpose": dict(getattr(u, "by_purpose", {}) or {}), "byModel": dict(getattr(u, "by_model", {}) or {}),
@@ -117,10 +118,14 @@ def usage_command(session: Any, args: list[str]) -> Any:
     report = usage_report(session)
     lines = [f"Session {session.id}: {u.input_tokens} input + {u.output_tokens} output tokens "
              f"over {len(u.turns)} turns."]
+    if report["reasoningTokens"]:
+        # Reasoning is billed as output: it is part of the output count, shown apart.
+        lines.append(f"Reasoning: {report['reasoningTokens']} of the output tokens.")
     last = report["lastTurn"]
     if last:
-        lines.append(f"Last turn: {last.get('inputTokens', 0)} input + {last.get('outputTokens', 0)} output "
-                     f"({_money(report['lastTurnCost'])}).")
+        thought = f", {last['reasoningTokens']} of them reasoning" if last.get("reasoningTokens") else ""
+        lines.append(f"Last turn: {last.get('inputTokens', 0)} input + {last.get('outputTokens', 0)} output"
+                     f"{thought} ({_money(report['lastTurnCost'])}).")
     side = {k: v for k, v in report["byPurpose"].items() if k != "turn"}
     if side:
         parts = [f"{k} {v['inputTokens']} + {v['outputTokens']}" for k, v in sorted(side.items())]

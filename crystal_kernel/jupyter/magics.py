@@ -38,7 +38,7 @@ x = %crystal PROMPT            synchronous: returns the final answer's text; no 
                                (questions unavailable, approvals that ask are denied)
 {name}                         the value of a notebook variable ({{ and }} for braces)
 @path                          attaches that file's content to the turn
-Options (they change the session): --mode plan|work, --approval MODE, --model [P:]M,
+Options (they change the session): --mode plan|work, --approval MODE, --model [P:]M, --reasoning EFFORT,
   --prompt-set NAME, --prompt-attachments on|off, --prompt-attachment NAME,
   --disable-tool NAME, --new (a fresh session)"""
 
@@ -113,7 +113,8 @@ class MagicsHost(SyncForm):
                     overrides.update(provider=name, model=model)
                 else:
                     overrides["model"] = opts.model
-            overrides.update({k: v for k, v in (("mode", opts.mode), ("approval", opts.approval)) if v})
+            overrides.update({k: v for k, v in (("mode", opts.mode), ("approval", opts.approval),
+                                                ("reasoningEffort", opts.reasoning)) if v})
             flags = merged_flags(flags, opts)
         workspace = Path(self.options.workspace or os.getcwd())
         return open_session(workspace, overrides=overrides, flags=flags,
@@ -174,6 +175,8 @@ class MagicsHost(SyncForm):
             session.set_mode(opts.mode)
         if opts.approval:
             session.set_approval(opts.approval)
+        if opts.reasoning:
+            await run_command(session, "/reasoning " + opts.reasoning)
         if new_flags is not None:
             session.flags = new_flags
             session.refresh_system()

@@ -19,6 +19,7 @@ _OPTIONS: dict[str, tuple[str, bool, bool, tuple[str, ...]]] = {
     "--mode": ("mode", True, False, ("plan", "work")),
     "--approval": ("approval", True, False, ()),
     "--model": ("model", True, False, ()),
+    "--reasoning": ("reasoning", True, False, ("none", "low", "medium", "high", "default")),
     "--prompt-set": ("prompt_set", True, False, ()),
     "--prompt-attachments": ("prompt_attachments", True, False, ("on", "off")),
     "--prompt-attachment": ("prompt_attachment", True, True, ()),
@@ -43,6 +44,7 @@ class MagicOptions:
     mode: str | None = None
     approval: str | None = None
     model: str | None = None
+    reasoning: str | None = None
     prompt_set: str | None = None
     prompt_attachments: str | None = None
     prompt_attachment: list[str] | None = None

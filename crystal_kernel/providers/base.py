@@ -38,6 +38,8 @@ class ModelRequest:
     messages: list[Message]
     tools: list[ToolSpec] = field(default_factory=list)
     max_output_tokens: int | None = None
+    # none|low|medium|high, or None for the provider's own default (config reasoningEffort).
+    reasoning_effort: str | None = None
     # A short label for logs and cassettes: "turn", "review", "compaction", "topic", "image".
     purpose: str = "turn"
 
@@ -57,9 +59,38 @@ class ToolCallChunk:
 
 
 @dataclass(frozen=True)
+class ReasoningChunk:
+    """A streamed piece of the model's visible reasoning (a summary or thinking text).
+    Shown apart from the answer, never mixed into it."""
+
+    text: str
+
+
+@dataclass(frozen=True)
+class ReasoningItem:
+    """A finished reasoning block, kept in the transcript and sent back on later requests.
+
+    ``provider`` names the wire protocol that produced it (only that protocol can read it
+    back); ``signature`` is Anthropic's thinking signature; ``encrypted`` holds the
+    Responses API's ``encrypted_content`` or Anthropic's ``redacted_thinking`` data
+    (with ``redacted`` true); ``id`` is the Responses item id. ``text`` may be empty
+    when the text was already streamed as :class:`ReasoningChunk` pieces.
+    """
+
+    provider: str
+    text: str = ""
+    signature: str | None = None
+    encrypted: str | None = None
+    id: str | None = None
+    redacted: bool = False
+
+
+@dataclass(frozen=True)
 class UsageChunk:
     input_tokens: int
     output_tokens: int
+    # The part of output_tokens spent reasoning, when the server reports it.
+    reasoning_tokens: int = 0
 
 
 @dataclass(frozen=True)
@@ -67,7 +98,7 @@ class Finished:
     stop_reason: str = "end_turn"
 
 
-StreamItem = Union[TextChunk, ToolCallChunk, UsageChunk, Finished]
+StreamItem = Union[TextChunk, ReasoningChunk, ReasoningItem, ToolCallChunk, UsageChunk, Finished]
 
 
 @runtime_checkable

@@ -3,6 +3,15 @@
 Also speaks to Ollama, vLLM, llama.cpp and LM Studio through ``baseUrl``: they implement
 the same wire protocol. Tool-call deltas arrive split across chunks, keyed by ``index``
 (several calls may interleave); they are assembled here and yielded once complete.
+
+Reasoning: ``reasoning_effort`` is sent when set; the reasoning that vLLM, DeepSeek,
+Ollama and llama.cpp stream beside the answer (``reasoning_content`` or ``reasoning`` in
+the delta) is yielded as reasoning, never as answer text. It is not sent back: these
+servers neither need nor all accept it.
+
+What local servers accept: an assistant message with tool calls carries ``"content":
+""`` (llama-cpp-python's server fails every later request on ``null``); a server that
+repeats ``function.name`` in every fragment of a call gets one name, not the repeats.
 """
 
 from __future__ import annotations
@@ -17,6 +26,7 @@ from crystal_kernel.host.messages import ImagePart, Message, TextPart, ToolCallP
 from crystal_kernel.providers.base import (
     Finished,
     ModelRequest,
+    ReasoningChunk,
     StreamItem,
     TextChunk,
     ToolCallChunk,
@@ -62,14 +72,33 @@ def chat_messages(request: ModelRequest, images: bool) -> list[dict[str, Any]]:
 
 
 def _assistant(message: Message) -> dict[str, Any]:
-    entry: dict[str, Any] = {"role": "assistant", "content": message.text() or None}
+    # Never null: llama-cpp-python's server answers HTTP 500 to every later request that
+    # holds a null content beside tool calls; "" is accepted by every server we know.
+    entry: dict[str, Any] = {"role": "assistant", "content": message.text()}
     calls = message.tool_calls()
     if calls:
         entry["tool_calls"] = [{"id": c.id, "type": "function",
                                 "function": {"name": c.name, "arguments": call_arguments(c)}} for c in calls]
-    elif entry["content"] is None:
-        entry["content"] = ""
     return entry
+
+
+def merge_name(current: str, fragment: str) -> str:
+    """A call's name from its streamed fragments. OpenAI sends the name once; some servers
+    repeat the whole name in every fragment, or send it growing: neither may repeat."""
+    if not fragment or fragment == current:
+        return current
+    if current and fragment.startswith(current):
+        return fragment
+    return current + fragment
+
+
+def reasoning_delta(delta: Any) -> str:
+    """``reasoning_content`` (DeepSeek, vLLM, llama.cpp) or ``reasoning`` (Ollama, vLLM)."""
+    for key in ("reasoning_content", "reasoning"):
+        value = getattr(delta, key, None)
+        if isinstance(value, str) and value:
+            return value
+    return ""
 
 
 def _user(message: Message, images: bool) -> list[dict[str, Any]]:
@@ -143,6 +172,8 @@ class OpenAIChatProvider(SDKProvider):
             # api.openai.com wants max_completion_tokens; local servers know max_tokens.
             key = "max_completion_tokens" if self.base_url is None else "max_tokens"
             body[key] = request.max_output_tokens
+        if request.reasoning_effort is not None:
+            body["reasoning_effort"] = request.reasoning_effort
         return body
 
     async def _stream(self, request: ModelRequest) -> AsyncIterator[StreamItem]:
@@ -164,9 +195,14 @@ class OpenAIChatProvider(SDKProvider):
         try:
             async for chunk in idle_bounded(stream, self.timeout, self.endpoint):
                 if chunk.usage is not None:
-                    usage = UsageChunk(chunk.usage.prompt_tokens or 0, chunk.usage.completion_tokens or 0)
+                    details = getattr(chunk.usage, "completion_tokens_details", None)
+                    usage = UsageChunk(chunk.usage.prompt_tokens or 0, chunk.usage.completion_tokens or 0,
+                                       getattr(details, "reasoning_tokens", 0) or 0)
                 for choice in chunk.choices or []:
                     delta = choice.delta
+                    thought = reasoning_delta(delta) if delta is not None else ""
+                    if thought:
+                        yield ReasoningChunk(thought)
                     if delta is not None and delta.content:
                         yield TextChunk(delta.content)
                     for tc in (delta.tool_calls or []) if delta is not None else []:
@@ -179,7 +215,7 @@ class OpenAIChatProvider(SDKProvider):
                         if tc.id:
                             current["id"] = tc.id
                         if tc.function is not None:
-                            current["name"] += tc.function.name or ""
+                            current["name"] = merge_name(current["name"], tc.function.name or "")
                             current["arguments"] += tc.function.arguments or ""
                     if choice.finish_reason:
                         finish = choice.finish_reason

@@ -4,20 +4,31 @@ The whole transcript is sent every time (``store`` false), as input items: messa
 ``function_call`` and ``function_call_output``. A tool result's images travel inside the
 ``function_call_output`` list form (``input_text`` + ``input_image``), which the API and
 the SDK accept.
+
+Reasoning: with an effort set (or a model known to reason) the request asks for a
+reasoning summary and ``include: ["reasoning.encrypted_content"]``. Under ``store: false``
+the server keeps nothing, so each reasoning item comes back encrypted, is kept in the
+transcript (a ``ReasoningPart``) and is sent back as an input item on the following
+requests: the model then continues its own reasoning across tool calls, also after the
+session was saved and resumed. The item id is not sent: with nothing stored, the server
+would look it up and fail.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any, AsyncIterator
 
 from openai import AsyncOpenAI, AsyncStream
 from openai.types.responses import Response, ResponseStreamEvent
 
 from crystal_kernel.errors import ProviderError
-from crystal_kernel.host.messages import ImagePart, Message, TextPart, ToolResultPart
+from crystal_kernel.host.messages import ImagePart, Message, ReasoningPart, TextPart, ToolResultPart
 from crystal_kernel.providers.base import (
     Finished,
     ModelRequest,
+    ReasoningChunk,
+    ReasoningItem,
     StreamItem,
     TextChunk,
     ToolCallChunk,
@@ -47,8 +58,21 @@ def response_input(request: ModelRequest, images: bool) -> list[dict[str, Any]]:
     return items
 
 
+PROVIDER = "openai-responses"
+# Models that reason by default: they get a summary and encrypted items even with no
+# reasoningEffort set (others get no reasoning parameter, which they would refuse).
+_REASONS = re.compile(r"^(o\d|gpt-5|gpt-oss|codex)|/(o\d|gpt-5|gpt-oss)")
+
+
+def _reasoning_item(part: ReasoningPart) -> dict[str, Any]:
+    summary = [{"type": "summary_text", "text": part.text}] if part.text else []
+    return {"type": "reasoning", "summary": summary, "encrypted_content": part.encrypted}
+
+
 def _assistant(message: Message) -> list[dict[str, Any]]:
-    items: list[dict[str, Any]] = []
+    """Reasoning items first (the model produced them before its answer), then the text,
+    then the calls. Only encrypted items from this protocol can be read back."""
+    items: list[dict[str, Any]] = [_reasoning_item(p) for p in message.reasoning(PROVIDER) if p.encrypted]
     text = message.text()
     if text:
         items.append({"role": "assistant", "content": text})
@@ -56,6 +80,25 @@ def _assistant(message: Message) -> list[dict[str, Any]]:
         items.append({"type": "function_call", "call_id": call.id, "name": call.name,
                       "arguments": call_arguments(call)})
     return items
+
+
+def reasoning_options(model: str, effort: str | None) -> dict[str, Any]:
+    """``reasoning`` and ``include`` for the request body (empty: the model's default)."""
+    if effort == "none":
+        return {"reasoning": {"effort": "none"}}
+    if effort is None and not _REASONS.search(model.lower()):
+        return {}
+    reasoning: dict[str, Any] = {"summary": "auto"}
+    if effort is not None:
+        reasoning["effort"] = effort
+    return {"reasoning": reasoning, "include": ["reasoning.encrypted_content"]}
+
+
+def _summary_text(item: Any) -> str:
+    parts = [getattr(s, "text", "") for s in (getattr(item, "summary", None) or [])]
+    if not any(parts):  # servers that stream raw reasoning (gpt-oss) fill content instead
+        parts = [getattr(c, "text", "") for c in (getattr(item, "content", None) or [])]
+    return "\n\n".join(p for p in parts if p)
 
 
 def _user(message: Message, images: bool) -> list[dict[str, Any]]:
@@ -101,6 +144,7 @@ class OpenAIResponsesProvider(SDKProvider):
                               "parameters": t.input_schema, "strict": False} for t in request.tools]
         if request.max_output_tokens:
             body["max_output_tokens"] = request.max_output_tokens
+        body.update(reasoning_options(body["model"], request.reasoning_effort))
         return body
 
     async def _stream(self, request: ModelRequest) -> AsyncIterator[StreamItem]:
@@ -117,12 +161,26 @@ class OpenAIResponsesProvider(SDKProvider):
         calls: dict[str, dict[str, str]] = {}
         done: list[ToolCallChunk] = []
         final: Any = None
+        # (item id, summary index) of the last reasoning text streamed: a new summary
+        # part of the same item starts a new paragraph.
+        last_summary: tuple[str, int] | None = None
         try:
             async for event in idle_bounded(stream, self.timeout, self.endpoint):
                 kind = event.type
                 if kind == "response.output_text.delta":
                     if event.delta:
                         yield TextChunk(event.delta)
+                elif kind in ("response.reasoning_summary_text.delta", "response.reasoning_text.delta"):
+                    if event.delta:
+                        where = (event.item_id, getattr(event, "summary_index", getattr(event, "content_index", 0)))
+                        if last_summary is not None and last_summary[0] == where[0] and last_summary != where:
+                            yield ReasoningChunk("\n\n")
+                        last_summary = where
+                        yield ReasoningChunk(event.delta)
+                elif kind == "response.output_item.done" and event.item.type == "reasoning":
+                    item = event.item
+                    yield ReasoningItem(provider=PROVIDER, text=_summary_text(item), id=item.id,
+                                        encrypted=getattr(item, "encrypted_content", None))
                 elif kind == "response.output_item.added" and event.item.type == "function_call":
                     calls[event.item.id or event.item.call_id] = {
                         "call_id": event.item.call_id, "name": event.item.name, "arguments": ""}
@@ -153,7 +211,9 @@ class OpenAIResponsesProvider(SDKProvider):
         for call in done:
             yield call
         if final.usage is not None:
-            yield UsageChunk(final.usage.input_tokens or 0, final.usage.output_tokens or 0)
+            details = getattr(final.usage, "output_tokens_details", None)
+            yield UsageChunk(final.usage.input_tokens or 0, final.usage.output_tokens or 0,
+                             getattr(details, "reasoning_tokens", 0) or 0)
         if done:
             yield Finished("tool_use")
         elif final.status == "incomplete":

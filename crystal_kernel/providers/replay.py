@@ -11,6 +11,12 @@ from the workspace)::
         "reply": [{"text": "Hi!"}, {"tool_call": {"id": "c1", "name": "bash", "arguments": {"command": "ls"}}},
                   {"usage": {"input_tokens": 10, "output_tokens": 3}}, {"finish": "tool_use"}]}]}
 
+A reply may hold reasoning before the text it precedes: ``{"reasoning": {"text": "…",
+"provider": "anthropic", "signature": "…"}}`` (or ``"encrypted"``, ``"id"`` and
+``"redacted": true``, as the provider produced them), and usage may hold
+``reasoning_tokens``. Replayed, the signatures and encrypted items land in the transcript
+exactly as a live reply would put them there.
+
 What is matched (only the keys present in ``match``; an empty match accepts any request):
 
 - ``messages``: the whole transcript, message by message: role, text (exact), images
@@ -50,6 +56,8 @@ from crystal_kernel.providers.base import (
     Finished,
     ModelRequest,
     Provider,
+    ReasoningChunk,
+    ReasoningItem,
     StreamItem,
     TextChunk,
     ToolCallChunk,
@@ -169,16 +177,34 @@ def load_cassette(path: Path) -> dict[str, Any]:
     return data
 
 
+def _pieces(text: str) -> list[str]:
+    """Pieces of about three words, whitespace kept, so fronts see it stream."""
+    words = re.findall(r"\S+\s*|\s+", text)
+    return ["".join(words[i:i + 3]) for i in range(0, len(words), 3)]
+
+
+def _reasoning_items(entry: dict[str, Any]) -> list[StreamItem]:
+    thought = entry["reasoning"]
+    if isinstance(thought, str):
+        thought = {"text": thought}
+    items: list[StreamItem] = [ReasoningChunk(p) for p in _pieces(str(thought.get("text") or ""))]
+    if thought.get("provider"):
+        items.append(ReasoningItem(provider=str(thought["provider"]), signature=thought.get("signature"),
+                                   encrypted=thought.get("encrypted"), id=thought.get("id"),
+                                   redacted=bool(thought.get("redacted"))))
+    return items
+
+
 def reply_items(reply: list[dict[str, Any]], tag: str) -> list[StreamItem]:
     """Cassette reply entries -> stream items (text split into small chunks)."""
     items: list[StreamItem] = []
     calls = 0
     finish: str | None = None
     for entry in reply:
-        if "text" in entry:
-            # Pieces of about three words, whitespace kept, so fronts see it stream.
-            words = re.findall(r"\S+\s*|\s+", str(entry["text"]))
-            items.extend(TextChunk("".join(words[i:i + 3])) for i in range(0, len(words), 3))
+        if "reasoning" in entry:
+            items.extend(_reasoning_items(entry))
+        elif "text" in entry:
+            items.extend(TextChunk(p) for p in _pieces(str(entry["text"])))
         elif "tool_call" in entry:
             call = entry["tool_call"]
             calls += 1
@@ -188,7 +214,8 @@ def reply_items(reply: list[dict[str, Any]], tag: str) -> list[StreamItem]:
                                        arguments=raw))
         elif "usage" in entry:
             usage = entry["usage"]
-            items.append(UsageChunk(int(usage.get("input_tokens", 0)), int(usage.get("output_tokens", 0))))
+            items.append(UsageChunk(int(usage.get("input_tokens", 0)), int(usage.get("output_tokens", 0)),
+                                    int(usage.get("reasoning_tokens", 0))))
         elif "finish" in entry:
             finish = str(entry["finish"])
     items.append(Finished(finish or ("tool_use" if calls else "end_turn")))
@@ -248,7 +275,29 @@ class ReplayProvider:
 
 def _reply_entries(items: list[StreamItem]) -> list[dict[str, Any]]:
     entries: list[dict[str, Any]] = []
+    thought: dict[str, Any] | None = None  # the reasoning entry still receiving pieces
     for item in items:
+        if isinstance(item, ReasoningChunk):
+            if thought is None:
+                thought = {"text": ""}
+                entries.append({"reasoning": thought})
+            thought["text"] += item.text
+            continue
+        if isinstance(item, ReasoningItem):
+            if thought is None:
+                thought = {"text": item.text}
+                entries.append({"reasoning": thought})
+            elif item.text and not thought["text"]:
+                thought["text"] = item.text
+            thought["provider"] = item.provider
+            for key, value in (("signature", item.signature), ("encrypted", item.encrypted), ("id", item.id)):
+                if value is not None:
+                    thought[key] = value
+            if item.redacted:
+                thought["redacted"] = True
+            thought = None
+            continue
+        thought = None
         if isinstance(item, TextChunk):
             if entries and "text" in entries[-1]:
                 entries[-1]["text"] += item.text
@@ -261,7 +310,10 @@ def _reply_entries(items: list[StreamItem]) -> list[dict[str, Any]]:
                 arguments = item.arguments
             entries.append({"tool_call": {"id": item.id, "name": item.name, "arguments": arguments}})
         elif isinstance(item, UsageChunk):
-            entries.append({"usage": {"input_tokens": item.input_tokens, "output_tokens": item.output_tokens}})
+            usage = {"input_tokens": item.input_tokens, "output_tokens": item.output_tokens}
+            if item.reasoning_tokens:
+                usage["reasoning_tokens"] = item.reasoning_tokens
+            entries.append({"usage": usage})
         elif isinstance(item, Finished):
             entries.append({"finish": item.stop_reason})
     return entries

@@ -7,6 +7,7 @@ official SDKs parse them.
 
 from __future__ import annotations
 
+import base64
 import json
 import time
 import uuid
@@ -36,6 +37,19 @@ def _usage(reply: Reply) -> tuple[int, int]:
     return int(usage.get("input_tokens", 11)), int(usage.get("output_tokens", 7))
 
 
+def _reasoning_tokens(reply: Reply) -> int:
+    return int(reply.get("usage", {}).get("reasoning_tokens", 0))
+
+
+def _signature(reply: Reply, text: str) -> str:
+    """The thinking block's signature: scripted, or an opaque one derived from the text."""
+    return str(reply.get("signature") or "sig_" + base64.b64encode(text.encode()[:48]).decode())
+
+
+def _encrypted(reply: Reply, text: str) -> str:
+    return str(reply.get("encrypted") or "enc_" + base64.b64encode(("opaque:" + text).encode()[:64]).decode())
+
+
 def _sse(data: Any, event: str | None = None) -> str:
     head = f"event: {event}\n" if event else ""
     return head + "data: " + (data if isinstance(data, str) else json.dumps(data)) + "\n\n"
@@ -57,6 +71,10 @@ class _ChatBuilder:
 
     def sse(self) -> Iterator[str]:
         yield self._chunk({"role": "assistant", "content": ""})
+        # vLLM, DeepSeek and llama.cpp stream reasoning_content; Ollama streams reasoning.
+        field = str(self.reply.get("reasoning_field", "reasoning_content"))
+        for piece in _split(str(self.reply.get("reasoning", "")), int(self.reply.get("chunk", 4))):
+            yield self._chunk({"content": None, field: piece})
         for piece in _split(self.text, int(self.reply.get("chunk", 4))):
             yield self._chunk({"content": piece})
         pieces = [_split(c["arguments"], int(self.reply.get("arg_chunk", 7))) for c in self.calls]
@@ -84,12 +102,16 @@ class _ChatBuilder:
             inp, out = _usage(self.reply)
             yield _sse({"id": self.id, "object": "chat.completion.chunk", "created": int(time.time()),
                         "model": self.model, "choices": [],
-                        "usage": {"prompt_tokens": inp, "completion_tokens": out, "total_tokens": inp + out}})
+                        "usage": {"prompt_tokens": inp, "completion_tokens": out, "total_tokens": inp + out,
+                                  "completion_tokens_details": {
+                                      "reasoning_tokens": _reasoning_tokens(self.reply)}}})
         yield _sse("[DONE]")
 
     def final(self) -> dict[str, Any]:
         inp, out = _usage(self.reply)
         message: dict[str, Any] = {"role": "assistant", "content": self.text or None}
+        if self.reply.get("reasoning"):
+            message[str(self.reply.get("reasoning_field", "reasoning_content"))] = self.reply["reasoning"]
         if self.calls:
             message["tool_calls"] = [{"id": c["id"], "type": "function",
                                       "function": {"name": c["name"], "arguments": c["arguments"]}}
@@ -108,6 +130,10 @@ class _ResponsesBuilder:
         self.calls = _calls(reply)
         self.text = str(reply.get("text", ""))
         self.seq = 0
+        # A reasoning item: its summary streams as summary parts (paragraphs); its
+        # encrypted content is only sent when the request asked for it (store: false).
+        self.reasoning = str(reply.get("reasoning", ""))
+        self.encrypt = "reasoning.encrypted_content" in (body.get("include") or [])
 
     def _response(self, status: str, output: list[dict[str, Any]]) -> dict[str, Any]:
         inp, out = _usage(self.reply)
@@ -120,15 +146,24 @@ class _ResponsesBuilder:
         if status in ("completed", "incomplete"):
             result["usage"] = {"input_tokens": inp, "output_tokens": out, "total_tokens": inp + out,
                                "input_tokens_details": {"cached_tokens": 0},
-                               "output_tokens_details": {"reasoning_tokens": 0}}
+                               "output_tokens_details": {"reasoning_tokens": _reasoning_tokens(self.reply)}}
         return result
 
     def _event(self, kind: str, **fields: Any) -> str:
         self.seq += 1
         return _sse({"type": kind, "sequence_number": self.seq, **fields}, kind)
 
+    def _reasoning_item(self, done: bool) -> dict[str, Any]:
+        summary = [{"type": "summary_text", "text": p} for p in self.reasoning.split("\n\n")] if done else []
+        item: dict[str, Any] = {"type": "reasoning", "id": f"rs_{self.id}", "summary": summary}
+        if self.encrypt:
+            item["encrypted_content"] = _encrypted(self.reply, self.reasoning)
+        return item
+
     def _items(self) -> list[dict[str, Any]]:
         items: list[dict[str, Any]] = []
+        if self.reasoning:
+            items.append(self._reasoning_item(True))
         if self.text:
             items.append({"type": "message", "id": f"msg_{self.id}", "status": "completed", "role": "assistant",
                           "content": [{"type": "output_text", "text": self.text, "annotations": []}]})
@@ -141,6 +176,22 @@ class _ResponsesBuilder:
         yield self._event("response.created", response=self._response("in_progress", []))
         yield self._event("response.in_progress", response=self._response("in_progress", []))
         index = 0
+        if self.reasoning:
+            item_id = f"rs_{self.id}"
+            yield self._event("response.output_item.added", output_index=index, item=self._reasoning_item(False))
+            for n, paragraph in enumerate(self.reasoning.split("\n\n")):
+                part = {"type": "summary_text", "text": ""}
+                yield self._event("response.reasoning_summary_part.added", item_id=item_id, output_index=index,
+                                  summary_index=n, part=part)
+                for piece in _split(paragraph, int(self.reply.get("chunk", 4))):
+                    yield self._event("response.reasoning_summary_text.delta", item_id=item_id,
+                                      output_index=index, summary_index=n, delta=piece)
+                yield self._event("response.reasoning_summary_text.done", item_id=item_id, output_index=index,
+                                  summary_index=n, text=paragraph)
+                yield self._event("response.reasoning_summary_part.done", item_id=item_id, output_index=index,
+                                  summary_index=n, part={**part, "text": paragraph})
+            yield self._event("response.output_item.done", output_index=index, item=self._reasoning_item(True))
+            index += 1
         if self.text:
             item_id = f"msg_{self.id}"
             yield self._event("response.output_item.added", output_index=index,
@@ -155,7 +206,8 @@ class _ResponsesBuilder:
                               text=self.text, logprobs=[])
             yield self._event("response.content_part.done", item_id=item_id, output_index=index, content_index=0,
                               part={"type": "output_text", "text": self.text, "annotations": []})
-            yield self._event("response.output_item.done", output_index=index, item=self._items()[0])
+            yield self._event("response.output_item.done", output_index=index,
+                              item=self._items()[1 if self.reasoning else 0])
             index += 1
         for c in self.calls:
             item_id = f"fc_{c['id']}"
@@ -183,6 +235,10 @@ class _AnthropicBuilder:
     def __init__(self, model: str, reply: Reply, body: dict[str, Any]) -> None:
         self.model, self.reply = model, reply
         self.id = f"msg_{uuid.uuid4().hex[:12]}"
+        # A thinking block (thinking_delta pieces, then one signature_delta) and any
+        # redacted_thinking blocks (their opaque data whole in content_block_start).
+        self.reasoning = str(reply.get("reasoning", ""))
+        self.redacted = [str(d) for d in reply.get("redacted_thinking", [])]
         self.calls = _calls(reply)
         self.text = str(reply.get("text", ""))
         self.stop = reply.get("stop") or ("tool_use" if self.calls else "end_turn")
@@ -198,6 +254,22 @@ class _AnthropicBuilder:
         yield _sse({"type": "message_start", "message": self._message([], None, 1)}, "message_start")
         yield _sse({"type": "ping"}, "ping")
         index = 0
+        if self.reasoning:
+            yield _sse({"type": "content_block_start", "index": index,
+                        "content_block": {"type": "thinking", "thinking": "", "signature": ""}}, "content_block_start")
+            for piece in _split(self.reasoning, int(self.reply.get("chunk", 4))):
+                yield _sse({"type": "content_block_delta", "index": index,
+                            "delta": {"type": "thinking_delta", "thinking": piece}}, "content_block_delta")
+            yield _sse({"type": "content_block_delta", "index": index,
+                        "delta": {"type": "signature_delta", "signature": _signature(self.reply, self.reasoning)}},
+                       "content_block_delta")
+            yield _sse({"type": "content_block_stop", "index": index}, "content_block_stop")
+            index += 1
+        for data in self.redacted:
+            yield _sse({"type": "content_block_start", "index": index,
+                        "content_block": {"type": "redacted_thinking", "data": data}}, "content_block_start")
+            yield _sse({"type": "content_block_stop", "index": index}, "content_block_stop")
+            index += 1
         if self.text:
             yield _sse({"type": "content_block_start", "index": index,
                         "content_block": {"type": "text", "text": ""}}, "content_block_start")
@@ -222,6 +294,10 @@ class _AnthropicBuilder:
 
     def final(self) -> dict[str, Any]:
         content: list[dict[str, Any]] = []
+        if self.reasoning:
+            content.append({"type": "thinking", "thinking": self.reasoning,
+                            "signature": _signature(self.reply, self.reasoning)})
+        content += [{"type": "redacted_thinking", "data": d} for d in self.redacted]
         if self.text:
             content.append({"type": "text", "text": self.text})
         for c in self.calls:

@@ -9,7 +9,15 @@ or not, from a queue of scripted replies. A reply is a JSON-able dict:
   streamed in pieces of ``arg_chunk`` characters (default 7); ``interleave: true`` sends
   the Chat Completions deltas of several calls interleaved by index; ``whole_calls: true``
   sends each call whole, all at index 0 (as Ollama does);
-- ``usage``: ``{"input_tokens", "output_tokens"}`` (default 11 / 7);
+- ``reasoning``: reasoning text before the answer, in each protocol's own shape: Chat
+  Completions ``reasoning_content`` deltas (``reasoning_field: "reasoning"`` as Ollama
+  sends), a Responses reasoning item whose summary parts (paragraphs) stream as
+  ``response.reasoning_summary_text.delta`` with ``encrypted_content`` when the request
+  included ``reasoning.encrypted_content`` (``encrypted`` scripts it), an Anthropic
+  ``thinking`` block of ``thinking_delta`` pieces closed by a ``signature_delta``
+  (``signature`` scripts it); ``redacted_thinking: [DATA, ...]`` adds Anthropic redacted
+  blocks;
+- ``usage``: ``{"input_tokens", "output_tokens", "reasoning_tokens"?}`` (default 11 / 7 / 0);
 - ``stop``: an explicit stop reason in the protocol's own words;
 - ``delay``: seconds between streamed events;
 - faults: ``status`` (an HTTP error: 429, 500, 401, 404, ...) with optional ``headers``
