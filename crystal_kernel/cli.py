@@ -197,6 +197,8 @@ class _Printer:
             self._write(text + "\n")
 
     def event(self, event: Any) -> None:
+        if event.type == "tool_progress":
+            return  # shown on cards in the notebook and ACP; not a §11 jsonl event
         if self.fmt == "jsonl":
             self._write(json.dumps(event.to_json(), ensure_ascii=False) + "\n")
             return

@@ -40,7 +40,8 @@ from crystal_kernel.acp.mapping import tool_locations, tool_title
 from crystal_kernel.errors import UserError
 from crystal_kernel.host.bootstrap import open_session
 from crystal_kernel.host.events import (
-    ApprovalEvent, ErrorEvent, Note, TextDelta, ToolCallStarted, ToolResultEvent, UsageEvent,
+    ApprovalEvent, ErrorEvent, Note, ReasoningDelta, TextDelta, ToolCallStarted, ToolProgress, ToolResultEvent,
+    UsageEvent,
 )
 from crystal_kernel.host.messages import TextPart
 from crystal_kernel.host.session import ProcessFlags, Session
@@ -312,9 +313,13 @@ class CrystalAgent:
         tokens_in = tokens_out = last_in = 0
         errors: list[str] = []
         open_calls: list[str] = []
+        started: set[str] = set()
         async for event in turn:
             if isinstance(event, TextDelta):
                 await self._send(session_id, update_agent_message_text(event.text))
+            elif isinstance(event, ReasoningDelta):
+                # The model's reasoning: a thought, shown apart from the answer.
+                await self._send(session_id, update_agent_thought_text(event.text))
             elif isinstance(event, ToolCallStarted):
                 await self._send(session_id, start_tool_call(
                     event.id, tool_title(event.name, event.arguments), kind=tool_kind(event.name), status="pending",
@@ -323,10 +328,20 @@ class CrystalAgent:
                 ))
                 entry.announced_event(event.id).set()
                 open_calls.append(event.id)
+                started.add(event.id)
+            elif isinstance(event, ToolProgress):
+                if event.id in started:
+                    await self._send(session_id, update_tool_call(
+                        event.id, status="in_progress",
+                        content=[tool_content(text_block(f"progress {event.line()}"))]))
             elif isinstance(event, ApprovalEvent):
                 if event.outcome == "allow":
                     await self._send(session_id, update_tool_call(event.id, status="in_progress"))
             elif isinstance(event, ToolResultEvent):
+                if event.id not in started:  # cancelled before it started: announce it first
+                    await self._send(session_id, start_tool_call(
+                        event.id, tool_title(event.name, {}), kind=tool_kind(event.name), status="pending"))
+                    started.add(event.id)
                 await self._send(session_id, update_tool_call(
                     event.id, status="completed" if event.ok else "failed", content=result_content(event),
                 ))

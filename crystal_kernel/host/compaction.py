@@ -140,7 +140,10 @@ def estimate_tokens(request: Any) -> int:
 
 
 def context_window(session: Any) -> int:
-    return int(session.config.context_window or session.capabilities.context_window)
+    """config contextWindow, unless the server showed a smaller one (a refused request)."""
+    actual = int(session.capabilities.context_window)
+    configured = session.config.context_window
+    return min(int(configured), actual) if configured else actual
 
 
 def threshold_tokens(session: Any) -> int:

@@ -45,6 +45,26 @@ class ToolCallStarted(_Event):
     arguments: dict[str, Any]
 
 
+class ToolProgress(_Event):
+    """A running call reported progress (MCP ``notifications/progress``): shown on its
+    card. Not a §11 jsonl event (``crystal run`` leaves it out)."""
+
+    type: Literal["tool_progress"] = "tool_progress"
+    id: str
+    name: str
+    progress: float
+    total: float | None = None
+    message: str | None = None
+
+    def line(self) -> str:
+        """``3/10: copying files`` or ``42%`` or ``3``, with the message when there is one."""
+        if self.total:
+            amount = f"{self.progress:g}/{self.total:g}"
+        else:
+            amount = f"{self.progress:g}"
+        return f"{amount}: {self.message}" if self.message else amount
+
+
 ToolStatus = Literal["ok", "failed", "cancelled", "denied"]
 
 
@@ -126,4 +146,4 @@ class TurnEnd(_Event):
     stop_reason: str = Field(alias="stopReason")
 
 
-Event = Union[TextDelta, ReasoningDelta, ToolCallStarted, ToolResultEvent, ApprovalEvent, Note, UsageEvent, ErrorEvent, TurnEnd]
+Event = Union[TextDelta, ReasoningDelta, ToolCallStarted, ToolProgress, ToolResultEvent, ApprovalEvent, Note, UsageEvent, ErrorEvent, TurnEnd]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from typing import Any, AsyncIterator
 
 from crystal_kernel.errors import NotSupported, ProviderError, ToolError, UserError
@@ -17,7 +18,7 @@ from crystal_kernel.host.approval_flow import decide
 from crystal_kernel.host.compaction import auto_compact
 from crystal_kernel.host.topic import name_session
 from crystal_kernel.host.events import (
-    ErrorEvent, Event, Note, ReasoningDelta, TextDelta, ToolCallStarted, ToolResultEvent, ToolStatus, TurnEnd,
+    ErrorEvent, Event, Note, ReasoningDelta, TextDelta, ToolCallStarted, ToolProgress, ToolResultEvent, ToolStatus, TurnEnd,
     UsageEvent,
 )
 from crystal_kernel.host.interaction import Interaction, NoPerson
@@ -27,9 +28,13 @@ from crystal_kernel.host.textsafe import MAX_ARGUMENT_DEPTH, clean_text, clean_v
 from crystal_kernel.providers.base import (
     Finished, ReasoningChunk, ReasoningItem, TextChunk, ToolCallChunk, UsageChunk,
 )
+from crystal_kernel.providers.common import context_overflow
 from crystal_kernel.tools.base import ToolContext, ToolResult, truncate_output
 
 NO_IMAGES = "This model cannot accept tool images."
+# The window a refusal names: "maximum context length is 2048 tokens", "n_ctx: 4096", …
+_STATED_WINDOW = re.compile(r"(?:context length|context window|context size|n_ctx)\D{0,24}?(\d{3,7})",
+                            re.IGNORECASE)
 _DONE = object()
 
 
@@ -140,7 +145,13 @@ class Turn:
         self._append(Message(role="user", parts=prompt_parts))
         turn_in = turn_out = turn_reasoning = 0
         self._emit_notes()
+        probe = getattr(session.provider, "discover_context", None)
+        if probe is not None:  # a local server's context window, asked once per provider
+            said = await probe()
+            if said:
+                self._emit(Note(text=said))
         steps = 0
+        overflow_retried = False
         try:
             while True:
                 if steps >= session.config.max_steps:
@@ -192,7 +203,15 @@ class Turn:
                                                   reasoning_tokens=item.reasoning_tokens or None))
                         elif isinstance(item, Finished):
                             stop = item.stop_reason
-                except BaseException:
+                except BaseException as exc:
+                    if (isinstance(exc, ProviderError) and not answer.parts and not overflow_retried
+                            and context_overflow(exc)):
+                        # Our token estimate missed (a local server's window is often
+                        # smaller than assumed): compact, then send the step once more.
+                        overflow_retried = True
+                        if await self._compact_after_overflow(request, exc):
+                            steps -= 1
+                            continue
                     # Keep what arrived, marked as interrupted; unfinished calls are dropped.
                     answer.parts = [p for p in answer.parts if isinstance(p, TextPart)]
                     if answer.parts:
@@ -205,8 +224,7 @@ class Turn:
                 if not calls:
                     return "end_turn" if stop in ("end_turn", "stop", "tool_use", "tool_calls") else stop
                 self._pending = []
-                for call in calls:
-                    self._pending.append(await self._run_call(call))
+                await self._run_calls(calls)
                 results, self._pending = self._pending, None
                 self._append(Message(role="user", parts=results))
         finally:
@@ -215,6 +233,64 @@ class Turn:
             if turn_reasoning:
                 row["reasoningTokens"] = turn_reasoning
             session.usage.turns.append(row)
+
+    def _progress_for(self, call: ToolCallPart) -> Any:
+        """A progress reporter for one call, safe to call from another thread."""
+        loop = asyncio.get_running_loop()
+
+        def report(progress: float, total: float | None = None, message: str | None = None) -> None:
+            event = ToolProgress(id=call.id, name=call.name, progress=progress, total=total,
+                                 message=(message or None) and message[:300])
+            loop.call_soon_threadsafe(self._emit, event)
+
+        return report
+
+    def _parallel_safe(self, call: ToolCallPart) -> bool:
+        """A call that only reads and that the host allows without anyone: it may run
+        beside its neighbours. Anything that could ask, write or be refused runs alone."""
+        from crystal_kernel.host.approval import forbidden_match, host_outcome, is_plain_read
+
+        session = self.session
+        tool = session.tool(call.name)
+        if tool is None or call.raw_arguments is not None:
+            return False
+        try:
+            classification = tool.classify(tool.parse(call.arguments), ToolContext(
+                session=session, interaction=self.interaction, call_id=call.id, images_ok=session.capabilities.images))
+        except Exception:
+            return False
+        return (is_plain_read(classification) and host_outcome(session.approval, classification) == "allow"
+                and forbidden_match(session.config.forbidden, call.name, call.arguments, session.workspace) is None)
+
+    async def _run_calls(self, calls: list[ToolCallPart]) -> None:
+        """Run one reply's calls into ``self._pending``, in call order. Neighbouring
+        read-only calls the host allows run concurrently; the others one at a time."""
+        assert self._pending is not None
+        pending = self._pending
+        index = 0
+        try:
+            while index < len(calls):
+                end = index + 1
+                if self._parallel_safe(calls[index]):
+                    while end < len(calls) and self._parallel_safe(calls[end]):
+                        end += 1
+                batch = calls[index:end]
+                if len(batch) == 1:
+                    pending.append(await self._run_call(batch[0]))
+                else:
+                    finished: dict[str, ToolResultPart] = {}
+
+                    async def one(call: ToolCallPart) -> None:
+                        finished[call.id] = await self._run_call(call)
+
+                    try:
+                        await asyncio.gather(*(one(c) for c in batch))
+                    finally:  # on a cancel too: keep what finished
+                        pending.extend(finished[c.id] for c in batch if c.id in finished)
+                index = end
+        finally:
+            order = {c.id: n for n, c in enumerate(calls)}
+            pending.sort(key=lambda p: order.get(p.call_id, len(order)))
 
     async def _run_call(self, call: ToolCallPart) -> ToolResultPart:
         session = self.session
@@ -233,7 +309,7 @@ class Turn:
         except ToolError as exc:
             return self._result(call, ToolResult.fail(str(exc)))
         ctx = ToolContext(session=session, interaction=self.interaction, call_id=call.id,
-                          images_ok=session.capabilities.images)
+                          images_ok=session.capabilities.images, progress=self._progress_for(call))
         try:
             classification = tool.classify(args, ctx)
         except ToolError as exc:
@@ -259,6 +335,37 @@ class Turn:
             result = ToolResult.fail(NO_IMAGES)
         result.text = truncate_output(result.text, session.config.tool_output_limit)
         return self._result(call, result)
+
+    async def _compact_after_overflow(self, request: Any, exc: ProviderError) -> bool:
+        """The server refused the request as too long: its window is smaller than we
+        assumed. Adopt the size it names (else a bit under what it refused), compact to
+        fit that, and say so; True when the conversation was compacted."""
+        from dataclasses import replace
+
+        from crystal_kernel.host.compaction import NothingToCompact, compact, estimate_tokens
+        from crystal_kernel.host.sidecall import SideCallError
+
+        provider = self.session.provider
+        stated = _STATED_WINDOW.search(str(exc))
+        window = int(stated.group(1)) if stated else int(estimate_tokens(request) * 0.8)
+        if 0 < window < provider.capabilities.context_window:
+            try:
+                provider.capabilities = replace(provider.capabilities, context_window=window)
+            except (AttributeError, TypeError):
+                pass  # a provider whose capabilities are fixed: compaction uses the old size
+        self._emit(Note(text="The model server refused the request as too long for its context window "
+                             f"(now taken as {provider.capabilities.context_window:,} tokens); compacting the "
+                             "conversation and trying once more."))
+        try:
+            result = await compact(self.session)
+        except NothingToCompact:
+            self._emit(Note(text="Nothing older is left to summarise."))
+            return False
+        except (SideCallError, ProviderError) as exc:
+            self._emit(Note(text=f"Compaction failed ({exc}); the conversation was kept as it was."))
+            return False
+        self._emit(Note(text=result.describe()))
+        return True
 
     def _close_reasoning(self, answer: Message, open_part: ReasoningPart | None,
                          item: ReasoningItem) -> None:

@@ -88,6 +88,21 @@ def error_bundle(text: str) -> Bundle:
                        f'<div class="{NO_MATH}" style="color:{_RED};font-weight:600">Error: {esc(text)}</div>')
 
 
+def thinking_bundle(text: str, done: bool = False) -> Bundle:
+    """The collapsible "Thinking" card: the model's reasoning, apart from its answer.
+
+    Open while the reasoning streams, closed once the answer (or a tool call) starts; the
+    text is escaped and cleaned like every output (TRUST-1), never rendered as the answer.
+    """
+    label = "Thinking" if done else "Thinking…"
+    fragment = (f'<details class="crystal-thinking {NO_MATH}" data-state="{"done" if done else "running"}"'
+                f'{"" if done else " open"} style="{_MUTED};font-size:90%;margin:4px 0">'
+                f"<summary>{label}</summary>"
+                f'<div style="white-space:pre-wrap;font-style:italic">{esc(clip(text, CARD_TEXT_LIMIT))}</div>'
+                "</details>")
+    return html_bundle(f"{label}: {text}", fragment)
+
+
 def summarize_arguments(name: str, arguments: dict[str, Any]) -> str:
     """One line saying what a call does: its key argument, else compact JSON."""
     key = _KEY_ARGUMENT.get(name)
@@ -132,6 +147,7 @@ class CardState:
     result: str | None = None
     display: str = "text"
     images: int = 0
+    progress: str | None = None  # the latest progress line while it runs (MCP)
 
 
 _STATE_LABEL = {
@@ -194,6 +210,9 @@ def card_bundle(card: CardState) -> Bundle:
         f'<div><b>{esc(card.name)}</b> <code>{esc(summary)}</code> '
         f'<span style="color:{colour}">{esc(label)}</span></div>',
     ]
+    if card.progress and card.state in ("running", "waiting"):
+        plain.append(f"progress {card.progress}")
+        parts.append(f'<div style="{_MUTED}">progress {esc(card.progress)}</div>')
     if card.approval:
         plain.append(card.approval)
         parts.append(f'<div style="{_MUTED}">{esc(card.approval)}</div>')

@@ -19,10 +19,12 @@ import time
 from typing import Any, Callable, Protocol
 
 from crystal_kernel.host.events import (
-    ApprovalEvent, ErrorEvent, Event, Note, TextDelta, ToolCallStarted, ToolResultEvent, TurnEnd, UsageEvent,
+    ApprovalEvent, ErrorEvent, Event, Note, ReasoningDelta, TextDelta, ToolCallStarted, ToolProgress,
+    ToolResultEvent, TurnEnd, UsageEvent,
 )
 from crystal_kernel.jupyter.cards import (
     Bundle, CardState, Status, card_bundle, error_bundle, image_bundle, markdown_bundle, note_bundle, status_bundle,
+    thinking_bundle,
 )
 
 DEFAULT_MAX_RATE = 15.0  # display updates per second while text streams
@@ -99,10 +101,13 @@ def status_of(session: Any) -> Status:
 
 
 class _Stream:
-    """One Markdown display updated in place, throttled to ``max_rate`` updates/s."""
+    """One Markdown display updated in place, throttled to ``max_rate`` updates/s.
+    ``bundle`` renders the text so far (the answer's Markdown, or the Thinking card)."""
 
-    def __init__(self, output: Output, max_rate: float, clock: Callable[[], float]):
+    def __init__(self, output: Output, max_rate: float, clock: Callable[[], float],
+                 bundle: Callable[[str], Bundle] = markdown_bundle):
         self.output = output
+        self.bundle = bundle
         self.interval = 1.0 / max_rate if max_rate > 0 else 0.0
         self.clock = clock
         self.text = ""
@@ -116,7 +121,7 @@ class _Stream:
         self.text += delta
         now = self.clock()
         if self.handle is None:
-            self.handle = self.output.show(markdown_bundle(self.text))
+            self.handle = self.output.show(self.bundle(self.text))
             self.shown, self.last = self.text, now
             return
         if now - self.last >= self.interval:
@@ -133,7 +138,7 @@ class _Stream:
             self.timer.cancel()
             self.timer = None
         if self.handle is not None and self.text != self.shown:
-            self.handle.update(markdown_bundle(self.text))
+            self.handle.update(self.bundle(self.text))
             self.shown, self.last = self.text, self.clock()
             self.updates += 1
 
@@ -151,6 +156,8 @@ class Renderer:
         self._status: Status | None = None
         self._status_handle: Handle | None = None
         self._stream: _Stream | None = None
+        self._thinking: _Stream | None = None
+        self.reasoning = ""  # all reasoning shown, for tests and fronts
         self._cards: dict[str, tuple[CardState, Handle]] = {}
         # Calls a form asked the person about: that form's summary (right under the card)
         # states the person's decision, so the card does not say it again.
@@ -166,10 +173,19 @@ class Renderer:
             self._status_handle = self.output.show(status_bundle(status))
 
     def close(self) -> None:
+        self._end_thinking()
         self._end_stream()
 
     # ----- events -----------------------------------------------------------------------
     def handle(self, event: Event) -> None:
+        if isinstance(event, ReasoningDelta):
+            self._end_stream()
+            if self._thinking is None:
+                self._thinking = _Stream(self.output, self.max_rate, self.clock, thinking_bundle)
+            self._thinking.add(event.text)
+            self.reasoning += event.text
+            return
+        self._end_thinking()
         if isinstance(event, TextDelta):
             if self._stream is None:
                 self._stream = _Stream(self.output, self.max_rate, self.clock)
@@ -182,6 +198,11 @@ class Renderer:
             self._cards[event.id] = (card, self.output.show(card_bundle(card)))
         elif isinstance(event, ApprovalEvent):
             self._approval(event)
+        elif isinstance(event, ToolProgress):
+            entry = self._cards.get(event.id)
+            if entry is not None:
+                entry[0].progress = event.line()
+                self._update_card(*entry)
         elif isinstance(event, ToolResultEvent):
             self._result(event)
         elif isinstance(event, UsageEvent):
@@ -203,6 +224,14 @@ class Renderer:
         self.output.show(note_bundle(text))
 
     # ----- pieces -------------------------------------------------------------------------
+    def _end_thinking(self) -> None:
+        """The reasoning is over: show all of it, folded away under "Thinking"."""
+        if self._thinking is not None:
+            stream, self._thinking = self._thinking, None
+            stream.flush()
+            if stream.handle is not None:
+                stream.handle.update(thinking_bundle(stream.text, done=True))
+
     def _end_stream(self) -> None:
         if self._stream is not None:
             self._stream.flush()
@@ -256,7 +285,8 @@ class Renderer:
             self._cards[event.id] = entry
         card, handle = entry
         if card.state != "denied":
-            card.state = "done" if event.ok else ("cancelled" if event.text.startswith("Cancelled") else "failed")
+            card.state = "done" if event.ok else {"cancelled": "cancelled", "denied": "denied"}.get(
+                event.status, "cancelled" if event.text.startswith("Cancelled") else "failed")
         card.result = event.text
         card.display = event.display
         card.images = len(event.images)

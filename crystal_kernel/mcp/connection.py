@@ -42,6 +42,7 @@ SUPERVISOR_GRACE = 2.0
 LIST_PAGES = 20
 STDERR_TAIL = 4096
 CONNECTION_CLOSED = -32000
+INVALID_REQUEST = -32600
 REQUEST_TIMEOUT = -32001
 SUPERVISOR = Path(_supervisor.__file__).resolve()  # standard library only; run as a script
 
@@ -296,14 +297,31 @@ class ServerConnection:
                 raise ToolError(f"The MCP server '{self.config.name}' could not start: {exc}") from None
             return self._session
 
-    async def call(self, tool: str, arguments: dict[str, Any], timeout: float | None) -> Any:
-        """``tools/call``; failures become ToolError with one English sentence."""
+    async def call(self, tool: str, arguments: dict[str, Any], timeout: float | None,
+                   progress: Any = None) -> Any:
+        """``tools/call``; failures become ToolError with one English sentence.
+        ``progress(progress, total, message)`` gets the server's progress notifications."""
         from mcp.shared.exceptions import MCPError
+
+        async def on_progress(value: float, total: float | None, message: str | None) -> None:
+            if progress is not None:
+                progress(value, total, message)
 
         session = await self.ensure_running()
         name = self.config.name
         try:
-            return await session.call_tool(tool, arguments, read_timeout_seconds=timeout)
+            try:
+                return await session.call_tool(tool, arguments, read_timeout_seconds=timeout,
+                                               progress_callback=on_progress)
+            except MCPError as exc:
+                if not self._forgot_session(exc):
+                    raise
+                # The HTTP server restarted or dropped our session (404 "Session not
+                # found", 400 no valid session): it did not run the call. Initialize a
+                # new session and send the call once more.
+                session = await self._reinitialize()
+                return await session.call_tool(tool, arguments, read_timeout_seconds=timeout,
+                                               progress_callback=on_progress)
         except MCPError as exc:
             if exc.code == REQUEST_TIMEOUT:
                 raise ToolError(f"The MCP tool {tool} on server '{name}' timed out after {timeout:g} seconds; "
@@ -324,6 +342,26 @@ class ServerConnection:
                 raise ToolError(self._with_tail(f"The MCP server '{name}' stopped during the call to {tool}.")) from None
             raise ToolError(f"The MCP server '{name}' sent an answer to {tool} that Crystal cannot read: "
                             f"{_reason(exc)}") from None
+
+    def _forgot_session(self, exc: Any) -> bool:
+        """Whether a streamable-HTTP server answered that it does not know our session."""
+        if self.config.transport != "http" or exc.code not in (INVALID_REQUEST, CONNECTION_CLOSED):
+            return False
+        text = str(exc.message or "").lower()
+        return "session" in text
+
+    async def _reinitialize(self) -> Any:
+        """A fresh MCP session with the same server (not counted as a restart: the server
+        is up, it only forgot us). ToolError when it cannot be opened."""
+        assert self._lock is not None
+        async with self._lock:
+            await self._halt()
+            self._lost, self.state = False, "not started"
+        try:
+            return await self.ensure_running()
+        except ToolError as exc:
+            raise ToolError(f"The MCP server '{self.config.name}' forgot this session and a new one could "
+                            f"not be opened: {exc}") from None
 
     def _mark_lost(self) -> None:
         self._lost = True
@@ -348,14 +386,23 @@ async def _list_all(session: Any) -> list[Any]:
 
 
 def _reason(exc: BaseException) -> str:
-    """The first real error inside (possibly nested) exception groups, as one line."""
+    """The first real error inside (possibly nested) exception groups, as words for a
+    person (no exception class names)."""
     groups = getattr(builtins, "BaseExceptionGroup", ())
     while groups and isinstance(exc, groups) and exc.exceptions:  # type: ignore[attr-defined]
         exc = exc.exceptions[0]
-    text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    text = str(exc).strip().splitlines()[0].strip() if str(exc).strip() else ""
+    kind = type(exc).__name__
     if getattr(exc, "code", None) == CONNECTION_CLOSED:
         return "the server closed the connection"
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+    if kind == "ConnectError" or isinstance(exc, ConnectionRefusedError) or "refused" in text.lower():
+        return "nothing answered at its address (connection refused)"
+    if "Timeout" in kind or isinstance(exc, TimeoutError):
+        return "it did not answer in time"
+    status = getattr(getattr(exc, "response", None), "status_code", None)
+    if isinstance(status, int):
+        return f"it answered HTTP {status}"
+    return text.rstrip(".") or "it failed without saying why"
 
 
 def _version() -> str:

@@ -60,12 +60,15 @@ class McpManager:
                 pass  # each connection records its own failure below
             for conn in fresh:
                 if conn.state == "failed" or conn.tools is None:
-                    why = conn.detail or "it did not start in time"
-                    notes.append(f"{conn.config.where} could not start: {why}. Its tools are not available "
-                                 "in this session.")
+                    notes.append(start_failure_note(conn.config.where, conn.detail))
         tools: list[McpTool] = []
         for conn in wanted.values():
             for remote in conn.tools or []:
+                if task_required(remote):
+                    if conn in fresh:
+                        notes.append(f"{conn.config.where}: its tool '{remote.name}' is left out: it only runs "
+                                     "as a task (taskSupport \"required\"), which Crystal does not use.")
+                    continue
                 tools.append(McpTool(self, conn, remote))
         return tools
 
@@ -99,6 +102,20 @@ class McpManager:
     def states(self) -> dict[str, str]:
         """Server name -> state line, for listings."""
         return {name: conn.describe_state() for name, conn in self.connections.items()}
+
+
+def start_failure_note(where: str, detail: str) -> str:
+    """One clean note for a server that did not start: its reason as a sentence, then
+    the server's last stderr lines, if any."""
+    reason, _, tail = (detail or "it did not start in time").partition(" Its last output on stderr:")
+    note = f"{where} could not start: {reason.strip().rstrip('.')}. Its tools are not available in this session."
+    return note + (f" Its last output on stderr:{tail}" if tail else "")
+
+
+def task_required(remote: Any) -> bool:
+    """A tool that can only be called as a task (MCP ``execution.taskSupport``)."""
+    execution = getattr(remote, "execution", None)
+    return getattr(execution, "task_support", None) == "required"
 
 
 async def _start_all(conns: list[ServerConnection], bound: float) -> None:

@@ -6,11 +6,15 @@ exec tool images (:mod:`crystal_kernel.tools.images`: supported type, magic numb
 ``This model cannot accept tool images.`` (EX-12). ``isError`` fails the result and
 attaches no images (as EX-11 does for a non-zero exit). Content Crystal does not pass
 on (audio, binary resources) is named in the text so the model knows it was there.
+``structuredContent`` is the text only when the result has no content of its own, and
+never carries binary data as text: long base64 strings and ``data:`` URLs in it are
+replaced by a note (an image there is also in the content, or it is not for the model).
 """
 
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from crystal_kernel.errors import ToolError
@@ -42,8 +46,8 @@ def map_result(tool: str, result: Any, *, limit: int, images_ok: bool) -> ToolRe
                 texts.append(f"[binary resource {res.uri} ({res.mime_type or 'unknown type'}) omitted]")
         else:
             texts.append(f"[content of type {kind!r} omitted]")
-    if not texts and result.structured_content is not None:
-        texts.append(json.dumps(result.structured_content, ensure_ascii=False, indent=2))
+    if not texts and not images and result.structured_content is not None:
+        texts.append(json.dumps(without_binary(result.structured_content), ensure_ascii=False, indent=2))
     text = truncate_output("\n".join(texts), limit)
     if result.is_error:
         return ToolResult.fail(text or f"The MCP tool {tool} reported an error without a message.")
@@ -56,6 +60,24 @@ def map_result(tool: str, result: Any, *, limit: int, images_ok: bool) -> ToolRe
     except ToolError as exc:
         return ToolResult.fail(truncate_output(f"{tool} returned an image the host refused: {exc}", limit))
     return ToolResult(ok=True, text=text, images=parts)
+
+
+# A string that is base64 data rather than words: long, no spaces, base64 alphabet only.
+_BASE64 = re.compile(r"[A-Za-z0-9+/=\s]+")
+BINARY_MIN_CHARS = 256
+
+
+def without_binary(value: Any) -> Any:
+    """``value`` with every binary-looking string (a ``data:`` URL, or long base64)
+    replaced by a short note saying what was left out."""
+    if isinstance(value, dict):
+        return {k: without_binary(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [without_binary(v) for v in value]
+    if isinstance(value, str) and len(value) >= BINARY_MIN_CHARS and (
+            value.startswith("data:") or (" " not in value[:200] and _BASE64.fullmatch(value))):
+        return f"[binary data omitted: {len(value)} characters]"
+    return value
 
 
 def load_images(images: list[tuple[str, str]]) -> list[ImagePart]:

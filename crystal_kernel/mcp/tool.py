@@ -95,7 +95,8 @@ class McpTool(Tool):
         timeout = self.connection.config.timeout
         guard = None if timeout is None else timeout + self.connection.config.startup_timeout + GUARD_SECONDS
         try:
-            result = await runtime.run(self.connection.call(self.remote_name, arguments, timeout), guard)
+            result = await runtime.run(self.connection.call(self.remote_name, arguments, timeout,
+                                                            progress=ctx.progress), guard)
         except asyncio.TimeoutError:
             raise ToolError(f"The MCP server '{self.mcp_server}' did not answer {self.remote_name} within "
                             f"{guard:g} seconds; Crystal stopped waiting.") from None

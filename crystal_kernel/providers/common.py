@@ -56,11 +56,43 @@ def capabilities_for(model: str, context_window: int | None = None, images: bool
 
 @dataclass(frozen=True)
 class Endpoint:
-    """What an error message needs to name: the server, the model, the key variable."""
+    """What an error message needs to name: the server, the model, the key variable, and
+    the provider (a 404 on its path means the server does not speak its protocol)."""
 
     url: str
     model: str
     key_env: str | None = None
+    provider: str | None = None
+
+
+# What a server says when a request is longer than its context window: OpenAI
+# (context_length_exceeded), Anthropic ("prompt is too long"), vLLM ("maximum context
+# length"), llama.cpp ("exceeds the available context size"), llama-cpp-python
+# ("exceed context window"), Ollama and LM Studio (context length / n_ctx).
+_OVERFLOW = re.compile(r"context[ _-]?length|context window|context size|maximum context|n_ctx|"
+                       r"prompt is too long|input is too long|too many (input )?tokens|reduce the length",
+                       re.IGNORECASE)
+
+
+def context_overflow(error: BaseException) -> bool:
+    """Whether a refused request was refused for being too long for the model."""
+    status = getattr(error, "status", None)
+    return status is not None and 400 <= status < 600 and bool(_OVERFLOW.search(str(error)))
+
+
+# For a 404 on a protocol's path: which provider the server probably speaks instead.
+_INSTEAD = {"openai-responses": "openai (Chat Completions)", "anthropic": "openai (Chat Completions)",
+            "openai": "a baseUrl ending in /v1"}
+_PATHS = {"openai": "/chat/completions", "openai-responses": "/responses", "anthropic": "/v1/messages"}
+
+
+def _unknown_model(detail: str, where: Endpoint, exc: BaseException) -> bool:
+    """A 404 about the model (not about the path): the SDKs' servers say so in words."""
+    body = getattr(exc, "body", None)
+    code = body.get("error", body).get("code") if isinstance(body, dict) and isinstance(
+        body.get("error", body), dict) else None
+    text = detail.lower()
+    return code == "model_not_found" or (bool(where.model) and where.model.lower() in text) or "model" in text
 
 
 def one_line(text: str, limit: int = 240) -> str:
@@ -143,6 +175,11 @@ def map_error(exc: BaseException, where: Endpoint, *, attempts: int = 1) -> Prov
                              f"(or name another variable with apiKeyEnv){suffix}", status=status)
     if status == 403:
         return ProviderError(f"The model server denied access to model '{where.model}' (403){suffix}", status=status)
+    if status == 404 and where.provider in _PATHS and not _unknown_model(detail, where, exc):
+        # A chat-only server (llama.cpp, Ollama, vLLM builds without it) has no /responses.
+        return ProviderError(f"The model server at {where.url} has no {_PATHS[where.provider]} endpoint (404): "
+                             f"it does not speak the {where.provider} protocol; try provider "
+                             f"{_INSTEAD[where.provider]}{suffix}", status=status)
     if status == 404:
         return ProviderError(f"The model server at {where.url} does not know model '{where.model}' (404); "
                              f"check the model name and baseUrl{suffix}", status=status)
@@ -348,7 +385,29 @@ class SDKProvider:
         url = base_url or self.default_url
         # Retries are ours (with_retries): bounded, and they honour retry-after.
         self.client = self.make_client(api_key=api_key or "none", base_url=url, timeout=timeout)
-        self.endpoint = Endpoint(url=url, model=model, key_env=key_env)
+        self.endpoint = Endpoint(url=url, model=model, key_env=key_env, provider=self.name)
+
+    #: Ask the server for its context window before the first request (set by the
+    #: registry for a ``baseUrl`` server when config has no ``contextWindow``).
+    probe_context: bool = False
+
+    async def discover_context(self) -> str | None:
+        """Ask the server once for its context window (server_info.py); adopt it and
+        return a line saying so, or None when it was not asked or did not say."""
+        if not self.probe_context:
+            return None
+        self.probe_context = False
+        from dataclasses import replace
+
+        from crystal_kernel.providers.server_info import context_window
+
+        key = getattr(self.client, "api_key", None)
+        found = await context_window(self.endpoint.url, self.model, None if key in (None, "none") else key)
+        if found is None:
+            return None
+        tokens, how = found
+        self.capabilities = replace(self.capabilities, context_window=tokens)
+        return f"Context window of {self.model}: {tokens:,} tokens ({how}, asked of {self.endpoint.url})."
 
     def make_client(self, *, api_key: str, base_url: str, timeout: float) -> Any:
         """The SDK's async client, created with ``max_retries=0``."""

@@ -83,6 +83,9 @@ def make_provider(config: Config, *, workspace: Path | None = None, model: str |
             from crystal_kernel.providers.anthropic import AnthropicProvider
 
             provider = AnthropicProvider(model, **kwargs)
+        if config.base_url and config.context_window is None:
+            # A local or self-hosted server: its window is whatever it was started with.
+            provider.probe_context = True  # type: ignore[attr-defined]
     else:
         factories = plugin_providers()
         if name not in factories:

@@ -96,7 +96,10 @@ class _ChatBuilder:
             for i, p in enumerate(pieces):
                 yield starts[i]
                 for piece in p:
-                    yield self._chunk({"tool_calls": [{"index": i, "function": {"arguments": piece}}]})
+                    function = {"arguments": piece}
+                    if self.reply.get("repeat_name"):  # as some servers do: the name in every fragment
+                        function["name"] = self.calls[i]["name"]
+                    yield self._chunk({"tool_calls": [{"index": i, "function": function}]})
         yield self._chunk({}, self.finish)
         if (self.body.get("stream_options") or {}).get("include_usage"):
             inp, out = _usage(self.reply)

@@ -8,7 +8,8 @@ or not, from a queue of scripted replies. A reply is a JSON-able dict:
 - ``tool_calls``: ``[{"name", "arguments" (dict or raw text), "id"?}]``; argument JSON is
   streamed in pieces of ``arg_chunk`` characters (default 7); ``interleave: true`` sends
   the Chat Completions deltas of several calls interleaved by index; ``whole_calls: true``
-  sends each call whole, all at index 0 (as Ollama does);
+  sends each call whole, all at index 0 (as Ollama does); ``repeat_name: true`` repeats
+  the function name in every argument fragment (as some servers do);
 - ``reasoning``: reasoning text before the answer, in each protocol's own shape: Chat
   Completions ``reasoning_content`` deltas (``reasoning_field: "reasoning"`` as Ollama
   sends), a Responses reasoning item whose summary parts (paragraphs) stream as
@@ -91,7 +92,12 @@ class LLMServer:
         log_limit: int = 500,
         max_hang: float = 30.0,
         log_file: Path | None = None,
+        info: dict[str, Any] | None = None,
     ) -> None:
+        # What the server says about itself, as local servers do: "models" (the data of
+        # GET /v1/models, e.g. vLLM's max_model_len or llama.cpp's meta), "props"
+        # (llama.cpp's GET /props) and "show" (Ollama's POST /api/show).
+        self.info = dict(info or {})
         self._replies: collections.deque[Reply] = collections.deque(replies or [])
         self.router = router
         self.max_hang = max_hang
@@ -213,7 +219,9 @@ def _make_handler(server: LLMServer) -> type[BaseHTTPRequestHandler]:
             if self.path == "/_log":
                 self._send_json(200, {"requests": server.requests})
             elif self.path in ("/v1/models", "/models"):
-                self._send_json(200, {"object": "list", "data": []})
+                self._send_json(200, {"object": "list", "data": server.info.get("models", [])})
+            elif self.path == "/props" and "props" in server.info:
+                self._send_json(200, server.info["props"])
             else:
                 self._send_json(404, {"error": {"message": f"No route {self.path}", "type": "not_found"}})
 
@@ -234,6 +242,9 @@ def _make_handler(server: LLMServer) -> type[BaseHTTPRequestHandler]:
                      "body": body, "time": time.time()}
             server._record(entry)
             kind = PATHS.get(path)
+            if path == "/api/show" and "show" in server.info:
+                self._send_json(200, server.info["show"])
+                return
             if kind is None:
                 self._send_json(404, {"error": {"message": f"No route {path}", "type": "not_found"}})
                 return

@@ -15,7 +15,7 @@ import inspect
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
@@ -94,6 +94,9 @@ class ToolContext:
     call_id: str = ""
     # Whether the model of this turn accepts images (EX-12, view_image).
     images_ok: bool = True
+    # Report progress (progress, total, message) to the fronts; callable from any
+    # thread (MCP calls run on their own loop). None: nobody listens.
+    progress: Callable[[float, float | None, str | None], None] | None = None
 
     @property
     def workspace(self) -> Path:

@@ -78,3 +78,21 @@ async def test_timeout_reaches_the_http_server_as_cancellation(home, workspace, 
         assert (await call(session, "web_echo", {"text": "after"})).ok
     finally:
         await session.close()
+
+
+async def test_a_restarted_server_that_forgot_the_session_is_reinitialized_and_the_call_retried(
+        home, workspace, http_server):
+    """Issue 20: the server restarts between calls (404 "Session not found" for our old
+    session id); the call re-initializes and succeeds, and does so after every restart."""
+    write_config(home / "mcp.json", {"web": {"url": http_server.url, "timeoutSeconds": 10}})
+    session = session_for(workspace)
+    try:
+        assert (await call(session, "web_echo", {"text": "one"})).ok
+        for n in range(2):
+            http_server.kill()
+            http_server.start()
+            again = await call(session, "web_echo", {"text": f"after restart {n}"})
+            assert again.ok and again.text == f"echo: after restart {n}", again.text
+        assert session.tool("web_echo").state == "running"
+    finally:
+        await session.close()

@@ -72,3 +72,31 @@ async def test_slash_tools_shows_server_and_state(home, workspace):
         await run_command(session, "/tools")  # a second listing reuses the running server
     finally:
         await session.close()
+
+
+async def test_progress_notifications_show_on_the_tool_card(home, workspace):
+    """Issue 20: the server's notifications/progress reach the fronts as ToolProgress
+    events, and the notebook card shows the latest while the call runs."""
+    from crystal_kernel.host.events import ToolProgress
+    from crystal_kernel.jupyter.render import RecordingOutput, Renderer
+
+    write_config(home / "mcp.json", {"demo": stdio_entry()})
+    session = session_for(workspace, [tool_reply([("demo_steps", {"count": 3})]), text_reply("done")])
+    try:
+        events = await events_of(session)
+        progress = [e for e in events if isinstance(e, ToolProgress)]
+        assert [e.line() for e in progress] == ["1/3: step 1", "2/3: step 2", "3/3: step 3"]
+        kinds = [type(e) for e in events]
+        assert kinds.index(ToolCallStarted) < kinds.index(ToolProgress) < kinds.index(ToolResultEvent)
+        out = RecordingOutput()
+        renderer = Renderer(out, max_rate=1000)
+        shown = []
+        for event in events:
+            renderer.handle(event)
+            if isinstance(event, ToolProgress):
+                shown.append(next(o for o in out.outputs if 'data-tool="demo_steps"' in o.get("text/html", "")))
+        assert "progress 2/3: step 2" in shown[1]["text/plain"]
+        card = next(o for o in out.outputs if 'data-tool="demo_steps"' in o.get("text/html", ""))
+        assert "3 steps done" in card["text/plain"] and "progress" not in card["text/plain"]
+    finally:
+        await session.close()

@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 import anyio
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 from mcp_types import CallToolResult, ImageContent, TextContent
 
 PNG = b"\x89PNG\r\n\x1a\n" + b"\x00" * 16
@@ -65,6 +65,13 @@ def build(name: str = "demo") -> MCPServer:
                 Path(marks, "cancelled").write_text("yes", encoding="utf-8")
             raise
         return "slept"
+
+    @server.tool(description="Report progress COUNT times (step N of COUNT), then finish.")
+    async def steps(count: int, ctx: Context) -> str:
+        for n in range(1, count + 1):
+            await ctx.report_progress(n, count, f"step {n}")
+            await anyio.sleep(0.05)
+        return f"{count} steps done"
 
     @server.tool(description="An environment variable of the server process.")
     def getenv(name: str) -> str:

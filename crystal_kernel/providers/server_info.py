@@ -1,0 +1,89 @@
+"""Asking a local model server for its context window.
+
+The capability table (common.py) cannot know a local model's window, and the server
+usually serves less than the model could take. Each server says it its own way:
+
+- vLLM: ``GET /v1/models`` lists the model with ``max_model_len``;
+- llama.cpp's ``llama-server``: ``GET /props`` has ``default_generation_settings.n_ctx``
+  (what it serves); ``GET /v1/models`` has ``meta.n_ctx_train`` (what the model was
+  trained for) as a fallback;
+- Ollama: ``POST /api/show {"model"}`` has ``parameters`` (``num_ctx N`` when set) and
+  ``model_info["<arch>.context_length"]``;
+- LM Studio: ``GET /api/v0/models/<model>`` has ``loaded_context_length``.
+
+Each probe is one short request (``PROBE_TIMEOUT`` seconds); a server that answers none
+of them leaves the table's guess in place. Nothing here raises.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import httpx
+
+PROBE_TIMEOUT = 3.0
+
+
+def _int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+
+def _entry(models: Any, model: str) -> dict[str, Any] | None:
+    data = models.get("data") if isinstance(models, dict) else None
+    if not isinstance(data, list):
+        return None
+    entries = [d for d in data if isinstance(d, dict)]
+    named = [d for d in entries if d.get("id") == model]
+    return (named or (entries if len(entries) == 1 else []) or [None])[0]
+
+
+def _ollama(show: Any) -> int | None:
+    if not isinstance(show, dict):
+        return None
+    match = re.search(r"^\s*num_ctx\s+(\d+)", str(show.get("parameters") or ""), re.MULTILINE)
+    if match:
+        return int(match.group(1))
+    info = show.get("model_info")
+    if isinstance(info, dict):
+        for key, value in info.items():
+            if key.endswith(".context_length") and _int(value):
+                return int(value)
+    return None
+
+
+async def context_window(base_url: str, model: str, api_key: str | None = None) -> tuple[int, str] | None:
+    """(tokens, how it was learned) from the server at ``base_url`` (a ``…/v1`` URL), or None."""
+    base = base_url.rstrip("/")
+    root = base[:-3] if base.endswith("/v1") else base
+    headers = {"authorization": f"Bearer {api_key}"} if api_key else {}
+
+    async def get_json(client: httpx.AsyncClient, method: str, url: str, **kwargs: Any) -> Any:
+        try:
+            response = await client.request(method, url, headers=headers, **kwargs)
+            return response.json() if response.status_code == 200 else None
+        except (httpx.HTTPError, ValueError, OSError):
+            return None
+
+    async with httpx.AsyncClient(timeout=PROBE_TIMEOUT) as client:
+        entry = _entry(await get_json(client, "GET", base + "/models"), model)
+        if entry is not None and _int(entry.get("max_model_len")):
+            return int(entry["max_model_len"]), "vLLM max_model_len"
+        props = await get_json(client, "GET", root + "/props")
+        if isinstance(props, dict):
+            settings = props.get("default_generation_settings")
+            n_ctx = _int(settings.get("n_ctx")) if isinstance(settings, dict) else None
+            if n_ctx:
+                return n_ctx, "llama.cpp n_ctx"
+        meta = entry.get("meta") if entry is not None else None
+        if isinstance(meta, dict) and _int(meta.get("n_ctx_train")):
+            return int(meta["n_ctx_train"]), "llama.cpp n_ctx_train"
+        tokens = _ollama(await get_json(client, "POST", root + "/api/show", json={"model": model}))
+        if tokens:
+            return tokens, "Ollama /api/show"
+        studio = await get_json(client, "GET", f"{root}/api/v0/models/{model}")
+        if isinstance(studio, dict):
+            for key in ("loaded_context_length", "max_context_length"):
+                if _int(studio.get(key)):
+                    return int(studio[key]), f"LM Studio {key}"
+    return None

@@ -1,0 +1,93 @@
+"""Several calls in one reply (issue 20): the read-only ones the host allows without a
+person run concurrently, results in call order; a call that writes or needs approval
+runs alone, after the ones before it. Real tools on real files; ``read`` and ``grep``
+are slowed to 200 ms each, as on a slow disk."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+
+from crystal_kernel.host.config import load_config
+from crystal_kernel.host.events import ToolCallStarted, ToolResultEvent
+from crystal_kernel.host.loop import run_turn
+from crystal_kernel.host.session import Session
+from crystal_kernel.testing.scripted import ScriptedProvider, text_reply, tool_reply
+from crystal_kernel.tools.grep import GrepTool
+from crystal_kernel.tools.read import ReadTool
+from crystal_kernel.tools.write import WriteTool
+
+DELAY = 0.2
+
+
+@pytest.fixture
+def slow_tools(monkeypatch):
+    """read, grep and write each take 200 ms more; the spans they ran in are recorded."""
+    spans: dict[str, list[tuple[float, float]]] = {}
+
+    def slowed(cls, name):
+        original = cls.run
+
+        async def run(self, args, ctx):
+            start = time.monotonic()
+            await asyncio.sleep(DELAY)
+            result = await original(self, args, ctx)
+            spans.setdefault(name, []).append((start, time.monotonic()))
+            return result
+
+        monkeypatch.setattr(cls, "run", run)
+
+    for cls, name in ((ReadTool, "read"), (GrepTool, "grep"), (WriteTool, "write")):
+        slowed(cls, name)
+    return spans
+
+
+def session_for(workspace, replies, approval="default") -> Session:
+    config = load_config(overrides={"approval": approval})
+    return Session(workspace=workspace, config=config, provider=ScriptedProvider(replies), person_present=False)
+
+
+async def test_five_reads_and_greps_run_together_results_in_call_order(workspace, slow_tools):
+    for n in range(3):
+        (workspace / f"f{n}.txt").write_text(f"line {n}\nneedle {n}\n")
+    calls = [("read", {"path": "f0.txt"}), ("grep", {"pattern": "needle"}), ("read", {"path": "f1.txt"}),
+             ("grep", {"pattern": "line 2"}), ("read", {"path": "f2.txt"})]
+    session = session_for(workspace, [tool_reply(calls), text_reply("done")])
+    events = [e async for e in run_turn(session, "look")]
+    reads, greps = slow_tools["read"], slow_tools["grep"]
+    elapsed = max(end for _, end in reads + greps) - min(start for start, _ in reads + greps)
+    assert elapsed < DELAY * 5 * 0.6, f"five 200 ms calls took {elapsed:.2f} s: they did not overlap"
+    assert len(reads) == 3 and len(greps) == 2
+    first_end = min(end for _, end in reads + greps)
+    assert all(start < first_end for start, _ in reads + greps), "every call started before any finished"
+    # The model gets the results in the order it made the calls.
+    results = session.transcript[-2].tool_results() if session.transcript[-1].role == "assistant" else []
+    started = [e.id for e in events if isinstance(e, ToolCallStarted)]
+    assert [r.call_id for r in results] == started
+    assert "line 0" in results[0].text and "needle 0" in results[1].text and "line 2" in results[3].text
+    assert all(e.status == "ok" for e in events if isinstance(e, ToolResultEvent))
+
+
+async def test_a_write_between_reads_keeps_its_place(workspace, slow_tools):
+    (workspace / "a.txt").write_text("old\n")
+    calls = [("read", {"path": "a.txt"}), ("read", {"path": "a.txt"}),
+             ("write", {"path": "a.txt", "content": "new\n"}), ("read", {"path": "a.txt"})]
+    session = session_for(workspace, [tool_reply(calls), text_reply("done")], approval="edit")
+    [e async for e in run_turn(session, "change it")]
+    (r1, r2), (write,), (r3,) = slow_tools["read"][:2], slow_tools["write"], slow_tools["read"][2:]
+    assert r1[0] < r2[1] and r2[0] < r1[1]  # the two reads before it overlapped
+    assert write[0] >= max(r1[1], r2[1]) and r3[0] >= write[1]  # the write ran alone, in order
+    results = session.transcript[-2].tool_results()
+    assert "old" in results[0].text and "new" in results[3].text
+
+
+async def test_calls_that_would_ask_run_one_at_a_time(workspace, slow_tools):
+    calls = [("write", {"path": "x.txt", "content": "1"}), ("write", {"path": "y.txt", "content": "2"})]
+    session = session_for(workspace, [tool_reply(calls), text_reply("done")], approval="default")
+    events = [e async for e in run_turn(session, "write two")]
+    # No person: both asked and were denied, one after the other, in order.
+    statuses = [(e.name, e.status) for e in events if isinstance(e, ToolResultEvent)]
+    assert statuses == [("write", "denied"), ("write", "denied")]
+    assert not (workspace / "x.txt").exists()
