@@ -1,4 +1,4 @@
-"""Parallel tool calls (issue 20): one reply holding five read-only calls (three `read`,
+"""Parallel tool calls: one reply holding five read-only calls (three `read`,
 two `grep`), each slowed to take 200 ms (a slow disk or network file system), in the
 approval mode `default` where reads need nobody.
 

@@ -37,7 +37,7 @@ SUBCOMMAND_MODULES = (
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from crystal_kernel.host.bootstrap import add_model_flags, add_process_flags
+    from crystal_kernel.host.bootstrap import add_model_flags, add_process_flags, add_reasoning_flag
 
     parser = OneLineParser(prog="crystal", description="Crystal: a coding agent that lives in Jupyter.")
     sub = parser.add_subparsers(dest="command", parser_class=OneLineParser, required=True)
@@ -49,6 +49,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("prompt", nargs="?", help="the prompt, a /command, or - to read it from stdin")
     run.add_argument("--workspace", default=".", metavar="DIR", help="the workspace root (default: .)")
     add_model_flags(run)
+    add_reasoning_flag(run)
     run.add_argument("--format", choices=("text", "jsonl"), default="text",
                      help="text: the answer on stdout, tool activity on stderr; jsonl: one JSON event per line "
                           "(default: text)")

@@ -36,7 +36,7 @@ from crystal_kernel import __version__
 from crystal_kernel.acp.interaction import AcpInteraction
 from crystal_kernel.acp.options import available_commands, config_options, mode_state
 from crystal_kernel.acp.mapping import plan_update, prompt_parts, replay_updates, result_content, tool_kind
-from crystal_kernel.acp.mapping import tool_locations, tool_title
+from crystal_kernel.acp.mapping import client_servers, tool_locations, tool_title
 from crystal_kernel.errors import UserError
 from crystal_kernel.host.bootstrap import open_session
 from crystal_kernel.host.events import (
@@ -100,7 +100,9 @@ class CrystalAgent:
         capabilities = AgentCapabilities.model_validate({
             "loadSession": True,
             "promptCapabilities": {"image": True, "audio": False, "embeddedContext": True},
-            "sessionCapabilities": {"list": {}, "close": {}, "resume": {}},
+            "sessionCapabilities": {"list": {}, "close": {}, "resume": {}, "additionalDirectories": {}},
+            # MCP servers passed in session/new: stdio (every agent must) and streamable HTTP.
+            "mcpCapabilities": {"http": True, "sse": False},
         })
         return InitializeResponse(
             protocol_version=min(protocol_version, PROTOCOL_VERSION),
@@ -149,9 +151,8 @@ class CrystalAgent:
             except Exception as exc:
                 session.note(f"Additional directory {directory} was not added: {exc}")
         if mcp_servers:
-            names = ", ".join(getattr(s, "name", "?") for s in mcp_servers)
-            session.note(f"MCP servers passed by the client ({names}) are not used; Crystal reads its own "
-                         "mcp.json (~/.crystal/mcp.json or .crystal/mcp.json).")
+            session.client_mcp_servers = client_servers(mcp_servers, session.note)  # type: ignore[attr-defined]
+            session.refresh_system()
         entry = AcpSession(session=session)
         entry.interaction = AcpInteraction(self.conn, session, session.id, elicitation=self.elicitation_forms,
                                            announced=entry.announced_event)

@@ -28,12 +28,13 @@ DRAIN_SECONDS = 10.0
 
 
 def add_subparsers(sub: Any) -> None:
-    from crystal_kernel.host.bootstrap import add_model_flags, add_process_flags
+    from crystal_kernel.host.bootstrap import add_model_flags, add_process_flags, add_reasoning_flag
 
     acp = sub.add_parser("acp", help="serve Crystal as an Agent Client Protocol agent on stdin/stdout")
     acp.add_argument("--workspace", metavar="DIR",
                      help="use this folder for every session instead of the client's working directory")
     add_model_flags(acp)
+    add_reasoning_flag(acp)
     add_process_flags(acp)
     acp.set_defaults(handler=cmd_acp)
 

@@ -212,3 +212,27 @@ def replay_updates(session: Any, history: list[Message]) -> Iterator[Any]:
             elif isinstance(part, ToolResultPart):
                 content = [tool_content(text_block(_replay_text(part.text)))] if part.text else None
                 yield update_tool_call(part.call_id, status="completed" if part.ok else "failed", content=content)
+
+
+def client_servers(servers: Any, note: Any) -> list[Any]:
+    """The MCP servers a client passed in ``session/new`` as server entries (stdio and
+    HTTP; others are named in a note and left out)."""
+    from crystal_kernel.mcp.config import client_server
+
+    out: list[Any] = []
+    for server in servers or []:
+        name = str(getattr(server, "name", "") or "")
+        url = getattr(server, "url", None)
+        command = getattr(server, "command", None)
+        kind = getattr(server, "type", None)
+        pairs = {str(v.name): str(v.value) for v in (getattr(server, "headers" if url else "env", None) or [])}
+        if not name or kind == "sse" or not (url or command):
+            note(f"MCP server '{name or '?'}' passed by the client is left out: Crystal connects to stdio and "
+                 "streamable HTTP servers.")
+            continue
+        if url:
+            out.append(client_server(name, url=str(url), headers=pairs))
+        else:
+            out.append(client_server(name, command=str(command), args=[str(a) for a in server.args or []],
+                                     env=pairs))
+    return out

@@ -45,6 +45,10 @@ def add_model_flags(parser: argparse.ArgumentParser) -> None:
     # Checked by the config (one line naming the choices), so no argparse choices here.
     parser.add_argument("--approval", metavar="{" + ",".join(APPROVAL_MODES) + "}",
                         help="the approval mode (default: config.json's, else default)")
+
+
+def add_reasoning_flag(parser: argparse.ArgumentParser) -> None:
+    """SPEC §12 ``--reasoning EFFORT`` (config ``reasoningEffort``), on the fronts that run turns."""
     parser.add_argument("--reasoning", metavar="EFFORT", choices=("none", "low", "medium", "high", "default"),
                         help="reasoning effort: none, low, medium, high or default (the provider's)")
 

@@ -167,6 +167,8 @@ class Session:
         # The session's MCP servers (crystal_kernel/mcp/manager.py), made at the first
         # catalog build that finds an mcp.json; kept across rebuilds, closed in close().
         self.mcp_servers: Any = None
+        # MCP server entries an ACP client passed for this session (mcp/config.client_server).
+        self.client_mcp_servers: list[Any] = []
 
     # ----- notes -------------------------------------------------------------------
     def note(self, text: str, *, once: bool = False) -> None:

@@ -33,10 +33,11 @@ class _Parser(argparse.ArgumentParser):
 
 def add_kernel_flags(p: argparse.ArgumentParser) -> None:
     """Every flag the kernel reads (also offered by ``crystal kernel install``)."""
-    from crystal_kernel.host.bootstrap import add_model_flags, add_process_flags
+    from crystal_kernel.host.bootstrap import add_model_flags, add_process_flags, add_reasoning_flag
 
     add_process_flags(p)
     add_model_flags(p)
+    add_reasoning_flag(p)
     p.add_argument("--workspace")
     p.add_argument("--unattended", action="store_true")
     p.add_argument("--ask-timeout", dest="ask_timeout", type=float)

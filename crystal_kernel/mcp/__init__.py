@@ -18,9 +18,12 @@ def discover_mcp_tools(home: Path, workspace: Path, context: Any, notes: list[st
 
     Without ``mcp.json`` files this costs two ``stat`` calls and imports nothing."""
     existing = getattr(context, "mcp_servers", None)
-    if existing is None and not any(p.is_file() for p in config_files(home, workspace)):
+    # Servers an ACP client passed for this session (a client's entry wins a name).
+    passed = list(getattr(context, "client_mcp_servers", None) or [])
+    if existing is None and not passed and not any(p.is_file() for p in config_files(home, workspace)):
         return []
-    configs = load_servers(home, workspace, notes)
+    named = {c.name for c in passed}
+    configs = [c for c in load_servers(home, workspace, notes) if c.name not in named] + passed
     if not configs and existing is None:
         return []
     from crystal_kernel.mcp.manager import manager_for

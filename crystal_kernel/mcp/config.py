@@ -97,6 +97,22 @@ class ServerConfig:
         return f"MCP server '{self.name}' ({self.transport}: {target}; {self.source})"
 
 
+CLIENT_SOURCE = Path("passed by the ACP client")
+
+
+def client_server(name: str, *, command: str | None = None, args: list[str] | None = None,
+                  env: dict[str, str] | None = None, url: str | None = None,
+                  headers: dict[str, str] | None = None) -> ServerConfig:
+    """A server the person's ACP client passed in ``session/new`` (stdio, or HTTP with
+    ``url``). It comes from the person's own client, so it needs no workspace trust;
+    it runs under the same supervisor, floors and bounds as a configured server."""
+    if url:
+        return ServerConfig(name=name, source=CLIENT_SOURCE, transport="http", url=url,
+                            headers=tuple(sorted((headers or {}).items())))
+    return ServerConfig(name=name, source=CLIENT_SOURCE, transport="stdio", command=command,
+                        args=tuple(args or ()), env=tuple(sorted((env or {}).items())))
+
+
 def config_files(home: Path, workspace: Path) -> list[Path]:
     """The two files, Home first; the workspace file wins for a name in both."""
     return [Path(home) / FILE_NAME, Path(workspace) / ".crystal" / FILE_NAME]

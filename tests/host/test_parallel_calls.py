@@ -1,4 +1,4 @@
-"""Several calls in one reply (issue 20): the read-only ones the host allows without a
+"""Several calls in one reply: the read-only ones the host allows without a
 person run concurrently, results in call order; a call that writes or needs approval
 runs alone, after the ones before it. Real tools on real files; ``read`` and ``grep``
 are slowed to 200 ms each, as on a slow disk."""

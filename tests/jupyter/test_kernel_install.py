@@ -91,3 +91,14 @@ def test_install_warns_when_another_spec_of_that_name_takes_precedence(tmp_path,
     quiet = subprocess.run(CRYSTAL + ["kernel", "install", "--prefix", str(tmp_path / "p")], capture_output=True,
                            text=True, timeout=60, env=dict(env, JUPYTER_PATH=str(tmp_path / "p" / "share" / "jupyter")))
     assert quiet.returncode == 0 and quiet.stderr == ""
+
+
+def test_install_bakes_the_reasoning_effort_and_refuses_a_bad_one(tmp_path, private_home):
+    """SPEC §12: --reasoning EFFORT on crystal kernel install."""
+    prefix = tmp_path / "prefix"
+    out = install(prefix, "--reasoning", "high", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert baked(prefix) == ["--reasoning", "high"]
+    bad = install(tmp_path / "other", "--reasoning", "extreme", cwd=tmp_path)
+    assert bad.returncode == 2 and "--reasoning" in bad.stderr and bad.stderr.count("\n") == 1
+    assert not (tmp_path / "other").exists()

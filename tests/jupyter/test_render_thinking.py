@@ -1,4 +1,4 @@
-"""The collapsible, streamed "Thinking" card (SPEC §12 ``reasoning``; issue 20): the
+"""The collapsible, streamed "Thinking" card (SPEC §12 ``reasoning``): the
 model's reasoning shows in its own card, open while it streams and folded once the
 answer starts, never inside the answer; its text is escaped like every output (TRUST-1)."""
 

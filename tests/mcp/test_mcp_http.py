@@ -82,7 +82,7 @@ async def test_timeout_reaches_the_http_server_as_cancellation(home, workspace, 
 
 async def test_a_restarted_server_that_forgot_the_session_is_reinitialized_and_the_call_retried(
         home, workspace, http_server):
-    """Issue 20: the server restarts between calls (404 "Session not found" for our old
+    """The server restarts between calls (404 "Session not found" for our old
     session id); the call re-initializes and succeeds, and does so after every restart."""
     write_config(home / "mcp.json", {"web": {"url": http_server.url, "timeoutSeconds": 10}})
     session = session_for(workspace)

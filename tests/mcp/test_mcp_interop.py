@@ -1,4 +1,4 @@
-"""MCP interop details (issue 20): images that also come back in structuredContent are
+"""MCP interop details: images that also come back in structuredContent are
 never sent as base64 text; tools that only run as tasks are left out with a note;
 start-failure notes read as sentences without exception class names."""
 

@@ -75,7 +75,7 @@ async def test_slash_tools_shows_server_and_state(home, workspace):
 
 
 async def test_progress_notifications_show_on_the_tool_card(home, workspace):
-    """Issue 20: the server's notifications/progress reach the fronts as ToolProgress
+    """The server's notifications/progress reach the fronts as ToolProgress
     events, and the notebook card shows the latest while the call runs."""
     from crystal_kernel.host.events import ToolProgress
     from crystal_kernel.jupyter.render import RecordingOutput, Renderer

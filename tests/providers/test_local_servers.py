@@ -1,4 +1,4 @@
-"""What local model servers need (issue 20): the context window asked of the server and
+"""What local model servers need: the context window asked of the server and
 shown, a request refused for its length compacted and sent once more, a missing
 endpoint told apart from an unknown model, repeated function names merged, and an
 output limit on every request. Real adapters and SDKs against the loopback server."""

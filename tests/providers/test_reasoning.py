@@ -1,5 +1,5 @@
 """Reasoning end to end on the three wire protocols (SPEC §12 reasoningEffort, the
-``reasoning`` event; issue 20): whole turns through the real adapters and the official
+``reasoning`` event): whole turns through the real adapters and the official
 SDKs against the loopback server, which streams each API's documented reasoning shapes
 (Chat Completions ``reasoning_content`` / ``reasoning`` deltas, Responses reasoning
 summary events and encrypted items, Anthropic ``thinking_delta`` + ``signature_delta``
