@@ -90,7 +90,7 @@ def _help(session: Any, args: list[str]) -> str:
 
 
 def save_preference(session: Any, **changes: Any) -> str:
-    """FL-5, SPEC §11: ``/model``, ``/mode`` and ``/approval`` are a person's choices and
+    """FL-5, SPEC §11: ``/model``, ``/mode``, ``/approval`` and ``/reasoning`` are a person's choices and
     stick: they are saved to config.json (atomically, unknown keys kept, the old
     ``promptSet``/``promptAttachments`` keys dropped). Process flags never are. Returns
     the sentence that says so; a file that cannot be written leaves the session change
@@ -160,7 +160,8 @@ def switch_model(session: Any, spec: str) -> tuple[str, str]:
 
 
 def _reasoning(session: Any, args: list[str]) -> str:
-    """/reasoning [EFFORT]: show or set the reasoning effort for this session (not saved)."""
+    """/reasoning [EFFORT]: show or set the reasoning effort; saved as the person's default
+    like /model (``default`` saves null: the provider decides)."""
     from crystal_kernel.host.config import check_reasoning_effort
 
     if len(args) > 1:
@@ -170,8 +171,8 @@ def _reasoning(session: Any, args: list[str]) -> str:
         return f"Reasoning: {effort or 'default (the provider decides)'}."
     session._refuse_while_busy("change the reasoning effort")
     effort = check_reasoning_effort(args[0], "/reasoning")
-    session.config.reasoning_effort = effort
-    return f"Reasoning is now {effort or 'the provider default'}."
+    return (f"Reasoning is now {effort or 'the provider default'}."
+            + save_preference(session, reasoning_effort=effort))
 
 
 def _cd(session: Any, args: list[str]) -> str:

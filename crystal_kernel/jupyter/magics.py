@@ -175,8 +175,10 @@ class MagicsHost(SyncForm):
             session.set_mode(opts.mode)
         if opts.approval:
             session.set_approval(opts.approval)
-        if opts.reasoning:
-            await run_command(session, "/reasoning " + opts.reasoning)
+        if opts.reasoning:  # for this session, like --mode (not saved)
+            from crystal_kernel.host.config import check_reasoning_effort
+
+            session.config.reasoning_effort = check_reasoning_effort(opts.reasoning, "--reasoning")
         if new_flags is not None:
             session.flags = new_flags
             session.refresh_system()

@@ -192,7 +192,9 @@ async def test_reasoning_command_and_usage_show_it(workspace):
 
     session = make_session(workspace, ReplayProvider(workspace / "none.json"), effort=None)
     assert (await run_command(session, "/reasoning")).text == "Reasoning: default (the provider decides)."
-    assert (await run_command(session, "/reasoning medium")).text == "Reasoning is now medium."
+    said = (await run_command(session, "/reasoning medium")).text
+    assert said.startswith("Reasoning is now medium. Saved as your default in ")
+    assert json.loads(session.config.path.read_text())["reasoningEffort"] == "medium"
     assert session.build_request().reasoning_effort == "medium"
     assert session.build_request("compaction").reasoning_effort is None  # side requests: provider default
     with pytest.raises(UserError, match="/reasoning must be one of none, low, medium, high"):
