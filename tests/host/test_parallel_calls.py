@@ -91,3 +91,26 @@ async def test_calls_that_would_ask_run_one_at_a_time(workspace, slow_tools):
     statuses = [(e.name, e.status) for e in events if isinstance(e, ToolResultEvent)]
     assert statuses == [("write", "denied"), ("write", "denied")]
     assert not (workspace / "x.txt").exists()
+
+
+async def test_every_call_ends_in_a_result_event_also_when_cancelled(workspace):
+    """SPEC §12 tool_result status: the running call and the one after it both end in
+    a ToolResultEvent with status cancelled; the transcript pairs each call."""
+    calls = [("bash", {"command": "sleep 30"}), ("bash", {"command": "echo never"})]
+    session = session_for(workspace, [tool_reply(calls)], approval="full")
+    turn = run_turn(session, "run two")
+    events = []
+
+    async def consume():
+        async for event in turn:
+            events.append(event)
+            if isinstance(event, ToolCallStarted):
+                await asyncio.sleep(0.3)
+                turn.cancel()
+
+    await asyncio.wait_for(consume(), 30)
+    results = [(e.name, e.status, e.ok) for e in events if isinstance(e, ToolResultEvent)]
+    assert results == [("bash", "cancelled", False), ("bash", "cancelled", False)]
+    assert events[-1].stop_reason == "cancelled"
+    answered = session.transcript[-1].tool_results()
+    assert [r.text for r in answered] == ["Cancelled by the person.", "Cancelled before it ran."]
