@@ -39,6 +39,23 @@ def jobs_table(infos: list[Any]) -> Bundle:
     return table_bundle(COLUMNS, [_row(i) for i in infos], title="Background jobs")
 
 
+def stale_table(infos: list[Any]) -> Bundle:
+    """What a saved /jobs table says once its kernel is gone (live_outputs.py): jobs do
+    not outlive their kernel (BG-2), so no listed job still runs."""
+    when = time.strftime("%H:%M:%S")
+    note = (f"Jobs stop with their kernel (BG-2); the kernel that ran them has stopped. "
+            f"States as of {when}.")
+    running = [i for i in infos if i.active]
+    rows = [[*_row(i)[:1], "stopped with the kernel" if i.active else i.state, *_row(i)[2:]] for i in infos]
+    table = table_bundle(COLUMNS, rows, title="Background jobs") if running else jobs_table(infos)
+    return html_bundle(table["text/plain"] + "\n" + note,
+                       table["text/html"] + f"<div><i>{esc(note)}</i></div>")
+
+
+STOP_ROW_STALE = html_bundle("Stop buttons of a kernel that has stopped: its jobs stopped with it (BG-2).",
+                             "<i>Stop buttons of a kernel that has stopped: its jobs stopped with it (BG-2).</i>")
+
+
 class JobsTable:
     """The /jobs view: a static table (HTML with a text fallback, updated in place as
     states change, so a saved notebook shows it anywhere) and, under it, a row of Stop
@@ -50,7 +67,8 @@ class JobsTable:
 
         self.manager = manager
         self.infos = manager.status()
-        self.table = output.show(jobs_table(self.infos))
+        running = any(i.active for i in self.infos)
+        self.table = output.show(jobs_table(self.infos), stale=stale_table(self.infos) if running else None)
         self.buttons: dict[str, Any] = {}
         for info in self.infos:
             if info.active:
@@ -60,7 +78,7 @@ class JobsTable:
                 button.on_click(lambda _b, job_id=info.id: self._stop(job_id))
                 self.buttons[info.id] = button
         self.row = w.HBox(list(self.buttons.values()))
-        self.row_handle = output.show(self.row._repr_mimebundle_()) if self.buttons else None
+        self.row_handle = output.show(self.row._repr_mimebundle_(), stale=STOP_ROW_STALE) if self.buttons else None
         self.stopping: set[asyncio.Task] = set()
         self.done = not self.buttons
 
@@ -89,9 +107,10 @@ class JobsTable:
                 infos.append(self.manager.status(info.id))
             except ToolError:
                 infos.append(info)
-        if [_row(i) for i in infos] != [_row(i) for i in self.infos]:
+        live = any(i.active for i in infos)
+        if [_row(i) for i in infos] != [_row(i) for i in self.infos] or not live:
             self.infos = infos
-            self.table.update(jobs_table(infos))
+            self.table.update(jobs_table(infos), stale=stale_table(infos) if live else None)
         running = False
         for info in infos:
             if info.id in self.buttons:

@@ -86,6 +86,9 @@ class CrystalKernel(IPythonKernel):
         from crystal_kernel.jupyter.comm_status import announce_concurrent_comms
 
         announce_concurrent_comms(self)  # typing into a form arrives whole
+        from crystal_kernel.jupyter.live_outputs import register_comm_target
+
+        register_comm_target(self)  # reload and restart: the lab extension asks what is live
 
     # ----- kernel_info ------------------------------------------------------------------------
     @property

@@ -415,6 +415,9 @@ def load_ipython_extension(shell: Any) -> None:
         from crystal_kernel.jupyter.comm_status import announce_concurrent_comms
 
         announce_concurrent_comms(kernel)
+        from crystal_kernel.jupyter.live_outputs import register_comm_target
+
+        register_comm_target(kernel)  # reload and restart: the lab extension asks what is live
 
 
 def unload_ipython_extension(shell: Any) -> None:

@@ -50,18 +50,12 @@ class IPythonOutput:
     """Shows bundles through IPython's display machinery (display_id outputs, updated
     in place with ``update_display_data``)."""
 
-    def show(self, bundle: Bundle) -> Handle:
-        from IPython.display import display
+    def show(self, bundle: Bundle, stale: Bundle | None = None) -> Handle:
+        """``stale``: for a live output (a form, Stop buttons), what it should say once
+        its kernel is gone (live_outputs.py: reload and restart)."""
+        from crystal_kernel.jupyter.live_outputs import LiveDisplay
 
-        return _ProxyHandle(display(bundle, raw=True, display_id=True))
-
-
-class _ProxyHandle:
-    def __init__(self, handle: Any):
-        self._handle = handle
-
-    def update(self, bundle: Bundle) -> None:
-        self._handle.update(bundle, raw=True)
+        return LiveDisplay(bundle, stale)
 
 
 class RecordingOutput:
@@ -72,14 +66,14 @@ class RecordingOutput:
         self.outputs: list[Bundle] = []
         self.updates: list[int] = []
 
-    def show(self, bundle: Bundle) -> Handle:
+    def show(self, bundle: Bundle, stale: Bundle | None = None) -> Handle:
         index = len(self.outputs)
         self.outputs.append(dict(bundle))
         self.updates.append(0)
         outer = self
 
         class _H:
-            def update(self, b: Bundle) -> None:
+            def update(self, b: Bundle, stale: Bundle | None = None) -> None:
                 outer.outputs[index] = dict(b)
                 outer.updates[index] += 1
 

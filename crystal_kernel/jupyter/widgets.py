@@ -77,6 +77,7 @@ class QuestionForm:
         self.message = w.HTML("")  # only ever set to escaped text below
         self.step1 = self._build_questions()
         self.widget = w.VBox([self.step1], layout=w.Layout(border="1px solid #d0d7de", padding="4px 8px"))
+        self.widget.add_class("crystal-form")  # the lab extension keeps focus off the running cell
 
     # ----- building ------------------------------------------------------------------------
     def _build_questions(self) -> Any:
@@ -235,6 +236,7 @@ class ApprovalForm:
             PersonDecision(outcome="deny", reason=self.reason.value.strip() or None)))
         self.widget = w.VBox([_html(w, self.request_html()), w.HBox([self.allow_once, self.allow_session, self.deny]),
                               self.reason], layout=w.Layout(border="1px solid #d0d7de", padding="4px 8px"))
+        self.widget.add_class("crystal-form")  # the lab extension keeps focus off the running cell
 
     def _finish(self, decision: PersonDecision) -> None:
         if self.finished:
@@ -326,7 +328,10 @@ class WidgetInteraction:
                 await result
 
     async def _wait(self, form: Any, future: asyncio.Future, what: str) -> tuple[Any, str]:
-        handle = self.output.show(_bundle_of(form.widget))
+        # Live until answered; once its kernel is gone, a saved copy says so instead of
+        # "model not found" (live_outputs.py).
+        stale = form.summary_bundle(None, "The kernel stopped before anyone answered.")
+        handle = self.output.show(_bundle_of(form.widget), stale=stale)
         if self.timeout is not None:
             until = time.strftime("%H:%M:%S", time.localtime(time.time() + self.timeout))
             self.log.warning("Crystal is waiting for a person to answer %s (until %s; personTimeoutSeconds=%g). "

@@ -17,6 +17,7 @@ import { LabIcon } from '@jupyterlab/ui-components';
 
 import crystalSvg from '../style/icons/crystal.svg';
 import { activateAnswers } from './answers';
+import { watchForms } from './forms';
 import { CrystalSidebar } from './sidebar';
 import { CrystalStatus, KERNEL_NAME } from './status';
 import { TranscriptView } from './transcript';
@@ -79,6 +80,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
 
     if (tracker) {
       activateAnswers(tracker);
+      watchForms(tracker); // focus after form clicks, reload and restart
     }
     const status = tracker && statusBar ? new CrystalStatus(tracker) : null;
     const sidebar = new CrystalSidebar(

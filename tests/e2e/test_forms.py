@@ -34,15 +34,18 @@ def make_notebook(lab, name: str, kernel: str) -> None:
 
 
 def open_notebook(page, lab, name: str, kernel: str) -> None:
-    page.goto(f"{lab.url}lab/tree/{name}?token={lab.token}")
+    # ?reset: only this notebook opens (not every notebook the earlier tests left open).
+    page.goto(f"{lab.url}lab/tree/{name}?reset&token={lab.token}")
     page.wait_for_function("() => window.jupyterapp && window.jupyterapp.shell", timeout=60_000)
     page.wait_for_function(READY, arg=kernel, timeout=90_000)
 
 
 def run_cell(page, text: str) -> None:
     """Type a new cell at the end (lines joined with Enter) and run it with Shift+Enter."""
+    page.locator(f"{NB} .jp-Spinner").wait_for(state="hidden", timeout=60_000)  # the notebook has loaded
     editor = page.locator(f"{NB} .jp-Cell .cm-content").last
-    editor.click()
+    editor.wait_for(state="visible", timeout=60_000)
+    editor.click(timeout=60_000)
     for i, line in enumerate(text.split("\n")):
         if i:
             page.keyboard.press("Enter")
@@ -156,3 +159,111 @@ def test_magics_front_receives_typed_text_and_deny_reason_whole(page, lab):
     result = deny_with_reason_like_a_person(page, lab, "magics-approval-deny-reason")
     assert "no, keep it" in result, result
     page.wait_for_function(READY, arg="python3")
+
+
+def bash_then(command: str, answer: str) -> tuple[dict, dict]:
+    return {"tool_calls": [{"name": "bash", "arguments": {"command": command}}]}, {"text": answer}
+
+
+def active_index(page) -> int:
+    return page.evaluate("() => window.jupyterapp.shell.currentWidget.content.activeCellIndex")
+
+
+def test_after_a_form_click_shift_enter_does_not_rerun_the_running_cell(page, lab):
+    """Issue 18 "Prompt cells": clicking a form button must not leave the running cell
+    active, or the next Shift+Enter runs the same prompt again."""
+    make_notebook(lab, "focus.ipynb", "crystal")
+    open_notebook(page, lab, "focus.ipynb", "crystal")
+    run_cell(page, "/approval default")
+    page.wait_for_function(READY, arg="crystal")
+    lab.server.add(*bash_then("echo focus-check", "Ran the check."))
+    before = len(lab.server.bodies("chat"))
+    run_cell(page, "Run the focus check")
+    form_cell = page.locator(f"{NB} .jp-Cell", has_text="Run the focus check").first
+    allow = page.locator(f"{NB} .jupyter-button", has_text="Allow once")
+    allow.wait_for(timeout=60_000)
+    running = page.evaluate("""() => { const nb = window.jupyterapp.shell.currentWidget.content;
+        return nb.widgets.findIndex(c => c.model.sharedModel.getSource() === 'Run the focus check'); }""")
+    allow.click()
+    page.wait_for_timeout(300)
+    assert active_index(page) != running, "the form's cell must not stay active after the click"
+    page.keyboard.press("Shift+Enter")
+    form_cell.get_by_text("Ran the check.").wait_for(timeout=60_000)
+    page.wait_for_function(READY, arg="crystal")
+    page.wait_for_timeout(2000)  # a re-run would have asked the model again by now
+    assert len(lab.server.bodies("chat")) == before + 2, "the prompt ran once"
+    prompts = [m["content"] for b in lab.server.bodies("chat")[before:] for m in b["messages"]
+               if m.get("role") == "user" and "focus check" in str(m.get("content"))]
+    assert len(prompts) == 2  # the same single prompt, seen by both requests of one turn
+    shoot(page, "focus-after-form-click")
+
+
+def test_reload_while_an_approval_waits_brings_the_form_back_and_the_cell_completes(page, lab):
+    """Issue 18 "Reload and restart": reloading the page (even before the running cell's
+    outputs were saved) brings the form back; answering it completes the cell."""
+    make_notebook(lab, "reload.ipynb", "crystal")
+    open_notebook(page, lab, "reload.ipynb", "crystal")
+    run_cell(page, "/approval default")
+    page.wait_for_function(READY, arg="crystal")
+    lab.server.add(*bash_then("rm -rf build", "Kept the build folder after the reload."))
+    editor = page.locator(f"{NB} .jp-Cell .cm-content").last
+    editor.click()
+    page.keyboard.type("Clean the build after a reload")
+    page.keyboard.press("Control+s")  # the cell is saved; its outputs will not be
+    page.wait_for_timeout(1000)
+    page.keyboard.press("Shift+Enter")
+    page.locator(f"{NB} .jupyter-button", has_text="Deny").wait_for(timeout=60_000)
+    page.on("dialog", lambda dialog: dialog.accept())
+    page.reload()
+    page.wait_for_function(READY.replace("k.status === 'idle'", "true"), arg="crystal", timeout=90_000)
+    cell = page.locator(f"{NB} .jp-Cell", has_text="Clean the build after a reload").first
+    reason = cell.locator(".widget-text input[placeholder*='Reason for denying']")
+    reason.wait_for(timeout=60_000)
+    shoot(page, "after-reload-form-back")
+    type_into(page, reason, "not after a reload")
+    cell.locator(".jupyter-button", has_text="Deny").click()
+    cell.get_by_text("Kept the build folder after the reload.").wait_for(timeout=60_000)
+    assert "not after a reload" in next_request_tool_result(lab)
+    page.wait_for_function(READY, arg="crystal", timeout=60_000)
+    card = cell.locator("[data-tool='bash']").first
+    assert card.get_attribute("data-state") == "denied"
+    shoot(page, "after-reload-answered")
+
+
+def test_saved_live_widgets_tell_the_truth_after_a_kernel_restart(page, lab):
+    """Issue 18: a notebook saved with a waiting form and a /jobs table with Stop
+    buttons, reopened after a kernel restart, shows no "model not found" and no job
+    "running" forever."""
+    make_notebook(lab, "restart.ipynb", "crystal")
+    open_notebook(page, lab, "restart.ipynb", "crystal")
+    run_cell(page, "/approval full")  # the job starts without a form
+    page.wait_for_function(READY, arg="crystal")
+    lab.server.add({"tool_calls": [{"name": "bash_start", "arguments": {"command": "sleep 600"}}]},
+                   {"text": "Started the sleeper."})
+    run_cell(page, "Start a sleeper job")
+    page.locator(NB).get_by_text("Started the sleeper.").wait_for(timeout=60_000)
+    page.wait_for_function(READY, arg="crystal")
+    run_cell(page, "/jobs")
+    page.locator(f"{NB} .jupyter-button", has_text="Stop").first.wait_for(timeout=60_000)
+    page.wait_for_function(READY, arg="crystal")
+    run_cell(page, "/approval default")
+    page.wait_for_function(READY, arg="crystal")
+    lab.server.add(*bash_then("rm -rf build", "unused"))
+    run_cell(page, "Clean before the restart")
+    page.locator(f"{NB} .jupyter-button", has_text="Deny").wait_for(timeout=60_000)
+    page.keyboard.press("Control+s")
+    page.wait_for_timeout(1500)
+    saved = json.loads((lab.root / "restart.ipynb").read_text())
+    assert "application/vnd.jupyter.widget-view+json" in json.dumps(saved), "saved with live widgets"
+    page.evaluate("() => window.jupyterapp.shell.currentWidget.sessionContext.session.kernel.restart()")
+    page.wait_for_timeout(1000)
+    page.on("dialog", lambda dialog: dialog.accept())
+    page.reload()
+    page.wait_for_function(READY, arg="crystal", timeout=90_000)
+    notebook = page.locator(NB)
+    notebook.get_by_text("The kernel stopped before anyone answered.").wait_for(timeout=30_000)
+    notebook.get_by_text("stopped with the kernel").first.wait_for(timeout=30_000)
+    shoot(page, "after-restart")
+    text = notebook.inner_text()
+    assert "model not found" not in text and "Error displaying widget" not in text
+    assert "running" not in notebook.locator("table", has_text="Background jobs").first.inner_text()

@@ -148,3 +148,60 @@ def test_person_timeout_zero_means_nobody_answers_forms(kernel_factory, tmp_path
     assert run.status == "ok" and run.seconds < 20
     assert "No person is present" in tool_results(k.last_body())[-1]
     assert not any(w.get("description") == "Allow once" for w in k.driver.widgets.values())
+
+
+def test_live_comm_lists_the_waiting_form_and_shows_it_again(kernel):
+    """Reload and restart (live_outputs.py): the lab extension's ``crystal.live`` comm
+    gets the display ids still live and the waiting form is published again; after the
+    turn nothing is live."""
+    import uuid
+
+    kernel.server.add(bash_call("echo live-check"), {"text": "done"})
+    state = {"comm": None, "open_id": None, "reply": None, "again": [], "clicked": False}
+
+    def on_message(msg, driver):
+        if msg is not None and state["open_id"] and msg["parent_header"].get("msg_id") == state["open_id"]:
+            if msg["msg_type"] == "comm_msg" and msg["content"]["comm_id"] == state["comm"]:
+                state["reply"] = msg["content"]["data"]
+            elif msg["msg_type"] == "display_data":
+                state["again"].append(msg["content"])
+        forms = [s for s in driver.open_widgets().values() if s.get("description") == "Allow once"]
+        if forms and state["comm"] is None:
+            state["comm"] = uuid.uuid4().hex
+            open_msg = driver.kc.session.msg("comm_open", {"comm_id": state["comm"], "target_name": "crystal.live",
+                                                          "data": {}})
+            state["open_id"] = open_msg["header"]["msg_id"]
+            driver.kc.shell_channel.send(open_msg)
+        if state["reply"] is not None and state["again"] and not state["clicked"]:
+            state["clicked"] = driver._try(click("Allow once"))
+
+    run = kernel.run("Check live", on_message=on_message, timeout=60)
+    assert run.status == "ok" and state["clicked"]
+    again = state["again"][0]
+    meta = again["metadata"]["crystal"]
+    assert meta["live"] is True and meta["display"] in state["reply"]["live"]
+    assert "application/vnd.jupyter.widget-view+json" in again["data"]
+    assert meta["stale"]["text/plain"] == ("Approval for bash echo live-check: no decision. "
+                                           "The kernel stopped before anyone answered.")
+    # Every output names its display; the answered form is static and no longer live.
+    summary = [m for m in run.messages if m["msg_type"] == "update_display_data"
+               and m["content"]["metadata"].get("crystal", {}).get("display") == meta["display"]][-1]
+    assert "live" not in summary["content"]["metadata"]["crystal"]
+    assert all("display" in m["content"]["metadata"].get("crystal", {}) for m in run.messages
+               if m["msg_type"] in ("display_data", "update_display_data"))
+    assert "Allowed once: bash echo live-check" in run.find("Allowed once")["text/plain"]
+    # After the turn nothing is live any more.
+    import queue
+    import time
+
+    kc = kernel.driver.kc
+    kc.shell_channel.send(kc.session.msg("comm_open", {"comm_id": "after", "target_name": "crystal.live", "data": {}}))
+    deadline, reply = time.monotonic() + 15, None
+    while reply is None and time.monotonic() < deadline:
+        try:
+            msg = kc.get_iopub_msg(timeout=0.2)
+        except queue.Empty:
+            continue
+        if msg["msg_type"] == "comm_msg" and msg["content"]["comm_id"] == "after":
+            reply = msg["content"]["data"]
+    assert reply == {"live": []}

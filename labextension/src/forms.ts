@@ -1,0 +1,251 @@
+/**
+ * Crystal's forms in the notebook (issue 18): focus after a form click, reload and
+ * restart (see crystal_kernel/jupyter/live_outputs.py for the kernel side).
+ *
+ * - Focus: clicking a form button makes JupyterLab activate the running cell, so a
+ *   following Shift+Enter would run it again. After a click inside a `.crystal-form`,
+ *   the cell that was active before comes back (or the next cell; with none, focus
+ *   leaves the notebook).
+ * - Reload: a reloaded page does not follow the messages of a turn that was already
+ *   running. Each Crystal output names its cell and display id in
+ *   `metadata.crystal`; such messages that no cell of this page follows are put into
+ *   that cell here (added, or replacing the output with the same display id).
+ * - Restart: on connecting to a kernel the extension opens the `crystal.live` comm;
+ *   the kernel shows its waiting forms again and lists its live display ids. Every
+ *   live Crystal output it does not list is replaced by its `stale` bundle, which says
+ *   the truth (no "model not found" widgets, no jobs "running" forever).
+ */
+import { INotebookTracker, NotebookPanel } from '@jupyterlab/notebook';
+import { KernelMessage } from '@jupyterlab/services';
+
+const FORM = '.crystal-form';
+const COMM_TARGET = 'crystal.live';
+const LIVE_REPLY_MS = 10000;
+
+interface ICrystalMeta {
+  display?: string;
+  cell?: string;
+  live?: boolean;
+  stale?: Record<string, unknown>;
+}
+
+interface IPendingClick {
+  panel: NotebookPanel;
+  before: number;
+  mode: string;
+  formIndex: number;
+}
+
+function crystalMeta(metadata: unknown): ICrystalMeta | null {
+  const value = (metadata as any)?.crystal;
+  return value && typeof value === 'object' ? (value as ICrystalMeta) : null;
+}
+
+/** Put the focus back where the person was before clicking a form button. */
+function restoreFocus(click: IPendingClick): void {
+  const nb = click.panel.content;
+  const count = nb.widgets.length;
+  let index = -1;
+  if (click.before >= 0 && click.before < count && click.before !== click.formIndex) {
+    index = click.before;
+  } else if (click.formIndex + 1 < count) {
+    index = click.formIndex + 1;
+  }
+  if (index < 0) {
+    nb.mode = 'command';
+    (document.activeElement as HTMLElement | null)?.blur();
+    return;
+  }
+  nb.activeCellIndex = index;
+  if (index === click.before && click.mode === 'edit') {
+    nb.mode = 'edit';
+    nb.activeCell?.editor?.focus();
+  } else {
+    nb.mode = 'command';
+    nb.node.focus();
+  }
+}
+
+function watchFocus(tracker: INotebookTracker): void {
+  let pending: IPendingClick | null = null;
+  document.addEventListener(
+    'mousedown',
+    event => {
+      const form = (event.target as HTMLElement | null)?.closest?.(FORM);
+      if (!form) {
+        pending = null;
+        return;
+      }
+      const panel = tracker.find(p => p.node.contains(form));
+      if (!panel) {
+        return;
+      }
+      const nb = panel.content;
+      const formIndex = nb.widgets.findIndex(cell => cell.node.contains(form));
+      // Typing into the form first (a click in its text field) keeps the earlier place.
+      if (pending && pending.panel === panel && pending.formIndex === formIndex) {
+        return;
+      }
+      pending = { panel, before: nb.activeCellIndex, mode: nb.mode, formIndex };
+    },
+    true
+  );
+  document.addEventListener(
+    'click',
+    event => {
+      const button = (event.target as HTMLElement | null)?.closest?.(`${FORM} button`);
+      if (!button || !pending) {
+        return;
+      }
+      const click = pending;
+      pending = null;
+      // After JupyterLab's own handlers have made the form's cell active.
+      window.setTimeout(() => restoreFocus(click), 0);
+    },
+    true
+  );
+}
+
+/** The code cells of a panel as loosely typed objects (no @jupyterlab/cells import). */
+function codeCells(panel: NotebookPanel): any[] {
+  return panel.content.widgets.filter(cell => cell.model.type === 'code') as any[];
+}
+
+function findOutput(outputs: any, display: string): number {
+  for (let i = 0; i < outputs.length; i++) {
+    const meta = crystalMeta(outputs.get(i).metadata);
+    if (meta?.display === display) {
+      return i;
+    }
+  }
+  return -1;
+}
+
+/** Put a Crystal display message nobody on this page follows into its cell. */
+function route(panel: NotebookPanel, msg: KernelMessage.IMessage): void {
+  const type = msg.header.msg_type;
+  if (type !== 'display_data' && type !== 'update_display_data') {
+    return;
+  }
+  const content = msg.content as any;
+  const meta = crystalMeta(content.metadata);
+  if (!meta?.display || !meta.cell) {
+    return;
+  }
+  const cell = codeCells(panel).find(c => c.model.id === meta.cell);
+  if (!cell) {
+    return;
+  }
+  const parentId = (msg.parent_header as any)?.msg_id;
+  const future = cell.outputArea?.future;
+  if (future && future.msg?.header?.msg_id === parentId) {
+    return; // this page ran the cell and follows it itself
+  }
+  const outputs = cell.model.outputs;
+  const output = { output_type: 'display_data', data: content.data, metadata: content.metadata };
+  const index = findOutput(outputs, meta.display);
+  if (index >= 0) {
+    outputs.set(index, output);
+  } else {
+    outputs.add(output);
+  }
+}
+
+function hasCrystalOutputs(panel: NotebookPanel): boolean {
+  return codeCells(panel).some(cell => {
+    const outputs = cell.model.outputs;
+    for (let i = 0; i < outputs.length; i++) {
+      if (crystalMeta(outputs.get(i).metadata)) {
+        return true;
+      }
+    }
+    return false;
+  });
+}
+
+/** Replace every live Crystal output the kernel no longer has by its stale bundle. */
+function retireStale(panel: NotebookPanel, live: Set<string>): void {
+  for (const cell of codeCells(panel)) {
+    const outputs = cell.model.outputs;
+    for (let i = 0; i < outputs.length; i++) {
+      const item = outputs.get(i);
+      const meta = crystalMeta(item.metadata);
+      if (!meta?.live || !meta.display || live.has(meta.display) || !meta.stale) {
+        continue;
+      }
+      const metadata = { crystal: { display: meta.display, cell: meta.cell } };
+      outputs.set(i, { output_type: 'display_data', data: meta.stale, metadata });
+    }
+  }
+}
+
+/** Ask a freshly connected kernel what is live; show the rest as stale. */
+async function checkLive(panel: NotebookPanel): Promise<void> {
+  const kernel = panel.sessionContext.session?.kernel;
+  if (!kernel || kernel.isDisposed) {
+    return;
+  }
+  if (kernel.name !== 'crystal' && !hasCrystalOutputs(panel)) {
+    return; // a Python notebook that never used %crystal: do not bother its kernel
+  }
+  const live = await new Promise<Set<string> | null>(resolve => {
+    let done = false;
+    const finish = (value: Set<string> | null): void => {
+      if (!done) {
+        done = true;
+        resolve(value);
+      }
+    };
+    try {
+      const comm = kernel.createComm(COMM_TARGET);
+      comm.onMsg = msg => {
+        const ids = (msg.content.data as any)?.live;
+        finish(new Set<string>(Array.isArray(ids) ? ids : []));
+        comm.close();
+      };
+      // No such target (the kernel never loaded Crystal): nothing of Crystal is live.
+      comm.onClose = () => finish(new Set<string>());
+      comm.open({});
+    } catch (error) {
+      console.warn('Crystal: cannot ask the kernel what is live', error);
+      finish(null);
+    }
+    window.setTimeout(() => finish(null), LIVE_REPLY_MS);
+  });
+  if (live !== null) {
+    retireStale(panel, live);
+  }
+}
+
+function watchPanel(panel: NotebookPanel): void {
+  const context = panel.sessionContext;
+  context.iopubMessage.connect((_, msg) => route(panel, msg));
+  let lastKernel = '';
+  const onStatus = (): void => {
+    const kernel = context.session?.kernel;
+    if (!kernel || kernel.connectionStatus !== 'connected') {
+      return;
+    }
+    // Once per kernel connection (page load, kernel change) and after each restart.
+    const key = `${kernel.id}:${(kernel as any).clientId}`;
+    if (key !== lastKernel) {
+      lastKernel = key;
+      void checkLive(panel);
+    }
+  };
+  context.connectionStatusChanged.connect(onStatus);
+  context.statusChanged.connect((_, status) => {
+    if (status === 'restarting' || status === 'autorestarting') {
+      lastKernel = '';
+    } else {
+      onStatus();
+    }
+  });
+  void context.ready.then(onStatus);
+}
+
+export function watchForms(tracker: INotebookTracker): void {
+  watchFocus(tracker);
+  tracker.forEach(watchPanel);
+  tracker.widgetAdded.connect((_, panel) => watchPanel(panel));
+}
