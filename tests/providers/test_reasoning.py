@@ -205,3 +205,31 @@ async def test_reasoning_command_and_usage_show_it(workspace):
     text = (await run_command(session, "/usage")).text
     assert "Reasoning: 30 of the output tokens." in text
     assert "Last turn: 100 input + 50 output, 30 of them reasoning" in text
+
+
+def test_anthropic_thinking_stays_off_when_the_tool_step_has_no_signed_thinking():
+    """The API refuses thinking when the turn continues after a tool call whose assistant
+    message holds no thinking block (made by another model, or before thinking was on)."""
+    from crystal_kernel.host.messages import Message, ReasoningPart, ToolCallPart, ToolResultPart
+    from crystal_kernel.providers.base import ModelRequest
+
+    provider = make_adapter("anthropic", "http://127.0.0.1:9")
+    unsigned = [Message.user_text("go"), Message(role="assistant", parts=[ToolCallPart(id="c1", name="list")]),
+                Message(role="user", parts=[ToolResultPart(call_id="c1", name="list", ok=True, text="a")])]
+    body = provider.body(ModelRequest(model="claude-sonnet-4-6", system="", messages=unsigned,
+                                      reasoning_effort="high", max_output_tokens=16384))
+    assert "thinking" not in body
+    signed = list(unsigned)
+    signed[1] = Message(role="assistant", parts=[ReasoningPart(text="t", provider="anthropic", signature="s"),
+                                                 ToolCallPart(id="c1", name="list")])
+    body = provider.body(ModelRequest(model="claude-sonnet-4-6", system="", messages=signed,
+                                      reasoning_effort="high", max_output_tokens=16384))
+    assert body["thinking"] == {"type": "enabled", "budget_tokens": 15360}
+    assert body["messages"][1]["content"][0] == {"type": "thinking", "thinking": "t", "signature": "s"}
+    # Reasoning another protocol produced is never sent to this one.
+    foreign = list(unsigned)
+    foreign[1] = Message(role="assistant", parts=[ReasoningPart(text="x", provider="openai-responses",
+                                                                encrypted="enc"), ToolCallPart(id="c1", name="list")])
+    body = provider.body(ModelRequest(model="claude-sonnet-4-6", system="", messages=foreign,
+                                      reasoning_effort="low", max_output_tokens=16384))
+    assert "thinking" not in body and "enc" not in json.dumps(body["messages"])
