@@ -33,6 +33,7 @@ SUBCOMMAND_MODULES = (
     "crystal_kernel.prompts.cli",
     "crystal_kernel.jupyter.cli",
     "crystal_kernel.acp.cli",
+    "crystal_kernel.host.trust_commands",
 )
 
 

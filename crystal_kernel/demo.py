@@ -69,8 +69,15 @@ def prepare_tours(keep_notebooks: bool = False) -> list[Path]:
     ``keep_notebooks``: executed notebooks already there stay (``make lab``)."""
     from crystal_kernel.jupyter.tours import TOURS, prepare, write_home
 
+    from crystal_kernel.host.trust import trust_all
+
     write_home(BUILD / "home", DEMO_CONFIG)
-    return [prepare(t, BUILD / t.name, keep_notebook=keep_notebooks) for t in TOURS]
+    notebooks = [prepare(t, BUILD / t.name, keep_notebook=keep_notebooks) for t in TOURS]
+    # The person ran the demo: the tours' own exec set (imagetools) is trusted in the
+    # demo's Home (TRUST-2), as `crystal trust` would.
+    for t in TOURS:
+        trust_all(BUILD / "home", BUILD / t.name)
+    return notebooks
 
 
 def run_notebook_tours() -> int:

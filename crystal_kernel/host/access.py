@@ -17,8 +17,12 @@ from typing import Literal
 
 from crystal_kernel.errors import ToolError
 
+# The folder of host-owned files in a workspace (TRUST-3).
+HOST_DIR = ".crystal"
 # Folder names that hold credentials anywhere in a path.
 CREDENTIAL_DIRS = frozenset({".ssh", ".aws", ".gnupg", ".azure", ".kube", ".password-store", ".docker"})
+# Names compare case-insensitively: `.ENV`, `ID_RSA` and `Credentials.JSON` are the same files
+# on case-insensitive file systems, and renamed copies are still secrets.
 # File-name globs that are credentials wherever they are.
 CREDENTIAL_FILES = (
     ".netrc", "_netrc", ".git-credentials", ".pypirc", ".npmrc", ".pgpass",
@@ -29,6 +33,14 @@ CREDENTIAL_FILES = (
     # More key and token files seen in the wild.
     "id_ecdsa_sk", "id_ecdsa_sk.*", "id_ed25519_sk", "id_ed25519_sk.*", "credentials.toml",
     ".htpasswd", ".my.cnf", ".vault-token", ".boto", ".s3cfg", ".terraformrc", "*.kdbx",
+    # TRUST-4: more secret files seen in repositories and homes.
+    ".envrc", "*.tfstate", "*.tfstate.backup", "*.tfvars", "*.ppk", ".yarnrc.yml", ".yarnrc", ".dockercfg",
+    ".bash_history", ".zsh_history", ".sh_history", ".history", ".python_history", ".psql_history",
+    ".mysql_history", ".node_repl_history", ".sqlite_history", ".rediscli_history", ".lesshst",
+    "secrets.yml", "secrets.yaml", "secret.yml", "secret.yaml", "secrets.json", "secrets.toml",
+    "rclone.conf", "credentials.yml", "credentials.yaml", "credentials.xml", "client_secret*.json",
+    ".pgpass.conf", "*.gpg", "*.asc", "*.keytab",
+    "token.json", ".git-credential*", "*.ovpn",
 )
 # Example env files are documentation, not secrets.
 CREDENTIAL_EXCEPTIONS = (".env.example", ".env.sample", ".env.template", ".env.dist")
@@ -36,6 +48,9 @@ CREDENTIAL_EXCEPTIONS = (".env.example", ".env.sample", ".env.template", ".env.d
 CREDENTIAL_SUFFIXES = (
     (".git", "config"), (".config", "gcloud"), (".config", "gh", "hosts.yml"),
     (".config", "hub"), (".terraform.d", "credentials.tfrc.json"),
+    (".cargo", "credentials"), (".cargo", "credentials.toml"), (".gem", "credentials"),
+    (".config", "rclone"), (".config", "op"), (".docker", "config.json"), (".kaggle", "kaggle.json"),
+    (".config", "git", "credentials"), (".local", "share", "keyrings"),
 )
 
 CREDENTIAL_RULES = (
@@ -46,7 +61,9 @@ CREDENTIAL_RULES = (
 
 # All file globs as one compiled pattern: the file tools check every path they list.
 _SUFFIX_HEADS = frozenset(s[0] for s in CREDENTIAL_SUFFIXES)
-_CREDENTIAL_NAME = re.compile("|".join(fnmatch.translate(g) for g in CREDENTIAL_FILES))
+_CREDENTIAL_NAME = re.compile("|".join(fnmatch.translate(g) for g in CREDENTIAL_FILES if "/" not in g),
+                              re.IGNORECASE)
+_EXCEPTIONS = frozenset(e.lower() for e in CREDENTIAL_EXCEPTIONS)
 
 
 def is_credential_path(path: Path) -> bool:
@@ -58,10 +75,11 @@ def is_credential_parts(parts: tuple[str, ...]) -> bool:
     """:func:`is_credential_path` on path components (cheap for tools listing many files)."""
     if not parts:
         return False
+    parts = tuple(p.lower() for p in parts)
     if not CREDENTIAL_DIRS.isdisjoint(parts):
         return True
     name = parts[-1]
-    if name not in CREDENTIAL_EXCEPTIONS and _CREDENTIAL_NAME.match(name):
+    if name not in _EXCEPTIONS and _CREDENTIAL_NAME.match(name):
         return True
     if len(parts) < 2 or _SUFFIX_HEADS.isdisjoint(parts):
         return False
@@ -135,6 +153,15 @@ class AccessRules:
             raise ToolError(f"'{path}' is a credential location; access refused.")
         return resolved
 
+    def credential_prefix(self, resolved: Path) -> tuple[str, ...]:
+        """The components of a resolved folder below the allowed folder that holds it:
+        listing tools check a found file's credential rules on ``prefix + its path
+        below the folder``, so ``grep`` in ``.git`` still skips ``.git/config``."""
+        rule = self.rule_for(Path(resolved))
+        if rule is None:
+            return ()
+        return Path(resolved).relative_to(rule.path).parts
+
     def rule_for(self, resolved: Path) -> DirectoryRule | None:
         if _inside(resolved, self.workspace):
             return DirectoryRule(self.workspace, "rw")
@@ -147,6 +174,24 @@ class AccessRules:
         """Authority: True when the resolved path lies in the workspace itself."""
         resolved = Path(os.path.realpath(self.absolute(path)))
         return _inside(resolved, self.workspace)
+
+    def is_host_owned(self, path: str | Path, home: Path | str | None = None) -> bool:
+        """TRUST-3: True when the path (resolved, and as written) lies in a ``.crystal``
+        folder (prompts, review texts, manifests, mcp.json, sessions, the search index)
+        or in Home (config.json, trust.json): files that steer the host."""
+        try:
+            written = self.absolute(path)
+        except ToolError:
+            return False
+        resolved = Path(os.path.realpath(written))
+        for candidate in (written, resolved):
+            if HOST_DIR in candidate.parts:
+                return True
+        if home:
+            real_home = Path(os.path.realpath(Path(home).expanduser()))
+            if _inside(resolved, real_home):
+                return True
+        return False
 
     def directories_text(self) -> str:
         """PH-6: empty without added directories, else the access text."""

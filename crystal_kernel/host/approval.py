@@ -11,6 +11,7 @@ classification as a floor (:func:`floored_risk`). docs/approval.md explains the 
 
 from __future__ import annotations
 
+import dataclasses
 import fnmatch
 import json
 from dataclasses import dataclass, field
@@ -29,7 +30,7 @@ LEVELS: tuple[str, ...] = ("low", "medium", "high")
 def apply_floor(c: Classification) -> Classification:
     """MODE-3 / REV-2: external tools are at least write + workspace."""
     if c.external and c.risk < Risk.WRITE:
-        return Classification(Risk.WRITE, c.authority, c.external, c.pattern, c.preview)
+        return dataclasses.replace(c, risk=Risk.WRITE)
     return c
 
 

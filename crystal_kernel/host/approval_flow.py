@@ -143,6 +143,10 @@ async def decide(
         return await _ask_person(session, interaction, call, c, None, "policy", unsure + ".", record)
 
     mode = session.approval
+    if c.host_owned:
+        # TRUST-3: a file that steers the host changes only with the person's yes, in
+        # every mode (full included); no reviewer verdict or session allowance stands in.
+        return await _ask_person_only(session, interaction, call, c, record)
     if host_outcome(mode, c) == "allow":
         record("allow", "host")
         return Decision(True, "host")
@@ -203,4 +207,32 @@ async def _ask_person(session: Any, interaction: Interaction, call: ToolCallPart
             session.allowances.allow(call.name, c.pattern)
     scope_text = "allowed for this session" if answer.outcome == "allow_session" else None
     record("allow", "person", "; ".join(x for x in (via, scope_text) if x) or None)
+    return Decision(True, "person")
+
+
+HOST_OWNED_REASON = ("It changes a file that steers Crystal (.crystal/ or Crystal's Home: prompts, review "
+                     "texts, tool manifests, mcp.json, session documents, the search index, config); only "
+                     "the person may allow that.")
+
+
+async def _ask_person_only(session: Any, interaction: Interaction, call: ToolCallPart, c: Classification,
+                           record: Callable[..., None]) -> Decision:
+    """TRUST-3: ask the person, every time; deny when nobody is there."""
+    record("ask", "host", HOST_OWNED_REASON)
+    if not interaction.person_present:
+        reason = "No person is present to approve a change to a host-owned file, so it was denied."
+        record("deny", "host", reason)
+        return Decision(False, "host", reason + " Do not retry it; tell the person what you wanted to change.")
+    answer = await interaction.ask_approval(
+        ApprovalRequest(
+            call_id=call.id, tool=call.name, arguments=call.arguments, risk=str(c.risk),
+            authority=str(c.authority), external=c.external, verdict=None, session_pattern=None,
+        )
+    )
+    via = f"answered from {answer.answered_by}" if answer.answered_by else None
+    if answer.outcome == "deny":
+        record("deny", "person", "; ".join(x for x in (via, answer.reason) if x) or None)
+        return Decision(False, "person", answer.reason)
+    # "Allow for the session" counts once here: the next change asks again.
+    record("allow", "person", "; ".join(x for x in (via, "host-owned file, allowed once") if x))
     return Decision(True, "person")

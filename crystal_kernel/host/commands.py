@@ -38,7 +38,8 @@ HELP = """Commands:
 /compact                       summarise the conversation now
 /sessions  /resume ID  /fork   saved sessions
 /usage                         tokens (and cost) so far
-/tools                         the tools this session offers"""
+/tools                         the tools this session offers
+/trust [list | FILE | all]     trust workspace MCP servers and exec tool sets"""
 
 # name -> "module:function" for handlers that live beside their feature.
 DELEGATED = {
@@ -50,6 +51,7 @@ DELEGATED = {
     "stop": "crystal_kernel.jobs.commands:stop_command",
     "compact": "crystal_kernel.host.compaction:compact_command",
     "usage": "crystal_kernel.host.usage:usage_command",
+    "trust": "crystal_kernel.host.trust_commands:trust_command",
 }
 
 

@@ -80,6 +80,8 @@ class Config:
     reasoning_effort: str | None = None
     # Sent as max_completion_tokens / max_tokens / max_output_tokens on every turn request.
     max_output_tokens: int = DEFAULT_MAX_OUTPUT_TOKENS
+    # TRUST-4: children (bash, jobs, exec tools, MCP servers) get the model key variables.
+    pass_keys_to_tools: bool = False
     raw: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -128,6 +130,7 @@ _CAMEL = {
     "prices": "prices", "max_steps": "maxSteps", "request_timeout_seconds": "requestTimeoutSeconds",
     "person_timeout_seconds": "personTimeoutSeconds",
     "reasoning_effort": "reasoningEffort", "max_output_tokens": "maxOutputTokens",
+    "pass_keys_to_tools": "passKeysToTools",
 }
 _ATTR = {v: k for k, v in _CAMEL.items()}
 
@@ -156,6 +159,10 @@ def load_config(home: Path | None = None, overrides: dict[str, Any] | None = Non
         attr = _ATTR.get(key)
         if attr is not None:
             setattr(config, attr, _check(key, value))
+    # TRUST-4: whatever variable holds this config's key is kept out of children and files.
+    from crystal_kernel.host.secrets import register_key_variable
+
+    register_key_variable(config.api_key_env)
     return config
 
 
@@ -168,7 +175,7 @@ def _check(key: str, value: Any) -> Any:
         raise UserError(f"Unknown approval mode '{value}'; use one of: {', '.join(APPROVAL_MODES)}.")
     if key == "mode" and value not in MODES:
         raise UserError(f"Unknown mode '{value}'; use plan or work.")
-    if key in ("skills", "record", "topicNaming") and not isinstance(value, bool):
+    if key in ("skills", "record", "topicNaming", "passKeysToTools") and not isinstance(value, bool):
         raise bad("true or false")
     if key in ("bashTimeoutSeconds", "requestTimeoutSeconds"):
         if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:

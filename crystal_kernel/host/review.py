@@ -16,7 +16,9 @@ The reviewing model is the session's own, unless config ``reviewModel`` names an
 
 from __future__ import annotations
 
+import hashlib
 import json
+from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
@@ -110,12 +112,46 @@ def _arguments_text(arguments: dict[str, Any]) -> str:
     return text
 
 
+def review_fingerprint(workspace: Any) -> str:
+    """TRUST-3: a hash of every workspace file that can change the reviewer's text
+    (``.crystal/prompts/review*``, ``.crystal/prompt-attachments/*/``), taken when the
+    session starts (or the person moves it with /cd)."""
+    root = Path(workspace) / ".crystal"
+    digest = hashlib.sha256()
+    paths = sorted(root.glob("prompts/review*")) + sorted(root.glob("prompt-attachments/*/*"))
+    for path in paths[:500]:
+        try:
+            data = path.read_bytes() if path.is_file() else b"<not a file>"
+        except OSError:
+            data = b"<unreadable>"
+        digest.update(str(path).encode("utf-8", "surrogateescape") + b"\0" + hashlib.sha256(data).digest())
+    return digest.hexdigest()
+
+
+def workspace_review_files_ok(session: Any) -> bool:
+    """False when a workspace file behind the reviewer's text changed since the session
+    started: the acting model may have written it (TRUST-3), so the reviewer then reads
+    only Home and built-in texts, and the person gets a note."""
+    baseline = getattr(session, "review_baseline", None)
+    if baseline is None:
+        return True
+    if review_fingerprint(session.workspace) == baseline:
+        return True
+    note = getattr(session, "note", None)
+    if note is not None:
+        note("The workspace's review prompts (.crystal/prompts/review*, .crystal/prompt-attachments/) changed "
+             "during this session; the reviewer ignores them until the session is opened again.", once=True)
+    return False
+
+
 def review_texts(session: Any, tool: str, arguments: dict[str, Any], c: Classification) -> tuple[str, str]:
-    """The review system text and user text for one call (REV-3, PH-7)."""
+    """The review system text and user text for one call (REV-3, PH-7). The workspace's
+    review texts count only as they were when the session started (TRUST-3)."""
     from crystal_kernel.prompts.compose import compose_named
 
-    system = compose_named("review", session)
-    user = compose_named("review.user", session, extra={
+    own = workspace_review_files_ok(session)
+    system = compose_named("review", session, workspace_files=own)
+    user = compose_named("review.user", session, workspace_files=own, extra={
         # Labelled JSON lines: model text cannot forge a person's line (GUARD-3).
         "conversation": render_conversation(session.transcript, limit=CONVERSATION_LIMIT, labelled=True),
         "tool_name": tool,

@@ -16,6 +16,7 @@ from pydantic import BaseModel
 from crystal_kernel.errors import UserError
 from crystal_kernel.host.access import AccessRules
 from crystal_kernel.host.approval import SessionAllowances
+from crystal_kernel.host.grants import sign as sign_grants, verify as verify_grants
 from crystal_kernel.host.config import APPROVAL_MODES, Config
 from crystal_kernel.host.messages import Message, dump_transcript, load_transcript
 from crystal_kernel.host.session_lock import SessionLock, acquire as acquire_lock
@@ -100,6 +101,7 @@ class Usage:
 _OWN_KEYS = {
     "version", "id", "created", "updated", "workspace", "topic", "mode", "approval", "provider",
     "model", "turns", "transcript", "history", "todos", "usage", "audit", "directories", "forkedFrom",
+    "directoriesSignature",
 }
 
 
@@ -169,6 +171,8 @@ class Session:
         self.mcp_servers: Any = None
         # MCP server entries an ACP client passed for this session (mcp/config.client_server).
         self.client_mcp_servers: list[Any] = []
+        # TRUST-3: the workspace review texts as the session found them (host/review.py).
+        self.review_baseline: str | None = _review_baseline(self.workspace)
 
     # ----- notes -------------------------------------------------------------------
     def note(self, text: str, *, once: bool = False) -> None:
@@ -296,6 +300,7 @@ class Session:
         self.workspace = target
         self.access.workspace = target
         self.store = SessionStore(target)
+        self.review_baseline = _review_baseline(target)
         if self._jobs is not None:
             self._jobs.move_to(target)
         self.refresh_system()
@@ -311,6 +316,7 @@ class Session:
                 self.id,
                 timeout_seconds=self.config.background_bash_timeout_seconds,
                 log_dir=self.workspace / ".crystal" / "data" / "jobs" / self.id,
+                config=self.config,
             )
         return self._jobs
 
@@ -352,6 +358,7 @@ class Session:
     # ----- persistence -----------------------------------------------------------------
     def to_document(self) -> dict[str, Any]:
         doc = dict(self._extra_doc)
+        directories = [{"path": str(d.path), "mode": d.mode} for d in self.access.directories]
         doc.update(
             {
                 "version": DOCUMENT_VERSION,
@@ -370,7 +377,9 @@ class Session:
                 "todos": [t.model_dump() for t in self.todos],
                 "usage": self.usage.as_dict(),
                 "audit": self.audit,
-                "directories": [{"path": str(d.path), "mode": d.mode} for d in self.access.directories],
+                "directories": directories,
+                # TRUST-3: the person's grants, signed with Home's key (host/grants.py).
+                "directoriesSignature": sign_grants(self.home, self.id, self.workspace, directories),
                 "forkedFrom": self.forked_from,
             }
         )
@@ -430,6 +439,15 @@ class Session:
         if doc.get("mode") in ("plan", "work"):
             self.mode = doc["mode"]
         self.forked_from = doc.get("forkedFrom")
+        if directories and not verify_grants(self.home, session_id, self.workspace, directories,
+                                             doc.get("directoriesSignature")):
+            # TRUST-3: a list the person did not grant here (edited, copied, or written
+            # before grants were signed) widens nothing.
+            shown = ", ".join(str(d.get("path") if isinstance(d, dict) else d) for d in directories[:5])
+            self.note(f"The session document lists added directories ({shown}) that were not granted "
+                      "in this Crystal Home for this session; they were not added. Add them again "
+                      "with /access add DIR if you want them.")
+            directories = []
         for d in directories:
             try:
                 self.access.add(d["path"], d.get("mode", "rw"))
@@ -472,6 +490,8 @@ class Session:
         doc["id"] = child.id
         doc["created"] = now_iso()
         doc["audit"] = []
+        # The person's grants carry over to the fork: signed for the child's id.
+        doc["directoriesSignature"] = sign_grants(self.home, child.id, self.workspace, doc["directories"])
         child.load_document(doc)
         child.forked_from = self.id
         child.mode, child.approval = self.mode, self.approval
@@ -484,3 +504,11 @@ class Session:
         self.release_lock()
         return child
 
+
+
+def _review_baseline(workspace: Path) -> str | None:
+    try:
+        from crystal_kernel.host.review import review_fingerprint
+    except ModuleNotFoundError:
+        return None
+    return review_fingerprint(workspace)

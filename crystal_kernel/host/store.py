@@ -44,7 +44,8 @@ class SessionStore:
     """The sessions folder of one workspace."""
 
     def __init__(self, workspace: Path):
-        self.folder = Path(workspace) / ".crystal" / "sessions"
+        self.workspace = Path(workspace)
+        self.folder = self.workspace / ".crystal" / "sessions"
 
     def path_for(self, session_id: str) -> Path:
         if not _ID.match(session_id or ""):
@@ -64,9 +65,13 @@ class SessionStore:
         return data
 
     def save(self, document: dict[str, Any]) -> Path:
+        from crystal_kernel.host.secrets import redact
+
         path = self.path_for(document["id"])
-        # Session documents grow with every turn: compact JSON keeps saving fast.
-        atomic_write_json(path, document, compact=True)
+        # Session documents grow with every turn: compact JSON keeps saving fast. Known
+        # key values never reach the file (TRUST-4), whatever a tool printed.
+        # No symbolic link in .crystal/sessions may lead the write elsewhere (TRUST-3).
+        atomic_write_json(path, redact(document), compact=True, inside=self.workspace)
         return path
 
     def list(self) -> list[SessionSummary]:

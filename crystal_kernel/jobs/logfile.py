@@ -13,6 +13,8 @@ import os
 from pathlib import Path
 from typing import Callable
 
+from crystal_kernel.host.secrets import mask_bytes, secret_values
+
 
 class RotatingLog:
     """Appends bytes to ``path``; when it reaches ``max_bytes`` it becomes ``path.1``
@@ -28,9 +30,14 @@ class RotatingLog:
         self.error: str | None = None
         self._size = 0
         self._fd: int | None = None
+        # TRUST-4: the key values to mask, and the last bytes written (a value may be
+        # split between two writes).
+        self._secrets = secret_values()
+        self._keep = max((len(v.encode("utf-8", "surrogateescape")) for _, v in self._secrets), default=1) - 1
+        self._tail = b""
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+            self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC | os.O_NOFOLLOW, 0o644)
         except OSError as exc:
             self.error = f"cannot write {self.path}: {exc.strerror or exc}"
 
@@ -42,6 +49,8 @@ class RotatingLog:
         """Append ``data``, whose last byte is at absolute offset ``end_offset - 1``."""
         if self._fd is None:
             return
+        if self._secrets:
+            data = self._masked(bytes(data))
         view = memoryview(data)
         try:
             while len(view):
@@ -54,6 +63,25 @@ class RotatingLog:
         except OSError as exc:
             self.error = f"writing {self.path} failed: {exc.strerror or exc}; the log file stops here"
             self.close()
+
+    def _masked(self, data: bytes) -> bytes:
+        """TRUST-4: known key values become ``*`` (same length, offsets stay right),
+        also when a value was split between this write and the last one (the bytes
+        already in the file are masked in place)."""
+        if not self._secrets:
+            return data
+        data = mask_bytes(data, self._secrets)
+        tail = self._tail
+        if tail and self._size >= len(tail):
+            joined = mask_bytes(tail + data, self._secrets)
+            if joined[: len(tail)] != tail:
+                try:
+                    os.pwrite(self._fd, joined[: len(tail)], self._size - len(tail))  # type: ignore[arg-type]
+                except OSError:
+                    pass
+            data = joined[len(tail):]
+        self._tail = (tail + data)[-self._keep:] if self._keep else b""
+        return data
 
     def _rotate(self, offset: int) -> None:
         assert self._fd is not None
@@ -71,8 +99,9 @@ class RotatingLog:
         except FileNotFoundError:
             pass
         os.rename(self.path, self.previous)
-        self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+        self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC | os.O_NOFOLLOW, 0o644)
         self._size = 0
+        self._tail = b""
         self.start_offset = offset
         if self.on_rotate is not None:
             self.on_rotate()

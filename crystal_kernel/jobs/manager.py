@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any, Callable, overload
 
 from crystal_kernel.errors import ToolError
+from crystal_kernel.host.fsutil import ensure_folder_inside
 from crystal_kernel.jobs.buffer import LogChunk
 from crystal_kernel.jobs.job import KILL_MARGIN_SECONDS, RUNNING, STOPPED, Job, JobInfo
 from crystal_kernel.jobs.status import mark_lost, next_job_number
@@ -92,16 +93,14 @@ def _close_all_at_exit() -> None:
             pass
 
 
-def job_environment(workspace: Path, session_id: str, job_id: str) -> dict[str, str]:
-    """The host's environment plus what a job needs to run unattended."""
-    env = dict(os.environ)
-    env.setdefault("PAGER", "cat")
-    env["GIT_PAGER"] = "cat"
-    env.setdefault("GIT_TERMINAL_PROMPT", "0")
-    env["CRYSTAL_WORKSPACE"] = str(workspace)
-    env["CRYSTAL_SESSION"] = session_id
-    env["CRYSTAL_JOB"] = job_id
-    return env
+def job_environment(workspace: Path, session_id: str, job_id: str, config: object = None) -> dict[str, str]:
+    """The child environment (TRUST-4: no model keys unless passKeysToTools) plus what a
+    job needs to run unattended."""
+    from crystal_kernel.host.secrets import child_environment
+
+    return child_environment(config, defaults={"PAGER": "cat", "GIT_TERMINAL_PROMPT": "0"}, extra={
+        "GIT_PAGER": "cat", "CRYSTAL_WORKSPACE": str(workspace), "CRYSTAL_SESSION": session_id,
+        "CRYSTAL_JOB": job_id})
 
 
 class JobManager:
@@ -127,8 +126,11 @@ class JobManager:
         log_bytes: int = LOG_BYTES,
         grace_seconds: float = GRACE_SECONDS,
         write_files: bool = True,
+        config: object = None,
     ) -> None:
         self.workspace = Path(workspace)
+        # The session's config: passKeysToTools decides whether jobs see model keys.
+        self.config = config
         self.session_id = session_id
         self.timeout_seconds = timeout_seconds if timeout_seconds and timeout_seconds > 0 else None
         self.log_dir: Path | None = None
@@ -155,6 +157,21 @@ class JobManager:
             if self.log_dir is not None:
                 self.log_dir = self.workspace / ".crystal" / "data" / "jobs" / self.session_id
 
+    def _safe_log_dir(self) -> Path | None:
+        """The log folder, made without following a symbolic link planted under the
+        workspace (TRUST-3); None (no mirror files for this job) when one is there."""
+        if self.log_dir is None:
+            return None
+        try:
+            self.log_dir.relative_to(self.workspace)
+        except ValueError:
+            return self.log_dir  # a folder the host was given elsewhere: the caller's choice
+        try:
+            ensure_folder_inside(self.workspace, self.log_dir)
+        except OSError:
+            return None
+        return self.log_dir
+
     # ----- starting ---------------------------------------------------------------------
     def start(self, command: str, *, cwd: Path | None = None) -> JobInfo:
         """Start ``bash -c command`` and return at once (BG-1). Refuses (ToolError) an
@@ -175,12 +192,13 @@ class JobManager:
                 )
             job_id = f"j{self._next}"
             self._next += 1
+            log_dir = self._safe_log_dir()
             job = Job(
                 job_id=job_id, command=command, session_id=self.session_id,
                 buffer_bytes=self.buffer_bytes,
-                log_path=self.log_dir / f"{job_id}.log" if self.log_dir else None,
+                log_path=log_dir / f"{job_id}.log" if log_dir else None,
                 log_bytes=self.log_bytes,
-                status_path=self.log_dir / f"{job_id}.json" if self.log_dir else None,
+                status_path=log_dir / f"{job_id}.json" if log_dir else None,
                 timeout_seconds=self.timeout_seconds, grace_seconds=self.grace_seconds,
                 on_finished=self._finished,
             )
@@ -188,7 +206,7 @@ class JobManager:
             self._jobs[job_id] = job
         argv = [sys.executable, "-I", "-S", str(SUPERVISOR), str(os.getpid()), repr(self.grace_seconds),
                 self._bash, command]
-        env = job_environment(workdir, self.session_id, job_id)
+        env = job_environment(workdir, self.session_id, job_id, self.config)
         try:
             _SPAWNER.run(lambda: job.spawn(argv, workdir, env))
         except BaseException as exc:

@@ -35,8 +35,10 @@ def write_status(path: Path, data: dict[str, Any], *, durable: bool = True) -> s
     half a file): progress updates happen while output streams, and an fsync (~6 ms
     here) on the capture thread would stall the job's pipe.
     """
+    from crystal_kernel.host.secrets import redact
+
     try:
-        atomic_write_json(path, data, fsync=durable)
+        atomic_write_json(path, redact(data), fsync=durable)  # TRUST-4: no key values on disk
         return None
     except OSError as exc:
         return f"cannot write {path}: {exc.strerror or exc}"

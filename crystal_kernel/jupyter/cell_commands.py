@@ -63,6 +63,11 @@ async def run_line(kernel: Any, line: str) -> None:
     if name in ("resume", "fork"):
         kernel._remember()
     _show_text(result.text)
+    if name in ("tools", "trust", "cd"):
+        from crystal_kernel.jupyter.render import IPythonOutput
+        from crystal_kernel.jupyter.trust_view import offer_trust
+
+        offer_trust(kernel.ensure_session(), IPythonOutput())  # TRUST-2: a Trust button
 
 
 def _notebook_session(kernel: Any, session: Any) -> str | None:

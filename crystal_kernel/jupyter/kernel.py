@@ -218,6 +218,9 @@ class CrystalKernel(IPythonKernel):
         prompt, notes = attach_mentions(session, code)
         for note in notes:
             renderer.show_note(note)
+        from crystal_kernel.jupyter.trust_view import offer_trust
+
+        offer_trust(session, output)  # TRUST-2: untrusted workspace config, with a Trust button
         live: Any = None if self.options.unattended else live_forms(
             session, output, ask_timeout=self.options.ask_timeout, before_ask=renderer.close, log=self.log)
         # Nobody there under replay: the cassette's recorded person answers; recording:

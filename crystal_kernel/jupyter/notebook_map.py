@@ -79,4 +79,4 @@ def remember(workspace: Path, notebook: str | None, session_id: str) -> None:
         notebooks = dict(ordered[-MAX_ENTRIES:])
     data["version"] = data.get("version", 1)
     data["notebooks"] = notebooks
-    atomic_write_json(map_path(workspace), data)
+    atomic_write_json(map_path(workspace), data, inside=Path(workspace))

@@ -16,6 +16,9 @@ Crystal's own keys per server (all optional): ``catalogs`` (``plan``/``work``, d
 ``command``, ``args``, ``env``, ``url`` and ``headers`` expand from the host's environment,
 so secrets need not be written into the file.
 
+A workspace file is used only once the person trusts it as it is (TRUST-2,
+host/trust.py); until then it is not read at all and a note says how to trust it.
+
 Overrides may only raise the external floor of write risk with workspace authority
 (MODE-3); a lower value is ignored with a note. An entry that is not valid is skipped
 with an English note naming the file; the other entries still load. A server named in
@@ -120,8 +123,17 @@ def config_files(home: Path, workspace: Path) -> list[Path]:
 
 def load_servers(home: Path, workspace: Path, notes: list[str]) -> list[ServerConfig]:
     """Every usable server entry of both files, in file order (Home, then workspace)."""
+    from crystal_kernel.host.trust import is_trusted
+
     found: dict[str, ServerConfig] = {}
-    for path in config_files(home, workspace):
+    for index, path in enumerate(config_files(home, workspace)):
+        if index == 1 and path.is_file():
+            # TRUST-2: a workspace file is not even read (no ${VAR} expands) until the
+            # person trusts it as it is now.
+            state = is_trusted(home, "mcp", path)
+            if not state.trusted:
+                notes.append(state.note())
+                continue
         for server in read_file(path, notes):
             found.pop(server.name, None)  # the later file's entry is used whole
             found[server.name] = server

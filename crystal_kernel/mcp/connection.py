@@ -59,10 +59,12 @@ class StartError(Exception):
 class ServerConnection:
     """One configured server for one session."""
 
-    def __init__(self, config: ServerConfig, workspace: Path, session_id: str):
+    def __init__(self, config: ServerConfig, workspace: Path, session_id: str, host_config: Any = None):
         self.config = config
         self.workspace = Path(workspace)
         self.session_id = session_id
+        # The session's Config (passKeysToTools, TRUST-4); None for listings.
+        self.host_config = host_config
         self.state = "not started"
         self.detail = ""
         self.restarted = False
@@ -238,10 +240,12 @@ class ServerConnection:
     def _child_env(self) -> dict[str, str]:
         """EX-2's rule for child processes: the host environment without CRYSTAL_HOME,
         plus the workspace and session, plus the entry's own ``env``."""
-        env = dict(os.environ)
-        env.pop("CRYSTAL_HOME", None)
-        env["CRYSTAL_WORKSPACE"] = str(self.workspace)
-        env["CRYSTAL_SESSION"] = str(self.session_id)
+        from crystal_kernel.host.secrets import child_environment
+
+        # TRUST-4: no model keys unless passKeysToTools; the entry's own env is set last
+        # (a trusted file may hand a server a key on purpose).
+        env = child_environment(self.host_config, extra={
+            "CRYSTAL_WORKSPACE": str(self.workspace), "CRYSTAL_SESSION": str(self.session_id)})
         env.update(dict(self.config.env))
         return env
 

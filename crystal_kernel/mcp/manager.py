@@ -25,8 +25,9 @@ _LIVE: "weakref.WeakSet[McpManager]" = weakref.WeakSet()
 class McpManager:
     """Connections by server name, for one session."""
 
-    def __init__(self, session_id: str):
+    def __init__(self, session_id: str, host_config: Any = None):
         self.session_id = session_id
+        self.host_config = host_config
         self.connections: dict[str, ServerConnection] = {}
         self.closed = False
         _LIVE.add(self)
@@ -43,7 +44,7 @@ class McpManager:
             if conn is None or conn.config.key() != config.key() or conn.workspace != workspace:
                 if conn is not None:
                     stale.append(conn)
-                conn = ServerConnection(config, workspace, self.session_id)
+                conn = ServerConnection(config, workspace, self.session_id, self.host_config)
             else:
                 conn.config = config  # catalogs, timeouts and risk apply without a restart
             wanted[config.name] = conn
@@ -140,7 +141,7 @@ def manager_for(context: Any) -> tuple[McpManager, bool]:
     if isinstance(context, Session):
         manager = getattr(context, "mcp_servers", None)
         if not isinstance(manager, McpManager):
-            manager = McpManager(str(context.id))
+            manager = McpManager(str(context.id), context.config)
             context.mcp_servers = manager  # type: ignore[attr-defined]
         return manager, True
     return McpManager("listing"), False

@@ -45,12 +45,18 @@ def disabled_tools_note(names: list[str]) -> str:
 
 
 def compose(name: str, ctx: PromptContext, selection: PromptSelection,
-            extra: dict[str, str] | None = None, notes: list[str] | None = None) -> str:
-    """Compose the named prompt for ``ctx`` under ``selection``; notes go to ``notes``."""
+            extra: dict[str, str] | None = None, notes: list[str] | None = None,
+            workspace_files: bool = True) -> str:
+    """Compose the named prompt for ``ctx`` under ``selection``; notes go to ``notes``.
+    ``workspace_files=False`` leaves out the workspace's prompt overrides and
+    attachments (the reviewer's text when they changed during the session, TRUST-3)."""
     if name not in NAMED_PROMPTS:
         raise UserError(f"Unknown prompt '{name}'; use one of: {', '.join(NAMED_PROMPTS)}.")
     notes = notes if notes is not None else []
-    resolved = resolve_prompt(name, ctx.home, ctx.workspace, selection.set_folder, notes)
+    resolved = resolve_prompt(name, ctx.home, ctx.workspace if workspace_files else None,
+                              selection.set_folder, notes)
+    if not workspace_files:
+        selection = replace(selection, attachments=[f for f in selection.attachments if f.source != "workspace"])
 
     mode = PROMPT_MODE[name] or ctx.mode
     if ctx.mode != mode:  # PH-4; plugins see the same mode through the context
@@ -139,11 +145,12 @@ def compose_system(session: Any) -> str:
     return compose_named("plan" if getattr(session, "mode", "work") == "plan" else "work", session)
 
 
-def compose_named(name: str, session: Any, extra: dict[str, str] | None = None) -> str:
+def compose_named(name: str, session: Any, extra: dict[str, str] | None = None,
+                  workspace_files: bool = True) -> str:
     """Any named prompt for a session, with the PH-7 per-call slots in ``extra``."""
     notes: list[str] = []
     ctx = context_from_session(session)
     selection = session_selection(session, ctx, notes)
-    text = compose(name, ctx, selection, extra, notes)
+    text = compose(name, ctx, selection, extra, notes, workspace_files)
     _emit(session, notes)
     return text

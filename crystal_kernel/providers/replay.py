@@ -50,6 +50,7 @@ from typing import Any, AsyncIterator
 from crystal_kernel.errors import ProviderError, UserError
 from crystal_kernel.host.config import Config
 from crystal_kernel.host.fsutil import atomic_write_json
+from crystal_kernel.host.secrets import redact
 from crystal_kernel.host.messages import ImagePart, TextPart, ToolCallPart, ToolResultPart
 from crystal_kernel.providers.base import (
     Capabilities,
@@ -351,7 +352,7 @@ class RecordingProvider:
     def _append(self, entry: dict[str, Any]) -> None:
         with _write_lock:
             data = load_cassette(self.path) if self.path.exists() else {"version": VERSION, "interactions": []}
-            data["interactions"].append(entry)
+            data["interactions"].append(redact(entry))  # TRUST-4: no key values in cassettes
             atomic_write_json(self.path, data)
 
     def annotate_last(self, **extra: Any) -> None:
@@ -359,7 +360,7 @@ class RecordingProvider:
         with _write_lock:
             data = load_cassette(self.path)
             if data["interactions"]:
-                data["interactions"][-1].update(extra)
+                data["interactions"][-1].update(redact(extra))
                 atomic_write_json(self.path, data)
 
     async def aclose(self) -> None:

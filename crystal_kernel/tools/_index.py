@@ -18,7 +18,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from crystal_kernel.errors import ToolError
 from crystal_kernel.host.access import is_credential_parts
+from crystal_kernel.host.fsutil import ensure_folder_inside
 from crystal_kernel.tools._files import looks_binary
 from crystal_kernel.tools._walk import RG_BASE_FLAGS, rg_binary, walk
 
@@ -104,10 +106,25 @@ class SearchIndex:
     def _open(self) -> sqlite3.Connection:
         if self.conn is not None:
             return self.conn
-        self.folder.mkdir(parents=True, exist_ok=True)
+        # TRUST-3: a symbolic link planted at .crystal, .crystal/index, its .gitignore or
+        # the database files must not make the host write outside the workspace.
+        try:
+            ensure_folder_inside(self.workspace, self.folder)
+        except OSError as exc:
+            raise ToolError(f"The search index cannot be kept: {exc.strerror or exc}.") from None
         ignore = self.folder / ".gitignore"
-        if not ignore.exists():
-            ignore.write_text("*\n")
+        if ignore.is_symlink():
+            ignore.unlink()
+        try:
+            fd = os.open(ignore, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+            with os.fdopen(fd, "w") as handle:
+                handle.write("*\n")
+        except FileExistsError:
+            pass
+        for suffix in ("", "-wal", "-shm", "-journal"):
+            link = Path(str(self.path) + suffix)
+            if link.is_symlink():  # a cache: a planted link is removed, never followed
+                link.unlink()
         try:
             self.conn = self._connect()
         except sqlite3.DatabaseError:

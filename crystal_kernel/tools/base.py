@@ -58,6 +58,9 @@ class Classification:
     # What the call would change, shown to the person asked for approval (notebook_edit's
     # per-cell diff); never sent to the model.
     preview: str | None = None
+    # TRUST-3: the call changes a file that steers the host (``.crystal/``, Home): only
+    # the person may allow it, in every approval mode; with nobody there it is denied.
+    host_owned: bool = False
 
 
 @dataclass
@@ -153,13 +156,18 @@ class Tool:
     def classify(self, args: BaseModel, ctx: ToolContext) -> Classification:
         authority = Authority.WORKSPACE
         pattern = None
+        host_owned = False
         for arg in self.path_arguments:
             value = getattr(args, arg, None)
             if value:
                 pattern = str(value)
                 if not ctx.access.in_workspace(value):
                     authority = Authority.OUTSIDE
-        return Classification(self.risk, authority, self.external, pattern)
+                if self.risk >= Risk.WRITE and ctx.access.is_host_owned(value, getattr(ctx.session, "home", None)):
+                    host_owned = True
+        if host_owned:  # TRUST-3: outside-level authority that always asks the person
+            authority = Authority.OUTSIDE
+        return Classification(self.risk, authority, self.external, pattern, host_owned=host_owned)
 
     async def run(self, args: Any, ctx: ToolContext) -> ToolResult:  # pragma: no cover
         raise NotImplementedError

@@ -49,13 +49,13 @@ class BashInput(ToolInput):
     )
 
 
-def _environment() -> dict[str, str]:
-    env = dict(os.environ)
-    # Nothing can answer a pager or an editor: stdin is closed.
-    env.setdefault("PAGER", "cat")
-    env["GIT_PAGER"] = "cat"
-    env.setdefault("GIT_TERMINAL_PROMPT", "0")
-    return env
+def _environment(config: object = None) -> dict[str, str]:
+    """The child environment (TRUST-4: no model keys, host/secrets.py); nothing can
+    answer a pager or an editor: stdin is closed."""
+    from crystal_kernel.host.secrets import child_environment
+
+    return child_environment(config, defaults={"PAGER": "cat", "GIT_TERMINAL_PROMPT": "0"},
+                             extra={"GIT_PAGER": "cat"})
 
 
 class BashTool(Tool):
@@ -71,7 +71,7 @@ class BashTool(Tool):
         if not args.command.strip():
             raise ToolError("The command is empty.")
         timeout = args.timeout_seconds or ctx.config.bash_timeout_seconds
-        done = await run_supervised(args.command, cwd=ctx.workspace, env=_environment(), timeout=timeout,
+        done = await run_supervised(args.command, cwd=ctx.workspace, env=_environment(ctx.config), timeout=timeout,
                                     limit=ctx.config.tool_output_limit, workspace=ctx.workspace)
         text = done.text
         if done.timed_out:

@@ -28,6 +28,7 @@ from typing import Any, Literal
 from pydantic import RootModel
 
 from crystal_kernel.errors import ToolError
+from crystal_kernel.host.fsutil import ensure_folder_inside
 from crystal_kernel.tools.base import Authority, Classification, Risk, Tool, ToolContext, ToolResult
 from crystal_kernel.tools.child_process import run_process
 from crystal_kernel.tools.exec_manifest import ExecToolManifest, has_separator
@@ -152,8 +153,11 @@ class ExecTool(Tool):
         return self._prefix
 
     def child_env(self, ctx: ToolContext) -> dict[Any, Any]:
-        """EX-2: the host environment plus five variables; CRYSTAL_HOME removed.
+        """EX-2: the host environment plus five variables; CRYSTAL_HOME removed, and the
+        model key variables too unless passKeysToTools (TRUST-4, host/secrets.py).
         Bytes on POSIX (no decoding of every variable on each call)."""
+        from crystal_kernel.host.secrets import child_environment, child_environment_bytes
+
         tool_data, project_data = self.data_dirs(ctx)
         extra = {
             "CRYSTAL_WORKSPACE": str(ctx.workspace),
@@ -162,15 +166,10 @@ class ExecTool(Tool):
             "CRYSTAL_TOOL_DATA": tool_data,
             "CRYSTAL_PROJECT_DATA": project_data,
         }
+        config = getattr(ctx.session, "config", None)
         if os.supports_bytes_environ:
-            env: dict[Any, Any] = dict(os.environb)
-            env.pop(b"CRYSTAL_HOME", None)
-            env.update((os.fsencode(k), os.fsencode(v)) for k, v in extra.items())
-            return env
-        env = os.environ.copy()
-        env.pop("CRYSTAL_HOME", None)
-        env.update(extra)
-        return env
+            return child_environment_bytes(config, extra=extra)
+        return child_environment(config, extra=extra)
 
     def data_dirs(self, ctx: ToolContext) -> tuple[str, str]:
         """``{home}/data/tools/<set>`` and ``<workspace>/.crystal/data/tools/<set>``."""
@@ -184,7 +183,7 @@ class ExecTool(Tool):
         argv = self.final_argv(arguments)
         env = self.child_env(ctx)
         for folder in self.data_dirs(ctx):  # EX-3: lazily, failures not reported
-            _ensure_folder(folder)
+            _ensure_folder(folder, Path(ctx.workspace))
         limit = int(ctx.config.tool_output_limit)
         payload = json.dumps(arguments, ensure_ascii=False).encode("utf-8") if self.manifest.stdin else None
         outcome = await run_process(argv, cwd=Path(ctx.workspace), env=env, payload=payload,
@@ -206,11 +205,15 @@ class ExecTool(Tool):
 _made_folders: set[str] = set()
 
 
-def _ensure_folder(folder: str) -> None:
+def _ensure_folder(folder: str, workspace: Path) -> None:
     if folder in _made_folders:
         return
     try:
-        os.makedirs(folder, exist_ok=True)
+        if Path(folder).is_relative_to(workspace):
+            # TRUST-3: never through a symbolic link planted in .crystal/.
+            ensure_folder_inside(workspace, Path(folder))
+        else:
+            os.makedirs(folder, exist_ok=True)
     except OSError:
         return  # not reported (EX-3)
     _made_folders.add(folder)

@@ -3,7 +3,8 @@ plugin tool sets (SPEC §10) and MCP servers (crystal_kernel/mcp, docs/mcp.md).
 
 Order, which decides who keeps a name two sources want: Home sets
 (``{home}/tools/<dir>/tools.json``, folders sorted by name), then workspace sets
-(``<workspace>/.crystal/tools/<dir>/tools.json``), then plugins in load order, then MCP
+(``<workspace>/.crystal/tools/<dir>/tools.json``, only once the person trusts them,
+TRUST-2), then plugins in load order, then MCP
 servers (``SERVER_TOOL`` names). A name
 that is not ``^[a-z][a-z0-9_]{0,63}$``, that belongs to a built-in (even a disabled one,
 MODE-7) or that an earlier set already took is refused with a note; the rest still load.
@@ -42,12 +43,22 @@ def set_folders(home: Path, workspace: Path) -> list[tuple[str, Path]]:
     return out
 
 
-def load_exec_set(source: str, folder: Path, notes: list[str]) -> list[ExecTool]:
-    """The tools of one set folder; problems become notes naming the file."""
+def load_exec_set(source: str, folder: Path, notes: list[str], home: Path | None = None) -> list[ExecTool]:
+    """The tools of one set folder; problems become notes naming the file. A workspace
+    set (``source`` project) needs the person's trust first (TRUST-2, host/trust.py);
+    ``home`` is where that trust is kept."""
     manifest_path = folder / MANIFEST
     if not manifest_path.is_file():
         notes.append(f"Exec tool set folder {folder} has no {MANIFEST}; skipped.")
         return []
+    if source != "home":
+        from crystal_kernel.host.config import home_dir
+        from crystal_kernel.host.trust import is_trusted
+
+        state = is_trusted(home if home is not None else home_dir(), "exec", manifest_path)
+        if not state.trusted:
+            notes.append(state.note())
+            return []
     try:
         manifest = read_set(manifest_path)
     except ManifestError as exc:
@@ -166,7 +177,7 @@ def discover_exec_tools(home: Path, workspace: Path) -> tuple[list[ExecTool], li
     notes: list[str] = []
     found: list[ExecTool] = []
     for source, folder in set_folders(home, workspace):
-        found.extend(load_exec_set(source, folder, notes))
+        found.extend(load_exec_set(source, folder, notes, home))
     kept = accept(found, lambda t: f"{t.tool_set.manifest_path}", notes, {})
     return kept, notes  # type: ignore[return-value]
 
@@ -180,7 +191,7 @@ def discover_external_tools(home: Path, workspace: Path, *, context: Any = None)
     notes: list[str] = list(plugins.load_notes())
     found: list[Tool] = []
     for source, folder in set_folders(home, workspace):
-        found.extend(load_exec_set(source, folder, notes))
+        found.extend(load_exec_set(source, folder, notes, home))
     found.extend(plugin_tools(context, notes))
     # MCP servers last: {home}/mcp.json, <workspace>/.crystal/mcp.json.
     from crystal_kernel.mcp import discover_mcp_tools

@@ -24,7 +24,8 @@ class GlobInput(ToolInput):
     path: str | None = Field(default=None, description="Default: the workspace.")
 
 
-async def glob_files(root: Path, pattern: str, *, use_rg: bool = True) -> list[tuple[float, Path]]:
+async def glob_files(root: Path, pattern: str, *, use_rg: bool = True,
+                     prefix: tuple[str, ...] = ()) -> list[tuple[float, Path]]:
     """Matching files as (mtime, path), newest first, ties by path."""
     regex = compile_glob(pattern)
     files = await list_files(root, use_rg=use_rg)
@@ -32,7 +33,7 @@ async def glob_files(root: Path, pattern: str, *, use_rg: bool = True) -> list[t
     def stat_all() -> list[tuple[float, Path]]:
         out = []
         for path in files:
-            if not path_allowed(path, root, regex):
+            if not path_allowed(path, root, regex, prefix):
                 continue
             try:
                 out.append((os.stat(path).st_mtime, path))
@@ -56,7 +57,7 @@ class GlobTool(Tool):
         root = ctx.access.resolve(args.path or ".")
         if not root.is_dir():
             raise ToolError(f"'{args.path}' is not a folder." if root.exists() else f"'{args.path}' does not exist.")
-        found = await glob_files(root, args.pattern)
+        found = await glob_files(root, args.pattern, prefix=ctx.access.credential_prefix(root))
         if not found:
             return ToolResult(ok=True, text=f"No files match '{args.pattern}' in {display_path(root, ctx.workspace)}.")
         lines = [display_path(p, ctx.workspace) for _, p in found[:MAX_FILES]]

@@ -69,20 +69,26 @@ def compile_glob(glob: str | None) -> GlobMatcher | None:
         raise ToolError(f"The glob '{glob[:200]}' is too complex: {exc}.") from None
 
 
-def path_allowed(path: str | Path, root: Path, glob_re: GlobMatcher | None) -> bool:
-    """Not a credential file, and matching the glob (relative to ``root``) when given."""
+def path_allowed(path: str | Path, root: Path, glob_re: GlobMatcher | None,
+                 prefix: tuple[str, ...] = ()) -> bool:
+    """Not a credential file, and matching the glob (relative to ``root``) when given.
+
+    ``prefix``: ``root``'s components below the allowed folder that holds it
+    (:meth:`AccessRules.credential_prefix`); the credential rules apply to the file's
+    path in that folder, not below the search root (``grep`` in ``.git`` finds no
+    ``.git/config``)."""
     text, base = str(path), str(root)
     if text.startswith(base + os.sep):
         rel = text[len(base) + 1 :]
     else:
         rel = os.path.basename(text)
-    if is_credential_parts(tuple(rel.split(os.sep))):
+    if is_credential_parts(prefix + tuple(rel.split(os.sep))):
         return False
     return glob_re is None or bool(glob_re.match(rel.replace(os.sep, "/")))
 
 
 async def grep_rg(rg: str, pattern: str, root: Path, *, ignore_case: bool, context: int,
-                  glob_re: GlobMatcher | None) -> list[FileHits]:
+                  glob_re: GlobMatcher | None, prefix: tuple[str, ...] = ()) -> list[FileHits]:
     """Run ripgrep and collect hits per file. The output is read by a worker thread in
     large blocking reads (one wake-up per block, not per line rg writes)."""
     argv = [rg, *RG_BASE_FLAGS, "--null", "--line-number", "--with-filename", "--no-heading"]
@@ -128,7 +134,7 @@ async def grep_rg(rg: str, pattern: str, root: Path, *, ignore_case: bool, conte
     hits: list[FileHits] = []
     for name, matches in counts.items():
         path = os.fsdecode(name)
-        if path_allowed(path, root, glob_re):
+        if path_allowed(path, root, glob_re, prefix):
             hits.append(FileHits(path, matches, kept.get(name, [])))
     return hits
 
@@ -193,7 +199,7 @@ def _collect_rg(proc: subprocess.Popen) -> tuple[Counter, dict, str, int]:
 
 
 def grep_python(pattern: str, root: Path, *, ignore_case: bool, context: int,
-                glob_re: GlobMatcher | None) -> list[FileHits]:
+                glob_re: GlobMatcher | None, prefix: tuple[str, ...] = ()) -> list[FileHits]:
     """The same search in pure Python (used when no rg binary is available)."""
     try:
         regex = re.compile(pattern, re.IGNORECASE if ignore_case else 0)
@@ -203,7 +209,7 @@ def grep_python(pattern: str, root: Path, *, ignore_case: bool, context: int,
     out: list[FileHits] = []
     stored = 0
     for path in files:
-        if path != root and not path_allowed(path, root, glob_re):
+        if path != root and not path_allowed(path, root, glob_re, prefix):
             continue
         try:
             data = path.read_bytes()
@@ -273,7 +279,7 @@ def format_hits(hits: list[FileHits], workspace: Path, limit: int) -> tuple[str,
 
 
 def grep_notebooks(pattern: str, root: Path, *, ignore_case: bool, context: int,
-                   glob_re: GlobMatcher | None) -> list[FileHits]:
+                   glob_re: GlobMatcher | None, prefix: tuple[str, ...] = ()) -> list[FileHits]:
     """Hits in notebooks' cell sources (Python's regex dialect; a pattern only ripgrep
     understands finds nothing in notebooks)."""
     try:
@@ -283,7 +289,7 @@ def grep_notebooks(pattern: str, root: Path, *, ignore_case: bool, context: int,
     out: list[FileHits] = []
     budget = STORE_LINES
     for path in notebook_files(root):
-        if path != root and not path_allowed(path, root, glob_re):
+        if path != root and not path_allowed(path, root, glob_re, prefix):
             continue
         sources = read_sources(path)
         if sources is None:
@@ -311,17 +317,19 @@ class GrepTool(Tool):
         if root.is_file() and looks_binary(read_head(root)):
             raise ToolError(f"'{args.path}' is a binary file; grep searches text.")
         glob_re = compile_glob(args.glob)
+        # TRUST-4: credential rules apply to paths in the allowed folder, not below root.
+        prefix = ctx.access.credential_prefix(root) if root.is_dir() else ()
         rg = rg_binary()
         if rg:
             hits = await grep_rg(rg, args.pattern, root, ignore_case=args.ignore_case,
-                                 context=args.context, glob_re=glob_re)
+                                 context=args.context, glob_re=glob_re, prefix=prefix)
         else:
             hits = await asyncio.to_thread(grep_python, args.pattern, root, ignore_case=args.ignore_case,
-                                           context=args.context, glob_re=glob_re)
+                                           context=args.context, glob_re=glob_re, prefix=prefix)
         # Notebooks are searched by cell source instead of by their JSON text.
         hits = [h for h in hits if not h.path.lower().endswith(".ipynb")]
         hits += await asyncio.to_thread(grep_notebooks, args.pattern, root, ignore_case=args.ignore_case,
-                                        context=args.context, glob_re=glob_re)
+                                        context=args.context, glob_re=glob_re, prefix=prefix)
         if not hits:
             where = display_path(root, ctx.workspace)
             return ToolResult(ok=True, text=f"No matches for /{args.pattern}/ in {where}.")

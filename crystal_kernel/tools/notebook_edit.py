@@ -4,6 +4,7 @@ file's own layout. The same per-cell diff is the approval preview and the result
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from typing import Literal
 
 from pydantic import Field
@@ -50,7 +51,8 @@ class NotebookEditTool(Tool):
 
     def classify(self, args: NotebookEditInput, ctx: ToolContext) -> Classification:
         base = super().classify(args, ctx)
-        return Classification(base.risk, base.authority, base.external, base.pattern, self._preview(args, ctx))
+        # replace keeps every other field (host_owned, TRUST-3).
+        return dataclasses.replace(base, preview=self._preview(args, ctx))
 
     def _preview(self, args: NotebookEditInput, ctx: ToolContext) -> str | None:
         """The per-cell diff the person approves; None when the call would fail anyway

@@ -16,6 +16,7 @@ layout, and writes it atomically. This module imports no Jupyter library.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import shlex
 import shutil
@@ -55,7 +56,7 @@ class NotebookRunTool(Tool):
 
     def classify(self, args: NotebookRunInput, ctx: ToolContext) -> Classification:
         base = super().classify(args, ctx)
-        return Classification(Risk.EXECUTE, base.authority, base.external, base.pattern)
+        return dataclasses.replace(base, risk=Risk.EXECUTE)  # keeps host_owned (TRUST-3)
 
     async def run(self, args: NotebookRunInput, ctx: ToolContext) -> ToolResult:
         path = ctx.access.resolve(args.path, write=True)
@@ -77,7 +78,7 @@ class NotebookRunTool(Tool):
             command = "exec " + shlex.join([sys.executable, "-m", "crystal_kernel.jupyter.nbrun", str(path),
                                             str(result_file), "--upto", str(upto), "--timeout", f"{timeout:g}"])
             started = time.monotonic()
-            done = await run_supervised(command, cwd=path.parent, env=_environment(),
+            done = await run_supervised(command, cwd=path.parent, env=_environment(ctx.config),
                                         timeout=timeout + HARD_STOP_GRACE, limit=CHILD_OUTPUT_CHARS,
                                         workspace=ctx.workspace)
             seconds = time.monotonic() - started

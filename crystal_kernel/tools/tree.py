@@ -23,13 +23,13 @@ class TreeInput(ToolInput):
     )
 
 
-def build_tree(root: Path, depth: int, max_entries: int) -> tuple[list[str], int]:
+def build_tree(root: Path, depth: int, max_entries: int, prefix: tuple[str, ...] = ()) -> tuple[list[str], int]:
     """Indented lines (two spaces per level, folders end with '/') and how many entries
     were left out past ``max_entries``."""
     lines: list[str] = []
     left_out = 0
     for path, is_dir, level in walk(root, max_depth=depth, files_only=False):
-        if is_credential_path(path.relative_to(root)):
+        if is_credential_path(Path(*prefix, path.relative_to(root))):
             continue
         if len(lines) >= max_entries:
             left_out += 1
@@ -47,7 +47,8 @@ class TreeTool(Tool):
     async def run(self, args: TreeInput, ctx: ToolContext) -> ToolResult:
         root = existing_folder(ctx, args.path)
         depth = args.depth or DEFAULT_DEPTH
-        lines, left_out = await asyncio.to_thread(build_tree, root, depth, MAX_ENTRIES)
+        lines, left_out = await asyncio.to_thread(build_tree, root, depth, MAX_ENTRIES,
+                                                 ctx.access.credential_prefix(root))
         head = display_path(root, ctx.workspace) + "/"
         if not lines:
             return ToolResult(ok=True, text=f"{head} has no entries (hidden and ignored ones are not shown).")

@@ -64,4 +64,9 @@ def exec_tool(workspace: Path) -> str:
                    "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}},
                                    "required": ["text"]}}],
     }), encoding="utf-8")
+    # The person trusts the workspace set (TRUST-2); tests/security attack the untrusted case.
+    from crystal_kernel.host.config import home_dir
+    from crystal_kernel.host.trust import trust_all
+
+    trust_all(home_dir(), workspace)
     return "shout"

@@ -15,7 +15,13 @@ ECHO = [PY, "-c", "import json,sys; print(json.dumps({'text': sys.stdin.read()})
 
 
 def ws_set(workspace: Path, name: str, manifest: dict) -> Path:
-    return write_set(workspace / ".crystal" / "tools", name, manifest)
+    """A workspace set the person has trusted (TRUST-2; tests/security covers untrusted ones)."""
+    from crystal_kernel.host.config import home_dir
+    from crystal_kernel.host.trust import trust_all
+
+    folder = write_set(workspace / ".crystal" / "tools", name, manifest)
+    trust_all(home_dir(), workspace)
+    return folder
 
 
 def test_defaults_from_the_manifest(home, workspace):

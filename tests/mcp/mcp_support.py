@@ -35,9 +35,16 @@ def stdio_entry(*extra_args: str, pidfile: Path | None = None, marks: Path | Non
     return {"command": PY, "args": [str(STDIO_SERVER), *extra_args], "env": env, **keys}
 
 
-def write_config(path: Path, servers: dict[str, Any]) -> Path:
+def write_config(path: Path, servers: dict[str, Any], *, trusted: bool = True) -> Path:
+    """Write an mcp.json; a workspace one is trusted by the person unless ``trusted`` is
+    False (TRUST-2; tests/security attacks untrusted files)."""
+    from crystal_kernel.host.config import home_dir
+    from crystal_kernel.host.trust import TrustStore, needs_trust
+
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps({"mcpServers": servers}), encoding="utf-8")
+    if trusted and needs_trust(home_dir(), path):
+        TrustStore(home_dir()).trust("mcp", path)
     return path
 
 

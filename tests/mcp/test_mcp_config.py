@@ -7,6 +7,7 @@ import json
 
 from mcp_support import session_for, stdio_entry, write_config
 
+from crystal_kernel.host.trust import TrustStore
 from crystal_kernel.mcp.config import load_servers, read_file, tool_name
 from crystal_kernel.tools.base import Authority, Risk
 
@@ -38,6 +39,7 @@ def test_broken_files_leave_a_note_and_change_nothing(home, workspace):
     (home / "mcp.json").write_text("{not json", encoding="utf-8")
     (workspace / ".crystal").mkdir()
     (workspace / ".crystal" / "mcp.json").write_text(json.dumps({"servers": {}}), encoding="utf-8")
+    TrustStore(home).trust("mcp", workspace / ".crystal" / "mcp.json")  # read once trusted (TRUST-2)
     notes: list[str] = []
     assert load_servers(home, workspace, notes) == []
     assert "is not valid JSON" in notes[0] and str(home / "mcp.json") in notes[0]

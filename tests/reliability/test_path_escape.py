@@ -22,6 +22,7 @@ from crystal_kernel.host.session import Session
 from crystal_kernel.testing.scripted import ScriptedProvider
 from crystal_kernel.tools.base import ToolContext, ToolResult
 from crystal_kernel.tools.catalog import load_builtin
+from crystal_kernel.host.trust import trust_all
 from crystal_kernel.tools.external import discover_external_tools
 
 SECRET = "TOP SECRET outside the workspace"
@@ -150,6 +151,7 @@ async def test_exec_tool_image_paths_stay_inside(world, path):
     (folder / "tools.json").write_text(json.dumps({"command": [sys.executable, "make.py"], "tools": [
         {"name": "make_image", "description": "Makes an image.",
          "inputSchema": {"type": "object", "properties": {"path": {"type": "string"}}}}]}))
+    trust_all(world["home"], world["ws"])  # the person trusts the set (TRUST-2)
     tools, notes = discover_external_tools(world["home"], world["ws"], context=world["session"])
     tool = {t.name: t for t in tools}["make_image"]
     ctx = ToolContext(session=world["session"], interaction=NoPerson(), call_id="c1", images_ok=True)
@@ -170,6 +172,7 @@ async def test_exec_tool_image_inside_the_workspace_is_attached(world):
     (folder / "tools.json").write_text(json.dumps({"command": [sys.executable, "make.py"], "tools": [
         {"name": "make_image", "description": "Makes an image.",
          "inputSchema": {"type": "object", "properties": {"path": {"type": "string"}}}}]}))
+    trust_all(world["home"], world["ws"])  # the person trusts the set (TRUST-2)
     tools, _ = discover_external_tools(world["home"], world["ws"], context=world["session"])
     tool = {t.name: t for t in tools}["make_image"]
     ctx = ToolContext(session=world["session"], interaction=NoPerson(), call_id="c1", images_ok=True)

@@ -1,0 +1,141 @@
+"""Secrets the host holds (TRUST-4): the model keys stay out of every child process and
+out of every file the host writes.
+
+- :func:`child_environment` is the one place a child's environment is built (bash,
+  background jobs, exec tools, MCP servers, the search helpers): the host's
+  environment without the key variables (:func:`key_variables`) unless config
+  ``passKeysToTools`` is true, and without ``CRYSTAL_HOME``.
+- :func:`redact` / :func:`redact_text` / :func:`mask_bytes` replace the *values* of those
+  variables wherever they appear in what the host persists: session documents, job
+  logs, cassettes.
+
+The key variables are the provider variables Crystal knows (:data:`KEY_VARIABLES`),
+every name a config in this process gave as ``apiKeyEnv`` (:func:`register_key_variable`,
+called by the config loader) and ``CRYSTAL_API_KEY_ENV``'s value. Values shorter than
+:data:`MIN_SECRET_LENGTH` characters are not treated as secrets (masking ``"1"`` would
+mangle every file).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from typing import Any, Iterable, Mapping
+
+# Provider key variables: the ones Crystal's providers read, and the usual ones of other
+# model services a person may have set (a gateway behind baseUrl, a plugin provider).
+KEY_VARIABLES: tuple[str, ...] = (
+    "OPENAI_API_KEY", "ANTHROPIC_API_KEY", "AZURE_OPENAI_API_KEY", "AZURE_API_KEY",
+    "GEMINI_API_KEY", "GOOGLE_API_KEY", "MISTRAL_API_KEY", "GROQ_API_KEY", "DEEPSEEK_API_KEY",
+    "OPENROUTER_API_KEY", "TOGETHER_API_KEY", "XAI_API_KEY", "FIREWORKS_API_KEY",
+    "COHERE_API_KEY", "PERPLEXITY_API_KEY", "CEREBRAS_API_KEY", "HF_TOKEN",
+    "HUGGING_FACE_HUB_TOKEN", "OLLAMA_API_KEY", "LITELLM_API_KEY",
+)
+MIN_SECRET_LENGTH = 8
+# Removed from every child whatever passKeysToTools says: Home is the host's.
+ALWAYS_DROPPED = ("CRYSTAL_HOME",)
+
+_registered: set[str] = set()
+_lock = threading.Lock()
+
+
+def register_key_variable(name: str | None) -> None:
+    """Remember that this process reads a key from ``name`` (config ``apiKeyEnv``)."""
+    if name and isinstance(name, str):
+        with _lock:
+            _registered.add(name)
+
+
+def key_variables(environ: Mapping[str, str] | None = None) -> frozenset[str]:
+    """Every variable name whose value is a model key for this process."""
+    environ = os.environ if environ is None else environ
+    names = set(KEY_VARIABLES)
+    with _lock:
+        names |= _registered
+    named = environ.get("CRYSTAL_API_KEY_ENV")
+    if named:
+        names.add(named)
+    return frozenset(names)
+
+
+def pass_keys(config: Any) -> bool:
+    """Config ``passKeysToTools`` (default false); ``config`` may be None."""
+    if config is None:
+        return False
+    value = getattr(config, "pass_keys_to_tools", None)
+    if value is None:
+        value = (getattr(config, "raw", None) or {}).get("passKeysToTools", False)
+    return value is True
+
+
+def child_environment(config: Any = None, *, extra: Mapping[str, str] | None = None,
+                      defaults: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment of a child process: the host's, minus the key variables (unless
+    ``passKeysToTools``) and ``CRYSTAL_HOME``; ``defaults`` fill unset names and
+    ``extra`` is set last."""
+    env = dict(os.environ)
+    drop = set(ALWAYS_DROPPED)
+    if not pass_keys(config):
+        drop |= key_variables(env)
+    for name in drop:
+        env.pop(name, None)
+    for name, value in (defaults or {}).items():
+        env.setdefault(name, value)
+    env.update(extra or {})
+    return env
+
+
+def child_environment_bytes(config: Any = None, *, extra: Mapping[str, str] | None = None) -> dict[bytes, bytes]:
+    """:func:`child_environment` as bytes (POSIX): variables that are not valid UTF-8
+    pass through unchanged."""
+    drop = {os.fsencode(n) for n in ALWAYS_DROPPED}
+    if not pass_keys(config):
+        drop |= {os.fsencode(n) for n in key_variables()}
+    env = {k: v for k, v in os.environb.items() if k not in drop}
+    env.update((os.fsencode(k), os.fsencode(v)) for k, v in (extra or {}).items())
+    return env
+
+
+def secret_values(environ: Mapping[str, str] | None = None) -> list[tuple[str, str]]:
+    """(name, value) of every key variable that is set, longest value first."""
+    environ = os.environ if environ is None else environ
+    found = {(name, environ[name]) for name in key_variables(environ)
+             if len(environ.get(name) or "") >= MIN_SECRET_LENGTH}
+    return sorted(found, key=lambda item: -len(item[1]))
+
+
+def redact_text(text: str, secrets: Iterable[tuple[str, str]] | None = None) -> str:
+    """``text`` with every known secret value replaced by ``[redacted NAME]``."""
+    for name, value in (secret_values() if secrets is None else secrets):
+        if value in text:
+            text = text.replace(value, f"[redacted {name}]")
+    return text
+
+
+def redact(value: Any, secrets: list[tuple[str, str]] | None = None) -> Any:
+    """A copy of a JSON-like value with secrets redacted in every string (keys too).
+    Returns ``value`` itself when no secret is known."""
+    secrets = secret_values() if secrets is None else secrets
+    if not secrets:
+        return value
+    return _redact(value, secrets)
+
+
+def _redact(value: Any, secrets: list[tuple[str, str]]) -> Any:
+    if isinstance(value, str):
+        return redact_text(value, secrets)
+    if isinstance(value, dict):
+        return {(_redact(k, secrets) if isinstance(k, str) else k): _redact(v, secrets) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_redact(v, secrets) for v in value]
+    return value
+
+
+def mask_bytes(data: bytes, secrets: Iterable[tuple[str, str]] | None = None) -> bytes:
+    """``data`` with every secret's UTF-8 bytes replaced by as many ``*`` (same length,
+    so offsets into a log stay right)."""
+    for _, value in (secret_values() if secrets is None else secrets):
+        raw = value.encode("utf-8", "surrogateescape")
+        if raw in data:
+            data = data.replace(raw, b"*" * len(raw))
+    return data
