@@ -92,7 +92,14 @@ def acquire(document: Path, session_id: str) -> SessionLock:
 def _lock_file(path: Path, session_id: str) -> int:
     """The locked file's descriptor; UserError when another process holds it, OSError
     when the lock file cannot be made at all."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    folder = path.parent
+    if folder.name == "sessions" and folder.parent.name == ".crystal":
+        # TRUST-3: never through a symbolic link planted at .crystal or .crystal/sessions.
+        from crystal_kernel.host.fsutil import ensure_folder_inside
+
+        ensure_folder_inside(folder.parent.parent, folder)
+    else:
+        folder.mkdir(parents=True, exist_ok=True)
     for _ in range(20):
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0), 0o600)
         try:
