@@ -2,9 +2,9 @@
 out of every file the host writes.
 
 - :func:`child_environment` is the one place a child's environment is built (bash,
-  background jobs, exec tools, MCP servers, the search helpers): the host's
-  environment without the key variables (:func:`key_variables`) unless config
-  ``passKeysToTools`` is true, and without ``CRYSTAL_HOME``.
+  background jobs, notebook_run, exec tools, MCP servers): the host's environment
+  without the key variables (:func:`key_variables`) unless config ``passKeysToTools``
+  is true; exec tools and MCP servers also lose ``CRYSTAL_HOME`` (EX-2).
 - :func:`redact` / :func:`redact_text` / :func:`mask_bytes` replace the *values* of those
   variables wherever they appear in what the host persists: session documents, job
   logs, cassettes.
@@ -32,7 +32,7 @@ KEY_VARIABLES: tuple[str, ...] = (
     "HUGGING_FACE_HUB_TOKEN", "OLLAMA_API_KEY", "LITELLM_API_KEY",
 )
 MIN_SECRET_LENGTH = 8
-# Removed from every child whatever passKeysToTools says: Home is the host's.
+# Removed from exec tools and MCP servers (EX-2) whatever passKeysToTools says.
 ALWAYS_DROPPED = ("CRYSTAL_HOME",)
 
 _registered: set[str] = set()
@@ -69,12 +69,13 @@ def pass_keys(config: Any) -> bool:
 
 
 def child_environment(config: Any = None, *, extra: Mapping[str, str] | None = None,
-                      defaults: Mapping[str, str] | None = None) -> dict[str, str]:
+                      defaults: Mapping[str, str] | None = None, keep_home: bool = False) -> dict[str, str]:
     """The environment of a child process: the host's, minus the key variables (unless
-    ``passKeysToTools``) and ``CRYSTAL_HOME``; ``defaults`` fill unset names and
+    ``passKeysToTools``) and ``CRYSTAL_HOME`` (kept with ``keep_home``: a shell the
+    person's commands run in sees the same Home); ``defaults`` fill unset names and
     ``extra`` is set last."""
     env = dict(os.environ)
-    drop = set(ALWAYS_DROPPED)
+    drop = set() if keep_home else set(ALWAYS_DROPPED)
     if not pass_keys(config):
         drop |= key_variables(env)
     for name in drop:

@@ -100,7 +100,7 @@ def job_environment(workspace: Path, session_id: str, job_id: str, config: objec
 
     return child_environment(config, defaults={"PAGER": "cat", "GIT_TERMINAL_PROMPT": "0"}, extra={
         "GIT_PAGER": "cat", "CRYSTAL_WORKSPACE": str(workspace), "CRYSTAL_SESSION": session_id,
-        "CRYSTAL_JOB": job_id})
+        "CRYSTAL_JOB": job_id}, keep_home=True)
 
 
 class JobManager:

@@ -55,7 +55,7 @@ def _environment(config: object = None) -> dict[str, str]:
     from crystal_kernel.host.secrets import child_environment
 
     return child_environment(config, defaults={"PAGER": "cat", "GIT_TERMINAL_PROMPT": "0"},
-                             extra={"GIT_PAGER": "cat"})
+                             extra={"GIT_PAGER": "cat"}, keep_home=True)
 
 
 class BashTool(Tool):
