@@ -18,7 +18,8 @@ from crystal_kernel.host.access import AccessRules
 from crystal_kernel.host.approval import SessionAllowances
 from crystal_kernel.host.grants import sign as sign_grants, verify as verify_grants
 from crystal_kernel.host.config import APPROVAL_MODES, Config
-from crystal_kernel.host.messages import Message, dump_transcript, load_transcript
+from crystal_kernel.host.journal import LIST_KEYS, JournalWriter
+from crystal_kernel.host.messages import Message, load_transcript
 from crystal_kernel.host.session_lock import SessionLock, acquire as acquire_lock
 from crystal_kernel.host.store import DOCUMENT_VERSION, SessionStore, new_session_id, now_iso
 from crystal_kernel.providers.base import ModelRequest, Provider
@@ -159,6 +160,8 @@ class Session:
         # document when it is open with real-time collaboration (jupyter/live_notebook.py).
         self.live_notebook_edit: Any = None
         self._extra_doc: dict[str, Any] = {}
+        # Appends each save's changes to the session journal (host/journal.py).
+        self._writer: JournalWriter | None = None
         self._notes: list[str] = []
         self._said_once: set[str] = set()
         self._system: str | None = None
@@ -301,6 +304,7 @@ class Session:
         self.access.workspace = target
         self.store = SessionStore(target)
         self.review_baseline = _review_baseline(target)
+        self._writer = None  # the next save writes a snapshot in the new workspace
         if self._jobs is not None:
             self._jobs.move_to(target)
         self.refresh_system()
@@ -356,9 +360,13 @@ class Session:
         self.release_lock()
 
     # ----- persistence -----------------------------------------------------------------
-    def to_document(self) -> dict[str, Any]:
+    def _meta_document(self) -> dict[str, Any]:
+        """The document's keys other than the message lists and the audit log; ``usage``
+        without its per-turn list (a journal appends those, host/journal.py)."""
         doc = dict(self._extra_doc)
         directories = [{"path": str(d.path), "mode": d.mode} for d in self.access.directories]
+        usage = self.usage.as_dict()
+        usage.pop("turns")
         doc.update(
             {
                 "version": DOCUMENT_VERSION,
@@ -372,11 +380,8 @@ class Session:
                 "provider": self.provider.name,
                 "model": self.provider.model,
                 "turns": self.turns,
-                "transcript": dump_transcript(self.transcript),
-                "history": dump_transcript(self.history),
                 "todos": [t.model_dump() for t in self.todos],
-                "usage": self.usage.as_dict(),
-                "audit": self.audit,
+                "usage": usage,
                 "directories": directories,
                 # TRUST-3: the person's grants, signed with Home's key (host/grants.py).
                 "directoriesSignature": sign_grants(self.home, self.id, self.workspace, directories),
@@ -385,10 +390,41 @@ class Session:
         )
         return doc
 
+    def to_document(self, meta: dict[str, Any] | None = None) -> dict[str, Any]:
+        """The whole session as one document (what resume, fork and the server read)."""
+        doc = dict(meta if meta is not None else self._meta_document())
+        doc["usage"] = dict(doc["usage"], turns=self.usage.turns)
+        # A message in both lists is dumped once: the journal then writes it once.
+        dumped: dict[int, dict[str, Any]] = {}
+
+        def dump(messages: list[Message]) -> list[dict[str, Any]]:
+            out = []
+            for message in messages:
+                item = dumped.get(id(message))
+                if item is None:
+                    item = dumped[id(message)] = message.model_dump(mode="json")
+                out.append(item)
+            return out
+
+        doc["history"] = dump(self.history)
+        doc["transcript"] = dump(self.transcript)
+        doc["audit"] = self.audit
+        return doc
+
+    def _journal_lists(self) -> dict[str, list[Any]]:
+        return {"audit": self.audit, "usage.turns": self.usage.turns}
+
+    def save(self) -> Path:
+        """Append this save's changes to the session journal (a snapshot when they cannot
+        be appended); UserError naming the file on failure (or when another front holds
+        the session, see :meth:`claim`)."""
+        self.claim()
+        path = self.store.journal_path(self.id)
+
     def claim(self) -> None:
         """Hold the lock on this session's document (ROBUST-2): UserError when another
         front has it open. Saving claims too; fronts claim early when they name the id."""
-        path = self.store.path_for(self.id)
+        path = self.store.journal_path(self.id)
         if self._lock is not None and self._lock.held and self._lock.document == path:
             return
         lock = acquire_lock(path, self.id)
@@ -407,22 +443,47 @@ class Session:
             self._lock.release()
             self._lock = None
 
-    def save(self) -> Path:
-        """Rewrite the session document atomically; UserError naming it on failure (or
-        when another front holds the session, see :meth:`claim`)."""
-        self.claim()
         try:
-            return self.store.save(self.to_document())
+            if self._writer is None or self._writer.path != path:
+                self._writer = JournalWriter(path)
+            meta = self._meta_document()
+            snapshot = self._writer.state is None
+            self._writer.save(meta, self.history, self.transcript, self._journal_lists(),
+                              lambda: self.to_document(meta))
+            if snapshot:
+                self.store.drop_old_document(self.id)
+            return path
         except OSError as exc:
-            raise UserError(f"Could not save the session document {self.store.path_for(self.id)}: "
-                            f"{exc.strerror or exc}.") from None
+            self._writer = None  # state unknown: the next save writes a snapshot
+            raise UserError(f"Could not save the session document {path}: {exc.strerror or exc}.") from None
 
     def load_document(self, doc: dict[str, Any]) -> None:
         """Fill this session from a saved document (resume). A corrupt document raises
         UserError and leaves the session as it was."""
         try:
-            transcript = load_transcript(doc.get("transcript") or [])
-            history = load_transcript(doc.get("history") or doc.get("transcript") or [])
+            # A message the journal holds once is in both lists (the same dict): build it
+            # once, so resume costs one parse per message and the lists share it.
+            built: dict[int, Message] = {}
+
+            def build(items: list[Any]) -> list[Message]:
+                out = []
+                for item in items:
+                    message = built.get(id(item))
+                    if message is None:
+                        message = built[id(item)] = load_transcript([item])[0]
+                    out.append(message)
+                return out
+
+            raw_transcript = list(doc.get("transcript") or [])
+            raw_history = list(doc.get("history") or raw_transcript)
+            history = build(raw_history)
+            # The older format wrote the lists apart: a transcript entry equal to the history
+            # entry at the same distance from the end is that message.
+            offset = len(raw_history) - len(raw_transcript)
+            for i, item in enumerate(raw_transcript):
+                if id(item) not in built and 0 <= offset + i < len(raw_history) and raw_history[offset + i] == item:
+                    built[id(item)] = history[offset + i]
+            transcript = build(raw_transcript)
             todos = [Todo.model_validate(t) for t in doc.get("todos") or []]
             usage = Usage.from_dict(doc.get("usage") or {})
             turns = int(doc.get("turns", 0))
@@ -458,23 +519,35 @@ class Session:
         self.refresh_system()
 
     def resume(self, session_id: str) -> None:
-        """Continue the saved session ``session_id``: lock its document (refused when
-        another front has it open), then load it. The id is the file's name, so resuming
-        a copied document continues the copy and never overwrites the original."""
-        path = self.store.path_for(session_id)
+        """Continue the saved session ``session_id``: lock it (refused when another front
+        has it open), then load it. The id is the file's name, so resuming a copied
+        session continues the copy and never overwrites the original."""
+        # The lock sits beside the journal whatever format the session is in now, so the
+        # conversion from an old document keeps one lock.
+        path = self.store.journal_path(session_id)
         mine = self._lock is not None and self._lock.held and self._lock.document == path
         lock = None if mine else acquire_lock(path, session_id)
         try:
-            doc = self.store.load(session_id)
+            doc, state = self.store.load_with_state(session_id)
+            # What the journal holds, before any change below: the next save appends the
+            # differences from it.
+            disk_meta = {k: v for k, v in doc.items() if k not in LIST_KEYS}
+            if isinstance(disk_meta.get("usage"), dict):
+                disk_meta["usage"] = {k: v for k, v in disk_meta["usage"].items() if k != "turns"}
             if doc.get("id") != session_id:
-                self.note(f"The session document {path.name} says it is session {doc.get('id')!r}; "
-                          f"it continues as {session_id}, a separate session.")
+                self.note(f"The session document {self.store.path_for(session_id).name} says it is session "
+                          f"{doc.get('id')!r}; it continues as {session_id}, a separate session.")
                 doc = {**doc, "id": session_id}
             self.load_document(doc)
         except BaseException:
             if lock is not None:
                 lock.release()
             raise
+        if state is not None:
+            self._writer = JournalWriter(self.store.journal_path(session_id))
+            self._writer.loaded(state, disk_meta, self.history, self.transcript, self._journal_lists())
+        else:
+            self._writer = None
         if lock is not None:
             self.release_lock()
             self._lock = lock

@@ -1,7 +1,10 @@
-"""Session documents on disk: ``<workspace>/.crystal/sessions/<id>.json``.
+"""Sessions on disk: ``<workspace>/.crystal/sessions/<id>.jsonl``.
 
-One document per session, rewritten atomically after every turn. Unknown fields in a
-document survive a rewrite. A corrupt document is reported and left as it is.
+Each session is an append-only journal (host/journal.py): a turn appends what it added
+and fsyncs, a compaction or fork writes a snapshot. The older format — one whole
+document per session, ``<id>.json``, rewritten after every turn — is still read; the
+first save of such a session writes its journal and removes the old document. Unknown
+fields survive. A corrupt file is reported (one line) and left as it is.
 """
 
 from __future__ import annotations
@@ -15,7 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from crystal_kernel.errors import UserError
-from crystal_kernel.host.fsutil import atomic_write_json, read_json_object
+from crystal_kernel.host.fsutil import read_json_object
+from crystal_kernel.host.journal import JournalState, read_journal, read_summary, split_document, write_snapshot
 
 DOCUMENT_VERSION = 1
 _ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
@@ -47,45 +51,79 @@ class SessionStore:
         self.workspace = Path(workspace)
         self.folder = self.workspace / ".crystal" / "sessions"
 
-    def path_for(self, session_id: str) -> Path:
+    def journal_path(self, session_id: str) -> Path:
+        """Where the session's journal is (or will be) written."""
         if not _ID.match(session_id or ""):
             raise UserError(f"'{session_id}' is not a valid session id.")
-        return self.folder / f"{session_id}.json"
+        return self.folder / f"{session_id}.jsonl"
+
+    def document_path(self, session_id: str) -> Path:
+        """The older single-document format of the same session."""
+        return self.journal_path(session_id).with_suffix(".json")
+
+    def path_for(self, session_id: str) -> Path:
+        """The session's file: its journal, or an old-format document when only that exists."""
+        journal = self.journal_path(session_id)
+        if journal.exists() or journal.is_symlink():
+            return journal
+        document = self.document_path(session_id)
+        return document if document.exists() or document.is_symlink() else journal
 
     def exists(self, session_id: str) -> bool:
         return self.path_for(session_id).exists()
 
     def load(self, session_id: str) -> dict[str, Any]:
+        """The whole session document (from the journal, or the old format)."""
+        return self.load_with_state(session_id)[0]
+
+    def load_with_state(self, session_id: str) -> tuple[dict[str, Any], JournalState | None]:
+        """The document and, for a journal, its state (so the next save appends)."""
         path = self.path_for(session_id)
         if not path.exists():
             raise UserError(f"No session '{session_id}' in {self.folder}.")
-        data = read_json_object(path, "session document")
+        if path.suffix == ".jsonl":
+            data, state = read_journal(path)
+        else:
+            data, state = read_json_object(path, "session document"), None
         if not isinstance(data.get("transcript", []), list):
             raise UserError(f"Session document {path} is corrupt: 'transcript' is not a list.")
-        return data
+        return data, state
 
     def save(self, document: dict[str, Any]) -> Path:
-        from crystal_kernel.host.secrets import redact
-
-        path = self.path_for(document["id"])
-        # Session documents grow with every turn: compact JSON keeps saving fast. Known
-        # key values never reach the file (TRUST-4), whatever a tool printed.
-        # No symbolic link in .crystal/sessions may lead the write elsewhere (TRUST-3).
-        atomic_write_json(path, redact(document), compact=True, inside=self.workspace)
+        """Write a whole document as a fresh journal (a snapshot). Known key values never
+        reach the file (TRUST-4, host/journal.py redacts every line); no symbolic link in
+        .crystal/sessions may lead the write elsewhere (TRUST-3)."""
+        path = self.journal_path(document["id"])
+        _, lines = split_document(document)
+        write_snapshot(path, lines, inside=self.workspace)
+        self.drop_old_document(document["id"])
         return path
 
+    def drop_old_document(self, session_id: str) -> None:
+        """Remove the old-format document once the journal holds the session."""
+        try:
+            self.document_path(session_id).unlink()
+        except FileNotFoundError:
+            pass
+
     def list(self) -> list[SessionSummary]:
-        """Every readable session, newest first; unreadable documents are skipped."""
+        """Every readable session, newest first; unreadable files are skipped. A journal
+        is read at its two ends only (its snapshot head and its last ``set`` line)."""
         out: list[SessionSummary] = []
         if not self.folder.is_dir():
             return out
-        for path in self.folder.glob("*.json"):
+        journals = {p.stem for p in self.folder.glob("*.jsonl")}
+        paths = [*self.folder.glob("*.jsonl"), *(p for p in self.folder.glob("*.json") if p.stem not in journals)]
+        for path in paths:
             try:
-                data = json.loads(path.read_text(encoding="utf-8"))
+                if path.suffix == ".jsonl":
+                    data = read_summary(path)
+                else:
+                    data = json.loads(path.read_text(encoding="utf-8"))
                 usage = data.get("usage") or {}
                 out.append(
                     SessionSummary(
-                        id=data.get("id", path.stem),
+                        id=path.stem if path.suffix == ".jsonl" else data.get("id", path.stem),
                         topic=data.get("topic"),
                         created=data.get("created", ""),
                         updated=data.get("updated", ""),

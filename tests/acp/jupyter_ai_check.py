@@ -89,7 +89,7 @@ async def main() -> None:
     step(ANSWER in answer(), f"the chat shows Crystal's answer ({time.monotonic() - started:.1f} s)")
     step((workspace / "hello.txt").read_text() == "written by crystal\n",
          "Crystal's write tool ran in the chat's folder")
-    sessions = list((workspace / ".crystal" / "sessions").glob("*.json"))
+    sessions = list((workspace / ".crystal" / "sessions").glob("*.jsonl"))
     acp_ids = chat.get_metadata().get("acp_session_ids", {})
     step(len(sessions) == 1 and sessions[0].stem == acp_ids.get(persona.id),
          "the chat's ACP session id is the saved Crystal session")

@@ -15,6 +15,7 @@ from acp import RequestError
 
 from crystal_kernel.testing.llm_server import LLMServer
 from tests.acp.harness import CRYSTAL, RecordingClient, crystal_acp, pid_alive
+from crystal_kernel.host.store import SessionStore
 
 
 def text(prompt: str) -> list[dict]:
@@ -224,7 +225,7 @@ async def test_load_replays_the_saved_session_and_continues_it(workspace):
             assert "No session 'no-such-session'" in str(err.value)
         body = server.bodies("chat")[0]
     assert "write a plan" in json.dumps(body["messages"])
-    doc = json.loads((workspace / ".crystal" / "sessions" / f"{sid}.json").read_text())
+    doc = SessionStore(workspace).load(sid)
     assert doc["turns"] == 2
 
 
@@ -255,7 +256,7 @@ async def test_set_mode_and_approval_change_the_catalog_and_the_asking(workspace
     assert {"edit", "write", "bash"} <= tool_names(bodies[1])
     assert client.permission_requests == []  # full approval: nothing asked
     assert (workspace / "x.txt").read_text() == "x"
-    doc = json.loads(next((workspace / ".crystal" / "sessions").glob("*.json")).read_text())
+    doc = SessionStore(workspace).load(next((workspace / ".crystal" / "sessions").glob("*.jsonl")).stem)
     assert doc["mode"] == "work" and doc["approval"] == "full"
 
 

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 from crystal_kernel.testing.llm_server import LLMServer
+from crystal_kernel.host.store import SessionStore
 
 CRYSTAL = str(Path(sys.executable).parent / "crystal")
 
@@ -82,7 +83,7 @@ def test_crystal_run_review_mode_agent_and_reviewer_on_one_server(workspace):
 
     # The verdicts and rationales are in the session's audit log.
     session_id = events[-1]["sessionId"]
-    doc = json.loads((workspace / ".crystal" / "sessions" / f"{session_id}.json").read_text())
+    doc = SessionStore(workspace).load(session_id)
     assert [a["by"] for a in doc["audit"]] == ["reviewer", "reviewer", "reviewer", "host"]
     assert doc["audit"][2]["verdict"]["effective_risk"] == "medium"
     assert doc["audit"][0]["verdict"]["rationale"] == "The user asked for hello.txt."

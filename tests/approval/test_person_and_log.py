@@ -12,6 +12,7 @@ from crystal_kernel.host.loop import run_turn
 from crystal_kernel.testing.scripted import text_reply, tool_reply
 
 from .conftest import Person, collect, make_session, verdict
+from crystal_kernel.host.store import SessionStore
 
 
 async def test_allow_session_exact_pattern_never_widens(workspace):
@@ -74,7 +75,7 @@ async def test_audit_log_is_saved_with_the_session(workspace):
     ])
     (workspace / "a.txt").write_text("x")
     await collect(run_turn(session, "read a.txt"))
-    doc = json.loads((workspace / ".crystal" / "sessions" / f"{session.id}.json").read_text())
+    doc = SessionStore(workspace).load(session.id)
     read_entry, bash_entry = doc["audit"]
     assert read_entry["call"]["name"] == "read" and (read_entry["outcome"], read_entry["by"]) == ("allow", "host")
     assert read_entry["classification"] == {"risk": "read", "authority": "workspace", "external": False,

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from crystal_kernel.testing.llm_server import LLMServer
+from crystal_kernel.host.store import SessionStore
 
 CRYSTAL = str(Path(sys.executable).parent / "crystal")
 
@@ -52,7 +53,7 @@ def test_run_writes_file_runs_bash_and_saves_session(workspace):
     tool_msgs = [m for m in bodies[2]["messages"] if m["role"] == "tool"]
     assert "HELLO FROM CRYSTAL" in json.dumps(tool_msgs)
     session_id = events[-1]["sessionId"]
-    doc = json.loads((workspace / ".crystal" / "sessions" / f"{session_id}.json").read_text())
+    doc = SessionStore(workspace).load(session_id)
     assert doc["transcript"][0]["parts"][0]["text"] == "write a greeting and shout it"
     assert doc["transcript"][-1]["parts"][0]["text"] == "I wrote the file and read it back."
 
@@ -65,7 +66,7 @@ def test_run_writes_file_runs_bash_and_saves_session(workspace):
     user_texts = [m["content"] if isinstance(m["content"], str) else json.dumps(m["content"])
                   for m in body["messages"] if m["role"] == "user"]
     assert "write a greeting and shout it" in user_texts[0] and "are you there?" in user_texts[-1]
-    doc = json.loads((workspace / ".crystal" / "sessions" / f"{session_id}.json").read_text())
+    doc = SessionStore(workspace).load(session_id)
     assert doc["turns"] == 2
 
 

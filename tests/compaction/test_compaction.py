@@ -17,6 +17,7 @@ from crystal_kernel.host.loop import run_turn
 from crystal_kernel.host.messages import Message, TextPart, ToolCallPart, ToolResultPart
 from crystal_kernel.host.session import Session, Todo
 from crystal_kernel.testing.scripted import ScriptedProvider, text_reply
+from crystal_kernel.host.store import SessionStore
 
 SUMMARY = "## Goal\nRefactor the parser.\n\n## Next steps\nRun the tests."
 
@@ -85,7 +86,7 @@ async def test_past_threshold_compacts_once_keeps_todos_and_shrinks_the_request(
     assert [t.content for t in session.todos] == ["Refactor parser", "Write tests"]  # todos kept
     # The full record stays in history and in the saved document.
     assert len(session.history) == history_before + 2
-    doc = json.loads((workspace / ".crystal" / "sessions" / f"{session.id}.json").read_text())
+    doc = SessionStore(workspace).load(session.id)
     assert len(doc["history"]) == history_before + 2 and doc["transcript"][0]["meta"]["kind"] == "summary"
     notes = [e.text for e in events if isinstance(e, Note)]
     assert any(n.startswith("Compacted the conversation") for n in notes)
@@ -128,7 +129,7 @@ async def test_compact_command_on_demand_keeps_the_latest_turn(workspace):
     assert [m.meta.get("kind") for m in session.transcript][:1] == ["summary"]
     assert session.transcript[1].text() == "Old request number 2"
     assert len(session.history) == 12
-    saved = json.loads((workspace / ".crystal" / "sessions" / f"{session.id}.json").read_text())
+    saved = SessionStore(workspace).load(session.id)
     assert saved["transcript"][0]["meta"]["kind"] == "summary"
 
 

@@ -16,6 +16,7 @@ from crystal_kernel.host.session import ProcessFlags, Session
 from crystal_kernel.providers.base import Capabilities, TextChunk
 from crystal_kernel.testing.scripted import HANG, Fail, ScriptedProvider, text_reply, tool_reply
 from tests.approval.conftest import Person
+from crystal_kernel.host.store import SessionStore
 
 
 def make_session(workspace, replies, *, approval="full", person=False, **kw):
@@ -34,7 +35,7 @@ async def test_text_turn_streams_and_saves(workspace):
     deltas = [e.text for e in events if isinstance(e, TextDelta)]
     assert "".join(deltas) == "Hello there" and len(deltas) == 4
     assert isinstance(events[-1], TurnEnd) and events[-1].stop_reason == "end_turn"
-    doc = json.loads((workspace / ".crystal" / "sessions" / f"{session.id}.json").read_text())
+    doc = SessionStore(workspace).load(session.id)
     assert doc["transcript"][0]["parts"][0]["text"] == "hi"
     assert doc["transcript"][1]["parts"][0]["text"] == "Hello there"
     assert doc["usage"]["inputTokens"] == 10
@@ -192,8 +193,11 @@ async def test_corrupt_document_is_one_line_and_changes_nothing(workspace, field
 
     session = make_session(workspace, [text_reply("first")])
     await collect(run_turn(session, "one"))
-    path = workspace / ".crystal" / "sessions" / f"{session.id}.json"
-    doc = json.loads(path.read_text())
+    # A document in the older single-document format (still read).
+    store = SessionStore(workspace)
+    doc = store.load(session.id)
+    store.journal_path(session.id).unlink()
+    path = store.document_path(session.id)
     doc[field] = value
     path.write_text(json.dumps(doc))
     before = path.read_bytes()
@@ -209,13 +213,13 @@ async def test_a_session_that_cannot_be_saved_ends_the_turn_with_an_error(worksp
     sessions.mkdir(parents=True)
     sessions.chmod(0o500)  # root ignores this, so also make the target a folder
     session = make_session(workspace, [text_reply("done")])
-    (sessions / f"{session.id}.json").mkdir()
+    (sessions / f"{session.id}.jsonl").mkdir()
     try:
         events = await collect(run_turn(session, "x"))
     finally:
         sessions.chmod(0o700)
     errors = [e for e in events if isinstance(e, ErrorEvent)]
-    assert errors and f"Could not save the session document {sessions / (session.id + '.json')}" in errors[0].message
+    assert errors and f"Could not save the session document {sessions / (session.id + '.jsonl')}" in errors[0].message
     assert events[-1].stop_reason == "error"
 
 

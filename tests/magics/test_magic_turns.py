@@ -108,14 +108,14 @@ def test_two_cells_share_one_session_and_new_starts_a_fresh_one(kernel):
     messages = kernel.last_body()["messages"]
     texts = [m["content"] for m in messages if m["role"] in ("user", "assistant")]
     assert texts[-3:] == ["Remember the word kiwi", "First answer.", "Which word?"]
-    sessions = set((kernel.workspace / ".crystal" / "sessions").glob("*.json"))
+    sessions = set((kernel.workspace / ".crystal" / "sessions").glob("*.jsonl"))
     kernel.server.add({"text": "Fresh."})
     run = kernel.run("%%crystal --new\nWhich word?")
     assert run.status == "ok"
     assert any(t.startswith("Note: New session ") for t in run.texts())
     texts = [m["content"] for m in kernel.last_body()["messages"] if m["role"] in ("user", "assistant")]
     assert texts == ["Which word?"]
-    new = set((kernel.workspace / ".crystal" / "sessions").glob("*.json")) - sessions
+    new = set((kernel.workspace / ".crystal" / "sessions").glob("*.jsonl")) - sessions
     assert len(new) == 1
     session_id = new.pop().stem
     # The notebook's session is recorded, so /resume in a reopened notebook continues it.

@@ -4,7 +4,6 @@ folder on sys.path, since the suite runs with --import-mode=importlib)."""
 from __future__ import annotations
 
 import importlib.util
-import json
 import os
 import sys
 import time
@@ -13,6 +12,7 @@ from typing import Any
 
 import psutil
 
+from crystal_kernel.host.store import SessionStore
 from crystal_kernel.testing.llm_server import LLMServer
 
 _spec = importlib.util.spec_from_file_location(
@@ -23,9 +23,10 @@ _spec.loader.exec_module(kernel_helpers)  # type: ignore[union-attr]
 
 
 def session_documents(workspace: Path) -> list[dict[str, Any]]:
-    """Every session document in the workspace, parsed (a corrupt one fails the test)."""
+    """Every session in the workspace, read whole (a corrupt one fails the test)."""
     folder = workspace / ".crystal" / "sessions"
-    return [json.loads(p.read_text(encoding="utf-8")) for p in sorted(folder.glob("*.json"))]
+    store = SessionStore(workspace)
+    return [store.load(stem) for stem in sorted({p.stem for p in folder.glob("*.json*")})]
 
 
 def user_prompts(doc: dict[str, Any]) -> list[str]:

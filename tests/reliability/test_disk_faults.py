@@ -24,6 +24,9 @@ import pytest
 from crystal_kernel.testing.llm_server import LLMServer
 
 CRYSTAL = str(Path(sys.executable).parent / "crystal")
+# Longer than a page: the session journal appends, and a full tmpfs still takes the few
+# bytes that fit in the file's last page (they would be saved, whole) — not this.
+SECOND = "Second answer, never saved. " * 400
 
 
 def can_mount(tmp: Path) -> bool:
@@ -88,20 +91,20 @@ def first_turn(ws: Path, env: dict[str, str], server: LLMServer) -> tuple[str, b
     done = crystal(["run", "First question", "--workspace", str(ws), "--format", "jsonl"], env)
     assert done.returncode == 0, done.stderr
     session_id = [json.loads(line) for line in done.stdout.splitlines()][-1]["sessionId"]
-    return session_id, (ws / ".crystal" / "sessions" / f"{session_id}.json").read_bytes()
+    return session_id, (ws / ".crystal" / "sessions" / f"{session_id}.jsonl").read_bytes()
 
 
 def assert_clear_and_untouched(done, ws: Path, session_id: str, before: bytes) -> None:
     events = [json.loads(line) for line in done.stdout.splitlines() if line.strip()]
     errors = [e["message"] for e in events if e["type"] == "error"]
-    document = ws / ".crystal" / "sessions" / f"{session_id}.json"
+    document = ws / ".crystal" / "sessions" / f"{session_id}.jsonl"
     assert len(errors) == 1 and errors[0].startswith(f"Could not save the session document {document}: "), events
     assert "\n" not in errors[0] and "Traceback" not in done.stderr
     assert events[-1]["type"] == "turn_end" and events[-1]["stopReason"] == "error"
     # The turn's work is not on disk: the command says so and does not exit 0.
     assert done.returncode == 2 and done.stderr.strip().splitlines() == [f"crystal: {errors[0]}"]
     sessions = ws / ".crystal" / "sessions"
-    assert (sessions / f"{session_id}.json").read_bytes() == before, "the saved session changed"
+    assert (sessions / f"{session_id}.jsonl").read_bytes() == before, "the saved session changed"
     assert not [p.name for p in sessions.iterdir() if p.name.endswith(".tmp")], "a temp file was left behind"
 
 
@@ -115,7 +118,7 @@ def test_session_save_on_a_full_or_read_only_crystal_folder(tmp_path, mountable,
         if mountable:
             with tmpfs(ws / ".crystal"):
                 session_id, before = first_turn(ws, env, server)
-                server.add({"text": "Second answer, never saved."})
+                server.add({"text": SECOND})
                 args += ["--resume", session_id]
                 if fault == "full":
                     fill(ws / ".crystal")
@@ -125,7 +128,7 @@ def test_session_save_on_a_full_or_read_only_crystal_folder(tmp_path, mountable,
                 assert_clear_and_untouched(done, ws, session_id, before)
         else:
             session_id, before = first_turn(ws, env, server)
-            server.add({"text": "Second answer, never saved."})
+            server.add({"text": SECOND})
             args += ["--resume", session_id]
             if fault == "full" or os.geteuid() == 0:  # chmod does not bind root: refuse every write
                 done = crystal(args, env, fsize=len(before) // 2 if fault == "full" else 0)
@@ -136,7 +139,7 @@ def test_session_save_on_a_full_or_read_only_crystal_folder(tmp_path, mountable,
             assert_clear_and_untouched(done, ws, session_id, before)
         # The answer itself still reached the person.
         shown = "".join(e.get("text", "") for e in map(json.loads, done.stdout.splitlines()) if e["type"] == "text")
-        assert shown == "Second answer, never saved."
+        assert shown == SECOND
 
 
 @pytest.mark.parametrize("fault", ["full", "read-only"])

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from crystal_kernel.host.store import SessionStore
 from crystal_kernel.testing.llm_server import LLMServer
 
 CRYSTAL = str(Path(sys.executable).parent / "crystal")
@@ -84,8 +85,9 @@ def test_non_utf8_names_and_deep_arguments_end_in_results_and_the_session_saves(
     tool_messages = [m for m in bodies[1]["messages"] if m["role"] == "tool"]
     assert len(tool_messages) == 5 and "caf\\\\xe9-latin1.txt" in json.dumps(tool_messages)
     # The session document is valid UTF-8 JSON holding the turn.
-    doc_path = workspace / ".crystal" / "sessions" / f"{events[-1]['sessionId']}.json"
-    doc = json.loads(doc_path.read_bytes().decode("utf-8"))
+    doc_path = workspace / ".crystal" / "sessions" / f"{events[-1]['sessionId']}.jsonl"
+    assert all(json.loads(line) for line in doc_path.read_bytes().decode("utf-8").splitlines())
+    doc = SessionStore(workspace).load(events[-1]["sessionId"])
     assert doc["transcript"][-1]["parts"][0]["text"] == "Listed."
 
     # The session is not broken for good: it resumes, and the next turn works.
@@ -94,7 +96,7 @@ def test_non_utf8_names_and_deep_arguments_end_in_results_and_the_session_saves(
                          "--resume", events[-1]["sessionId"], "--approval", "full"], env_extra=openai_env(server))
     assert again.returncode == 0, again.stderr
     assert json.loads(again.stdout.splitlines()[-1])["stopReason"] == "end_turn"
-    assert json.loads(doc_path.read_text(encoding="utf-8"))["turns"] == 2
+    assert SessionStore(workspace).load(events[-1]["sessionId"])["turns"] == 2
 
 
 def test_arguments_too_deep_for_the_json_parser_fail_the_call(workspace):
@@ -173,7 +175,8 @@ def start_slow_resume(workspace: Path, server: LLMServer, session_id: str) -> su
 
 def test_a_second_front_resuming_an_open_session_is_refused_and_no_turn_is_lost(workspace):
     session_id = first_session(workspace)
-    doc_path = workspace / ".crystal" / "sessions" / f"{session_id}.json"
+    doc_path = workspace / ".crystal" / "sessions" / f"{session_id}.jsonl"
+    assert doc_path.exists()
     with LLMServer([{"text": "Slow second answer.", "chunk": 1, "delay": 0.6},
                     {"text": "never sent"}]) as server:
         holder = start_slow_resume(workspace, server, session_id)
@@ -187,7 +190,7 @@ def test_a_second_front_resuming_an_open_session_is_refused_and_no_turn_is_lost(
         in lines[0], other.stderr
     assert holder.returncode == 0, err
     assert asked == 1  # the refused front never reached the model
-    doc = json.loads(doc_path.read_text(encoding="utf-8"))
+    doc = SessionStore(workspace).load(session_id)
     prompts = [m["parts"][0]["text"] for m in doc["transcript"] if m["role"] == "user"]
     assert prompts == ["first", "second"] and doc["turns"] == 2
     # Once the holder is done, the session can be resumed again.
@@ -195,7 +198,7 @@ def test_a_second_front_resuming_an_open_session_is_refused_and_no_turn_is_lost(
         third = crystal(["run", "third", "--workspace", str(workspace), "--resume", session_id],
                         env_extra=openai_env(server))
     assert third.returncode == 0, third.stderr
-    assert json.loads(doc_path.read_text(encoding="utf-8"))["turns"] == 3
+    assert SessionStore(workspace).load(session_id)["turns"] == 3
 
 
 def test_a_killed_front_leaves_no_stale_lock(workspace):
@@ -213,8 +216,8 @@ def test_a_killed_front_leaves_no_stale_lock(workspace):
 def test_resuming_a_copied_document_continues_the_copy(workspace):
     session_id = first_session(workspace)
     folder = workspace / ".crystal" / "sessions"
-    original = (folder / f"{session_id}.json").read_bytes()
-    (folder / "copy-1.json").write_bytes(original)
+    original = (folder / f"{session_id}.jsonl").read_bytes()
+    (folder / "copy-1.jsonl").write_bytes(original)
     with LLMServer([{"text": "On the copy."}]) as server:
         out = crystal(["run", "on the copy", "--workspace", str(workspace), "--format", "jsonl",
                        "--resume", "copy-1"], env_extra=openai_env(server))
@@ -222,6 +225,6 @@ def test_resuming_a_copied_document_continues_the_copy(workspace):
     events = [json.loads(line) for line in out.stdout.splitlines()]
     assert events[-1]["sessionId"] == "copy-1"
     assert any(e["type"] == "note" and "continues as copy-1" in e["text"] for e in events)
-    assert (folder / f"{session_id}.json").read_bytes() == original
-    copy = json.loads((folder / "copy-1.json").read_text(encoding="utf-8"))
+    assert (folder / f"{session_id}.jsonl").read_bytes() == original
+    copy = SessionStore(workspace).load("copy-1")
     assert copy["id"] == "copy-1" and copy["turns"] == 2

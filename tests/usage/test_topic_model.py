@@ -11,6 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from crystal_kernel.host.store import SessionStore
 from crystal_kernel.testing.llm_server import LLMServer
 
 CRYSTAL = str(Path(sys.executable).parent / "crystal")
@@ -24,8 +25,8 @@ def run(workspace: Path, *args: str) -> subprocess.CompletedProcess:
 
 
 def session_doc(workspace: Path) -> dict:
-    (path,) = (workspace / ".crystal" / "sessions").glob("*.json")
-    return json.loads(path.read_text())
+    (path,) = (workspace / ".crystal" / "sessions").glob("*.jsonl")
+    return SessionStore(workspace).load(path.stem)
 
 
 def test_topic_model_names_the_session_is_recorded_and_replayed(private_home, workspace, tmp_path):

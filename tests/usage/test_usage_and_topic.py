@@ -12,6 +12,7 @@ from crystal_kernel.host.loop import run_turn
 from crystal_kernel.host.session import Session
 from crystal_kernel.host.usage import price_for
 from crystal_kernel.testing.scripted import HANG, ScriptedProvider, text_reply, tool_reply
+from crystal_kernel.host.store import SessionStore
 
 
 def make_session(workspace, replies, **config):
@@ -45,7 +46,7 @@ async def test_usage_per_turn_and_session_with_cost(workspace):
     # 503000 * 2 / 1e6 + 50300 * 8 / 1e6 = 1.006 + 0.4024
     assert lines[-1] == "Cost: $1.4084"
     assert abs(result.data["usage"]["cost"] - 1.4084) < 1e-9
-    doc = json.loads((workspace / ".crystal" / "sessions" / f"{session.id}.json").read_text())
+    doc = SessionStore(workspace).load(session.id)
     assert doc["usage"]["byModel"] == {"gpt-test": {"inputTokens": 503_000, "outputTokens": 50_300}}
 
 
@@ -92,7 +93,7 @@ async def test_topic_named_after_first_turn_and_saved(workspace, monkeypatch):
     assert topic_request.purpose == "topic" and topic_request.tools == []
     assert "short title" in topic_request.system
     assert "the login test fails sometimes" in topic_request.messages[0].text()
-    doc = json.loads((workspace / ".crystal" / "sessions" / f"{session.id}.json").read_text())
+    doc = SessionStore(workspace).load(session.id)
     assert doc["topic"] == "Fix flaky login test"
     listing = (await run_command(session, "/sessions")).text
     assert "Fix flaky login test" in listing

@@ -1,0 +1,389 @@
+"""Session journals: ``<workspace>/.crystal/sessions/<id>.jsonl``.
+
+A session is stored as an append-only journal, one JSON object per line, so that a turn
+costs what it adds, not what the session already holds:
+
+- ``{"t": "snapshot", "v": 2, "doc": {...}}`` — always the first line: the session
+  document without its message lists, audit log and per-turn usage (those follow as
+  lines of their own). Written by an atomic rewrite (temp file + rename) when the session
+  is new, forked, compacted or converted from the old single-document format.
+- ``{"t": "msg", "to": "both" | "history" | "transcript", "m": {...}}`` — one message
+  appended to the transcript and/or the full history.
+- ``{"t": "add", "k": "audit" | "usage.turns", "items": [...], "len": N}`` — entries
+  appended to a list; ``len`` is the list's length afterwards (older entries beyond it
+  are dropped, as the audit log is bounded).
+- ``{"t": "set", "k": {...}}`` — top-level document keys that changed. Every save ends
+  with one, holding at least ``updated``, ``turns``, ``topic`` and ``usage``, so that a
+  listing reads only the first and the last line of a journal.
+
+Each save appends its lines with one ``write`` and fsyncs, so a crash loses at most the
+line being written. A last line without its newline is such a torn write: it is skipped
+when read and cut off before the next append. A broken line anywhere else is reported
+(one line) and the file is left as it is. Lines of a type this version does not know
+are kept and written again in the next snapshot; unknown keys inside lines survive.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from crystal_kernel.errors import UserError
+from crystal_kernel.host.fsutil import MAX_FILE_DEPTH
+from crystal_kernel.host.textsafe import clean_value, nesting_depth
+
+JOURNAL_VERSION = 2
+# Document keys a journal carries as lines of their own rather than in the snapshot.
+LIST_KEYS = ("transcript", "history", "audit")
+# Unknown line types are kept under this document key and written back by the next snapshot.
+UNKNOWN_LINES_KEY = "journalUnknownLines"
+# A listing reads at most this much from either end of a journal.
+_TAIL_CHUNK = 1 << 16
+_LIST_SCAN_LIMIT = 8 << 20
+
+
+def dumps_line(value: Any) -> str:
+    """One compact JSON line (no newline); lone surrogates become visible escapes rather
+    than failing the save (issue 17 §5)."""
+    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        text = json.dumps(clean_value(value), ensure_ascii=False, separators=(",", ":"))
+    return text
+
+
+@dataclass
+class JournalState:
+    """What a journal holds on disk, so the next save can append only what changed."""
+
+    size: int = 0                       # bytes of complete lines
+    mtime_ns: int = 0
+    inode: int = 0
+    torn_bytes: int = 0                 # a torn last line (a crash mid-write) follows ``size``
+
+
+def split_document(doc: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """The snapshot lines of a whole document: its head and one line per message/list."""
+    head = {k: v for k, v in doc.items() if k not in LIST_KEYS and k != UNKNOWN_LINES_KEY}
+    usage = head.get("usage")
+    turns: list[Any] = []
+    if isinstance(usage, dict) and isinstance(usage.get("turns"), list):
+        turns = usage["turns"]
+        head["usage"] = {k: v for k, v in usage.items() if k != "turns"}
+    lines = [dumps_line({"t": "snapshot", "v": JOURNAL_VERSION, "doc": head})]
+    transcript = doc.get("transcript") or []
+    history = doc.get("history")
+    if history is None:
+        history = transcript
+    lines += message_lines(history, transcript, [], [])
+    if turns:
+        lines.append(dumps_line({"t": "add", "k": "usage.turns", "items": turns, "len": len(turns)}))
+    audit = doc.get("audit") or []
+    if audit:
+        lines.append(dumps_line({"t": "add", "k": "audit", "items": audit, "len": len(audit)}))
+    for extra in doc.get(UNKNOWN_LINES_KEY) or []:
+        lines.append(dumps_line(extra))
+    return head, lines
+
+
+def message_lines(history: list[Any], transcript: list[Any], old_history: list[Any],
+                  old_transcript: list[Any]) -> list[str]:
+    """Lines for messages appended since ``old_*`` (both lists must extend their old
+    selves). A message in both lists (the same object) is written once."""
+    new_history = history[len(old_history):]
+    new_transcript = transcript[len(old_transcript):]
+    position = {id(m): i for i, m in enumerate(new_history)}
+    lines: list[str] = []
+
+    def emit(message: Any, to: str) -> None:
+        lines.append(dumps_line({"t": "msg", "to": to, "m": _dump(message)}))
+
+    # Both lists keep their order on replay: history-only messages are written just before
+    # the next shared one (a compaction summary is transcript-only and comes first).
+    done = 0
+    for message in new_transcript:
+        at = position.get(id(message))
+        if at is None or at < done:
+            emit(message, "transcript")
+            continue
+        for earlier in new_history[done:at]:
+            emit(earlier, "history")
+        emit(message, "both")
+        done = at + 1
+    for later in new_history[done:]:
+        emit(later, "history")
+    return lines
+
+
+def _dump(message: Any) -> Any:
+    dump = getattr(message, "model_dump", None)
+    return dump(mode="json") if dump is not None else message
+
+
+def write_snapshot(path: Path, lines: list[str], *, fsync: bool = True) -> JournalState:
+    """Replace the journal atomically with ``lines``."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    data = ("\n".join(lines) + "\n").encode("utf-8")
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            if fsync:
+                os.fsync(handle.fileno())
+        if path.exists():
+            os.chmod(tmp, path.stat().st_mode & 0o777)
+        else:  # mkstemp makes 0600; a new file gets the usual permissions
+            umask = os.umask(0)
+            os.umask(umask)
+            os.chmod(tmp, 0o666 & ~umask)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+    st = os.stat(path)
+    return JournalState(size=st.st_size, mtime_ns=st.st_mtime_ns, inode=st.st_ino)
+
+
+def unchanged_since(path: Path, state: JournalState) -> bool:
+    """True when the file is still what this process last wrote or read (nobody else
+    appended or replaced it): only then may the next save append to it."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return False
+    return (st.st_ino, st.st_mtime_ns, st.st_size) == (state.inode, state.mtime_ns, state.size + state.torn_bytes)
+
+
+def append_lines(path: Path, state: JournalState, lines: list[str]) -> JournalState:
+    """Append ``lines`` with one write and fsync. A torn last line left by a crash is cut
+    off first. On failure (disk full, read-only) the file is cut back to what it held
+    and the error is raised: a save never leaves half a line behind."""
+    data = ("\n".join(lines) + "\n").encode("utf-8")
+    fd = os.open(path, os.O_WRONLY)
+    try:
+        if state.torn_bytes:
+            os.ftruncate(fd, state.size)
+        os.lseek(fd, state.size, os.SEEK_SET)
+        try:
+            view = memoryview(data)
+            while view:
+                written = os.write(fd, view)
+                view = view[written:]
+            os.fsync(fd)
+        except BaseException:
+            try:
+                os.ftruncate(fd, state.size)
+            except OSError:
+                pass
+            raise
+        st = os.fstat(fd)
+    finally:
+        os.close(fd)
+    return JournalState(size=st.st_size, mtime_ns=st.st_mtime_ns, inode=st.st_ino)
+
+
+def read_journal(path: Path) -> tuple[dict[str, Any], JournalState]:
+    """The whole session document a journal describes, and the journal's state."""
+    try:
+        with open(path, "rb") as handle:
+            st = os.fstat(handle.fileno())
+            data = handle.read()
+    except OSError as exc:
+        raise UserError(f"Cannot read session journal {path}: {exc.strerror or exc}.") from None
+    end = data.rfind(b"\n") + 1
+    body = data[:end]
+    if not body.strip():
+        raise UserError(f"Session journal {path} is empty.")
+    doc: dict[str, Any] | None = None
+    transcript: list[Any] = []
+    history: list[Any] = []
+    lists: dict[str, list[Any]] = {"audit": [], "usage.turns": []}
+    extra_lines: list[Any] = []
+    start = 0
+    number = 0
+    while start < end:
+        stop = body.index(b"\n", start)
+        number += 1
+        raw = body[start:stop]
+        start = stop + 1
+        try:
+            line = json.loads(raw)
+        except UnicodeDecodeError as exc:
+            raise UserError(f"Session journal {path} is not valid UTF-8 at line {number} (byte {exc.start}); "
+                            "it was left as it is.") from None
+        except (ValueError, RecursionError) as exc:
+            what = exc.msg if isinstance(exc, json.JSONDecodeError) else "it cannot be read"
+            raise UserError(f"Session journal {path} is corrupt at line {number} ({what}); "
+                            "it was left as it is.") from None
+        # Counting brackets is cheap; only a line that could nest too deep is walked.
+        if raw.count(b"[") + raw.count(b"{") > MAX_FILE_DEPTH and nesting_depth(line, MAX_FILE_DEPTH) > MAX_FILE_DEPTH:
+            raise UserError(f"Session journal {path} nests deeper than {MAX_FILE_DEPTH} levels at line {number}; "
+                            "it was left as it is.")
+        if not isinstance(line, dict):
+            raise UserError(f"Session journal {path} is corrupt at line {number} (not a JSON object); "
+                            "it was left as it is.")
+        kind = line.get("t")
+        if number == 1:
+            if kind != "snapshot" or not isinstance(line.get("doc"), dict):
+                raise UserError(f"Session journal {path} does not start with a snapshot line; "
+                                "it was left as it is.")
+            doc = dict(line["doc"])
+            continue
+        if kind == "msg" and isinstance(line.get("m"), dict):
+            message, to = line["m"], line.get("to", "both")
+            if to in ("both", "history"):
+                history.append(message)
+            if to in ("both", "transcript"):
+                transcript.append(message)
+        elif kind == "set" and isinstance(line.get("k"), dict):
+            doc.update(line["k"])  # type: ignore[union-attr]
+        elif kind == "add" and line.get("k") in lists and isinstance(line.get("items"), list):
+            target = lists[line["k"]]
+            target.extend(line["items"])
+            keep = line.get("len")
+            if isinstance(keep, int) and 0 <= keep < len(target):
+                del target[: len(target) - keep]
+        else:
+            extra_lines.append(line)
+    assert doc is not None
+    doc["transcript"] = transcript
+    doc["history"] = history
+    doc["audit"] = lists["audit"]
+    usage = doc.get("usage")
+    if isinstance(usage, dict):
+        doc["usage"] = dict(usage, turns=lists["usage.turns"])
+    if extra_lines:
+        doc[UNKNOWN_LINES_KEY] = extra_lines
+    return doc, JournalState(size=end, mtime_ns=st.st_mtime_ns, inode=st.st_ino, torn_bytes=len(data) - end)
+
+
+def read_summary(path: Path) -> dict[str, Any]:
+    """The snapshot head merged with the last ``set`` line: what a listing needs, read
+    from the two ends of the file only. Raises ValueError/OSError when unreadable."""
+    with open(path, "rb") as handle:
+        first = handle.readline(_LIST_SCAN_LIMIT)
+        head = json.loads(first)
+        if not isinstance(head, dict) or head.get("t") != "snapshot" or not isinstance(head.get("doc"), dict):
+            raise ValueError("no snapshot line")
+        doc = dict(head["doc"])
+        size = os.fstat(handle.fileno()).st_size
+        position, carry, scanned = size, b"", 0
+        while position > len(first) and scanned < _LIST_SCAN_LIMIT:
+            step = min(_TAIL_CHUNK, position - len(first))
+            position -= step
+            scanned += step
+            handle.seek(position)
+            block = handle.read(step) + carry
+            lines = block.split(b"\n")
+            carry = lines[0]
+            if position <= len(first):
+                lines.insert(0, b"")  # the carry is a whole line: look at it too
+            for raw in reversed(lines[1:]):
+                if _merge_set(doc, raw):
+                    return doc
+    return doc
+
+
+def _merge_set(doc: dict[str, Any], raw: bytes) -> bool:
+    if b'"t":"set"' not in raw:
+        return False
+    try:
+        line = json.loads(raw)
+    except ValueError:
+        return False  # a torn last line
+    if isinstance(line, dict) and line.get("t") == "set" and isinstance(line.get("k"), dict):
+        doc.update(line["k"])
+        return True
+    return False
+
+
+# Keys every save's closing ``set`` line carries, changed or not (see read_summary).
+ALWAYS_SET = ("updated", "turns", "topic", "usage")
+
+
+class JournalWriter:
+    """Saves one session to its journal: appends what changed since the last save, or
+    writes a snapshot when appending cannot describe the change (a new session, a
+    compacted transcript, a journal another process wrote meanwhile)."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.state: JournalState | None = None
+        self._history: list[Any] = []
+        self._transcript: list[Any] = []
+        self._meta: dict[str, str] = {}
+        self._lists: dict[str, tuple[int, Any]] = {}
+
+    def loaded(self, state: JournalState, meta: dict[str, Any], history: list[Any], transcript: list[Any],
+               lists: dict[str, list[Any]]) -> None:
+        """The session was just filled from this journal: the next save appends."""
+        self.state = state
+        self._remember(meta, history, transcript, lists)
+
+    def _remember(self, meta: dict[str, Any], history: list[Any], transcript: list[Any],
+                  lists: dict[str, list[Any]], dumped: dict[str, str] | None = None) -> None:
+        self._history, self._transcript = list(history), list(transcript)
+        self._meta = dumped if dumped is not None else {k: dumps_line(v) for k, v in meta.items()}
+        self._lists = {k: (len(v), v[-1] if v else None) for k, v in lists.items()}
+
+    def save(self, meta: dict[str, Any], history: list[Any], transcript: list[Any],
+             lists: dict[str, list[Any]], document: Any) -> None:
+        """``meta``: the document's other keys (``usage`` without its turns); ``lists``:
+        the append-only lists (audit, usage.turns); ``document()``: the whole document,
+        called only when a snapshot is written."""
+        lines = self._append_lines(meta, history, transcript, lists)
+        if lines is None:
+            _, snapshot = split_document(document())
+            self.state = write_snapshot(self.path, snapshot)
+            self._remember(meta, history, transcript, lists)
+            return
+        assert self.state is not None
+        self.state = append_lines(self.path, self.state, lines[0])
+        self._remember(meta, history, transcript, lists, lines[1])
+
+    def _append_lines(self, meta: dict[str, Any], history: list[Any], transcript: list[Any],
+                      lists: dict[str, list[Any]]) -> tuple[list[str], dict[str, str]] | None:
+        if self.state is None or not unchanged_since(self.path, self.state):
+            return None
+        if not (_extends(history, self._history) and _extends(transcript, self._transcript)):
+            return None  # compaction replaced the transcript's head: a snapshot
+        if set(meta) - {UNKNOWN_LINES_KEY} != set(self._meta) - {UNKNOWN_LINES_KEY}:
+            return None
+        lines = message_lines(history, transcript, self._history, self._transcript)
+        for key, items in lists.items():
+            count, last = self._lists.get(key, (0, None))
+            start = 0
+            if count:
+                start = next((i + 1 for i in range(len(items) - 1, -1, -1) if items[i] is last), -1)
+                if start < 0:
+                    return None
+            if start < len(items):
+                lines.append(dumps_line({"t": "add", "k": key, "items": items[start:], "len": len(items)}))
+        dumped: dict[str, str] = {}
+        changed: dict[str, Any] = {}
+        for key, value in meta.items():
+            if key == UNKNOWN_LINES_KEY:
+                dumped[key] = self._meta.get(key, "")
+                continue
+            text = dumped[key] = dumps_line(value)
+            if key in ALWAYS_SET or text != self._meta.get(key):
+                changed[key] = value
+        lines.append(dumps_line({"t": "set", "k": changed}))
+        return lines, dumped
+
+
+def _extends(current: list[Any], saved: list[Any]) -> bool:
+    """``current`` starts with exactly the objects of ``saved`` (identity, not equality:
+    cheap, and a message replaced in place is a change)."""
+    if len(current) < len(saved):
+        return False
+    return all(a is b for a, b in zip(current, saved))
