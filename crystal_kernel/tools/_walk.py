@@ -147,6 +147,34 @@ def _walk(folder: Path, stack: list[IgnoreFile], depth: int, max_depth: int | No
             yield path, False, depth
 
 
+async def list_relative(root: Path, *, use_rg: bool = True) -> list[str]:
+    """Every file below ``root`` that the walking rules keep, as POSIX paths relative to
+    ``root`` (no ``Path`` objects: a 50,000-file listing is handled as plain strings).
+    Unordered."""
+    import asyncio
+
+    rg = rg_binary() if use_rg else None
+    if rg is None:
+        prefix = len(str(root)) + 1
+        return await asyncio.to_thread(
+            lambda: [str(p)[prefix:].replace(os.sep, "/") for p, _, _ in walk(root)])
+    # Run in ``root`` with no path argument: rg prints paths relative to it, unprefixed.
+    proc = await asyncio.create_subprocess_exec(
+        rg, *RG_BASE_FLAGS, "--files", "--null", cwd=str(root),
+        stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.DEVNULL, start_new_session=True,
+    )
+    try:
+        out, _ = await proc.communicate()
+    except asyncio.CancelledError:
+        proc.kill()
+        raise
+    names = os.fsdecode(out).split("\0")
+    if names and not names[-1]:
+        names.pop()
+    return names
+
+
 async def list_files(root: Path, *, use_rg: bool = True) -> list[Path]:
     """Every file below ``root`` that the walking rules keep, via ``rg --files`` when the
     binary is there (fast, parallel), else :func:`walk`. Unordered."""
