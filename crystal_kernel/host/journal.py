@@ -27,13 +27,12 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from crystal_kernel.errors import UserError
-from crystal_kernel.host.fsutil import MAX_FILE_DEPTH
+from crystal_kernel.host.fsutil import MAX_FILE_DEPTH, atomic_write_text
 from crystal_kernel.host.textsafe import clean_value, nesting_depth
 
 JOURNAL_VERSION = 2
@@ -41,6 +40,8 @@ JOURNAL_VERSION = 2
 LIST_KEYS = ("transcript", "history", "audit")
 # Unknown line types are kept under this document key and written back by the next snapshot.
 UNKNOWN_LINES_KEY = "journalUnknownLines"
+# How every message line this module writes starts (compact JSON, "t" first).
+_MSG_PREFIX = b'{"t":"msg",'
 # A listing reads at most this much from either end of a journal.
 _TAIL_CHUNK = 1 << 16
 _LIST_SCAN_LIMIT = 8 << 20
@@ -126,29 +127,8 @@ def _dump(message: Any) -> Any:
 
 
 def write_snapshot(path: Path, lines: list[str], *, fsync: bool = True) -> JournalState:
-    """Replace the journal atomically with ``lines``."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    data = ("\n".join(lines) + "\n").encode("utf-8")
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            if fsync:
-                os.fsync(handle.fileno())
-        if path.exists():
-            os.chmod(tmp, path.stat().st_mode & 0o777)
-        else:  # mkstemp makes 0600; a new file gets the usual permissions
-            umask = os.umask(0)
-            os.umask(umask)
-            os.chmod(tmp, 0o666 & ~umask)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
+    """Replace the journal atomically with ``lines`` (temp file, fsync, rename)."""
+    atomic_write_text(path, "\n".join(lines) + "\n", fsync=fsync)
     st = os.stat(path)
     return JournalState(size=st.st_size, mtime_ns=st.st_mtime_ns, inode=st.st_ino)
 
@@ -191,8 +171,13 @@ def append_lines(path: Path, state: JournalState, lines: list[str]) -> JournalSt
     return JournalState(size=st.st_size, mtime_ns=st.st_mtime_ns, inode=st.st_ino)
 
 
-def read_journal(path: Path) -> tuple[dict[str, Any], JournalState]:
-    """The whole session document a journal describes, and the journal's state."""
+def read_journal(path: Path, parse_message: Callable[[bytes], Any] | None = None
+                 ) -> tuple[dict[str, Any], JournalState]:
+    """The whole session document a journal describes, and the journal's state.
+
+    ``parse_message``: builds a message object straight from a ``msg`` line's bytes (one
+    pass of pydantic's JSON parser instead of ``json.loads`` and then validation: resume
+    of a 50 MB session is mostly this); the document's lists then hold those objects."""
     try:
         with open(path, "rb") as handle:
             st = os.fstat(handle.fileno())
@@ -201,7 +186,7 @@ def read_journal(path: Path) -> tuple[dict[str, Any], JournalState]:
         raise UserError(f"Cannot read session journal {path}: {exc.strerror or exc}.") from None
     end = data.rfind(b"\n") + 1
     body = data[:end]
-    if not body.strip():
+    if not body[:4096].strip() and not body.strip():  # (the full strip copies 50 MB: only when needed)
         raise UserError(f"Session journal {path} is empty.")
     doc: dict[str, Any] | None = None
     transcript: list[Any] = []
@@ -215,6 +200,17 @@ def read_journal(path: Path) -> tuple[dict[str, Any], JournalState]:
         number += 1
         raw = body[start:stop]
         start = stop + 1
+        if parse_message is not None and number > 1 and raw.startswith(_MSG_PREFIX):
+            try:
+                to, message = parse_message(raw)
+            except (ValueError, RecursionError):
+                pass  # read it the slow way below, for the precise report
+            else:
+                if to in ("both", "history"):
+                    history.append(message)
+                if to in ("both", "transcript"):
+                    transcript.append(message)
+                continue
         try:
             line = json.loads(raw)
         except UnicodeDecodeError as exc:

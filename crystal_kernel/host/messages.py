@@ -119,3 +119,18 @@ def dump_transcript(messages: list[Message]) -> list[dict[str, Any]]:
 
 def load_transcript(data: list[dict[str, Any]]) -> list[Message]:
     return [Message.model_validate(m) for m in data]
+
+
+class _MessageLine(BaseModel):
+    """A journal's message line (host/journal.py), parsed and validated in one pass."""
+
+    model_config = ConfigDict(extra="allow")
+
+    to: Literal["both", "history", "transcript"] = "both"
+    m: Message
+
+
+def parse_message_line(raw: bytes) -> tuple[str, Message]:
+    """``(to, message)`` of one journal message line; ValueError when it is not one."""
+    line = _MessageLine.model_validate_json(raw)
+    return line.to, line.m

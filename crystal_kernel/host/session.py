@@ -414,13 +414,6 @@ class Session:
     def _journal_lists(self) -> dict[str, list[Any]]:
         return {"audit": self.audit, "usage.turns": self.usage.turns}
 
-    def save(self) -> Path:
-        """Append this save's changes to the session journal (a snapshot when they cannot
-        be appended); UserError naming the file on failure (or when another front holds
-        the session, see :meth:`claim`)."""
-        self.claim()
-        path = self.store.journal_path(self.id)
-
     def claim(self) -> None:
         """Hold the lock on this session's document (ROBUST-2): UserError when another
         front has it open. Saving claims too; fronts claim early when they name the id."""
@@ -443,6 +436,12 @@ class Session:
             self._lock.release()
             self._lock = None
 
+    def save(self) -> Path:
+        """Append this save's changes to the session journal (a snapshot when they cannot
+        be appended); UserError naming the file on failure (or when another front holds
+        the session, see :meth:`claim`)."""
+        self.claim()
+        path = self.store.journal_path(self.id)
         try:
             if self._writer is None or self._writer.path != path:
                 self._writer = JournalWriter(path)
@@ -468,6 +467,9 @@ class Session:
             def build(items: list[Any]) -> list[Message]:
                 out = []
                 for item in items:
+                    if isinstance(item, Message):  # a journal read it already
+                        out.append(item)
+                        continue
                     message = built.get(id(item))
                     if message is None:
                         message = built[id(item)] = load_transcript([item])[0]
@@ -481,7 +483,8 @@ class Session:
             # entry at the same distance from the end is that message.
             offset = len(raw_history) - len(raw_transcript)
             for i, item in enumerate(raw_transcript):
-                if id(item) not in built and 0 <= offset + i < len(raw_history) and raw_history[offset + i] == item:
+                if (not isinstance(item, Message) and id(item) not in built and 0 <= offset + i < len(raw_history)
+                        and raw_history[offset + i] == item):
                     built[id(item)] = history[offset + i]
             transcript = build(raw_transcript)
             todos = [Todo.model_validate(t) for t in doc.get("todos") or []]
@@ -528,7 +531,7 @@ class Session:
         mine = self._lock is not None and self._lock.held and self._lock.document == path
         lock = None if mine else acquire_lock(path, session_id)
         try:
-            doc, state = self.store.load_with_state(session_id)
+            doc, state = self.store.load_with_state(session_id, messages=True)
             # What the journal holds, before any change below: the next save appends the
             # differences from it.
             disk_meta = {k: v for k, v in doc.items() if k not in LIST_KEYS}

@@ -76,13 +76,18 @@ class SessionStore:
         """The whole session document (from the journal, or the old format)."""
         return self.load_with_state(session_id)[0]
 
-    def load_with_state(self, session_id: str) -> tuple[dict[str, Any], JournalState | None]:
-        """The document and, for a journal, its state (so the next save appends)."""
+    def load_with_state(self, session_id: str, *, messages: bool = False
+                        ) -> tuple[dict[str, Any], JournalState | None]:
+        """The document and, for a journal, its state (so the next save appends).
+        ``messages``: a journal's message lists hold Message objects rather than dicts
+        (faster: what resume uses)."""
         path = self.path_for(session_id)
         if not path.exists():
             raise UserError(f"No session '{session_id}' in {self.folder}.")
         if path.suffix == ".jsonl":
-            data, state = read_journal(path)
+            from crystal_kernel.host.messages import parse_message_line
+
+            data, state = read_journal(path, parse_message_line if messages else None)
         else:
             data, state = read_json_object(path, "session document"), None
         if not isinstance(data.get("transcript", []), list):

@@ -173,24 +173,3 @@ async def list_relative(root: Path, *, use_rg: bool = True) -> list[str]:
     if names and not names[-1]:
         names.pop()
     return names
-
-
-async def list_files(root: Path, *, use_rg: bool = True) -> list[Path]:
-    """Every file below ``root`` that the walking rules keep, via ``rg --files`` when the
-    binary is there (fast, parallel), else :func:`walk`. Unordered."""
-    import asyncio
-
-    rg = rg_binary() if use_rg else None
-    if rg is None:
-        return await asyncio.to_thread(lambda: [p for p, _, _ in walk(root)])
-    proc = await asyncio.create_subprocess_exec(
-        rg, *RG_BASE_FLAGS, "--files", "--null", "--", str(root),
-        stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.DEVNULL, start_new_session=True,
-    )
-    try:
-        out, _ = await proc.communicate()
-    except asyncio.CancelledError:
-        proc.kill()
-        raise
-    return [Path(os.fsdecode(p)) for p in out.split(b"\0") if p]
