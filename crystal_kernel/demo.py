@@ -56,9 +56,9 @@ def run_cli_tour() -> int:
         return code
     check = subprocess.run([sys.executable, "-m", "unittest", "-q"], cwd=project, capture_output=True, text=True)
     print("\nThe sample project's tests after the agent's fix:", "pass" if check.returncode == 0 else "FAIL")
-    sessions = sorted((project / ".crystal" / "sessions").glob("*.json"))
+    sessions = sorted((project / ".crystal" / "sessions").glob("*.jsonl"))
     if sessions:
-        print(f"The session document: {_rel(sessions[-1])}")
+        print(f"The session journal: {_rel(sessions[-1])}")
     return check.returncode
 
 

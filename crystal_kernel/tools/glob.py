@@ -34,8 +34,9 @@ def literal_suffix(pattern: str) -> str:
 
 
 async def glob_files(root: Path, pattern: str, *, use_rg: bool = True,
-                     prefix: tuple[str, ...] = ()) -> list[tuple[float, Path]]:
-    """Matching files as (mtime, path), newest first, ties by path.
+                     prefix: tuple[str, ...] = ()) -> list[tuple[float, str]]:
+    """Matching files as (mtime, path relative to ``root`` in POSIX form), newest first,
+    ties by path.
 
     Built for 50,000-file trees: the listing stays relative strings, the literal suffix
     and then the (linear-time) glob regex filter it, and only matches are stat'ed.
@@ -45,7 +46,7 @@ async def glob_files(root: Path, pattern: str, *, use_rg: bool = True,
     suffix = literal_suffix(pattern.rstrip("/"))
     names = await list_relative(root, use_rg=use_rg)
 
-    def stat_all() -> list[tuple[float, Path]]:
+    def stat_all() -> list[tuple[float, str]]:
         match = regex.match if regex is not None else None
         fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
         stat = os.stat
@@ -65,7 +66,7 @@ async def glob_files(root: Path, pattern: str, *, use_rg: bool = True,
         finally:
             os.close(fd)
         out.sort(key=lambda item: (-item[0], item[1]))
-        return [(mtime, root / rel) for mtime, rel in out]
+        return out
 
     return await asyncio.to_thread(stat_all)
 
@@ -85,7 +86,8 @@ class GlobTool(Tool):
         found = await glob_files(root, args.pattern, prefix=ctx.access.credential_prefix(root))
         if not found:
             return ToolResult(ok=True, text=f"No files match '{args.pattern}' in {display_path(root, ctx.workspace)}.")
-        lines = [display_path(p, ctx.workspace) for _, p in found[:MAX_FILES]]
+        # Path objects only for what is shown: a match may be one of 50,000.
+        lines = [display_path(root / rel, ctx.workspace) for _, rel in found[:MAX_FILES]]
         text = "\n".join(lines)
         if len(found) > MAX_FILES:
             text += (

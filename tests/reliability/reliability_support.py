@@ -26,7 +26,8 @@ def session_documents(workspace: Path) -> list[dict[str, Any]]:
     """Every session in the workspace, read whole (a corrupt one fails the test)."""
     folder = workspace / ".crystal" / "sessions"
     store = SessionStore(workspace)
-    return [store.load(stem) for stem in sorted({p.stem for p in folder.glob("*.json*")})]
+    stems = {p.stem for pattern in ("*.jsonl", "*.json") for p in folder.glob(pattern)}
+    return [store.load(stem) for stem in sorted(stems)]
 
 
 def user_prompts(doc: dict[str, Any]) -> list[str]:
