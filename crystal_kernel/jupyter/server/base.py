@@ -92,7 +92,12 @@ class CrystalHandler(APIHandler):
     def session_workspace(self, session_id: str) -> Path:
         """The workspace that holds session ``session_id`` (its id checked first)."""
         check_id(session_id, "session")
-        return self.workspace_with(f".crystal/sessions/{session_id}.json")
+        # A journal (<id>.jsonl), or a session still in the older single-document format.
+        for name in (f".crystal/sessions/{session_id}.jsonl", f".crystal/sessions/{session_id}.json"):
+            found = self.workspace_with(name)
+            if (found / name).exists():
+                return found
+        return self.workspace()
 
     def job_workspace(self, session_id: str, job_id: str) -> Path:
         """The workspace that holds job ``job_id`` of session ``session_id``."""
