@@ -8,7 +8,7 @@ front.
 
 Figures:
 - the last 30 turns' mean time against the first 30 (does a turn get slower as the
-  session grows?). Target ratio <= 1.2 (issue 22). It cannot be met while every request
+  session grows?). Target ratio <= 1.2. It cannot be met while every request
   carries the whole transcript: by turn 300 the request body is ~2.4 MB, and building,
   encoding and sending it grows with the session (measured: the provider request is
   where the time goes; the save stays flat).
@@ -19,7 +19,7 @@ Figures:
   the same bytes. Target under 0.5 s.
 - resume of a 50 MB session: the same session grown to 50 MB (6,000 more 8 KB tool
   results, saved in batches through the same save path), median of 3; reference:
-  ``json.loads`` of each line of the file. Target under 0.5 s (issue 22).
+  ``json.loads`` of each line of the file. Target under 0.5 s.
 - memory growth: RSS after turn 300 minus RSS after turn 30 (the first turns load
   lazily imported modules). Target flat within 50 MB.
 """

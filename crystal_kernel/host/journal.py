@@ -49,7 +49,7 @@ _LIST_SCAN_LIMIT = 8 << 20
 
 def dumps_line(value: Any) -> str:
     """One compact JSON line (no newline); lone surrogates become visible escapes rather
-    than failing the save (issue 17 §5)."""
+    than failing the save."""
     text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
     try:
         text.encode("utf-8")

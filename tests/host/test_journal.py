@@ -1,4 +1,4 @@
-"""Sessions stored as append-only journals (issue 22, SPEC §11 Sessions): a turn appends
+"""Sessions stored as append-only journals (SPEC §11 Sessions): a turn appends
 its lines, the old single-document format is still read, unknown fields survive, a
 corrupt line is reported and the file left as it is, a torn last line is dropped."""
 

@@ -1,4 +1,4 @@
-"""A crash mid-write loses at most the line being written (issue 22, sessions as
+"""A crash mid-write loses at most the line being written (sessions as
 journals): a child process runs turns with large prompts on one session and is killed
 with SIGKILL at random moments; every complete line of the journal must come back on
 resume, in order, and every turn the child reported as saved must be there."""
