@@ -33,6 +33,7 @@ from typing import Any, Callable
 
 from crystal_kernel.errors import UserError
 from crystal_kernel.host.fsutil import MAX_FILE_DEPTH, atomic_write_text
+from crystal_kernel.host.secrets import redact
 from crystal_kernel.host.textsafe import clean_value, nesting_depth
 
 JOURNAL_VERSION = 2
@@ -48,8 +49,10 @@ _LIST_SCAN_LIMIT = 8 << 20
 
 
 def dumps_line(value: Any) -> str:
-    """One compact JSON line (no newline); lone surrogates become visible escapes rather
+    """One compact JSON line (no newline). Known key values never reach the file
+    (TRUST-4, whatever a tool printed); lone surrogates become visible escapes rather
     than failing the save."""
+    value = redact(value)
     text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
     try:
         text.encode("utf-8")
@@ -126,9 +129,10 @@ def _dump(message: Any) -> Any:
     return dump(mode="json") if dump is not None else message
 
 
-def write_snapshot(path: Path, lines: list[str], *, fsync: bool = True) -> JournalState:
-    """Replace the journal atomically with ``lines`` (temp file, fsync, rename)."""
-    atomic_write_text(path, "\n".join(lines) + "\n", fsync=fsync)
+def write_snapshot(path: Path, lines: list[str], *, fsync: bool = True, inside: Path | None = None) -> JournalState:
+    """Replace the journal atomically with ``lines`` (temp file, fsync, rename); with
+    ``inside``, no symbolic link between that folder and the journal (TRUST-3)."""
+    atomic_write_text(path, "\n".join(lines) + "\n", fsync=fsync, inside=inside)
     st = os.stat(path)
     return JournalState(size=st.st_size, mtime_ns=st.st_mtime_ns, inode=st.st_ino)
 
@@ -137,7 +141,7 @@ def unchanged_since(path: Path, state: JournalState) -> bool:
     """True when the file is still what this process last wrote or read (nobody else
     appended or replaced it): only then may the next save append to it."""
     try:
-        st = os.stat(path)
+        st = os.stat(path, follow_symlinks=False)  # a link planted there is a change
     except OSError:
         return False
     return (st.st_ino, st.st_mtime_ns, st.st_size) == (state.inode, state.mtime_ns, state.size + state.torn_bytes)
@@ -148,7 +152,7 @@ def append_lines(path: Path, state: JournalState, lines: list[str]) -> JournalSt
     off first. On failure (disk full, read-only) the file is cut back to what it held
     and the error is raised: a save never leaves half a line behind."""
     data = ("\n".join(lines) + "\n").encode("utf-8")
-    fd = os.open(path, os.O_WRONLY)
+    fd = os.open(path, os.O_WRONLY | getattr(os, "O_NOFOLLOW", 0))
     try:
         if state.torn_bytes:
             os.ftruncate(fd, state.size)
@@ -311,8 +315,9 @@ class JournalWriter:
     writes a snapshot when appending cannot describe the change (a new session, a
     compacted transcript, a journal another process wrote meanwhile)."""
 
-    def __init__(self, path: Path):
+    def __init__(self, path: Path, inside: Path | None = None):
         self.path = path
+        self.inside = inside  # snapshots: no symbolic link below this folder (TRUST-3)
         self.state: JournalState | None = None
         self._history: list[Any] = []
         self._transcript: list[Any] = []
@@ -339,7 +344,7 @@ class JournalWriter:
         lines = self._append_lines(meta, history, transcript, lists)
         if lines is None:
             _, snapshot = split_document(document())
-            self.state = write_snapshot(self.path, snapshot)
+            self.state = write_snapshot(self.path, snapshot, inside=self.inside)
             self._remember(meta, history, transcript, lists)
             return
         assert self.state is not None

@@ -444,7 +444,7 @@ class Session:
         path = self.store.journal_path(self.id)
         try:
             if self._writer is None or self._writer.path != path:
-                self._writer = JournalWriter(path)
+                self._writer = JournalWriter(path, inside=self.workspace)
             meta = self._meta_document()
             snapshot = self._writer.state is None
             self._writer.save(meta, self.history, self.transcript, self._journal_lists(),
@@ -547,7 +547,7 @@ class Session:
                 lock.release()
             raise
         if state is not None:
-            self._writer = JournalWriter(self.store.journal_path(session_id))
+            self._writer = JournalWriter(self.store.journal_path(session_id), inside=self.workspace)
             self._writer.loaded(state, disk_meta, self.history, self.transcript, self._journal_lists())
         else:
             self._writer = None

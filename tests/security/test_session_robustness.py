@@ -71,7 +71,9 @@ def test_non_utf8_names_and_deep_arguments_end_in_results_and_the_session_saves(
     assert out.returncode == 0, out.stderr
     events = [json.loads(line) for line in out.stdout.splitlines()]
     assert events[-1]["type"] == "turn_end" and events[-1]["stopReason"] == "end_turn"
-    results = {e["name"] + str(i): e for i, e in enumerate(e for e in events if e["type"] == "tool_result")}
+    # Keyed by the call's position: read-only calls run side by side and may end in any order.
+    order = {e["id"]: i for i, e in enumerate(e for e in events if e["type"] == "tool_call")}
+    results = {e["name"] + str(order[e["id"]]): e for e in events if e["type"] == "tool_result"}
     assert all(results[k]["ok"] for k in ("list0", "glob1", "tree2", "grep3", "bash4"))
     # The names are shown with their bytes escaped, the same way everywhere.
     for key in ("list0", "glob1", "tree2"):

@@ -94,9 +94,11 @@ def test_an_edited_session_document_grants_no_directory(workspace, tmp_path):
     resumed = open_session(workspace, provider=ScriptedProvider([]), resume=session.id)
     assert [(str(d.path), d.mode) for d in resumed.access.directories] == [(str(granted), "ro")]
 
-    doc = json.loads(path.read_text())
+    # Edited by hand (written back as one document, which the store still reads).
+    doc = session.store.load(session.id)
     doc["directories"].append({"path": "/", "mode": "rw"})
-    path.write_text(json.dumps(doc))
+    path.unlink()
+    session.store.document_path(session.id).write_text(json.dumps(doc))
     attacked = open_session(workspace, provider=ScriptedProvider([]), resume=session.id)
     assert attacked.access.directories == []
     assert any("were not granted" in n for n in attacked.drain_notes())
@@ -104,9 +106,9 @@ def test_an_edited_session_document_grants_no_directory(workspace, tmp_path):
         attacked.access.resolve("/etc/hostname")
 
     # A document copied under another id carries no grant either.
-    doc = json.loads(session.store.path_for(session.id).read_text())
+    doc = session.store.load(session.id)
     doc["id"] = "copied-1"
-    session.store.path_for("copied-1").write_text(json.dumps(doc))
+    session.store.document_path("copied-1").write_text(json.dumps(doc))
     copied = open_session(workspace, provider=ScriptedProvider([]), resume="copied-1")
     assert copied.access.directories == []
 

@@ -81,7 +81,7 @@ async def test_pass_keys_to_tools_shows_keys_to_tools_but_never_persists_them(wo
     persisted = files_under(workspace / ".crystal")
     for key in keys:
         assert key not in persisted, "a key value reached a file the host wrote"
-    doc = json.loads(session.store.path_for(session.id).read_text())
+    doc = session.store.load(session.id)
     assert "[redacted OPENAI_API_KEY]" in json.dumps(doc)
 
 
