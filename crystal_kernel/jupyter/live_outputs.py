@@ -1,4 +1,4 @@
-"""Outputs that survive a page reload and a kernel restart (issue 18 "Reload and restart").
+"""Outputs that survive a page reload and a kernel restart (FORM-2).
 
 Every output Crystal shows carries ``metadata.crystal = {"display": ID, "cell": CELL_ID}``
 (the cell id JupyterLab sends with the execute request). A page reloaded while a turn

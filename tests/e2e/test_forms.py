@@ -170,7 +170,7 @@ def active_index(page) -> int:
 
 
 def test_after_a_form_click_shift_enter_does_not_rerun_the_running_cell(page, lab):
-    """Issue 18 "Prompt cells": clicking a form button must not leave the running cell
+    """FORM-3: clicking a form button must not leave the running cell
     active, or the next Shift+Enter runs the same prompt again."""
     make_notebook(lab, "focus.ipynb", "crystal")
     open_notebook(page, lab, "focus.ipynb", "crystal")
@@ -199,7 +199,7 @@ def test_after_a_form_click_shift_enter_does_not_rerun_the_running_cell(page, la
 
 
 def test_reload_while_an_approval_waits_brings_the_form_back_and_the_cell_completes(page, lab):
-    """Issue 18 "Reload and restart": reloading the page (even before the running cell's
+    """FORM-2: reloading the page (even before the running cell's
     outputs were saved) brings the form back; answering it completes the cell."""
     make_notebook(lab, "reload.ipynb", "crystal")
     open_notebook(page, lab, "reload.ipynb", "crystal")
@@ -231,7 +231,7 @@ def test_reload_while_an_approval_waits_brings_the_form_back_and_the_cell_comple
 
 
 def test_saved_live_widgets_tell_the_truth_after_a_kernel_restart(page, lab):
-    """Issue 18: a notebook saved with a waiting form and a /jobs table with Stop
+    """FORM-2: a notebook saved with a waiting form and a /jobs table with Stop
     buttons, reopened after a kernel restart, shows no "model not found" and no job
     "running" forever."""
     make_notebook(lab, "restart.ipynb", "crystal")

@@ -63,7 +63,7 @@ def test_429_then_success(kernel):
 
 def test_500_three_times_then_success(kernel):
     clear(kernel.server)
-    # requestTimeoutSeconds bounds the whole wait, backoff included (issue 17 §5): the
+    # requestTimeoutSeconds bounds the whole wait, backoff included (ROBUST-4): the
     # server asks for short waits so three retries fit in the 2 s budget.
     kernel.server.add(*[{"status": 500, "message": "boom", "headers": {"retry-after": "0.05"}}] * 3,
                       {"text": "Answer after three failures."})
