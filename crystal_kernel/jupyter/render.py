@@ -189,7 +189,7 @@ class Renderer:
         self._end_stream()
         if isinstance(event, ToolCallStarted):
             card = CardState(id=event.id, name=event.name, arguments=dict(event.arguments))
-            self._cards[event.id] = (card, self.output.show(card_bundle(card)))
+            self._cards[event.id] = (card, self.output.show(card_bundle(card), stale=_stale_card(card)))
         elif isinstance(event, ApprovalEvent):
             self._approval(event)
         elif isinstance(event, ToolProgress):
@@ -232,7 +232,7 @@ class Renderer:
             self._stream = None
 
     def _update_card(self, card: CardState, handle: Handle) -> None:
-        handle.update(card_bundle(card))
+        handle.update(card_bundle(card), stale=_stale_card(card))
 
     def _approval(self, event: ApprovalEvent) -> None:
         entry = self._cards.get(event.id)
@@ -296,3 +296,15 @@ class Renderer:
         s = self._status
         self._status = Status(s.mode, s.approval, s.provider, s.model, s.prompt_set, s.tokens + added)
         self._status_handle.update(status_bundle(self._status))
+
+
+def _stale_card(card: CardState) -> Bundle | None:
+    """What a running or waiting card, saved and reopened after its kernel stopped,
+    should say instead (live_outputs.py); None once the call has ended."""
+    from dataclasses import replace
+
+    if card.state not in ("running", "waiting"):
+        return None
+    why = ("The kernel stopped before anyone approved this call; it did not run." if card.state == "waiting"
+           else "The kernel stopped before this call finished.")
+    return card_bundle(replace(card, state="cancelled", result=why, approval=None))

@@ -142,7 +142,7 @@ def test_kernel_deny_reason_arrives_whole(page, lab):
 
 
 def test_magics_front_receives_typed_text_and_deny_reason_whole(page, lab):
-    """The same at human speed through ``%%crystal`` in a python3 kernel."""
+    """FORM-1 through ``%%crystal`` in a python3 kernel."""
     make_notebook(lab, "magics.ipynb", "python3")
     open_notebook(page, lab, "magics.ipynb", "python3")
     run_cell(page, "%load_ext crystal_kernel")
@@ -266,4 +266,6 @@ def test_saved_live_widgets_tell_the_truth_after_a_kernel_restart(page, lab):
     shoot(page, "after-restart")
     text = notebook.inner_text()
     assert "model not found" not in text and "Error displaying widget" not in text
+    assert "waiting for approval" not in text, "the saved card does not wait forever either"
+    assert "The kernel stopped before anyone approved this call; it did not run." in text
     assert "running" not in notebook.locator("table", has_text="Background jobs").first.inner_text()
