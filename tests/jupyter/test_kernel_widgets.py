@@ -177,7 +177,8 @@ def test_live_comm_lists_the_waiting_form_and_shows_it_again(kernel):
 
     run = kernel.run("Check live", on_message=on_message, timeout=60)
     assert run.status == "ok" and state["clicked"]
-    again = state["again"][0]
+    # The waiting card is live too (shown again); the form is the one with the widget.
+    again = next(c for c in state["again"] if "application/vnd.jupyter.widget-view+json" in c["data"])
     meta = again["metadata"]["crystal"]
     assert meta["live"] is True and meta["display"] in state["reply"]["live"]
     assert "application/vnd.jupyter.widget-view+json" in again["data"]
