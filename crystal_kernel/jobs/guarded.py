@@ -3,11 +3,11 @@
 ``bash``, background jobs and MCP servers already run under the job supervisor
 (:mod:`crystal_kernel.jobs.supervisor`): a parent-death signal and a child subreaper, so
 their whole tree dies with the host however the host dies, SIGKILL included. This
-wraps other argv (ripgrep for ``grep``) the same way: the supervisor
+wraps other argv (ripgrep for ``grep``, exec tools) the same way: the supervisor
 runs ``/bin/sh -c 'exec ARGV'`` and exits the way the program did (same code or signal),
-with the caller's stdout, stderr, working folder and environment. The supervisor keeps
-a copy of stdin, so this suits programs whose input is /dev/null; exec tools, which get
-their arguments on stdin (EX-6, EX-15), are not wrapped yet.
+with the caller's stdin, stdout, stderr, working folder and environment. The supervisor
+drops its own copy of stdin once the program started, so a program that stops reading
+its arguments still breaks the host's pipe (EX-6, EX-15).
 """
 
 from __future__ import annotations

@@ -182,6 +182,11 @@ def main(argv: list) -> None:
         sys.stderr.write(f"crystal: cannot start {bash}: {exc.strerror or exc}\n")
         sys.stderr.flush()
         os._exit(127)
+    # The supervisor never reads stdin: keeping the host's pipe open here would let a host
+    # writing arguments to a program that stopped reading block instead of seeing EPIPE.
+    null_in = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null_in, 0)
+    os.close(null_in)
     if status_fd is not None:
         # Only the command's processes hold the output pipe from now on.
         null = os.open(os.devnull, os.O_WRONLY)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 import signal
 import subprocess
 from dataclasses import dataclass
@@ -21,9 +22,12 @@ from pathlib import Path
 
 import psutil
 
+from crystal_kernel.jobs.guarded import guarded_argv
+
 from crystal_kernel.errors import ToolError
 
 _CHUNK = 65536
+_STDIN_GRACE_SECONDS = 0.3
 
 
 @dataclass
@@ -86,9 +90,16 @@ class _Child:
         except OSError as exc:  # EPIPE: the child closed its input
             self.outcome.stdin_failed = exc.strerror or "broken pipe"
         self._close_stdin()
-        if self.outcome.stdin_failed and not self.exited.done() and not _has_exited(self.popen.pid):
-            kill_process_tree(self.popen.pid)  # EX-15: stdin failure stops the tree
+        if self.outcome.stdin_failed:
+            # EX-15: a stdin failure stops the tree. The pipe also breaks when the program
+            # simply ended without reading; the supervisor may still be reaping it, so
+            # it gets a moment to exit on its own first.
+            self.loop.call_later(_STDIN_GRACE_SECONDS, self._stop_if_running)
         self._one_done()
+
+    def _stop_if_running(self) -> None:
+        if not self.exited.done() and not _has_exited(self.popen.pid):
+            kill_process_tree(self.popen.pid)
 
     def _close_stdin(self) -> None:
         if self.stdin_fd is not None:
@@ -188,13 +199,21 @@ class _Child:
 
 
 async def run_process(argv: list[str], *, cwd: Path, env: dict[str, str], payload: bytes | None,
-                      timeout: float | None, max_bytes: int) -> ProcessOutcome:
+                      timeout: float | None, max_bytes: int, guarded: bool = True) -> ProcessOutcome:
     """Start ``argv`` (no shell) in its own process group, feed stdin (or close it at
     once when ``payload`` is None), read both streams into buffers of ``max_bytes``
-    each, all under ``timeout`` seconds (None: no limit)."""
+    each, all under ``timeout`` seconds (None: no limit).
+
+    ``guarded``: the program runs under the job supervisor, so its whole tree dies with
+    the host however the host dies (ROBUST-3)."""
     loop = asyncio.get_running_loop()
+    executable = argv[0] if os.sep in argv[0] else shutil.which(argv[0], path=env.get("PATH"))
+    if executable is None or not os.access(executable, os.X_OK) or os.path.isdir(executable):
+        reason = "No such file or directory" if executable is None or not os.path.exists(executable) else "Permission denied"
+        raise ToolError(f"Could not start {argv[0]}: {reason}.")
+    started = guarded_argv([executable, *argv[1:]]) if guarded else argv
     try:
-        popen = subprocess.Popen(argv, cwd=str(cwd), env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        popen = subprocess.Popen(started, cwd=str(cwd), env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                  stderr=subprocess.PIPE, start_new_session=True, bufsize=0)
     except OSError as exc:
         raise ToolError(f"Could not start {argv[0]}: {exc.strerror or exc}.") from None

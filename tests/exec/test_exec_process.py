@@ -304,15 +304,32 @@ async def test_ex15_unlimited_timeout_lets_a_slow_tool_finish(home, workspace, c
     assert not short.ok and "timed out after 0.5 seconds" in short.text
 
 
-async def test_ex15_timeout_covers_reading_output_after_exit(home, workspace, ctx):
-    # The child exits at once but leaves a grandchild holding stdout open: reading is
-    # still inside the timeout, and that grandchild is stopped with the tree.
-    script = ("import subprocess, sys; subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)']);"
-              "print('{}', flush=True)")
-    home_set(home, "leak", {"command": [PY, "-c", script], "tools": [{"name": "leak", "timeoutSeconds": 1}]})
+async def test_ex15_grandchild_holding_output_is_stopped_when_the_tool_exits(home, workspace, ctx):
+    # The child exits at once but leaves a grandchild holding stdout open. The tool runs
+    # under the job supervisor (ROBUST-3), which stops whatever the tool left running when
+    # it exits: the call neither waits for the grandchild nor leaves it behind.
+    script = ("import subprocess, sys; p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)']);"
+              "open('grandchild.pid', 'w').write(str(p.pid)); print('{}', flush=True)")
+    home_set(home, "leak", {"command": [PY, "-c", script], "tools": [{"name": "leak", "timeoutSeconds": 5}]})
     tools, _ = load(home, workspace)
     started = time.monotonic()
     result = await call(tools["leak"], {}, ctx)
+    assert result.ok
+    assert time.monotonic() - started < 4
+    grandchild = int((workspace / "grandchild.pid").read_text())
+    deadline = time.monotonic() + 3
+    while psutil.pid_exists(grandchild) and psutil.Process(grandchild).status() != psutil.STATUS_ZOMBIE:
+        assert time.monotonic() < deadline, "the grandchild outlived the tool"
+        await asyncio.sleep(0.05)
+
+
+async def test_ex15_timeout_covers_reading_output_of_a_tool_still_running(home, workspace, ctx):
+    # The tool closes nothing and keeps running after printing: reading is inside the timeout.
+    script = "import time; print('{}', flush=True); time.sleep(60)"
+    home_set(home, "linger", {"command": [PY, "-c", script], "tools": [{"name": "linger", "timeoutSeconds": 1}]})
+    tools, _ = load(home, workspace)
+    started = time.monotonic()
+    result = await call(tools["linger"], {}, ctx)
     assert not result.ok and "timed out" in result.text
     assert time.monotonic() - started < 6
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import resource
+import json
 import subprocess
 import sys
 import time
@@ -192,3 +193,47 @@ def test_ripgrep_does_not_outlive_a_killed_host(workspace):
         host.wait(timeout=10)
     gone, alive = psutil.wait_procs(rg, timeout=5)
     assert not alive, f"rg outlived the host: {alive}"
+
+
+EXEC_HOST_SCRIPT = HOST_SCRIPT.replace('("grep", {"pattern": "x", "path": "fifo"})', '("sleeper", {})')
+SLEEPER = r"""
+import os, subprocess, sys, time
+# A grandchild in a session of its own, as a daemonising tool would leave behind.
+child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"], start_new_session=True)
+open("pids", "w").write(f"{os.getpid()} {child.pid}")
+time.sleep(120)
+"""
+
+
+def test_exec_tool_and_its_grandchildren_do_not_outlive_a_killed_host(workspace):
+    """ROBUST-3: exec tools run under the job supervisor (parent-death signal and child
+    subreaper): SIGKILL the host while a tool and a grandchild in its own session run,
+    and both are gone."""
+    import os
+    import signal
+
+    import psutil
+
+    folder = Path(os.environ["CRYSTAL_HOME"]) / "tools" / "sleeper"
+    folder.mkdir(parents=True)
+    (folder / "sleeper.py").write_text(SLEEPER)
+    (folder / "tools.json").write_text(json.dumps({"command": [sys.executable, str(folder / "sleeper.py")], "tools": [
+        {"name": "sleeper", "output": "text", "timeoutSeconds": 100}]}))
+    host = subprocess.Popen([sys.executable, "-c", EXEC_HOST_SCRIPT, str(workspace)])
+    pids_file = workspace / "pids"
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not (pids_file.exists() and " " in pids_file.read_text()):
+            time.sleep(0.1)
+        assert pids_file.exists(), "the tool never started"
+    finally:
+        host.send_signal(signal.SIGKILL)
+        host.wait(timeout=10)
+    procs = []
+    for pid in map(int, pids_file.read_text().split()):
+        try:
+            procs.append(psutil.Process(pid))
+        except psutil.NoSuchProcess:
+            pass
+    gone, alive = psutil.wait_procs(procs, timeout=5)
+    assert not alive, f"outlived the host: {alive}"
