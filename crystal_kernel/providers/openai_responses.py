@@ -75,7 +75,9 @@ def _assistant(message: Message) -> list[dict[str, Any]]:
     items: list[dict[str, Any]] = [_reasoning_item(p) for p in message.reasoning(PROVIDER) if p.encrypted]
     text = message.text()
     if text:
-        items.append({"role": "assistant", "content": text})
+        # "type": "message" is optional for OpenAI but llama.cpp's /v1/responses refuses an
+        # assistant item without it ("Cannot determine type of 'item'", HTTP 400).
+        items.append({"type": "message", "role": "assistant", "content": text})
     for call in message.tool_calls():
         items.append({"type": "function_call", "call_id": call.id, "name": call.name,
                       "arguments": call_arguments(call)})
@@ -121,6 +123,13 @@ def _user(message: Message, images: bool) -> list[dict[str, Any]]:
     if content:
         items.append({"role": "user", "content": content})
     return items
+
+
+def at_limit(final: Any, limit: int | None) -> bool:
+    """A "completed" answer that used the whole output limit was cut off there: llama.cpp's
+    /v1/responses never reports ``incomplete``, so a truncated answer would pass as whole."""
+    usage = getattr(final, "usage", None)
+    return bool(limit) and usage is not None and (usage.output_tokens or 0) >= (limit or 0)
 
 
 class OpenAIResponsesProvider(SDKProvider):
@@ -219,5 +228,7 @@ class OpenAIResponsesProvider(SDKProvider):
         elif final.status == "incomplete":
             reason = getattr(final.incomplete_details, "reason", None) or "incomplete"
             yield Finished("max_tokens" if reason == "max_output_tokens" else reason)
+        elif at_limit(final, request.max_output_tokens):
+            yield Finished("max_tokens")
         else:
             yield Finished("end_turn")

@@ -57,6 +57,8 @@ NOT_RUN: dict[str, tuple[str, str]] = {
                   DRY_MAKE.format("demo")),
     "make test": ("it is the whole suite, this test included; here its recipe is expanded",
                   DRY_MAKE.format("test")),
+    "make interop": ("it builds llama-server (tens of minutes) and runs the interop suite; here its recipe "
+                     "is expanded", DRY_MAKE.format("interop")),
     "make lab": ("it starts JupyterLab, which serves until stopped; here its recipe is expanded",
                  DRY_MAKE.format("lab")),
     "crystal kernel install --sys-prefix": (

@@ -154,3 +154,38 @@ async def test_tool_call_message_content_is_an_empty_string_not_null(server: LLM
     sent = server.bodies("chat")[0]["messages"]
     assert sent[1] == {"role": "assistant", "content": "",
                        "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "list", "arguments": "{}"}}]}
+
+
+async def test_responses_assistant_text_is_sent_as_a_typed_message_item(server: LLMServer, adapter):
+    """Found by the interop suite (docs/interop.md): llama.cpp's /v1/responses refuses an input item with a role but
+    no ``"type": "message"`` (HTTP 400 "Cannot determine type of 'item'"), so every
+    request after an answer with text failed there; OpenAI accepts the typed form too."""
+    server.add({"text": "ok"})
+    provider = adapter("responses")
+    from crystal_kernel.host.messages import ToolCallPart, ToolResultPart
+
+    messages = [Message.user_text("hi"),
+                Message(role="assistant", parts=[TextPart(text="Let me look."), ToolCallPart(id="c1", name="list")]),
+                Message(role="user", parts=[ToolResultPart(call_id="c1", name="list", ok=True, text="a")]),
+                Message(role="assistant", parts=[TextPart(text="One file.")]),
+                Message.user_text("thanks")]
+    items = [i async for i in provider.stream(ModelRequest(model="m", system="", messages=messages))]
+    assert "".join(i.text for i in items if isinstance(i, TextChunk)) == "ok"
+    sent = server.bodies("responses")[0]["input"]
+    assistant = [item for item in sent if item.get("role") == "assistant"]
+    assert assistant == [{"type": "message", "role": "assistant", "content": "Let me look."},
+                         {"type": "message", "role": "assistant", "content": "One file."}]
+
+
+@pytest.mark.parametrize("used, stop", [(40, "max_tokens"), (39, "end_turn")])
+async def test_a_completed_response_that_used_the_whole_output_limit_was_cut_off(used, stop, server: LLMServer,
+                                                                                 adapter):
+    """Found by the interop suite (docs/interop.md): llama.cpp's /v1/responses says "completed" even when it stopped
+    at max_output_tokens; an answer that used the whole limit ends as max_tokens, so the
+    person is told it was cut off (text mode exits 1 saying why)."""
+    server.add({"text": "a long story", "usage": {"output_tokens": used}})
+    provider = adapter("responses")
+    request = ModelRequest(model="m", system="", messages=[Message.user_text("story")], max_output_tokens=40)
+    items = [i async for i in provider.stream(request)]
+    assert server.bodies("responses")[0]["max_output_tokens"] == 40
+    assert items[-1].stop_reason == stop
