@@ -37,7 +37,6 @@ INLINE_UNCHECKED: dict[str, str] = {
                                   "install (plugins.md runs one)",
     "pip install jupyter-ai-acp-client": "needs PyPI; acp.md's sh block shows it and NOT_RUN checks it",
     "pip install -e .": "run by plugins.md's sh block (see NOT_RUN in test_docs_commands.py)",
-    ".venv/bin/pip install jupyter-ai-magic-commands": "needs PyPI; a benchmark's optional comparison",
     "sudo apt-get install -y chromium": "changes the machine's packages; jupyterlab.md's sh block simulates it",
     "apt-get install -y nodejs npm": "changes the machine's packages and needs the network",
     "jlpm install": "part of the extension build (jupyterlab.md), which rebuilds the checkout",
