@@ -62,8 +62,10 @@ def test_the_output_limit_is_sent_and_a_cut_answer_says_so(provider, llama, work
     assert "Traceback" not in text.stderr
 
 
-TOOL_PROMPT = ("Use the read tool to read the file notes.txt, then tell me the word written in it. "
-               "Call the tool now.")
+# A 135M model calls a tool when shown the call to make: the Hermes form the template
+# describes, which llama.cpp's grammar and parser then turn into a streamed tool call.
+TOOL_PROMPT = ('Read the file notes.txt with the read tool. Answer with exactly this and nothing else:\n'
+               '<tool_call>\n{"name": "read", "arguments": {"path": "notes.txt"}}\n</tool_call>')
 
 
 @pytest.mark.parametrize("provider", PROVIDERS)
@@ -100,24 +102,30 @@ def small_llama(tmp_path_factory):
 SMALL_CTX = 2048
 
 
-def filler(words: int, seed: str) -> str:
-    """A prompt of about ``words`` tokens that a model has nothing to say about."""
-    return f"Remember this list ({seed}): " + " ".join(f"{seed}{n}" for n in range(words)) + ". Reply with OK."
+def filler(words: int) -> str:
+    """A prompt of about ``words`` tokens (" word" is one token) with nothing to answer."""
+    return "Here is a list to keep: " + " ".join(["word"] * words) + ". Reply with OK."
 
 
 def test_a_request_too_long_for_the_server_is_compacted_and_sent_once_more(small_llama, workspace,
                                                                              private_home):
-    """the server refuses a request for its length (HTTP 400, "exceeds the
-    available context size (2048 tokens)"): Crystal adopts the size it names, compacts
-    the conversation, and sends the step once more; the turn succeeds."""
+    """The server refuses a request for its length (HTTP 400, "exceeds the available
+    context size (2048 tokens)"): Crystal adopts the size it names, compacts the
+    conversation, and sends the step once more; the turn succeeds."""
     # contextWindow set far too large: no probe, no compaction ahead of time, so the
     # server's refusal is what Crystal must act on.
     write_config(private_home, contextWindow=131072, maxOutputTokens=24)
     flags = only_tools("read")
-    first, events1 = crystal_run(filler(500, "alpha"), small_llama, workspace, extra=flags)
+    first, events1 = crystal_run(filler(600), small_llama, workspace, extra=flags)
     assert events1[-1]["stopReason"] in ("end_turn", "max_tokens"), (events1, first.stderr)
-    session = events1[-1]["sessionId"]
-    second, events2 = crystal_run(filler(900, "beta"), small_llama, workspace, extra=[*flags, "--resume", session])
+    used = of(events1, "usage")[-1]
+    fixed = used["inputTokens"] - 600  # system text, tool list, template
+    # The second prompt overflows the window by about 150 tokens, yet fits beside a
+    # summary of the first turn (at most 256 tokens, a window's eighth).
+    more = SMALL_CTX - used["inputTokens"] - used["outputTokens"] + 150
+    assert fixed + 256 + 40 + more < SMALL_CTX, (fixed, more)
+    second, events2 = crystal_run(filler(more), small_llama, workspace,
+                                  extra=[*flags, "--resume", events1[-1]["sessionId"]])
     said = notes(events2)
     assert any(f"(now taken as {SMALL_CTX:,} tokens); compacting the conversation and trying once more." in n
                for n in said), (said, events2, second.stderr)
@@ -129,7 +137,7 @@ def test_a_request_too_long_for_the_server_is_compacted_and_sent_once_more(small
 def test_a_request_that_cannot_fit_reports_the_servers_words(small_llama, workspace, private_home):
     """nothing older to compact: one line with the server's own reason."""
     write_config(private_home, contextWindow=131072, maxOutputTokens=24)
-    out, events = crystal_run(filler(2500, "gamma"), small_llama, workspace, extra=only_tools("read"))
+    out, events = crystal_run(filler(2500), small_llama, workspace, extra=only_tools("read"))
     errors = of(events, "error")
     assert len(errors) == 1 and "exceeds the available context size" in errors[0]["message"], (events, out.stderr)
     assert "Nothing older is left to summarise." in notes(events)
