@@ -68,6 +68,10 @@ TOOL_PROMPT = ('Read the file notes.txt with the read tool. Answer with exactly 
                '<tool_call>\n{"name": "read", "arguments": {"path": "notes.txt"}}\n</tool_call>')
 
 
+# Measured here: SmolLM2-135M answers this prompt in prose on every protocol and never
+# writes a <tool_call>, so no tool call is streamed (docs/interop.md). Strict: the day a
+# model or template makes it call, this reports XPASS as a failure to be turned on.
+@pytest.mark.xfail(strict=True, reason="SmolLM2-135M does not emit a tool call (measured; docs/interop.md)")
 @pytest.mark.parametrize("provider", PROVIDERS)
 def test_a_real_streamed_tool_call_runs_and_the_next_request_is_accepted(provider, llama, workspace,
                                                                          private_home):
