@@ -19,9 +19,11 @@ def test_the_model_knows_its_notebook_and_edits_it_as_cells(kernel):
             "path": "analysis.ipynb", "action": "insert", "source": "## Findings", "cell_type": "markdown"}}]},
         {"text": "Added a Findings heading."},
     )
+    # The model server is shared by the module's tests: only this turn's requests count.
+    before = len(kernel.server.bodies("chat"))
     run = kernel.run("Add a findings heading to this notebook")
     assert run.status == "ok"
-    bodies = kernel.server.bodies("chat")
+    bodies = kernel.server.bodies("chat")[before:]
     system = bodies[0]["messages"][0]["content"]
     assert "This notebook (the user's, in Jupyter): analysis.ipynb" in system
     tools = [t["function"]["name"] for t in bodies[0]["tools"]]
