@@ -140,10 +140,10 @@ def estimate_tokens(request: Any) -> int:
 
 
 def context_window(session: Any) -> int:
-    """config contextWindow, unless the server showed a smaller one (a refused request)."""
-    actual = int(session.capabilities.context_window)
+    """config contextWindow when set (it overrides the capability table), else the
+    provider's; a server that refused a request as too long lowers both (loop.py)."""
     configured = session.config.context_window
-    return min(int(configured), actual) if configured else actual
+    return int(configured) if configured else int(session.capabilities.context_window)
 
 
 def threshold_tokens(session: Any) -> int:

@@ -353,6 +353,9 @@ class Turn:
                 provider.capabilities = replace(provider.capabilities, context_window=window)
             except (AttributeError, TypeError):
                 pass  # a provider whose capabilities are fixed: compaction uses the old size
+            configured = self.session.config.context_window
+            if configured and int(configured) > window:
+                self.session.config.context_window = window  # the server's word beats the setting
         self._emit(Note(text="The model server refused the request as too long for its context window "
                              f"(now taken as {provider.capabilities.context_window:,} tokens); compacting the "
                              "conversation and trying once more."))
