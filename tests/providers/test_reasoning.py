@@ -16,6 +16,7 @@ import pytest
 from crystal_kernel.host.config import load_config
 from crystal_kernel.host.events import ReasoningDelta, TextDelta, ToolCallStarted, ToolResultEvent, UsageEvent
 from crystal_kernel.host.loop import run_turn
+from crystal_kernel.host.store import SessionStore
 from crystal_kernel.host.messages import ReasoningPart
 from crystal_kernel.host.session import Session
 from crystal_kernel.providers.replay import RecordingProvider, ReplayProvider
@@ -111,7 +112,7 @@ async def test_a_resumed_session_sends_the_kept_reasoning_again(kind, workspace)
         session = make_session(workspace, provider)
         await collect(run_turn(session, "what files are here?"))
         await provider.aclose()
-    doc = json.loads((workspace / ".crystal" / "sessions" / f"{session.id}.json").read_text())
+    doc = SessionStore(workspace).load(session.id)
     kept = [p for m in doc["transcript"] for p in m["parts"] if p["kind"] == "reasoning"]
     assert kept and kept[0]["provider"] == ("anthropic" if kind == "anthropic" else "openai-responses")
 

@@ -6,6 +6,8 @@ session document is saved after each.
 
 from __future__ import annotations
 
+from crystal_kernel.host.store import SessionStore
+
 import importlib.util
 import json
 import os
@@ -47,5 +49,8 @@ def test_kernel_survives_non_utf8_file_names(tmp_path):
     assert "r\\\\xe9sum\\\\xe9.txt" in sent and "d\\\\xff" in sent  # the model saw the escaped names
     assert second.status == "ok", second.texts()
     assert "Still working." in " ".join(second.texts())
-    docs = [json.loads(p.read_bytes().decode("utf-8")) for p in (workspace / ".crystal" / "sessions").glob("*.json")]
-    assert len(docs) == 1 and docs[0]["turns"] == 2
+    store = SessionStore(workspace)
+    summaries = store.list()
+    assert len(summaries) == 1 and summaries[0].turns == 2
+    for path in (workspace / ".crystal" / "sessions").glob("*.jsonl"):
+        path.read_bytes().decode("utf-8")  # every saved line is valid UTF-8

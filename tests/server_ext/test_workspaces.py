@@ -16,6 +16,7 @@ from crystal_kernel.jupyter.server.workspaces import MAX_DEPTH, find_workspaces
 
 
 def write_session(root, session_id, topic, updated="2026-11-30T05:10:00+00:00"):
+    root.mkdir(parents=True, exist_ok=True)  # a workspace exists before its sessions do
     history = dump_transcript([Message.user_text("hello")])
     SessionStore(root).save({"version": 1, "id": session_id, "created": "2026-11-30T05:00:00+00:00",
                              "updated": updated, "topic": topic, "mode": "work", "approval": "edit",
