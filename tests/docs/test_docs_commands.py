@@ -175,6 +175,8 @@ def page_script(page: Path, server: LLMServer, outdir: Path) -> tuple[str, list[
     return script, shown
 
 
+# recording.md re-records every tour (real kernels, notebook_run): minutes, not seconds.
+@pytest.mark.timeout(600)
 @pytest.mark.parametrize("page", pages_with("sh", "console"), ids=lambda p: str(p.relative_to(ROOT)))
 def test_every_shell_command_in_the_page_runs(page: Path, tmp_path: Path, server: LLMServer):
     checkout = sandbox(tmp_path)
