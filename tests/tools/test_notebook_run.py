@@ -9,6 +9,7 @@ import time
 
 import nbformat
 import psutil
+import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
 from tests.tools.conftest import call
@@ -28,11 +29,21 @@ def read(path):
     return nb
 
 
+_TEST_START = [0.0]
+
+
+@pytest.fixture(autouse=True)
+def _note_test_start():
+    # Kernels other test modules of this pytest process left running are not this test's.
+    _TEST_START[0] = time.time() - 0.5
+    yield
+
+
 def kernels_running() -> list[psutil.Process]:
     out = []
     for proc in psutil.Process(os.getpid()).children(recursive=True):
         try:
-            if "ipykernel_launcher" in " ".join(proc.cmdline()):
+            if "ipykernel_launcher" in " ".join(proc.cmdline()) and proc.create_time() >= _TEST_START[0]:
                 out.append(proc)
         except psutil.Error:
             pass
