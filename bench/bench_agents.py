@@ -29,9 +29,10 @@ import os
 import statistics
 import subprocess
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from bench._support import CRYSTAL, Measured, crystal_env, npm_folder, row, run_measured, skipped_row
 from crystal_kernel.testing.llm_server import LLMServer

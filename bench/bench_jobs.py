@@ -14,7 +14,6 @@ machine may be shared; the minimum is the least disturbed measurement).
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import tempfile

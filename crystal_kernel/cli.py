@@ -12,8 +12,8 @@ import importlib
 import json
 import signal
 import sys
-from pathlib import Path
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from crystal_kernel.errors import UserError
 

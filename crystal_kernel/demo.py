@@ -67,9 +67,8 @@ def prepare_tours(keep_notebooks: bool = False) -> list[Path]:
     whose config selects the replay provider. Returns the notebooks.
 
     ``keep_notebooks``: executed notebooks already there stay (``make lab``)."""
-    from crystal_kernel.jupyter.tours import TOURS, prepare, write_home
-
     from crystal_kernel.host.trust import trust_all
+    from crystal_kernel.jupyter.tours import TOURS, prepare, write_home
 
     write_home(BUILD / "home", DEMO_CONFIG)
     notebooks = [prepare(t, BUILD / t.name, keep_notebook=keep_notebooks) for t in TOURS]

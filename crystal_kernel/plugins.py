@@ -19,8 +19,9 @@ reported as a note and never takes the session down.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from importlib.metadata import entry_points
-from typing import Any, Callable
+from typing import Any
 
 import pluggy
 

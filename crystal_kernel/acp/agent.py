@@ -22,25 +22,57 @@ from pathlib import Path
 from typing import Any
 
 from acp import (
-    PROTOCOL_VERSION, RequestError, start_tool_call, text_block, tool_content, update_agent_message_text,
-    update_agent_thought_text, update_tool_call,
+    PROTOCOL_VERSION,
+    RequestError,
+    start_tool_call,
+    text_block,
+    tool_content,
+    update_agent_message_text,
+    update_agent_thought_text,
+    update_tool_call,
 )
 from acp.helpers import update_available_commands, update_current_mode
 from acp.schema import (
-    AgentCapabilities, AuthenticateResponse, ConfigOptionUpdate, Implementation, InitializeResponse,
-    ListSessionsResponse, LoadSessionResponse, NewSessionResponse, PromptResponse, SessionInfo,
-    SetSessionConfigOptionResponse, SetSessionModeResponse, Usage, UsageUpdate,
+    AgentCapabilities,
+    AuthenticateResponse,
+    ConfigOptionUpdate,
+    Implementation,
+    InitializeResponse,
+    ListSessionsResponse,
+    LoadSessionResponse,
+    NewSessionResponse,
+    PromptResponse,
+    SessionInfo,
+    SetSessionConfigOptionResponse,
+    SetSessionModeResponse,
+    Usage,
+    UsageUpdate,
 )
 
 from crystal_kernel import __version__
 from crystal_kernel.acp.interaction import AcpInteraction
+from crystal_kernel.acp.mapping import (
+    client_servers,
+    plan_update,
+    prompt_parts,
+    replay_updates,
+    result_content,
+    tool_kind,
+    tool_locations,
+    tool_title,
+)
 from crystal_kernel.acp.options import available_commands, config_options, mode_state
-from crystal_kernel.acp.mapping import plan_update, prompt_parts, replay_updates, result_content, tool_kind
-from crystal_kernel.acp.mapping import client_servers, tool_locations, tool_title
 from crystal_kernel.errors import UserError
 from crystal_kernel.host.bootstrap import open_session
 from crystal_kernel.host.events import (
-    ApprovalEvent, ErrorEvent, Note, ReasoningDelta, TextDelta, ToolCallStarted, ToolProgress, ToolResultEvent,
+    ApprovalEvent,
+    ErrorEvent,
+    Note,
+    ReasoningDelta,
+    TextDelta,
+    ToolCallStarted,
+    ToolProgress,
+    ToolResultEvent,
     UsageEvent,
 )
 from crystal_kernel.host.messages import TextPart

@@ -9,7 +9,8 @@ reached when the client can show the form.
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from acp import text_block, tool_content
 from acp.schema import ElicitationFormSessionMode, PermissionOption, ToolCallUpdate

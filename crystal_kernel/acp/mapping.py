@@ -7,12 +7,21 @@ proposed edit before it is approved.
 from __future__ import annotations
 
 import json
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 from urllib.parse import unquote, urlparse
 
 from acp import (
-    image_block, plan_entry, start_tool_call, text_block, tool_content, tool_diff_content,
-    update_agent_message_text, update_plan, update_tool_call, update_user_message,
+    image_block,
+    plan_entry,
+    start_tool_call,
+    text_block,
+    tool_content,
+    tool_diff_content,
+    update_agent_message_text,
+    update_plan,
+    update_tool_call,
+    update_user_message,
 )
 from acp.schema import ToolCallLocation
 

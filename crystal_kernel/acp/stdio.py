@@ -14,7 +14,8 @@ import os
 import queue
 import stat
 import threading
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 READ_CHUNK = 64 * 1024
 # Writer flow control: pause the protocol above HIGH queued bytes, resume below LOW.

@@ -19,12 +19,19 @@ one) and appended to the session's audit log.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any, Callable
+from typing import Any
 
 from crystal_kernel.host.approval import (
-    Verdict, apply_floor, failed_verdict, forbidden_match, forbidden_unsure, host_outcome, host_risk_level,
+    Verdict,
+    apply_floor,
+    failed_verdict,
+    forbidden_match,
+    forbidden_unsure,
+    host_outcome,
+    host_risk_level,
     verdict_from,
 )
 from crystal_kernel.host.events import ApprovalEvent

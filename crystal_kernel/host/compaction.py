@@ -19,9 +19,10 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any, Callable
+from typing import Any
 
 from crystal_kernel.errors import UserError
 from crystal_kernel.host.events import Note

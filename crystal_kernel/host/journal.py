@@ -27,9 +27,10 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from crystal_kernel.errors import UserError
 from crystal_kernel.host.fsutil import MAX_FILE_DEPTH, atomic_write_text

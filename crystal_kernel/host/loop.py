@@ -11,22 +11,37 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-from typing import Any, AsyncIterator
+from collections.abc import AsyncIterator
+from typing import Any
 
 from crystal_kernel.errors import NotSupported, ProviderError, ToolError, UserError
 from crystal_kernel.host.approval_flow import decide
 from crystal_kernel.host.compaction import auto_compact
-from crystal_kernel.host.topic import name_session
 from crystal_kernel.host.events import (
-    ErrorEvent, Event, Note, ReasoningDelta, TextDelta, ToolCallStarted, ToolProgress, ToolResultEvent, ToolStatus, TurnEnd,
+    ErrorEvent,
+    Event,
+    Note,
+    ReasoningDelta,
+    TextDelta,
+    ToolCallStarted,
+    ToolProgress,
+    ToolResultEvent,
+    ToolStatus,
+    TurnEnd,
     UsageEvent,
 )
 from crystal_kernel.host.interaction import Interaction, NoPerson
 from crystal_kernel.host.messages import Message, Part, ReasoningPart, TextPart, ToolCallPart, ToolResultPart
 from crystal_kernel.host.session import Session
 from crystal_kernel.host.textsafe import MAX_ARGUMENT_DEPTH, clean_text, clean_value, nesting_depth
+from crystal_kernel.host.topic import name_session
 from crystal_kernel.providers.base import (
-    Finished, ReasoningChunk, ReasoningItem, TextChunk, ToolCallChunk, UsageChunk,
+    Finished,
+    ReasoningChunk,
+    ReasoningItem,
+    TextChunk,
+    ToolCallChunk,
+    UsageChunk,
 )
 from crystal_kernel.providers.common import context_overflow
 from crystal_kernel.tools.base import ToolContext, ToolResult, truncate_output

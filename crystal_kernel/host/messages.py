@@ -7,7 +7,7 @@ transcript: the session composes it per request (MODE-4 replaces it on a mode sw
 from __future__ import annotations
 
 import base64
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -29,7 +29,7 @@ class ImagePart(_Part):
     data: str
 
     @classmethod
-    def from_bytes(cls, mime_type: str, raw: bytes) -> "ImagePart":
+    def from_bytes(cls, mime_type: str, raw: bytes) -> ImagePart:
         return cls(mime_type=mime_type, data=base64.b64encode(raw).decode("ascii"))
 
     def raw(self) -> bytes:
@@ -75,7 +75,7 @@ class ReasoningPart(_Part):
     redacted: bool = False
 
 
-Part = Annotated[Union[TextPart, ImagePart, ToolCallPart, ToolResultPart, ReasoningPart], Field(discriminator="kind")]
+Part = Annotated[TextPart | ImagePart | ToolCallPart | ToolResultPart | ReasoningPart, Field(discriminator="kind")]
 
 
 class Message(BaseModel):
@@ -95,7 +95,7 @@ class Message(BaseModel):
     meta: dict[str, Any] = Field(default_factory=dict)
 
     @classmethod
-    def user_text(cls, text: str) -> "Message":
+    def user_text(cls, text: str) -> Message:
         return cls(role="user", parts=[TextPart(text=text)])
 
     def text(self) -> str:

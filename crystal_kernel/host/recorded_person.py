@@ -26,7 +26,8 @@ unattended session may still offer the question tool (the cassette answers it).
 from __future__ import annotations
 
 import json
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from crystal_kernel.host.interaction import ApprovalRequest, Interaction, NoPerson, PersonDecision, Question
 

@@ -20,7 +20,8 @@ from __future__ import annotations
 
 import os
 import threading
-from typing import Any, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 # Provider key variables: the ones Crystal's providers read, and the usual ones of other
 # model services a person may have set (a gateway behind baseUrl, a plugin provider).

@@ -16,11 +16,13 @@ from pydantic import BaseModel
 from crystal_kernel.errors import UserError
 from crystal_kernel.host.access import AccessRules
 from crystal_kernel.host.approval import SessionAllowances
-from crystal_kernel.host.grants import sign as sign_grants, verify as verify_grants
 from crystal_kernel.host.config import APPROVAL_MODES, Config
+from crystal_kernel.host.grants import sign as sign_grants
+from crystal_kernel.host.grants import verify as verify_grants
 from crystal_kernel.host.journal import LIST_KEYS, JournalWriter
 from crystal_kernel.host.messages import Message, load_transcript
-from crystal_kernel.host.session_lock import SessionLock, acquire as acquire_lock
+from crystal_kernel.host.session_lock import SessionLock
+from crystal_kernel.host.session_lock import acquire as acquire_lock
 from crystal_kernel.host.store import DOCUMENT_VERSION, SessionStore, new_session_id, now_iso
 from crystal_kernel.providers.base import ModelRequest, Provider
 from crystal_kernel.tools.base import Tool
@@ -80,7 +82,7 @@ class Usage:
                 "byModel": self.by_model, "byPurpose": self.by_purpose}
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "Usage":
+    def from_dict(cls, data: dict[str, Any]) -> Usage:
         def table(value: Any) -> dict[str, dict[str, int]]:
             if not isinstance(value, dict):
                 return {}
@@ -311,7 +313,7 @@ class Session:
 
     # ----- jobs ---------------------------------------------------------------------
     @property
-    def jobs(self) -> "JobManager":
+    def jobs(self) -> JobManager:
         if self._jobs is None:
             from crystal_kernel.jobs.manager import JobManager
 
@@ -556,7 +558,7 @@ class Session:
             self._lock = lock
             self._note_lock_problem(lock)
 
-    def fork(self) -> "Session":
+    def fork(self) -> Session:
         """A new session with a copy of this one's conversation and todos."""
         child = Session(
             workspace=self.workspace, config=self.config, provider=self.provider, flags=self.flags,

@@ -22,7 +22,6 @@ from pathlib import Path
 
 from crystal_kernel.errors import UserError
 
-
 # This process's locks: lock file path -> [fd, number of holders].
 _HELD: dict[str, list[int]] = {}
 _GUARD = threading.RLock()

@@ -21,7 +21,7 @@ import os
 import shlex
 from dataclasses import dataclass
 
-from crystal_kernel.host.shell_parse import ParsedShell, SimpleCommand, parse_shell
+from crystal_kernel.host.shell_parse import SimpleCommand, parse_shell
 
 # Tools whose ``command`` argument is run by a shell: a forbidden rule naming one of
 # them covers all of them.

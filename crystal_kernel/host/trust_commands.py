@@ -10,7 +10,12 @@ from typing import Any
 
 from crystal_kernel.errors import UserError
 from crystal_kernel.host.trust import (
-    TrustStore, WorkspaceFile, describe, find_candidate, trust_all, workspace_states,
+    TrustStore,
+    WorkspaceFile,
+    describe,
+    find_candidate,
+    trust_all,
+    workspace_states,
 )
 
 

@@ -7,7 +7,8 @@ that can update its output live iterates :func:`follow_logs` from ``nextOffset``
 
 from __future__ import annotations
 
-from typing import Any, AsyncIterator
+from collections.abc import AsyncIterator
+from typing import Any
 
 from crystal_kernel.errors import ToolError, UserError
 from crystal_kernel.host.commands import CommandResult

@@ -21,9 +21,10 @@ import signal
 import subprocess
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import psutil
 
@@ -103,7 +104,7 @@ class Job:
     def __init__(self, *, job_id: str, command: str, session_id: str, buffer_bytes: int,
                  log_path: Path | None, log_bytes: int, status_path: Path | None,
                  timeout_seconds: float | None, grace_seconds: float,
-                 on_finished: Callable[["Job"], None]) -> None:
+                 on_finished: Callable[[Job], None]) -> None:
         self.id = job_id
         self.command = command
         self.session_id = session_id

@@ -10,8 +10,8 @@ in-memory buffer carries on.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from crystal_kernel.host.secrets import mask_bytes, secret_values
 

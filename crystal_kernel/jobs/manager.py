@@ -28,9 +28,10 @@ import sys
 import threading
 import time
 import weakref
+from collections.abc import Callable
 from concurrent.futures import Future
 from pathlib import Path
-from typing import Any, Callable, overload
+from typing import Any, overload
 
 from crystal_kernel.errors import ToolError
 from crystal_kernel.host.fsutil import ensure_folder_inside
@@ -78,7 +79,7 @@ class _Spawner:
 
 
 _SPAWNER = _Spawner()
-_MANAGERS: "weakref.WeakSet[JobManager]" = weakref.WeakSet()
+_MANAGERS: weakref.WeakSet[JobManager] = weakref.WeakSet()
 
 
 @atexit.register

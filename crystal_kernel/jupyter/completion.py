@@ -7,8 +7,9 @@ Front-neutral: :func:`complete` takes the cell text, the cursor position and a f
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 MAX_MATCHES = 200
 

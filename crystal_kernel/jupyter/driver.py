@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import queue
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 WIDGET_TARGET = "jupyter.widget"
 ACTION_PAUSE = 0.2
@@ -74,7 +75,7 @@ class KeyByKey:
     def done(self) -> bool:
         return self.typed == len(self.text) and self.waiting is None and not self.then
 
-    def __call__(self, msg: dict[str, Any] | None, driver: "KernelDriver") -> None:
+    def __call__(self, msg: dict[str, Any] | None, driver: KernelDriver) -> None:
         if msg is not None and msg["msg_type"] == "status" and self.waiting \
                 and msg["parent_header"].get("msg_id") == self.waiting:
             self.statuses.append(msg["content"]["execution_state"])
@@ -170,7 +171,7 @@ class KernelDriver:
 
     # ----- running cells ----------------------------------------------------------------------
     def execute(self, code: str, *, actions: list[Action] | None = None, timeout: float = 60.0,
-                on_message: Callable[[dict[str, Any] | None, "KernelDriver"], None] | None = None) -> CellRun:
+                on_message: Callable[[dict[str, Any] | None, KernelDriver], None] | None = None) -> CellRun:
         """Run one cell; perform ``actions`` in order as their widgets appear."""
         pending = list(actions or [])
         started = time.monotonic()
@@ -237,7 +238,7 @@ class KernelDriver:
             if msg["parent_header"].get("msg_id") == msg_id:
                 return msg
 
-    def drain(self, seconds: float, until: Callable[["KernelDriver"], bool] | None = None) -> None:
+    def drain(self, seconds: float, until: Callable[[KernelDriver], bool] | None = None) -> None:
         """Read iopub for up to ``seconds`` (after a cell ended), tracking late display
         updates and widget state, until ``until(self)`` is true."""
         deadline = time.monotonic() + seconds

@@ -15,10 +15,11 @@ import asyncio
 import os
 import signal
 import threading
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from ipykernel.ipkernel import IPythonKernel
 from traitlets import List
@@ -57,7 +58,7 @@ class CellOutcome:
     evalue: str = ""
 
     @classmethod
-    def error(cls, ename: str, evalue: str) -> "CellOutcome":
+    def error(cls, ename: str, evalue: str) -> CellOutcome:
         return cls("error", ename, evalue)
 
 

@@ -11,8 +11,9 @@ from __future__ import annotations
 import json
 import sys
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 KERNEL_NAME = "crystal"
 DISPLAY_NAME = "Crystal"

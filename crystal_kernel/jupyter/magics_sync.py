@@ -19,9 +19,10 @@ import contextvars
 import ctypes
 import threading
 import time
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from typing import Any, AsyncIterator, Awaitable, Callable
+from typing import Any
 
 from IPython.core.error import UsageError
 

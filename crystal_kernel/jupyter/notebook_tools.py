@@ -17,8 +17,9 @@ import signal
 import sys
 import threading
 import traceback
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any, Callable, Iterator
+from typing import Any
 
 from pydantic import Field
 

@@ -18,8 +18,9 @@ from __future__ import annotations
 import argparse
 import os
 import shlex
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 from crystal_kernel.errors import UserError
 

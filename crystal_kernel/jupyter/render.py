@@ -16,14 +16,32 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Any, Callable, Protocol
+from collections.abc import Callable
+from typing import Any, Protocol
 
 from crystal_kernel.host.events import (
-    ApprovalEvent, ErrorEvent, Event, Note, ReasoningDelta, TextDelta, ToolCallStarted, ToolProgress,
-    ToolResultEvent, TurnEnd, UsageEvent,
+    ApprovalEvent,
+    ErrorEvent,
+    Event,
+    Note,
+    ReasoningDelta,
+    TextDelta,
+    ToolCallStarted,
+    ToolProgress,
+    ToolResultEvent,
+    TurnEnd,
+    UsageEvent,
 )
 from crystal_kernel.jupyter.cards import (
-    Bundle, CardState, Status, card_bundle, error_bundle, image_bundle, markdown_bundle, note_bundle, status_bundle,
+    Bundle,
+    CardState,
+    Status,
+    card_bundle,
+    error_bundle,
+    image_bundle,
+    markdown_bundle,
+    note_bundle,
+    status_bundle,
     thinking_bundle,
 )
 

@@ -9,7 +9,8 @@ the same as one a person ran.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from crystal_kernel.jupyter.cards import BORDER, TEXT, Bundle, esc, summarize_arguments
 from crystal_kernel.jupyter.safe_html import NO_MATH, html_bundle

@@ -20,8 +20,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any, Awaitable, Callable
+from typing import Any
 
 from crystal_kernel.host.interaction import ApprovalRequest, PersonDecision, Question
 from crystal_kernel.jupyter.cards import Bundle, esc, summarize_arguments

@@ -19,7 +19,7 @@ from crystal_kernel.mcp.config import ServerConfig
 from crystal_kernel.mcp.connection import STOP_SECONDS, ServerConnection, StartError
 from crystal_kernel.mcp.tool import McpTool
 
-_LIVE: "weakref.WeakSet[McpManager]" = weakref.WeakSet()
+_LIVE: weakref.WeakSet[McpManager] = weakref.WeakSet()
 
 
 class McpManager:

@@ -22,7 +22,8 @@ import asyncio
 import concurrent.futures
 import logging
 import threading
-from typing import Any, Awaitable, Coroutine, TypeVar
+from collections.abc import Awaitable, Coroutine
+from typing import Any, TypeVar
 
 T = TypeVar("T")
 
@@ -63,7 +64,7 @@ def on_mcp_loop() -> bool:
     return _thread is not None and threading.current_thread() is _thread
 
 
-def submit(coro: Coroutine[Any, Any, T]) -> "concurrent.futures.Future[T]":
+def submit(coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
     """Schedule ``coro`` on the MCP loop from any thread."""
     return asyncio.run_coroutine_threadsafe(coro, loop())
 

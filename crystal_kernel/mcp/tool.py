@@ -30,7 +30,7 @@ class McpTool(Tool):
     external = True
     risk = Risk.WRITE
 
-    def __init__(self, manager: "McpManager", connection: "ServerConnection", remote: Any):
+    def __init__(self, manager: McpManager, connection: ServerConnection, remote: Any):
         self.manager = manager
         self.connection = connection
         self.remote_name: str = remote.name

@@ -9,9 +9,9 @@ order. A workspace folder that is skipped (bad manifest) does not hide the Home 
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
 
 from crystal_kernel.errors import UserError
 from crystal_kernel.prompts.manifest import Folder, discover, manifest_lock, read_prompt_file

@@ -13,7 +13,10 @@ from typing import Any
 
 from crystal_kernel.errors import UserError
 from crystal_kernel.prompts.attachments import (
-    disable_attachment, discover_attachments, enable_attachment, move_attachment,
+    disable_attachment,
+    discover_attachments,
+    enable_attachment,
+    move_attachment,
 )
 from crystal_kernel.prompts.context import context_from_session
 from crystal_kernel.prompts.names import DEFAULT_SET

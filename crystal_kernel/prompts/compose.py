@@ -11,10 +11,11 @@ resolved body, bound. The workspace instruction block is the ``{{instructions_se
 from __future__ import annotations
 
 import re
-from dataclasses import replace
 import weakref
+from dataclasses import replace
 from typing import Any
 
+from crystal_kernel.errors import UserError
 from crystal_kernel.prompts import hooks
 from crystal_kernel.prompts.attachments import attachment_text
 from crystal_kernel.prompts.context import PromptContext, context_from_session
@@ -22,7 +23,6 @@ from crystal_kernel.prompts.names import ATTACHABLE, EXTRA_SLOTS, NAMED_PROMPTS
 from crystal_kernel.prompts.placeholders import Binder
 from crystal_kernel.prompts.promptsets import resolve_prompt
 from crystal_kernel.prompts.selection import PromptSelection, resolve_selection
-from crystal_kernel.errors import UserError
 
 # PH-4: the {{mode}} value of each named prompt (None: the session's mode).
 PROMPT_MODE: dict[str, str | None] = {
@@ -103,7 +103,7 @@ def tidy(text: str) -> str:
 
 
 # Notes already shown per session, so a replaced system message does not repeat them.
-_shown: "weakref.WeakKeyDictionary[Any, set[str]]" = weakref.WeakKeyDictionary()
+_shown: weakref.WeakKeyDictionary[Any, set[str]] = weakref.WeakKeyDictionary()
 
 
 def _emit(session: Any, notes: list[str]) -> None:
@@ -121,7 +121,7 @@ def _emit(session: Any, notes: list[str]) -> None:
 
 
 # Sessions that have composed once: their first composition is the startup check (FL-3).
-_started: "weakref.WeakSet[Any]" = weakref.WeakSet()
+_started: weakref.WeakSet[Any] = weakref.WeakSet()
 
 
 def session_selection(session: Any, ctx: PromptContext, notes: list[str]) -> PromptSelection:

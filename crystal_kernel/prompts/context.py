@@ -12,10 +12,11 @@ import functools
 import os
 import platform as _platform
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from crystal_kernel.host.config import home_dir
 

@@ -10,7 +10,8 @@ answer wins.
 from __future__ import annotations
 
 import re
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from crystal_kernel.plugins import plugin_manager
 from crystal_kernel.prompts.names import HOST_SLOTS

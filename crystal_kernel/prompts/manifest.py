@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from crystal_kernel.errors import UserError
 from crystal_kernel.host.fsutil import atomic_write_json

@@ -10,7 +10,7 @@ note; an unknown name is left as written (it may be prose about templates).
 from __future__ import annotations
 
 import re
-from typing import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 # `{{name}}`, with optional spaces inside the braces.
 TOKEN_RE = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")

@@ -32,7 +32,7 @@ def workspace_overrides(workspace: Path) -> Path:
     return Path(workspace) / ".crystal" / "prompts"
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def builtin_text(name: str) -> str:
     """The packaged built-in text of a named prompt."""
     if name not in NAMED_PROMPTS:

@@ -28,7 +28,7 @@ class PromptFlags:
     forced_attachments: list[str] = field(default_factory=list)
 
     @classmethod
-    def from_flags(cls, flags: Any) -> "PromptFlags":
+    def from_flags(cls, flags: Any) -> PromptFlags:
         """Read a ProcessFlags-like object (attributes prompt_set, prompt_attachments,
         prompt_attachment); UserError for bad values (FL-2, FL-3)."""
         if flags is None:

@@ -15,7 +15,8 @@ API checks the signatures, and requires them beside the tool use they preceded.
 from __future__ import annotations
 
 import json
-from typing import Any, AsyncIterator
+from collections.abc import AsyncIterator
+from typing import Any
 
 from anthropic import AsyncAnthropic
 

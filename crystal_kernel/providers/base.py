@@ -9,8 +9,9 @@ auth, connection, unknown model and exhausted retries; :class:`NotSupported` for
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from typing import Any, AsyncIterator, Literal, Protocol, Union, runtime_checkable
+from typing import Any, Literal, Protocol, Union, runtime_checkable
 
 from crystal_kernel.host.messages import Message
 

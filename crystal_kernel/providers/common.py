@@ -13,9 +13,10 @@ import asyncio
 import random
 import re
 import socket
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
-from typing import Any, AsyncIterator, Awaitable, Callable, TypeVar
+from typing import Any, TypeVar
 
 from crystal_kernel.errors import ProviderError
 from crystal_kernel.host.messages import Message, ToolResultPart

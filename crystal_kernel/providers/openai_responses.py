@@ -17,7 +17,8 @@ would look it up and fail.
 from __future__ import annotations
 
 import re
-from typing import Any, AsyncIterator
+from collections.abc import AsyncIterator
+from typing import Any
 
 from openai import AsyncOpenAI, AsyncStream
 from openai.types.responses import Response, ResponseStreamEvent

@@ -7,8 +7,9 @@ cassette (replay.py). Unknown names are a :class:`UserError` listing the known o
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from crystal_kernel.errors import UserError
 from crystal_kernel.host.config import DEFAULT_KEY_ENV, Config

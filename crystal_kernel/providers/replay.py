@@ -44,14 +44,15 @@ import os
 import re
 import threading
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any, AsyncIterator
+from typing import Any
 
 from crystal_kernel.errors import ProviderError, UserError
 from crystal_kernel.host.config import Config
 from crystal_kernel.host.fsutil import atomic_write_json
-from crystal_kernel.host.secrets import redact
 from crystal_kernel.host.messages import ImagePart, TextPart, ToolCallPart, ToolResultPart
+from crystal_kernel.host.secrets import redact
 from crystal_kernel.providers.base import (
     Capabilities,
     Finished,

@@ -11,7 +11,8 @@ import base64
 import json
 import time
 import uuid
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 Reply = dict[str, Any]
 

@@ -61,9 +61,10 @@ import socket
 import sys
 import threading
 import time
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from crystal_kernel.testing.llm_protocols import BUILDERS
 
@@ -127,7 +128,7 @@ class LLMServer:
         """``http://127.0.0.1:PORT/v1`` (OpenAI SDK base URL)."""
         return self.url + "/v1"
 
-    def start(self) -> "LLMServer":
+    def start(self) -> LLMServer:
         self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05},
                                         name="llm-server", daemon=True)
         self._thread.start()
@@ -140,7 +141,7 @@ class LLMServer:
         if self._thread is not None:
             self._thread.join(timeout=5)
 
-    def __enter__(self) -> "LLMServer":
+    def __enter__(self) -> LLMServer:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:

@@ -19,8 +19,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, AsyncIterator, Callable, Iterable, Sequence, Union
+from typing import Any, Union
 
 from crystal_kernel.providers.base import (
     Capabilities,

@@ -7,8 +7,8 @@ from __future__ import annotations
 import os
 import re
 import subprocess
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
 
 from crystal_kernel.tools._notebook import MAX_NOTEBOOK_BYTES, cell_sources
 from crystal_kernel.tools._walk import RG_BASE_FLAGS, rg_binary, walk

@@ -13,10 +13,10 @@ from __future__ import annotations
 import os
 import shutil
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Iterator
 
 from crystal_kernel.tools.globmatch import GlobMatcher, compile_glob_matcher
 

@@ -12,10 +12,11 @@ from __future__ import annotations
 import copy
 import enum
 import inspect
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
@@ -24,8 +25,8 @@ from crystal_kernel.host.messages import ImagePart
 from crystal_kernel.providers.base import ToolSpec
 
 if TYPE_CHECKING:
-    from crystal_kernel.host.session import Session
     from crystal_kernel.host.interaction import Interaction
+    from crystal_kernel.host.session import Session
 
 
 class Risk(enum.IntEnum):
@@ -84,7 +85,7 @@ class ToolResult:
     file_change: FileChange | None = None
 
     @classmethod
-    def fail(cls, text: str) -> "ToolResult":
+    def fail(cls, text: str) -> ToolResult:
         return cls(ok=False, text=text)
 
 
@@ -92,8 +93,8 @@ class ToolResult:
 class ToolContext:
     """What a running tool may use."""
 
-    session: "Session"
-    interaction: "Interaction"
+    session: Session
+    interaction: Interaction
     call_id: str = ""
     # Whether the model of this turn accepts images (EX-12, view_image).
     images_ok: bool = True

@@ -131,7 +131,7 @@ async def run_supervised(command: str, *, cwd: Path, env: dict[str, str], timeou
         status.close()
 
 
-async def _follow(proc: asyncio.subprocess.Process, status: "_StatusPipe", workspace: Path, timeout: float,
+async def _follow(proc: asyncio.subprocess.Process, status: _StatusPipe, workspace: Path, timeout: float,
                   limit: int) -> Supervised:
     output = BoundedOutput(limit)
     assert proc.stdout is not None

@@ -8,14 +8,15 @@ sets, MCP servers) come from :func:`external_tools` sources, which a session pas
 from __future__ import annotations
 
 import importlib
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Iterable
+from typing import TYPE_CHECKING
 
 from crystal_kernel.errors import UserError
 from crystal_kernel.tools.base import Tool
 
 if TYPE_CHECKING:
-    from crystal_kernel.host.session import Session
+    pass
 
 # name -> "module:Class". Every built-in name is reserved (MODE-7), even when disabled.
 BUILTIN_TOOLS: dict[str, str] = {

@@ -22,9 +22,8 @@ from pathlib import Path
 
 import psutil
 
-from crystal_kernel.jobs.guarded import guarded_argv
-
 from crystal_kernel.errors import ToolError
+from crystal_kernel.jobs.guarded import guarded_argv
 
 _CHUNK = 65536
 _STDIN_GRACE_SECONDS = 0.3

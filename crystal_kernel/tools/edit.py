@@ -6,8 +6,8 @@ from pydantic import Field
 
 from crystal_kernel.errors import ToolError
 from crystal_kernel.host.fsutil import atomic_write_text
-from crystal_kernel.tools._index import note_change
 from crystal_kernel.tools._files import display_path, looks_binary, read_head, unified_diff
+from crystal_kernel.tools._index import note_change
 from crystal_kernel.tools.base import FileChange, Risk, Tool, ToolContext, ToolInput, ToolResult, truncate_output
 
 

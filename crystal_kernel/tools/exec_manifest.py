@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path, PurePosixPath, PureWindowsPath
-from typing import Any, Literal, Union
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
@@ -44,7 +44,7 @@ class ExecToolManifest(BaseModel):
     argv: dict[str, str] = Field(default_factory=dict)
     stdin: bool = True
     output: Literal["content", "text"] = "content"
-    timeout_seconds: Union[int, float, Literal["unlimited"]] = Field(DEFAULT_TIMEOUT_SECONDS, alias="timeoutSeconds")
+    timeout_seconds: int | float | Literal["unlimited"] = Field(DEFAULT_TIMEOUT_SECONDS, alias="timeoutSeconds")
     catalogs: list[Literal["plan", "work"]] = Field(default_factory=lambda: ["work"])
     input_kind: Literal["json", "text"] = Field("json", alias="inputKind")
 
@@ -91,7 +91,7 @@ class ExecToolManifest(BaseModel):
         return {"type": "object", **value}
 
     @model_validator(mode="after")
-    def _catalogs(self) -> "ExecToolManifest":
+    def _catalogs(self) -> ExecToolManifest:
         # Keep manifest order, drop duplicates.
         self.catalogs = list(dict.fromkeys(self.catalogs))
         return self

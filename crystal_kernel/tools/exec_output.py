@@ -37,7 +37,7 @@ def _join(text: str, stderr: str) -> str:
     return text + ("" if text.endswith("\n") else "\n") + stderr
 
 
-def text_result(name: str, outcome: "ProcessOutcome", limit: int) -> ToolResult:
+def text_result(name: str, outcome: ProcessOutcome, limit: int) -> ToolResult:
     """EX-16: stdout then stderr, truncated; a non-zero exit fails the call."""
     out = _join(_decode(outcome.stdout, outcome.stdout_total, "stdout"),
                 _decode(outcome.stderr, outcome.stderr_total, "stderr"))
@@ -46,7 +46,7 @@ def text_result(name: str, outcome: "ProcessOutcome", limit: int) -> ToolResult:
     return ToolResult(ok=True, text=truncate_output(out, limit))
 
 
-def _stdout_for_parsing(outcome: "ProcessOutcome", limit: int) -> tuple[str, bool]:
+def _stdout_for_parsing(outcome: ProcessOutcome, limit: int) -> tuple[str, bool]:
     """EX-14: stdout cut to the tool output limit before parsing. Returns (text, cut)."""
     raw = outcome.stdout
     cut = outcome.stdout_total > len(raw)
@@ -56,7 +56,7 @@ def _stdout_for_parsing(outcome: "ProcessOutcome", limit: int) -> tuple[str, boo
     return text.removeprefix("\ufeff"), cut
 
 
-async def content_result(name: str, outcome: "ProcessOutcome", limit: int, workspace: Path, *,
+async def content_result(name: str, outcome: ProcessOutcome, limit: int, workspace: Path, *,
                          images_ok: bool) -> ToolResult:
     """EX-10 … EX-13: one JSON object with optional text and images; stderr appended."""
     stderr = _decode(outcome.stderr, outcome.stderr_total, "stderr")

@@ -16,8 +16,9 @@ its ``classify`` never goes below write risk with workspace authority (MODE-3).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from crystal_kernel import plugins
 from crystal_kernel.errors import ToolError
@@ -202,7 +203,7 @@ def discover_external_tools(home: Path, workspace: Path, *, context: Any = None)
         if isinstance(tool, ExecTool):
             return str(tool.tool_set.manifest_path)
         if getattr(tool, "mcp_server", None) is not None:
-            return str(getattr(tool, "origin"))
+            return str(tool.origin)
         return f"plugin '{getattr(tool, 'plugin', '?')}'"
 
     return accept(found, origin, notes, {}), notes

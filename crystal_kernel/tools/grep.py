@@ -16,13 +16,13 @@ from pydantic import Field
 
 from crystal_kernel.errors import ToolError
 from crystal_kernel.host.access import is_credential_parts
+from crystal_kernel.jobs.guarded import guarded_argv
 from crystal_kernel.tools._files import display_path, looks_binary, read_head
 from crystal_kernel.tools._notebook_search import grep_cells, notebook_files, read_sources
-from crystal_kernel.jobs.guarded import guarded_argv
 from crystal_kernel.tools._process import kill_process_tree
 from crystal_kernel.tools._walk import RG_BASE_FLAGS, rg_binary, walk
-from crystal_kernel.tools.globmatch import GlobMatcher, compile_glob_matcher
 from crystal_kernel.tools.base import Risk, Tool, ToolContext, ToolInput, ToolResult, truncate_output
+from crystal_kernel.tools.globmatch import GlobMatcher, compile_glob_matcher
 
 MAX_MATCHES = 100
 MAX_LINE_CHARS = 500

@@ -16,7 +16,14 @@ from crystal_kernel.tools._index import note_change
 from crystal_kernel.tools._notebook import Notebook, is_notebook, load_notebook
 from crystal_kernel.tools._notebook_edit import Change, apply_edit
 from crystal_kernel.tools.base import (
-    Classification, FileChange, Risk, Tool, ToolContext, ToolInput, ToolResult, truncate_output,
+    Classification,
+    FileChange,
+    Risk,
+    Tool,
+    ToolContext,
+    ToolInput,
+    ToolResult,
+    truncate_output,
 )
 
 PREVIEW_CHARS = 8000

@@ -32,8 +32,8 @@ from crystal_kernel.errors import ToolError
 from crystal_kernel.host.fsutil import atomic_write_text
 from crystal_kernel.tools._files import display_path
 from crystal_kernel.tools._notebook import Notebook, is_notebook, load_notebook, render_cell
-from crystal_kernel.tools.bash import _environment, run_supervised
 from crystal_kernel.tools.base import Classification, Risk, Tool, ToolContext, ToolInput, ToolResult, truncate_output
+from crystal_kernel.tools.bash import _environment, run_supervised
 
 # The child gets this long after timeout_seconds to stop its kernel and write its result.
 HARD_STOP_GRACE = 15.0

@@ -4,7 +4,8 @@ numbered cells with their outputs as text (:mod:`crystal_kernel.tools._notebook`
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 from pydantic import Field
 
@@ -74,7 +75,7 @@ class ReadTool(Tool):
         total = 0
         cut_lines = 0
         # Stream the file: only the requested window is kept in memory.
-        with open(path, "r", encoding="utf-8", errors="replace", newline=None) as handle:
+        with open(path, encoding="utf-8", errors="replace", newline=None) as handle:
             for total, (line, cut) in enumerate(bounded_lines(handle, MAX_LINE_CHARS), start=1):
                 if start <= total < start + limit:
                     if cut:

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 TYPES = ("object", "array", "string", "number", "integer", "boolean", "null")
 

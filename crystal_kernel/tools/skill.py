@@ -104,7 +104,7 @@ def discover_skills(home: Path, workspace: Path) -> list[Skill]:
     return [found[n] for n in sorted(found)]
 
 
-def skills_text(skills: "list[Skill] | Any") -> str:
+def skills_text(skills: list[Skill] | Any) -> str:
     """The ``{{skills}}`` slot: empty without skills, else one line per skill. Given a
     session instead of a list (as prompts/context.py calls it), its skills are
     discovered from ``session.home`` and ``session.workspace``."""

@@ -10,13 +10,17 @@ import asyncio
 import os
 import sys
 from collections import deque
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any, AsyncIterator
+from typing import Any
 
 from acp import PROTOCOL_VERSION, spawn_agent_process
 from acp.schema import (
-    AllowedOutcome, ClientCapabilities, DeniedOutcome, RequestPermissionResponse,
+    AllowedOutcome,
+    ClientCapabilities,
+    DeniedOutcome,
+    RequestPermissionResponse,
 )
 
 CRYSTAL = str(Path(sys.executable).parent / "crystal")

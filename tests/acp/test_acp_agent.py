@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import signal
 import subprocess
 import time
@@ -13,9 +12,9 @@ import time
 import pytest
 from acp import RequestError
 
+from crystal_kernel.host.store import SessionStore
 from crystal_kernel.testing.llm_server import LLMServer
 from tests.acp.harness import CRYSTAL, RecordingClient, crystal_acp, pid_alive
-from crystal_kernel.host.store import SessionStore
 
 
 def text(prompt: str) -> list[dict]:

@@ -6,12 +6,22 @@ from __future__ import annotations
 import base64
 
 from acp.schema import (
-    EmbeddedResourceContentBlock, ImageContentBlock, ResourceContentBlock, TextContentBlock, TextResourceContents,
+    EmbeddedResourceContentBlock,
+    ImageContentBlock,
+    ResourceContentBlock,
+    TextContentBlock,
+    TextResourceContents,
 )
 
 from crystal_kernel.acp.interaction import answers_from, decision_from, permission_options, question_schema
-from crystal_kernel.acp.mapping import MAX_EMBEDDED_CHARS, diff_content, prompt_parts, tool_kind, tool_title
-from crystal_kernel.acp.mapping import proposed_change
+from crystal_kernel.acp.mapping import (
+    MAX_EMBEDDED_CHARS,
+    diff_content,
+    prompt_parts,
+    proposed_change,
+    tool_kind,
+    tool_title,
+)
 from crystal_kernel.host.bootstrap import open_session
 from crystal_kernel.host.interaction import ApprovalRequest, Question, QuestionOption
 from crystal_kernel.host.messages import ImagePart, TextPart

@@ -10,8 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from crystal_kernel.testing.llm_server import LLMServer
 from crystal_kernel.host.store import SessionStore
+from crystal_kernel.testing.llm_server import LLMServer
 
 CRYSTAL = str(Path(sys.executable).parent / "crystal")
 

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from crystal_kernel.testing.llm_server import LLMServer
 from crystal_kernel.host.store import SessionStore
+from crystal_kernel.testing.llm_server import LLMServer
 
 CRYSTAL = str(Path(sys.executable).parent / "crystal")
 

@@ -4,8 +4,6 @@ plays the agent and the summariser; the transcript is built from real messages."
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
 from crystal_kernel.errors import ProviderError, UserError
@@ -16,8 +14,8 @@ from crystal_kernel.host.events import Note, TextDelta
 from crystal_kernel.host.loop import run_turn
 from crystal_kernel.host.messages import Message, TextPart, ToolCallPart, ToolResultPart
 from crystal_kernel.host.session import Session, Todo
-from crystal_kernel.testing.scripted import ScriptedProvider, text_reply
 from crystal_kernel.host.store import SessionStore
+from crystal_kernel.testing.scripted import ScriptedProvider, text_reply
 
 SUMMARY = "## Goal\nRefactor the parser.\n\n## Next steps\nRun the tests."
 

@@ -20,7 +20,10 @@ from crystal_kernel.host.events import ApprovalEvent, ToolResultEvent
 from crystal_kernel.host.interaction import NoPerson, PersonDecision
 from crystal_kernel.host.loop import run_turn
 from crystal_kernel.host.recorded_person import (
-    RecordingPerson, ReplayedPerson, adopt_replayed_person, person_for,
+    RecordingPerson,
+    ReplayedPerson,
+    adopt_replayed_person,
+    person_for,
 )
 from crystal_kernel.providers.replay import RecordingProvider, ReplayProvider, load_cassette
 

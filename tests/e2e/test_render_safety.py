@@ -178,7 +178,7 @@ def test_prompt_cells_wrap_long_lines(nb, lab):
 
 def test_dark_theme_result_box_has_contrast(nb, lab):
     page = nb
-    box = '.crystal-card[data-tool="list"] pre' 
+    box = '.crystal-card[data-tool="list"] pre'
     colours = f"""() => {{ const el = [...document.querySelectorAll('{box}')].pop(); const s = getComputedStyle(el);
         return [s.color, s.backgroundColor]; }}"""
     fg, bg = page.evaluate(colours)

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 from exec_support import PY, call, home_set, load, write_set
+
 from crystal_kernel.tools.base import Authority, Risk
 from crystal_kernel.tools.catalog import CatalogOptions, build_catalog
 from crystal_kernel.tools.exec_sets import ExecTool

@@ -12,8 +12,8 @@ import zlib
 from pathlib import Path
 
 import pytest
-
 from exec_support import PY, call, home_set, load, make_ctx
+
 from crystal_kernel.tools.images import MAX_IMAGE_BYTES, NO_IMAGES_TEXT, read_image_file
 
 

@@ -11,7 +11,6 @@ from pathlib import Path
 
 import psutil
 import pytest
-
 from exec_support import PY, call, home_set, load, make_ctx
 
 # Reports what it got: argv, stdin, cwd and the CRYSTAL_* environment.

@@ -8,6 +8,7 @@ import base64
 import json
 
 from exec_support import PY, home_set
+
 from crystal_kernel.host.config import load_config
 from crystal_kernel.host.events import ApprovalEvent, ToolResultEvent
 from crystal_kernel.host.loop import run_turn

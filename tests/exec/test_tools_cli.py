@@ -11,7 +11,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from exec_support import PY, home_set
 
 REPO = Path(__file__).resolve().parents[2]

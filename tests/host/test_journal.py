@@ -5,7 +5,6 @@ corrupt line is reported and the file left as it is, a torn last line is dropped
 from __future__ import annotations
 
 import json
-import os
 
 import pytest
 

@@ -9,14 +9,14 @@ import pytest
 
 from crystal_kernel.errors import ProviderError
 from crystal_kernel.host.config import load_config
-from crystal_kernel.host.events import ApprovalEvent, ErrorEvent, TextDelta, ToolCallStarted, ToolResultEvent, TurnEnd
+from crystal_kernel.host.events import ApprovalEvent, ErrorEvent, TextDelta, ToolResultEvent, TurnEnd
 from crystal_kernel.host.interaction import PersonDecision
 from crystal_kernel.host.loop import run_turn
-from crystal_kernel.host.session import ProcessFlags, Session
+from crystal_kernel.host.session import Session
+from crystal_kernel.host.store import SessionStore
 from crystal_kernel.providers.base import Capabilities, TextChunk
 from crystal_kernel.testing.scripted import HANG, Fail, ScriptedProvider, text_reply, tool_reply
 from tests.approval.conftest import Person
-from crystal_kernel.host.store import SessionStore
 
 
 def make_session(workspace, replies, *, approval="full", person=False, **kw):
@@ -159,8 +159,8 @@ async def test_step_limit(workspace):
 
 async def test_images_refused_on_text_only_model(workspace):
     from crystal_kernel.host.loop import NO_IMAGES
-    from crystal_kernel.tools.base import Tool, ToolResult
     from crystal_kernel.host.messages import ImagePart
+    from crystal_kernel.tools.base import Tool, ToolResult
 
     class Pic(Tool):
         name = "pic"

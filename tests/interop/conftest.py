@@ -16,8 +16,9 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import httpx
 import pytest
@@ -65,7 +66,7 @@ class LlamaServer:
     def v1(self) -> str:
         return self.root + "/v1"
 
-    def start(self) -> "LlamaServer":
+    def start(self) -> LlamaServer:
         for missing in (LLAMA_SERVER, MODEL):
             if not missing.exists():
                 pytest.fail(f"{missing} is missing: run `make interop` (it builds and downloads them).")

@@ -12,7 +12,6 @@ import json
 import os
 import subprocess
 import time
-from pathlib import Path
 from typing import Any
 
 import pytest

@@ -3,10 +3,17 @@
 from __future__ import annotations
 
 from crystal_kernel.host.events import (
-    ApprovalEvent, ErrorEvent, Note, TextDelta, ToolCallStarted, ToolResultEvent, TurnEnd, UsageEvent,
+    ApprovalEvent,
+    ErrorEvent,
+    Note,
+    TextDelta,
+    ToolCallStarted,
+    ToolResultEvent,
+    TurnEnd,
+    UsageEvent,
 )
 from crystal_kernel.host.messages import ImagePart
-from crystal_kernel.jupyter.cards import Status, card_bundle, CardState, diff_html
+from crystal_kernel.jupyter.cards import CardState, Status, card_bundle, diff_html
 from crystal_kernel.jupyter.render import RecordingOutput, Renderer
 
 

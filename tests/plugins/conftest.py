@@ -8,8 +8,8 @@ from __future__ import annotations
 import importlib
 import sys
 import textwrap
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import pytest
 

@@ -4,8 +4,9 @@ and real sessions on the scripted provider (no model is called by these tests)."
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 

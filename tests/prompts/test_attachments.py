@@ -12,7 +12,11 @@ import pytest
 from crystal_kernel.errors import UserError
 from crystal_kernel.plugins import hookimpl, plugin_manager
 from crystal_kernel.prompts.attachments import (
-    disable_attachment, discover_attachments, enable_attachment, enabled_in_order, move_attachment,
+    disable_attachment,
+    discover_attachments,
+    enable_attachment,
+    enabled_in_order,
+    move_attachment,
 )
 from crystal_kernel.prompts.commands import promptattach_command
 from crystal_kernel.prompts.compose import compose

@@ -5,13 +5,14 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from crystal_kernel.plugins import hookimpl, plugin_manager
 from crystal_kernel.prompts.compose import compose, compose_named, compose_system
 from crystal_kernel.prompts.context import PromptContext
 from crystal_kernel.prompts.names import ATOMIC_SLOTS, NAMED_PROMPTS
-from crystal_kernel.prompts.placeholders import Binder, TOKEN_RE, slots_in
+from crystal_kernel.prompts.placeholders import TOKEN_RE, Binder, slots_in
 from crystal_kernel.prompts.promptsets import builtin_text
 from crystal_kernel.prompts.selection import resolve_selection
 

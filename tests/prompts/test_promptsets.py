@@ -15,7 +15,11 @@ from crystal_kernel.prompts.compose import compose
 from crystal_kernel.prompts.context import PromptContext
 from crystal_kernel.prompts.names import NAMED_PROMPTS
 from crystal_kernel.prompts.promptsets import (
-    builtin_text, disable_sets, discover_sets, enable_set, resolve_prompt,
+    builtin_text,
+    disable_sets,
+    discover_sets,
+    enable_set,
+    resolve_prompt,
 )
 from crystal_kernel.prompts.selection import resolve_selection
 

@@ -19,7 +19,6 @@ from crystal_kernel.providers.base import ModelRequest, TextChunk, ToolCallChunk
 from crystal_kernel.providers.openai_chat import merge_name
 from crystal_kernel.providers.registry import make_provider
 from crystal_kernel.testing.llm_server import LLMServer
-from tests.providers.conftest import make_adapter
 
 
 async def collect(turn) -> list[Any]:

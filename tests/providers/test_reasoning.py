@@ -16,9 +16,9 @@ import pytest
 from crystal_kernel.host.config import load_config
 from crystal_kernel.host.events import ReasoningDelta, TextDelta, ToolCallStarted, ToolResultEvent, UsageEvent
 from crystal_kernel.host.loop import run_turn
-from crystal_kernel.host.store import SessionStore
 from crystal_kernel.host.messages import ReasoningPart
 from crystal_kernel.host.session import Session
+from crystal_kernel.host.store import SessionStore
 from crystal_kernel.providers.replay import RecordingProvider, ReplayProvider
 from crystal_kernel.testing.llm_server import LLMServer
 from tests.providers.conftest import make_adapter

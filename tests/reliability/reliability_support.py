@@ -4,7 +4,6 @@ folder on sys.path, since the suite runs with --import-mode=importlib)."""
 from __future__ import annotations
 
 import importlib.util
-import os
 import sys
 import time
 from pathlib import Path

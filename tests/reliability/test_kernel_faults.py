@@ -10,7 +10,6 @@ import json
 import time
 
 import pytest
-
 from reliability_support import clear, kernel_helpers, session_documents, user_prompts
 
 TIMEOUT = 2.0

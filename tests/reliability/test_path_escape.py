@@ -7,11 +7,9 @@ the workspace is read, written or changed."""
 from __future__ import annotations
 
 import json
-import os
 import struct
 import sys
 import zlib
-from pathlib import Path
 
 import pytest
 
@@ -19,10 +17,10 @@ from crystal_kernel.errors import ToolError
 from crystal_kernel.host.config import Config
 from crystal_kernel.host.interaction import NoPerson
 from crystal_kernel.host.session import Session
+from crystal_kernel.host.trust import trust_all
 from crystal_kernel.testing.scripted import ScriptedProvider
 from crystal_kernel.tools.base import ToolContext, ToolResult
 from crystal_kernel.tools.catalog import load_builtin
-from crystal_kernel.host.trust import trust_all
 from crystal_kernel.tools.external import discover_external_tools
 
 SECRET = "TOP SECRET outside the workspace"

@@ -6,14 +6,13 @@ session document is saved after each.
 
 from __future__ import annotations
 
-from crystal_kernel.host.store import SessionStore
-
 import importlib.util
 import json
 import os
 import sys
 from pathlib import Path
 
+from crystal_kernel.host.store import SessionStore
 from crystal_kernel.testing.llm_server import LLMServer
 
 _spec = importlib.util.spec_from_file_location(

@@ -8,7 +8,6 @@ Real files, real tools, the real turn loop.
 from __future__ import annotations
 
 import asyncio
-import resource
 import json
 import subprocess
 import sys

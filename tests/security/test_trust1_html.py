@@ -18,7 +18,13 @@ from crystal_kernel.host.events import ApprovalEvent, Note, TextDelta, ToolCallS
 from crystal_kernel.host.interaction import ApprovalRequest, PersonDecision, Question, QuestionOption
 from crystal_kernel.jupyter import replayed_forms
 from crystal_kernel.jupyter.cards import (
-    CardState, Status, card_bundle, error_bundle, note_bundle, status_bundle, table_bundle,
+    CardState,
+    Status,
+    card_bundle,
+    error_bundle,
+    note_bundle,
+    status_bundle,
+    table_bundle,
 )
 from crystal_kernel.jupyter.jobs_view import LogView, jobs_table
 from crystal_kernel.jupyter.render import RecordingOutput, Renderer

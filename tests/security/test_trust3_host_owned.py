@@ -7,7 +7,6 @@ workspace; the reviewer never reads review texts changed during the session."""
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import pytest

@@ -4,11 +4,8 @@ when the person lets tools see the keys (`passKeysToTools: true`)."""
 
 from __future__ import annotations
 
-import asyncio
 import json
-import os
 import sys
-import time
 from pathlib import Path
 
 import pytest

@@ -14,7 +14,12 @@ from crystal_kernel.host.session import ProcessFlags, Session
 from crystal_kernel.testing.scripted import ScriptedProvider
 from crystal_kernel.tools.base import Risk, Tool, ToolInput
 from crystal_kernel.tools.catalog import (
-    BUILTIN_TOOLS, RESERVED_NAMES, CatalogOptions, build_catalog, builtin_names, check_disabled,
+    BUILTIN_TOOLS,
+    RESERVED_NAMES,
+    CatalogOptions,
+    build_catalog,
+    builtin_names,
+    check_disabled,
 )
 
 PLAN = ["read", "list", "tree", "glob", "grep", "search", "todowrite", "todoread", "question", "skill",

@@ -3,9 +3,6 @@ cell sources, not the JSON around them."""
 
 from __future__ import annotations
 
-import json
-
-import nbformat
 from nbformat.v4 import new_code_cell, new_output
 
 from crystal_kernel.tools.base import ToolContext

@@ -3,7 +3,6 @@ nbclient in a child process under the jobs supervisor."""
 
 from __future__ import annotations
 
-import json
 import os
 import time
 

@@ -3,16 +3,14 @@ naming after the first turn (PH-11, SPEC §11 ``topicNaming``)."""
 
 from __future__ import annotations
 
-import json
-
 from crystal_kernel.host.commands import run_command
 from crystal_kernel.host.config import load_config
 from crystal_kernel.host.events import Note, TurnEnd
 from crystal_kernel.host.loop import run_turn
 from crystal_kernel.host.session import Session
+from crystal_kernel.host.store import SessionStore
 from crystal_kernel.host.usage import price_for
 from crystal_kernel.testing.scripted import HANG, ScriptedProvider, text_reply, tool_reply
-from crystal_kernel.host.store import SessionStore
 
 
 def make_session(workspace, replies, **config):

@@ -4,10 +4,10 @@ server/workspaces.py finds (or the one ``?workspace=`` names)."""
 
 from __future__ import annotations
 
-from tornado import web
-
 from pathlib import Path
 from typing import Any
+
+from tornado import web
 
 from crystal_kernel.host.store import SessionStore
 from crystal_kernel.jupyter.server.base import CrystalHandler
