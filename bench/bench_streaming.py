@@ -10,10 +10,12 @@ words: one o200k token per piece, ~20,000 SSE events with no delay between them)
   stream messages).
 
 Figures: iopub messages the cell produced and their content size (what the browser
-has to process: each Markdown update carries the whole answer so far), the
+has to process: a display update re-sends the whole answer so far, so updates come
+less often as it grows and carry only the HTML until the final one), the
 kernel process's CPU time (user + system) for the cell, and the time from
-execute_request to the moment the last token is visible in the frontend. Targets
-(ours, set here): CPU and time to the last token within 1.5x of the print loop.
+execute_request to the moment the last token is visible in the frontend. Targets:
+content bytes within 2x of the print loop (the issue's), CPU and time to the last
+token within 1.5x (ours, set here).
 """
 
 from __future__ import annotations
@@ -56,13 +58,16 @@ def run_cell(driver: Any, km: Any, code: str, shown: Any) -> dict[str, float]:
     run = driver.execute(code, timeout=300, on_message=hook)
     if run.status != "ok" or state["at"] is None:
         raise RuntimeError(f"the cell did not show the whole answer ({run.status})")
-    size = sum(len(json.dumps(m["content"])) for m in run.messages)
-    return {"messages": len(run.messages), "bytes": size / 2**20, "cpu": sum(process.cpu_times()[:2]) - cpu0, "last": state["at"] - start}
+    sizes = [len(json.dumps(m["content"])) for m in run.messages]
+    return {"messages": len(run.messages), "bytes": sum(sizes) / 2**20, "largest": max(sizes) / 2**20, "cpu": sum(process.cpu_times()[:2]) - cpu0, "last": state["at"] - start}
 
 
 def crystal_shown(msg: dict[str, Any], state: dict[str, Any]) -> bool:
+    # The answer's display is rendered HTML (TRUST-1: never text/markdown); the last
+    # token is visible once an update's HTML holds it.
     if msg["msg_type"] in ("display_data", "update_display_data"):
-        return str(msg["content"]["data"].get("text/markdown", "")).endswith(LAST)
+        data = msg["content"]["data"]
+        return str(data.get("text/plain", "")).endswith(LAST) or "finalword." in str(data.get("text/html", ""))
     return False
 
 
@@ -107,7 +112,12 @@ def main() -> list[dict[str, Any]]:
     label = f"{TOKENS:,}-token answer"
     return [
         row(f"streaming {label}: iopub messages", ours["messages"], ref["messages"], "msgs"),
-        row(f"streaming {label}: iopub content bytes", ours["bytes"], ref["bytes"], "MiB"),
+        row(f"streaming {label}: iopub content bytes", ours["bytes"], ref["bytes"], "MiB", {"ratio_max": 2.0},
+            note=None if ours["bytes"] <= 2 * ref["bytes"] else
+            f"the final answer display alone is {ours['largest'] / ref['bytes']:.2f}x the print loop's bytes (its "
+            "text/plain and its rendered text/html each hold the whole answer; text/plain is what notebook readers "
+            f"and the model's notebook tools read); live updates while streaming add "
+            f"{(ours['bytes'] - ours['largest']) / ref['bytes']:.2f}x"),
         row(f"streaming {label}: kernel CPU time", ours["cpu"], ref["cpu"], "s", {"ratio_max": 1.5}),
         row(f"streaming {label}: time to last token shown", ours["last"], ref["last"], "s", {"ratio_max": 1.5}),
     ]

@@ -7,7 +7,7 @@ The kernel and the ``%crystal`` magics both pass :class:`IPythonOutput`; tests m
 
 What a turn shows, in order: a status line (updated with the token count), the answer
 as Markdown (one display per text segment, updated in place at most ``max_rate`` times
-a second whatever the token rate), a card per tool call (running, approval, result),
+a second whatever the token rate, less often as it grows: :class:`_Stream`), a card per tool call (running, approval, result),
 images as image outputs, notes, errors, and a closing line when the turn was
 interrupted or failed.
 """
@@ -46,6 +46,8 @@ from crystal_kernel.jupyter.cards import (
 )
 
 DEFAULT_MAX_RATE = 15.0  # display updates per second while text streams
+#: Bytes a second a streaming display may re-send while it grows (see :class:`_Stream`).
+LIVE_BYTES_PER_SECOND = 32 * 1024
 
 
 #: Tools whose outputs (images included) already show in the cell while they run: the
@@ -113,8 +115,21 @@ def status_of(session: Any) -> Status:
 
 
 class _Stream:
-    """One Markdown display updated in place, throttled to ``max_rate`` updates/s.
-    ``bundle`` renders the text so far (the answer's Markdown, or the Thinking card)."""
+    """One Markdown display updated in place while its text streams.
+
+    ``bundle`` renders the text so far (the answer's Markdown, or the Thinking card).
+    Jupyter's display updates replace the whole output, so each update re-sends the
+    text so far; two rules keep that from growing with the square of the answer:
+
+    - updates come at most ``max_rate`` times a second, and the rate falls as the
+      answer grows: after an update of N bytes the next waits at least
+      N / ``LIVE_BYTES_PER_SECOND`` seconds (a 10 KB answer updates ~3 times a second,
+      a 100 KB one every ~3 s), so the bytes sent while streaming are bounded by that
+      rate whatever the token rate;
+    - a live update carries only the rendered ``text/html`` (what a notebook shows);
+      :meth:`finish` sends the whole bundle once, ``text/plain`` included, so the final
+      output is exactly what ``bundle`` renders (sanitized as always, TRUST-1).
+    """
 
     def __init__(self, output: Output, max_rate: float, clock: Callable[[], float],
                  bundle: Callable[[str], Bundle] = markdown_bundle):
@@ -126,6 +141,8 @@ class _Stream:
         self.handle: Handle | None = None
         self.shown = ""
         self.last = 0.0
+        self.wait = self.interval  # before the next live update (falls as the text grows)
+        self.partial = False  # the display holds a live (html-only) update
         self.timer: asyncio.TimerHandle | None = None
         self.updates = 0
 
@@ -136,23 +153,49 @@ class _Stream:
             self.handle = self.output.show(self.bundle(self.text))
             self.shown, self.last = self.text, now
             return
-        if now - self.last >= self.interval:
+        if now - self.last >= self.wait:
             self.flush()
         elif self.timer is None:
             try:
                 loop = asyncio.get_running_loop()
             except RuntimeError:
-                return  # no loop: the next delta or close() flushes
-            self.timer = loop.call_later(self.interval - (now - self.last), self.flush)
+                return  # no loop: the next delta or finish() flushes
+            self.timer = loop.call_later(self.wait - (now - self.last), self.flush)
 
-    def flush(self) -> None:
+    def _cancel(self) -> None:
         if self.timer is not None:
             self.timer.cancel()
             self.timer = None
+
+    def flush(self) -> None:
+        """A live update: the text so far, as the rendered HTML only."""
+        self._cancel()
         if self.handle is not None and self.text != self.shown:
-            self.handle.update(self.bundle(self.text))
+            live = live_bundle(self.bundle(self.text))
+            self.handle.update(live)
             self.shown, self.last = self.text, self.clock()
+            self.partial = self.partial or "text/plain" not in live
+            size = sum(len(str(v)) for v in live.values())
+            self.wait = max(self.interval, size / LIVE_BYTES_PER_SECOND)
             self.updates += 1
+
+    def finish(self, final: Bundle | None = None) -> None:
+        """The text is complete: show its whole bundle (or ``final``) once."""
+        self._cancel()
+        if self.handle is None:
+            return
+        if final is not None or self.partial or self.text != self.shown:
+            self.handle.update(final if final is not None else self.bundle(self.text))
+            self.shown, self.partial = self.text, False
+            self.updates += 1
+
+
+def live_bundle(bundle: Bundle) -> Bundle:
+    """What a live update of ``bundle`` sends: its ``text/html`` when it has one (what a
+    notebook shows; the ``text/plain`` copy would double the bytes), else all of it."""
+    if "text/html" in bundle:
+        return {"text/html": bundle["text/html"]}
+    return bundle
 
 
 class Renderer:
@@ -240,13 +283,11 @@ class Renderer:
         """The reasoning is over: show all of it, folded away under "Thinking"."""
         if self._thinking is not None:
             stream, self._thinking = self._thinking, None
-            stream.flush()
-            if stream.handle is not None:
-                stream.handle.update(thinking_bundle(stream.text, done=True))
+            stream.finish(thinking_bundle(stream.text, done=True))
 
     def _end_stream(self) -> None:
         if self._stream is not None:
-            self._stream.flush()
+            self._stream.finish()
             self._stream = None
 
     def _update_card(self, card: CardState, handle: Handle) -> None:

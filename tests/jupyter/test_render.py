@@ -133,3 +133,46 @@ def test_question_card_shows_questions_and_answers_not_json():
     assert "<b>Parquet</b>" in done["text/html"]
     dismissed = _turn(start, ToolResultEvent(id="q", name="question", ok=False, text="The person dismissed it."))[0]
     assert "The person dismissed it." in dismissed["text/plain"]
+
+
+def test_stream_updates_slow_down_as_the_answer_grows_and_the_final_bundle_is_whole():
+    """A display update re-sends the whole answer: live updates carry only the rendered
+    HTML and come less often as it grows; the final update is the full bundle, the same
+    sanitized rendering as ever (TRUST-1)."""
+    from crystal_kernel.jupyter.render import LIVE_BYTES_PER_SECOND
+    from crystal_kernel.jupyter.safe_html import markdown_bundle
+
+    class Log(RecordingOutput):
+        def __init__(self):
+            super().__init__()
+            self.sent: list[dict] = []
+
+        def show(self, bundle, stale=None):
+            handle = super().show(bundle, stale)
+            log = self
+
+            class _H:
+                def update(self, b, stale=None):
+                    log.sent.append(dict(b))
+                    handle.update(b, stale)
+
+            return _H()
+
+    out, clock = Log(), Clock()
+    r = Renderer(out, clock=clock, max_rate=15)
+    r.start(None)
+    piece = "word <b>x</b> " * 10  # 140 characters a delta
+    for i in range(2000):  # 280 KB over 20 simulated seconds
+        clock.now = i / 100
+        r.handle(TextDelta(text=piece))
+    r.handle(TurnEnd(session_id="s", stop_reason="end_turn"))
+    live, final = out.sent[:-1], out.sent[-1]
+    assert all(set(b) == {"text/html"} for b in live)
+    assert final == markdown_bundle(piece * 2000)
+    assert "<b>" not in final["text/html"] and "&lt;b&gt;" in final["text/html"]
+    # 15 a second at the start, then bounded by the byte rate: far fewer than 15 x 20 s.
+    sent = sum(len(b["text/html"]) for b in live)
+    assert sent <= LIVE_BYTES_PER_SECOND * 20 + len(final["text/html"])
+    assert 5 <= len(live) < 40
+    # the last live updates are seconds apart (each waits its own size / the byte rate)
+    assert len(live[-1]["text/html"]) / LIVE_BYTES_PER_SECOND > 1
