@@ -99,7 +99,9 @@ class Config:
         name = self.api_key_env or DEFAULT_KEY_ENV.get(self.provider)
         if not name:
             return None
-        value = os.environ.get(name)
+        from crystal_kernel.host.secrets import key_value
+
+        value = key_value(name)  # TRUST-4: the kernel may hold it outside os.environ
         if not value:
             raise UserError(
                 f"The API key variable {name} is not set (provider {self.provider}); "

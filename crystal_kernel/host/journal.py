@@ -25,6 +25,7 @@ are kept and written again in the next snapshot; unknown keys inside lines survi
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 from collections.abc import Callable
@@ -155,6 +156,10 @@ def append_lines(path: Path, state: JournalState, lines: list[str]) -> JournalSt
     data = ("\n".join(lines) + "\n").encode("utf-8")
     fd = os.open(path, os.O_WRONLY | getattr(os, "O_NOFOLLOW", 0))
     try:
+        # The file opened must be the one checked: a folder swapped for a link between
+        # the check and the open would lead to another file (TRUST-3).
+        if os.fstat(fd).st_ino != state.inode:
+            raise OSError(errno.ESTALE, f"{path} changed while it was being saved")
         if state.torn_bytes:
             os.ftruncate(fd, state.size)
         os.lseek(fd, state.size, os.SEEK_SET)

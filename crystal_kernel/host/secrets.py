@@ -9,6 +9,14 @@ out of every file the host writes.
   variables wherever they appear in what the host persists: session documents, job
   logs, cassettes.
 
+- :func:`withdraw_keys` (the Crystal kernel, once its provider is built) moves the key
+  variables out of ``os.environ`` into a private holder the host owns, so Python code
+  the ``python`` notebook tool runs in the kernel's process, and processes it starts,
+  find no key by name; :func:`key_value` is how the host reads a key from then on
+  (a later ``/model`` still authenticates). :func:`keys_withdrawn` does the same for
+  the duration of one tool call (the ``%crystal`` magics: the person's own kernel keeps
+  its environment between calls).
+
 The key variables are the provider variables Crystal knows (:data:`KEY_VARIABLES`),
 every name a config in this process gave as ``apiKeyEnv`` (:func:`register_key_variable`,
 called by the config loader) and ``CRYSTAL_API_KEY_ENV``'s value. Values shorter than
@@ -20,7 +28,8 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any
 
 # Provider key variables: the ones Crystal's providers read, and the usual ones of other
@@ -38,6 +47,9 @@ ALWAYS_DROPPED = ("CRYSTAL_HOME",)
 
 _registered: set[str] = set()
 _lock = threading.Lock()
+# Key values taken out of os.environ (withdraw_keys). Only the host reads them, by name,
+# through key_value(); they never go back into an environment a tool's code can see.
+_held: dict[str, str] = {}
 
 
 def register_key_variable(name: str | None) -> None:
@@ -59,6 +71,63 @@ def key_variables(environ: Mapping[str, str] | None = None) -> frozenset[str]:
     return frozenset(names)
 
 
+def key_value(name: str) -> str | None:
+    """The value of key variable ``name``: the host's holder first (the kernel withdrew
+    it), then ``os.environ``; None when neither has one."""
+    with _lock:
+        held = _held.get(name)
+    return held or os.environ.get(name) or None
+
+
+def held_keys() -> dict[str, str]:
+    """A copy of what the host holds (name -> value)."""
+    with _lock:
+        return dict(_held)
+
+
+def withdraw_keys(config: Any = None) -> list[str]:
+    """Move every key variable out of ``os.environ`` (and the C environment that
+    subprocesses inherit) into the host's holder; their values in the process's initial
+    environment block (``/proc/PID/environ``) are overwritten. Nothing happens with
+    ``passKeysToTools``. Returns the names moved. TRUST-4."""
+    if pass_keys(config):
+        return []
+    moved: list[str] = []
+    names = sorted(key_variables())
+    with _lock:
+        for name in names:
+            value = os.environ.pop(name, None)  # pop also unsets it in the C environment
+            if value is not None:
+                _held[name] = value
+                moved.append(name)
+    from crystal_kernel.host.environ_block import scrub_initial_environment
+
+    scrub_initial_environment(moved)
+    return moved
+
+
+def restore_keys(names: Iterable[str]) -> None:
+    """Put withdrawn variables back into ``os.environ`` with the values the host holds
+    (whatever code set meanwhile is overwritten)."""
+    with _lock:
+        for name in names:
+            value = _held.pop(name, None)
+            if value is not None:
+                os.environ[name] = value
+
+
+@contextmanager
+def keys_withdrawn(config: Any = None) -> Iterator[list[str]]:
+    """The key variables are out of ``os.environ`` inside the block and back after it
+    (the ``%crystal`` magics around one ``python`` tool call). Variables already held
+    (the Crystal kernel withdrew them for good) stay held."""
+    names = withdraw_keys(config)
+    try:
+        yield names
+    finally:
+        restore_keys(names)
+
+
 def pass_keys(config: Any) -> bool:
     """Config ``passKeysToTools`` (default false); ``config`` may be None."""
     if config is None:
@@ -77,7 +146,10 @@ def child_environment(config: Any = None, *, extra: Mapping[str, str] | None = N
     ``extra`` is set last."""
     env = dict(os.environ)
     drop = set() if keep_home else set(ALWAYS_DROPPED)
-    if not pass_keys(config):
+    if pass_keys(config):
+        for name, value in held_keys().items():  # the person opted in: tools see the keys
+            env.setdefault(name, value)
+    else:
         drop |= key_variables(env)
     for name in drop:
         env.pop(name, None)
@@ -94,15 +166,22 @@ def child_environment_bytes(config: Any = None, *, extra: Mapping[str, str] | No
     if not pass_keys(config):
         drop |= {os.fsencode(n) for n in key_variables()}
     env = {k: v for k, v in os.environb.items() if k not in drop}
+    if pass_keys(config):
+        for name, value in held_keys().items():
+            env.setdefault(os.fsencode(name), os.fsencode(value))
     env.update((os.fsencode(k), os.fsencode(v)) for k, v in (extra or {}).items())
     return env
 
 
 def secret_values(environ: Mapping[str, str] | None = None) -> list[tuple[str, str]]:
-    """(name, value) of every key variable that is set, longest value first."""
+    """(name, value) of every key variable that is set (or that the host holds, when
+    ``environ`` is the process's), longest value first."""
+    own = environ is None
     environ = os.environ if environ is None else environ
     found = {(name, environ[name]) for name in key_variables(environ)
              if len(environ.get(name) or "") >= MIN_SECRET_LENGTH}
+    if own:
+        found |= {(name, value) for name, value in held_keys().items() if len(value) >= MIN_SECRET_LENGTH}
     return sorted(found, key=lambda item: -len(item[1]))
 
 

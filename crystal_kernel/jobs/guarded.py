@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import shlex
+import subprocess
 import sys
 from pathlib import Path
 
@@ -32,3 +33,22 @@ def guarded_argv(argv: list[str]) -> list[str]:
         return list(argv)
     return [sys.executable, "-I", "-S", SUPERVISOR, str(os.getpid()), str(GRACE_SECONDS), SHELL,
             "exec " + shlex.join(argv)]
+
+
+GROUP_GUARD = str(Path(__file__).resolve().with_name("group_guard.py"))
+
+
+def start_group_guard() -> subprocess.Popen | None:
+    """Start :mod:`crystal_kernel.jobs.group_guard` for this process: when it dies,
+    however it dies, its process group is stopped (what code run in-process started,
+    e.g. the ``python`` notebook tool's subprocesses). Only when this process leads its
+    own group (Jupyter starts kernels so): otherwise the group holds whoever started us.
+    Call it from the main thread (the parent-death signal follows the starting thread)."""
+    if not sys.platform.startswith("linux") or os.getpgrp() != os.getpid():
+        return None
+    try:
+        return subprocess.Popen([sys.executable, "-I", "-S", GROUP_GUARD, str(os.getpid()), str(GRACE_SECONDS)],
+                                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                start_new_session=True)
+    except OSError:
+        return None

@@ -104,7 +104,7 @@ class Job:
     def __init__(self, *, job_id: str, command: str, session_id: str, buffer_bytes: int,
                  log_path: Path | None, log_bytes: int, status_path: Path | None,
                  timeout_seconds: float | None, grace_seconds: float,
-                 on_finished: Callable[[Job], None]) -> None:
+                 on_finished: Callable[[Job], None], inside: Path | None = None) -> None:
         self.id = job_id
         self.command = command
         self.session_id = session_id
@@ -112,9 +112,11 @@ class Job:
         self.timeout_seconds = timeout_seconds
         self.grace_seconds = grace_seconds
         self.status_path = status_path
+        self.inside = inside  # the workspace: log and status files are written race-free in it
         self.log: RotatingLog | None = None
         if log_path is not None:
-            self.log = RotatingLog(log_path, log_bytes, on_rotate=lambda: self.write_status(durable=False))
+            self.log = RotatingLog(log_path, log_bytes, on_rotate=lambda: self.write_status(durable=False),
+                                   inside=inside)
         self.started_at = time.time()
         self._started_mono = time.monotonic()
         self.deadline = self._started_mono + timeout_seconds if timeout_seconds else None
@@ -186,7 +188,7 @@ class Job:
             "logError": log.error if log else None,
         })
         with self._status_lock:
-            self.status_error = write_status(self.status_path, data, durable=durable)
+            self.status_error = write_status(self.status_path, data, durable=durable, inside=self.inside)
 
     # ----- stopping -------------------------------------------------------------------------
     def request_stop(self, reason: str) -> bool:

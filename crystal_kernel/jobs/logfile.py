@@ -20,8 +20,12 @@ class RotatingLog:
     """Appends bytes to ``path``; when it reaches ``max_bytes`` it becomes ``path.1``
     (replacing the older one) and a fresh ``path`` starts."""
 
-    def __init__(self, path: Path, max_bytes: int, on_rotate: Callable[[], None] | None = None) -> None:
+    def __init__(self, path: Path, max_bytes: int, on_rotate: Callable[[], None] | None = None,
+                 inside: Path | None = None) -> None:
         self.path = Path(path)
+        # ``inside`` (the workspace): the folder is reached without following a link and
+        # held open; every open, rename and unlink is relative to it (TRUST-3).
+        self._dir: int | None = None
         self.previous = self.path.with_name(self.path.name + ".1")
         self.max_bytes = max(1, max_bytes)
         self.on_rotate = on_rotate
@@ -36,10 +40,22 @@ class RotatingLog:
         self._keep = max((len(v.encode("utf-8", "surrogateescape")) for _, v in self._secrets), default=1) - 1
         self._tail = b""
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC | os.O_NOFOLLOW, 0o644)
+            if inside is not None:
+                from crystal_kernel.host.fsutil import open_folder_inside
+
+                self._dir = open_folder_inside(Path(inside), self.path.parent)
+            else:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._fd = self._open_new()
         except OSError as exc:
             self.error = f"cannot write {self.path}: {exc.strerror or exc}"
+            self.close()
+
+    def _open_new(self) -> int:
+        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC | os.O_NOFOLLOW
+        if self._dir is not None:
+            return os.open(self.path.name, flags, 0o644, dir_fd=self._dir)
+        return os.open(self.path, flags, 0o644)
 
     @property
     def active(self) -> bool:
@@ -94,12 +110,14 @@ class RotatingLog:
         # capture thread. Unlinking first drops the old pages without writing them.
         # A reader may miss ``path.1`` for the few microseconds in between; the status
         # file is rewritten right after the rotation in any case.
+        where = {} if self._dir is None else {"dir_fd": self._dir}
+        old, new = (self.previous, self.path) if self._dir is None else (self.previous.name, self.path.name)
         try:
-            os.unlink(self.previous)
+            os.unlink(old, **where)
         except FileNotFoundError:
             pass
-        os.rename(self.path, self.previous)
-        self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC | os.O_NOFOLLOW, 0o644)
+        os.rename(new, old, **({} if self._dir is None else {"src_dir_fd": self._dir, "dst_dir_fd": self._dir}))
+        self._fd = self._open_new()
         self._size = 0
         self._tail = b""
         self.start_offset = offset
@@ -107,9 +125,10 @@ class RotatingLog:
             self.on_rotate()
 
     def close(self) -> None:
-        if self._fd is not None:
-            try:
-                os.close(self._fd)
-            except OSError:
-                pass
-            self._fd = None
+        for fd in (self._fd, self._dir):
+            if fd is not None:
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
+        self._fd = self._dir = None

@@ -200,6 +200,7 @@ class JobManager:
                 log_path=log_dir / f"{job_id}.log" if log_dir else None,
                 log_bytes=self.log_bytes,
                 status_path=log_dir / f"{job_id}.json" if log_dir else None,
+                inside=self.workspace if log_dir and log_dir.is_relative_to(self.workspace) else None,
                 timeout_seconds=self.timeout_seconds, grace_seconds=self.grace_seconds,
                 on_finished=self._finished,
             )

@@ -27,18 +27,19 @@ def iso(ts: float | None) -> str | None:
     return datetime.fromtimestamp(ts, timezone.utc).isoformat(timespec="milliseconds")
 
 
-def write_status(path: Path, data: dict[str, Any], *, durable: bool = True) -> str | None:
+def write_status(path: Path, data: dict[str, Any], *, durable: bool = True, inside: Path | None = None) -> str | None:
     """Write one status file atomically; returns an English reason instead of raising
     on failure (the status file is a mirror, never a reason for a job to fail).
 
     ``durable=False`` skips the fsync (still temp file + rename, so a reader never sees
     half a file): progress updates happen while output streams, and an fsync (~6 ms
-    here) on the capture thread would stall the job's pipe.
+    here) on the capture thread would stall the job's pipe. ``inside``: no symbolic link
+    between that folder and the file redirects the write (TRUST-3, fsutil).
     """
     from crystal_kernel.host.secrets import redact
 
     try:
-        atomic_write_json(path, redact(data), fsync=durable)  # TRUST-4: no key values on disk
+        atomic_write_json(path, redact(data), fsync=durable, inside=inside)  # TRUST-4: no key values on disk
         return None
     except OSError as exc:
         return f"cannot write {path}: {exc.strerror or exc}"

@@ -120,6 +120,12 @@ class CrystalKernel(IPythonKernel):
             from crystal_kernel.host.recorded_person import adopt_replayed_person
 
             adopt_replayed_person(session, self.options.unattended)  # replay: the cassette answers
+            from crystal_kernel.host.secrets import withdraw_keys
+
+            # TRUST-4: the provider holds its key now. This process runs the python tool's
+            # code, so the key variables leave os.environ (the host keeps them privately,
+            # /model still finds them) unless the person set passKeysToTools.
+            withdraw_keys(session.config)
             self._attach(session)
         return self.crystal
 
@@ -340,6 +346,11 @@ def main(argv: list[str] | None = None) -> None:
         print(f"crystal kernel: {exc}", file=sys.stderr)
         raise SystemExit(2) from None
     set_options(options)
+    from crystal_kernel.jobs.guarded import start_group_guard
+
+    # ROBUST-3: processes the python tool's code starts die with this kernel, SIGKILL
+    # included (Jupyter made us a process group leader; the guard stops the group).
+    guard = start_group_guard()  # noqa: F841 - kept alive for the kernel's lifetime
     from ipykernel.kernelapp import IPKernelApp
 
     IPKernelApp.launch_instance(argv=rest, kernel_class=CrystalKernel)

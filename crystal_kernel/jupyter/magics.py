@@ -125,6 +125,14 @@ class MagicsHost(SyncForm):
         from crystal_kernel.host.recorded_person import adopt_replayed_person
 
         adopt_replayed_person(session, self.options.unattended)  # replay: the cassette answers
+        from crystal_kernel.host.environ_block import scrub_initial_environment
+        from crystal_kernel.host.secrets import key_variables, pass_keys
+
+        # TRUST-4: this is the person's own kernel, so its os.environ keeps the keys (their
+        # cells may use them); the python tool's code runs with them withdrawn. The copy
+        # /proc/PID/environ shows is masked: the tool's code could read it there.
+        if not pass_keys(session.config):
+            scrub_initial_environment(key_variables())
         session.notebook_shell = self.shell
         session.notebook_path = self.notebook
         from crystal_kernel.jupyter.live_notebook import live_edit

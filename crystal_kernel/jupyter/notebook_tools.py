@@ -218,17 +218,31 @@ async def _execute(shell: Any, code: str, got: _Collected) -> None:
             shell.display_pub.publish(data, metadata)
 
 
-async def _run(code: Any, ns: dict[str, Any], shell: Any) -> Any:
-    if code.co_flags & inspect.CO_COROUTINE:
-        return await eval(code, shell.user_global_ns, ns)
+@contextmanager
+def user_code() -> Iterator[None]:
+    """Synchronous user code runs inside: the stop button interrupts it with a
+    KeyboardInterrupt, as in a normal cell. Also for code that only looks like reading —
+    ``repr`` and display formatters of the namespace's objects are user code (ROBUST-3)."""
     # Set the flag before looking at the interrupt so that one side always sees the other.
     _State.sync_running = True
     try:
         if _State.interrupted:
             raise KeyboardInterrupt
-        return eval(code, shell.user_global_ns, ns)
+        yield
     finally:
         _State.sync_running = False
+
+
+async def _run(code: Any, ns: dict[str, Any], shell: Any) -> Any:
+    if code.co_flags & inspect.CO_COROUTINE:
+        return await eval(code, shell.user_global_ns, ns)
+    with user_code():
+        return eval(code, shell.user_global_ns, ns)
+
+
+def _interrupted(tool: str) -> ToolError:
+    return ToolError(f"Interrupted: {tool} was stopped while it ran the repr or display code of a value "
+                     "(KeyboardInterrupt).")
 
 
 class PythonInput(ToolInput):
@@ -244,7 +258,13 @@ class PythonTool(Tool):
         shell = shell_of(ctx)
         if not args.code.strip():
             raise ToolError("The code is empty.")
-        ok, text, images = await run_code(shell, args.code)
+        from crystal_kernel.host.secrets import keys_withdrawn
+
+        # TRUST-4: the code (and every process it starts) finds no model key in
+        # os.environ. The Crystal kernel withdrew them for good already; in the magics
+        # (the person's own kernel) they are out only while the tool runs.
+        with keys_withdrawn(ctx.config):
+            ok, text, images = await run_code(shell, args.code)
         if not text.strip() and not images:
             text = "(no output)" if ok else text
         return ToolResult(ok=ok, text=text, images=images)
@@ -278,9 +298,13 @@ class VariablesTool(Tool):
         if not names:
             return ToolResult(ok=True, text="The namespace has no user variables yet.")
         lines = []
-        for name in sorted(names)[:MAX_VARIABLES]:
-            value = shell.user_ns[name]
-            lines.append(f"{name}: {type(value).__name__} = {short_repr(value)}")
+        try:
+            with user_code():  # a __repr__ is the namespace's code: the stop button stops it
+                for name in sorted(names)[:MAX_VARIABLES]:
+                    value = shell.user_ns[name]
+                    lines.append(f"{name}: {type(value).__name__} = {short_repr(value)}")
+        except KeyboardInterrupt:
+            raise _interrupted("variables") from None
         if len(names) > MAX_VARIABLES:
             lines.append(f"[{len(names) - MAX_VARIABLES} more names not listed]")
         return ToolResult(ok=True, text="\n".join(lines))
@@ -297,6 +321,13 @@ class CellOutputTool(Tool):
 
     async def run(self, args: CellOutputInput, ctx: ToolContext) -> ToolResult:
         shell = shell_of(ctx)
+        try:
+            with user_code():  # display formatters are the namespace's code (ROBUST-3)
+                return self._output(shell, args)
+        except KeyboardInterrupt:
+            raise _interrupted("cell_output") from None
+
+    def _output(self, shell: Any, args: CellOutputInput) -> ToolResult:
         out = shell.user_ns.get("Out") or {}
         if args.n is not None:
             if args.n not in out:

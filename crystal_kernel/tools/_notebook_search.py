@@ -4,6 +4,7 @@ name the cell a hit is in."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import re
 import subprocess
@@ -42,25 +43,80 @@ def read_sources(path: Path) -> list[str] | None:
         return None
 
 
-def grep_cells(sources: list[str], regex: re.Pattern[str], context: int, budget: int
-               ) -> tuple[int, list[tuple[int, int, bool, str]]]:
-    """Matches in cell sources: (match count, [(cell, line, is_match, text)]) with at
-    most ``budget`` lines kept; cells and lines count from 1."""
-    total = 0
-    kept: list[tuple[int, int, bool, str]] = []
-    for cell_no, source in enumerate(sources, start=1):
-        lines = source.split("\n")
-        found = [i for i, line in enumerate(lines) if regex.search(line)]
-        if not found:
+# Cell text handed to one rg run: bounded memory, few processes.
+BATCH_BYTES = 8 << 20
+# A match line of rg's output for stdin with --max-columns 1: "NUMBER:" then at most a note.
+_LINE_NUMBER = re.compile(rb"^(\d+):", re.MULTILINE)
+
+
+def _matched_lines(proc: subprocess.Popen) -> set[int]:
+    assert proc.stdout is not None and proc.stderr is not None
+    out = proc.stdout.read()
+    proc.stderr.read()
+    proc.wait()
+    return {int(n) for n in _LINE_NUMBER.findall(out)}
+
+
+async def _rg_lines(rg: str, pattern: str, lines: list[str], *, ignore_case: bool, timeout: float) -> set[int]:
+    """The numbers (from 1) of ``lines`` that ripgrep's engine matches."""
+    from crystal_kernel.tools._rg import run_rg
+
+    argv = [rg, "--no-config", "--text", "--line-number", "--no-filename", "--color", "never",
+            "--max-columns", "1"]  # only the numbers are needed: long lines become a short note
+    if ignore_case:
+        argv.append("--ignore-case")
+    argv += ["--regexp", pattern, "-"]
+    data = "".join(line + "\n" for line in lines).encode("utf-8", "surrogateescape")
+    return await run_rg(argv, _matched_lines, data=data, timeout=timeout)
+
+
+async def match_cells(rg: str, pattern: str, paths: list[Path], *, ignore_case: bool, context: int,
+                      budget: int, timeout: float) -> list[tuple[Path, int, list[tuple[int, int, bool, str]]]]:
+    """Matches in the cell sources of ``paths``: (path, match count, [(cell, line,
+    is_match, text)]) per notebook with a match, at most ``budget`` lines kept in all;
+    cells and lines count from 1. Lines are matched by ripgrep (linear time, rg's regex
+    dialect, as for every other file), never by Python's backtracking ``re``."""
+    out: list[tuple[Path, int, list[tuple[int, int, bool, str]]]] = []
+    batch: list[tuple[Path, list[list[str]]]] = []
+    size = 0
+
+    async def flush() -> None:
+        nonlocal budget
+        lines = [line for _, cells in batch for cell in cells for line in cell]
+        found = await _rg_lines(rg, pattern, lines, ignore_case=ignore_case, timeout=timeout) if lines else set()
+        number = 0
+        for path, cells in batch:
+            total = 0
+            kept: list[tuple[int, int, bool, str]] = []
+            for cell_no, cell in enumerate(cells, start=1):
+                hits = {i for i in range(len(cell)) if number + i + 1 in found}
+                number += len(cell)
+                if not hits:
+                    continue
+                total += len(hits)
+                wanted: set[int] = set()
+                for i in hits:
+                    wanted.update(range(max(0, i - context), min(len(cell), i + context + 1)))
+                for i in sorted(wanted):
+                    if len(kept) < budget:
+                        kept.append((cell_no, i + 1, i in hits, cell[i]))
+            if total:
+                budget -= len(kept)
+                out.append((path, total, kept))
+        batch.clear()
+
+    for path in paths:
+        sources = await asyncio.to_thread(read_sources, path)
+        if sources is None:
             continue
-        total += len(found)
-        wanted: set[int] = set()
-        for i in found:
-            wanted.update(range(max(0, i - context), min(len(lines), i + context + 1)))
-        for i in sorted(wanted):
-            if len(kept) < budget:
-                kept.append((cell_no, i + 1, i in found, lines[i]))
-    return total, kept
+        cells = [source.split("\n") for source in sources]
+        batch.append((path, cells))
+        size += sum(len(s) for s in sources)
+        if size >= BATCH_BYTES:
+            await flush()
+            size = 0
+    await flush()
+    return out
 
 
 def matching_cells(sources: list[str], words: Iterable[str]) -> list[int]:

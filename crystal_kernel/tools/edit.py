@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 from pydantic import Field
 
 from crystal_kernel.errors import ToolError
@@ -25,6 +27,11 @@ class EditTool(Tool):
     path_arguments = ("path",)
 
     async def run(self, args: EditInput, ctx: ToolContext) -> ToolResult:
+        # ROBUST-3: file work runs in a worker thread, so a file system that stops
+        # answering (a hung network mount) cannot hold the turn; a cancel returns at once.
+        return await asyncio.to_thread(self._run, args, ctx)
+
+    def _run(self, args: EditInput, ctx: ToolContext) -> ToolResult:
         path = ctx.access.resolve(args.path, write=True)
         shown = display_path(path, ctx.workspace)
         if not path.exists():

@@ -1,5 +1,7 @@
-"""The grep tool: regex search through ripgrep, with a pure-Python fallback that gives the
-same results (same files, same lines, same order)."""
+"""The grep tool: regex search through ripgrep, in files and in notebooks' cell sources.
+
+There is no pure-Python fallback: the model's pattern is never given to Python's
+backtracking ``re`` (ROBUST-3, tools/_rg.py). Without ``rg`` the tool fails with one line."""
 
 from __future__ import annotations
 
@@ -16,11 +18,10 @@ from pydantic import Field
 
 from crystal_kernel.errors import ToolError
 from crystal_kernel.host.access import is_credential_parts
-from crystal_kernel.jobs.guarded import guarded_argv
 from crystal_kernel.tools._files import display_path, looks_binary, read_head
-from crystal_kernel.tools._notebook_search import grep_cells, notebook_files, read_sources
-from crystal_kernel.tools._process import kill_process_tree
-from crystal_kernel.tools._walk import RG_BASE_FLAGS, rg_binary, walk
+from crystal_kernel.tools._notebook_search import match_cells, notebook_files
+from crystal_kernel.tools._rg import require_rg, run_rg
+from crystal_kernel.tools._walk import RG_BASE_FLAGS
 from crystal_kernel.tools.base import Risk, Tool, ToolContext, ToolInput, ToolResult, truncate_output
 from crystal_kernel.tools.globmatch import GlobMatcher, compile_glob_matcher
 
@@ -97,35 +98,7 @@ async def grep_rg(rg: str, pattern: str, root: Path, *, ignore_case: bool, conte
     if context:
         argv += ["--context", str(context)]
     argv += ["--regexp", pattern, "--", str(root)]
-    try:
-        # Under the job supervisor: rg dies with the host, however the host dies.
-        proc = subprocess.Popen(guarded_argv(argv), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, start_new_session=True)
-    except OSError as exc:
-        raise ToolError(f"Cannot run ripgrep: {exc.strerror or exc}.") from None
-    timed_out = threading.Event()
-
-    def time_up() -> None:
-        timed_out.set()
-        kill_process_tree(proc.pid)
-
-    timer = threading.Timer(RG_TIMEOUT_SECONDS, time_up)
-    timer.daemon = True
-    timer.start()
-    try:
-        counts, kept, err, code = await asyncio.to_thread(_collect_rg, proc)
-    except asyncio.CancelledError:
-        # The reader thread ends once the killed rg closes its output.
-        await asyncio.shield(asyncio.to_thread(kill_process_tree, proc.pid))
-        raise
-    finally:
-        timer.cancel()
-    if timed_out.is_set():
-        # Killed by the time limit: whatever was found is partial, and nothing found does
-        # not mean "no matches" (ROBUST-3).
-        raise ToolError(f"The search took longer than {RG_TIMEOUT_SECONDS:g} s and was stopped before it "
-                        "finished; no result is shown because it would be incomplete. Narrow the path, "
-                        "the glob or the pattern.")
+    counts, kept, err, code = await run_rg(argv, _collect_rg, timeout=RG_TIMEOUT_SECONDS)
     if code == 2 and not counts:
         if "regex" in err.lower():
             raise ToolError("Invalid regular expression: " + " ".join(err.split())[:400])
@@ -198,45 +171,6 @@ def _collect_rg(proc: subprocess.Popen) -> tuple[Counter, dict, str, int]:
     return counts, kept, err, code
 
 
-def grep_python(pattern: str, root: Path, *, ignore_case: bool, context: int,
-                glob_re: GlobMatcher | None, prefix: tuple[str, ...] = ()) -> list[FileHits]:
-    """The same search in pure Python (used when no rg binary is available)."""
-    try:
-        regex = re.compile(pattern, re.IGNORECASE if ignore_case else 0)
-    except re.error as exc:
-        raise ToolError(f"Invalid regular expression: {exc}.") from None
-    files = [root] if root.is_file() else (p for p, _, _ in walk(root))
-    out: list[FileHits] = []
-    stored = 0
-    for path in files:
-        if path != root and not path_allowed(path, root, glob_re, prefix):
-            continue
-        try:
-            data = path.read_bytes()
-        except OSError:
-            continue
-        if b"\0" in data:
-            continue
-        lines = data.decode("utf-8", errors="replace").split("\n")
-        if lines and lines[-1] == "":
-            lines.pop()
-        found = [i for i, line in enumerate(lines) if regex.search(line.rstrip("\r"))]
-        if not found:
-            continue
-        entry = FileHits(str(path), matches=len(found))
-        matched = set(found)
-        wanted: set[int] = set()
-        for i in found:
-            wanted.update(range(max(0, i - context), min(len(lines), i + context + 1)))
-        for i in sorted(wanted):
-            if stored >= STORE_LINES:
-                break
-            entry.lines.append((i + 1, i in matched, lines[i].rstrip("\r")))
-            stored += 1
-        out.append(entry)
-    return out
-
-
 def format_hits(hits: list[FileHits], workspace: Path, limit: int) -> tuple[str, int]:
     """Files sorted by path, at most ``limit`` match lines shown; returns text and matches."""
     hits = sorted(hits, key=lambda h: h.path)
@@ -278,28 +212,15 @@ def format_hits(hits: list[FileHits], workspace: Path, limit: int) -> tuple[str,
     return text, total
 
 
-def grep_notebooks(pattern: str, root: Path, *, ignore_case: bool, context: int,
-                   glob_re: GlobMatcher | None, prefix: tuple[str, ...] = ()) -> list[FileHits]:
-    """Hits in notebooks' cell sources (Python's regex dialect; a pattern only ripgrep
-    understands finds nothing in notebooks)."""
-    try:
-        regex = re.compile(pattern, re.IGNORECASE if ignore_case else 0)
-    except re.error:
-        return []
-    out: list[FileHits] = []
-    budget = STORE_LINES
-    for path in notebook_files(root):
-        if path != root and not path_allowed(path, root, glob_re, prefix):
-            continue
-        sources = read_sources(path)
-        if sources is None:
-            continue
-        total, kept = grep_cells(sources, regex, context, budget)
-        if total:
-            budget -= len(kept)
-            out.append(FileHits(str(path), total, [(line, m, text) for _, line, m, text in kept],
-                                cells=[cell for cell, _, _, _ in kept]))
-    return out
+async def grep_notebooks(rg: str, pattern: str, root: Path, *, ignore_case: bool, context: int,
+                         glob_re: GlobMatcher | None, prefix: tuple[str, ...] = ()) -> list[FileHits]:
+    """Hits in notebooks' cell sources, matched by ripgrep like every other file."""
+    paths = [p for p in await asyncio.to_thread(notebook_files, root)
+             if p == root or path_allowed(p, root, glob_re, prefix)]
+    found = await match_cells(rg, pattern, paths, ignore_case=ignore_case, context=context,
+                              budget=STORE_LINES, timeout=RG_TIMEOUT_SECONDS)
+    return [FileHits(str(path), total, [(line, m, text) for _, line, m, text in kept],
+                     cells=[cell for cell, _, _, _ in kept]) for path, total, kept in found]
 
 
 class GrepTool(Tool):
@@ -319,17 +240,13 @@ class GrepTool(Tool):
         glob_re = compile_glob(args.glob)
         # TRUST-4: credential rules apply to paths in the allowed folder, not below root.
         prefix = ctx.access.credential_prefix(root) if root.is_dir() else ()
-        rg = rg_binary()
-        if rg:
-            hits = await grep_rg(rg, args.pattern, root, ignore_case=args.ignore_case,
-                                 context=args.context, glob_re=glob_re, prefix=prefix)
-        else:
-            hits = await asyncio.to_thread(grep_python, args.pattern, root, ignore_case=args.ignore_case,
-                                           context=args.context, glob_re=glob_re, prefix=prefix)
+        rg = require_rg()
+        hits = await grep_rg(rg, args.pattern, root, ignore_case=args.ignore_case,
+                             context=args.context, glob_re=glob_re, prefix=prefix)
         # Notebooks are searched by cell source instead of by their JSON text.
         hits = [h for h in hits if not h.path.lower().endswith(".ipynb")]
-        hits += await asyncio.to_thread(grep_notebooks, args.pattern, root, ignore_case=args.ignore_case,
-                                        context=args.context, glob_re=glob_re, prefix=prefix)
+        hits += await grep_notebooks(rg, args.pattern, root, ignore_case=args.ignore_case,
+                                     context=args.context, glob_re=glob_re, prefix=prefix)
         if not hits:
             where = display_path(root, ctx.workspace)
             return ToolResult(ok=True, text=f"No matches for /{args.pattern}/ in {where}.")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 
 from pydantic import Field
@@ -32,6 +33,11 @@ class ListTool(Tool):
     path_arguments = ("path",)
 
     async def run(self, args: ListInput, ctx: ToolContext) -> ToolResult:
+        # ROBUST-3: file work runs in a worker thread, so a file system that stops
+        # answering (a hung network mount) cannot hold the turn; a cancel returns at once.
+        return await asyncio.to_thread(self._run, args, ctx)
+
+    def _run(self, args: ListInput, ctx: ToolContext) -> ToolResult:
         folder = existing_folder(ctx, args.path)
         shown = display_path(folder, ctx.workspace)
         try:

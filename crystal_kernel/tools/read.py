@@ -37,6 +37,12 @@ class ReadTool(Tool):
     path_arguments = ("path",)
 
     async def run(self, args: ReadInput, ctx: ToolContext) -> ToolResult:
+        # ROBUST-3: file work runs in a worker thread, so a file system that stops
+        # answering (a hung network mount) or a huge file cannot hold the turn; a cancel
+        # returns at once.
+        return await asyncio.to_thread(self._run, args, ctx)
+
+    def _run(self, args: ReadInput, ctx: ToolContext) -> ToolResult:
         path = ctx.access.resolve(args.path)
         shown = display_path(path, ctx.workspace)
         if not path.exists():
@@ -52,7 +58,7 @@ class ReadTool(Tool):
         broken = ""
         if is_notebook(path):
             try:
-                notebook = await asyncio.to_thread(load_notebook, path, shown)
+                notebook = load_notebook(path, shown)
             except NotANotebook as exc:
                 broken = f"[{exc} Showing it as text.]\n\n"  # the raw lines help fix it
             else:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 from pydantic import Field
 
 from crystal_kernel.errors import ToolError
@@ -23,6 +25,11 @@ class WriteTool(Tool):
     path_arguments = ("path",)
 
     async def run(self, args: WriteInput, ctx: ToolContext) -> ToolResult:
+        # ROBUST-3: file work runs in a worker thread, so a file system that stops
+        # answering (a hung network mount) cannot hold the turn; a cancel returns at once.
+        return await asyncio.to_thread(self._run, args, ctx)
+
+    def _run(self, args: WriteInput, ctx: ToolContext) -> ToolResult:
         path = ctx.access.resolve(args.path, write=True)
         shown = display_path(path, ctx.workspace)
         if path.is_dir():

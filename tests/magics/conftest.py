@@ -31,7 +31,7 @@ class MagicKernel(Kernel):
         return len(self.server.bodies("chat"))
 
 
-def start_python_kernel(tmp: Path, server: LLMServer) -> MagicKernel:
+def start_python_kernel(tmp: Path, server: LLMServer, env_extra: dict[str, str] | None = None) -> MagicKernel:
     home = make_home(tmp)
     workspace = tmp / "ws"
     workspace.mkdir()
@@ -44,6 +44,7 @@ def start_python_kernel(tmp: Path, server: LLMServer) -> MagicKernel:
         "CRYSTAL_BASE_URL": server.base_url, "OPENAI_API_KEY": "k", "JPY_SESSION_NAME": notebook,
         "PATH": str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", ""),
     })
+    env.update(env_extra or {})
     # The venv's own stock kernelspec (python -m ipykernel_launcher), found first on PATH.
     specs = KernelSpecManager(kernel_dirs=[str(Path(sys.prefix) / "share" / "jupyter" / "kernels")])
     km = KernelManager(kernel_name="python3", kernel_spec_manager=specs)

@@ -1,16 +1,17 @@
-"""grep: ripgrep and the pure-Python fallback give equal results; gitignore, hidden,
-binary and credential files are skipped; results are bounded with a count."""
+"""grep: ripgrep's results equal a plain-Python reference search over the same walk;
+gitignore, hidden, binary and credential files are skipped; results are bounded with a
+count; without rg the tool fails with one line (no backtracking fallback, ROBUST-3)."""
 
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import pytest
 
-from crystal_kernel.tools import grep as grep_module
-from crystal_kernel.tools._walk import rg_binary
-from crystal_kernel.tools.grep import compile_glob, format_hits, grep_python, grep_rg
+from crystal_kernel.tools._walk import rg_binary, walk
+from crystal_kernel.tools.grep import FileHits, compile_glob, format_hits, grep_rg, path_allowed
 from tests.tools.conftest import call, write_files
 
 
@@ -51,14 +52,40 @@ CASES = [
 ]
 
 
+def reference_grep(pattern: str, root: Path, *, ignore_case: bool, context: int, glob_re) -> list[FileHits]:
+    """What rg must find, computed in plain Python over the shared walk (test oracle only:
+    the tool itself never runs the model's pattern through Python's re)."""
+    regex = re.compile(pattern, re.IGNORECASE if ignore_case else 0)
+    out = []
+    for path, _, _ in walk(root):
+        if not path_allowed(path, root, glob_re):
+            continue
+        data = path.read_bytes()
+        if b"\0" in data:
+            continue
+        lines = data.decode("utf-8", errors="replace").split("\n")
+        if lines and lines[-1] == "":
+            lines.pop()
+        found = [i for i, line in enumerate(lines) if regex.search(line.rstrip("\r"))]
+        if not found:
+            continue
+        entry = FileHits(str(path), matches=len(found))
+        wanted: set[int] = set()
+        for i in found:
+            wanted.update(range(max(0, i - context), min(len(lines), i + context + 1)))
+        entry.lines = [(i + 1, i in found, lines[i].rstrip("\r")) for i in sorted(wanted)]
+        out.append(entry)
+    return out
+
+
 @pytest.mark.parametrize("pattern,options", CASES)
-async def test_rg_and_python_fallback_give_equal_output(workspace: Path, pattern, options):
+async def test_rg_gives_the_reference_output(workspace: Path, pattern, options):
     make_tree(workspace)
     assert rg_binary(), "the ripgrep package ships rg next to the interpreter"
     kwargs = dict(ignore_case=options.get("ignore_case", False), context=options.get("context", 0),
                   glob_re=compile_glob(options.get("glob")))
     a = await grep_rg(rg_binary(), pattern, workspace, **kwargs)
-    b = grep_python(pattern, workspace, **kwargs)
+    b = reference_grep(pattern, workspace, **kwargs)
     assert format_hits(a, workspace, 10**6) == format_hits(b, workspace, 10**6)
 
 
@@ -93,21 +120,22 @@ async def test_no_match(ctx, workspace: Path):
     assert result.ok and result.text == "No matches for /zzz/ in .."
 
 
-async def test_invalid_regex_refused_both_ways(ctx, workspace: Path, monkeypatch):
+async def test_invalid_regex_refused(ctx, workspace: Path):
     (workspace / "a.txt").write_text("x\n")
     result = await call("grep", ctx, pattern="(unclosed")
     assert not result.ok and result.text.startswith("Invalid regular expression")
-    monkeypatch.setattr(grep_module, "rg_binary", lambda: None)
-    result = await call("grep", ctx, pattern="(unclosed")
-    assert not result.ok and result.text.startswith("Invalid regular expression")
 
 
-async def test_fallback_used_without_rg(ctx, workspace: Path, monkeypatch):
+async def test_without_rg_one_clear_line_and_no_python_search(ctx, workspace: Path, monkeypatch):
+    """ROBUST-3: no fallback to Python's backtracking re; a missing rg is one line."""
+    from crystal_kernel.tools import _rg
+
     make_tree(workspace)
-    with_rg = await call("grep", ctx, pattern="def main", context=1)
-    monkeypatch.setattr(grep_module, "rg_binary", lambda: None)
-    without = await call("grep", ctx, pattern="def main", context=1)
-    assert with_rg.text == without.text
+    monkeypatch.setattr(_rg, "rg_binary", lambda: None)
+    result = await call("grep", ctx, pattern="def main", context=1)
+    assert not result.ok
+    assert result.text == ("grep needs ripgrep (the rg program that Crystal's 'ripgrep' package installs) and "
+                           "it was not found; reinstall Crystal or put rg on PATH.")
 
 
 async def test_results_bounded_with_count(ctx, workspace: Path):

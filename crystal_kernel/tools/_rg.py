@@ -1,0 +1,90 @@
+"""Running ripgrep for a tool: under the job supervisor, with a time limit, cancellable.
+
+Every regular expression the model chooses is matched by ripgrep, whose engine is
+linear in the input (no backtracking), never by Python's ``re``: a pattern such as
+``(a+)+$`` could hold the interpreter for minutes there, ignoring cancellation
+(ROBUST-3). ripgrep is a declared dependency (the ``ripgrep`` package ships the binary
+next to the interpreter); without it, :func:`require_rg` fails with one line.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import threading
+from collections.abc import Callable
+from typing import TypeVar
+
+from crystal_kernel.errors import ToolError
+from crystal_kernel.jobs.guarded import guarded_argv
+from crystal_kernel.tools._process import kill_process_tree
+from crystal_kernel.tools._walk import rg_binary
+
+T = TypeVar("T")
+
+
+def require_rg() -> str:
+    """The ``rg`` binary, or a ToolError saying it is missing."""
+    rg = rg_binary()
+    if not rg:
+        raise ToolError("grep needs ripgrep (the rg program that Crystal's 'ripgrep' package installs) and "
+                        "it was not found; reinstall Crystal or put rg on PATH.")
+    return rg
+
+
+class SearchTimedOut(ToolError):
+    """ripgrep was stopped by its time limit: whatever it found is incomplete."""
+
+
+def _feed(proc: subprocess.Popen, data: bytes) -> None:
+    assert proc.stdin is not None
+    try:
+        proc.stdin.write(data)
+    except (BrokenPipeError, ValueError, OSError):
+        pass  # rg stopped reading (killed, or an invalid pattern)
+    finally:
+        try:
+            proc.stdin.close()
+        except OSError:
+            pass
+
+
+async def run_rg(argv: list[str], collect: Callable[[subprocess.Popen], T], *, timeout: float,
+                 data: bytes | None = None) -> T:
+    """Start ``argv`` (rg and its arguments) under the job supervisor, so it dies with
+    the host however the host dies; ``collect(proc)`` reads its output in a worker thread
+    to the end. ``data`` is written to its stdin. After ``timeout`` seconds the process
+    tree is killed and :class:`SearchTimedOut` raised; a cancelled caller kills it too
+    (the reader thread then ends with the closed output)."""
+    try:
+        # Popen only forks and execs (no wait); asyncio's subprocess API would tie rg to
+        # the loop's child watcher, and the reads happen in a worker thread anyway.
+        proc = subprocess.Popen(  # noqa: ASYNC220
+            guarded_argv(argv), stdin=subprocess.DEVNULL if data is None else subprocess.PIPE,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    except OSError as exc:
+        raise ToolError(f"Cannot run ripgrep: {exc.strerror or exc}.") from None
+    if data is not None:
+        threading.Thread(target=_feed, args=(proc, data), name="rg-stdin", daemon=True).start()
+    timed_out = threading.Event()
+
+    def time_up() -> None:
+        timed_out.set()
+        kill_process_tree(proc.pid)
+
+    timer = threading.Timer(timeout, time_up)
+    timer.daemon = True
+    timer.start()
+    try:
+        result = await asyncio.to_thread(collect, proc)
+    except asyncio.CancelledError:
+        await asyncio.shield(asyncio.to_thread(kill_process_tree, proc.pid, grace=0.2))
+        raise
+    finally:
+        timer.cancel()
+    if timed_out.is_set():
+        # Killed by the time limit: nothing found does not mean "no matches" (ROBUST-3).
+        raise SearchTimedOut(f"The search took longer than {timeout:g} s and was stopped before it finished; no "
+                             "result is shown because it would be incomplete. Narrow the path, the glob or the "
+                             "pattern.")
+    return result
