@@ -90,6 +90,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else list(argv)
     if argv is None and args[:1] == ["run"]:  # this process is `crystal run` itself
         skip_unused_sdk_modules()
+        from crystal_kernel.providers.deferred_init import defer_package_inits
+
+        defer_package_inits()
     parser = build_parser()
     ns = parser.parse_args(args)
     try:

@@ -21,7 +21,11 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from openai import AsyncOpenAI, AsyncStream
-from openai.types.chat import ChatCompletion, ChatCompletionChunk
+
+# The two models' own modules: these need nothing else of ``openai.types.chat``, whose
+# package __init__ (every chat type) crystal run defers (deferred_init.py).
+from openai.types.chat.chat_completion import ChatCompletion
+from openai.types.chat.chat_completion_chunk import ChatCompletionChunk
 
 from crystal_kernel.host.messages import ImagePart, Message, TextPart, ToolCallPart, ToolResultPart
 from crystal_kernel.providers.base import (

@@ -55,3 +55,51 @@ def test_run_answers_without_loading_unused_modules(provider: str, workspace: Pa
     assert not modules & NEVER, f"crystal run imported {sorted(modules & NEVER)}"
     # The request goes through the client's own post(), not the SDK's resource classes.
     assert not any(m.startswith("openai.resources") for m in modules if m != "openai.resources")
+
+
+TYPES_WRAPPER = WRAPPER.replace(
+    "names = sorted({m.split('.')[0] for m in sys.modules} | {m for m in sys.modules if m.startswith('openai.resources')})",
+    "names = sorted(m for m in sys.modules if m.startswith('openai.types'))")
+
+
+def test_run_loads_only_the_openai_types_it_uses(workspace: Path, tmp_path: Path):
+    """`import openai` loads every model of the whole API (``openai.types``); `crystal run`
+    defers those package inits (providers/deferred_init.py) and loads the chat types only."""
+    with LLMServer([{"text": "Hello back."}]) as server:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("CRYSTAL_")}
+        env.update({"CRYSTAL_HOME": str(tmp_path / "home"), "CRYSTAL_PROVIDER": "openai", "CRYSTAL_BASE_URL": server.base_url,
+                    "CRYSTAL_MODEL": "gpt-4.1", "CRYSTAL_API_KEY_ENV": "TEST_KEY", "TEST_KEY": "sk-test"})
+        out = subprocess.run([sys.executable, "-c", TYPES_WRAPPER, "run", "hello", "--workspace", str(workspace)],
+                             capture_output=True, text=True, env=env, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "Hello back."
+    line = next(x for x in out.stderr.splitlines() if x.startswith("MODULES "))
+    loaded = set(json.loads(line[len("MODULES "):]))
+    assert "openai.types.chat.chat_completion_chunk" in loaded
+    for unused in ("openai.types.batch", "openai.types.eval_create_params", "openai.types.responses.response"):
+        assert unused not in loaded, f"crystal run imported {unused}"
+
+
+DEFERRED_CHECK = """
+from crystal_kernel.providers.deferred_init import defer_package_inits
+assert defer_package_inits()
+import openai
+from crystal_kernel.providers.openai_chat import ChatCompletionChunk
+import openai.types.chat as chat
+assert ChatCompletionChunk is chat.ChatCompletionChunk
+from openai.types import Batch
+from openai.types.responses import Response
+assert openai.types.Batch is Batch and Response.__name__ == 'Response'
+try:
+    openai.types.NoSuchName
+except AttributeError:
+    print('ok')
+"""
+
+
+def test_deferred_package_inits_still_give_every_name():
+    """A deferred package behaves as shipped once used: its names, its submodules, and an
+    AttributeError for a name it does not have."""
+    out = subprocess.run([sys.executable, "-c", DEFERRED_CHECK], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "ok"
