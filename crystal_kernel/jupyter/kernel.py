@@ -90,6 +90,9 @@ class CrystalKernel(IPythonKernel):
         from crystal_kernel.jupyter.live_outputs import register_comm_target
 
         register_comm_target(self)  # reload and restart: the lab extension asks what is live
+        from crystal_kernel.jupyter import sidebar_comm
+
+        sidebar_comm.register_comm_target(self)  # a remote kernel: the sidebar asks it, not the server
 
     # ----- kernel_info ------------------------------------------------------------------------
     @property

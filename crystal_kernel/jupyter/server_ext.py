@@ -6,6 +6,8 @@ the package), or by ``--ServerApp.jpserver_extensions='{"crystal_kernel.jupyter.
 
 Routes (all JSON; ``?workspace=DIR`` picks a folder under the server root, default the root):
 
+- ``GET info``: ``{"gateway": bool}``, true when kernels run elsewhere (``--gateway-url``);
+  the sidebar then asks the notebook's kernel instead (jupyter/sidebar_comm.py)
 - ``GET sessions``, ``GET sessions/<id>``, ``GET status?session=<id>``
 - ``GET jobs``, ``GET jobs/<session>/<job>/log?offset=&limit=``, ``POST jobs/<session>/<job>/stop``
 - ``GET/POST promptsets``, ``GET/POST attachments``
@@ -27,6 +29,7 @@ def _jupyter_server_extension_points() -> list[dict[str, str]]:
 
 
 def handlers(base_url: str) -> list[tuple[str, Any]]:
+    from crystal_kernel.jupyter.server.info import InfoHandler
     from crystal_kernel.jupyter.server.jobs import JobLogHandler, JobsHandler, JobStopHandler
     from crystal_kernel.jupyter.server.live_notebook import LiveNotebookEditHandler
     from crystal_kernel.jupyter.server.prompts import AttachmentsHandler, PromptSetsHandler
@@ -39,6 +42,7 @@ def handlers(base_url: str) -> list[tuple[str, Any]]:
     # 400 with a clear message instead of a bare 404; the handlers check them.
     any_id = "([^/]+)"
     return [
+        (route("info"), InfoHandler),
         (route("sessions"), SessionsHandler),
         (route("sessions", any_id), SessionHandler),
         (route("status"), StatusHandler),

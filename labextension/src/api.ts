@@ -127,6 +127,12 @@ export interface IStatus {
 /** An error reply of the API: its one-line English message. */
 export class CrystalError extends Error {}
 
+/** No source to ask: the kernels run elsewhere and no Crystal notebook is open. */
+export class NoSourceError extends CrystalError {}
+
+/** The sidebar's current source; throws NoSourceError when there is none. */
+export type SourceGetter = () => ISource;
+
 export async function request<T>(
   path: string,
   init: RequestInit = {},
@@ -162,7 +168,32 @@ function post<T>(path: string, body: unknown): Promise<T> {
   return request<T>(path, { method: 'POST', body: JSON.stringify(body) });
 }
 
+/** Where the sidebar's data comes from: the server's REST API, or (for a kernel that
+ * runs elsewhere, through a gateway) the kernel itself over a comm (kernelsource.ts). */
+export interface ISource {
+  /** Shown under the sidebar's title: where the data comes from. */
+  readonly label: string;
+  sessions(): Promise<{ sessions: ISessionRow[] }>;
+  transcript(id: string): Promise<ITranscript>;
+  jobs(): Promise<{ jobs: IJobRow[] }>;
+  log(session: string, job: string, offset?: number): Promise<ILogChunk>;
+  stop(session: string, job: string): Promise<{ message: string }>;
+  promptSets(): Promise<IPromptSets>;
+  promptSetAction(action: 'enable' | 'disable', name?: string): Promise<IPromptSets>;
+  attachments(): Promise<IAttachments>;
+  attachmentAction(action: 'enable' | 'disable' | 'up' | 'down', name: string): Promise<IAttachments>;
+}
+
+/** What the server says about itself: `gateway` is true when its kernels run
+ * elsewhere (`--gateway-url`), so `.crystal/` on its own disk is not theirs. */
+export interface IServerInfo {
+  gateway: boolean;
+}
+
+export const serverInfo = () => request<IServerInfo>('info');
+
 export const api = {
+  label: '',
   sessions: () => request<{ sessions: ISessionRow[] }>('sessions'),
   transcript: (id: string) => request<ITranscript>(`sessions/${encodeURIComponent(id)}`),
   status: (session: string) => request<IStatus>('status', {}, { session }),

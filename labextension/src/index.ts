@@ -19,6 +19,7 @@ import crystalSvg from '../style/icons/crystal.svg';
 import { activateAnswers } from './answers';
 import { watchForms } from './forms';
 import { CrystalSidebar } from './sidebar';
+import { SourcePicker } from './sources';
 import { CrystalStatus, KERNEL_NAME } from './status';
 import { TranscriptView } from './transcript';
 
@@ -46,6 +47,8 @@ const plugin: JupyterFrontEndPlugin<void> = {
   ) => {
     const { commands, shell } = app;
     const transcripts = new Map<string, TranscriptView>();
+    // The server's disk, or the notebook's kernel when kernels run elsewhere (a gateway).
+    const sources = new SourcePicker(tracker);
 
     commands.addCommand(CommandIDs.newNotebook, {
       label: args => (args['isLauncher'] ? 'Crystal Notebook' : 'New Crystal Notebook'),
@@ -65,9 +68,15 @@ const plugin: JupyterFrontEndPlugin<void> = {
         if (!id) {
           return;
         }
+        let source;
+        try {
+          source = sources.get();
+        } catch {
+          return;
+        }
         let view = transcripts.get(id);
         if (!view || view.isDisposed) {
-          view = new TranscriptView(id);
+          view = new TranscriptView(id, source);
           transcripts.set(id, view);
           view.disposed.connect(() => transcripts.delete(id));
           shell.add(view, 'main');
@@ -85,9 +94,21 @@ const plugin: JupyterFrontEndPlugin<void> = {
     const status = tracker && statusBar ? new CrystalStatus(tracker) : null;
     const sidebar = new CrystalSidebar(
       crystalIcon,
+      sources.get,
       id => void commands.execute(CommandIDs.openSession, { id }),
       () => status?.refresh()
     );
+    void sources.ready.then(() => {
+      if (sidebar.isVisible) {
+        void sidebar.refreshAll();
+      }
+    });
+    // Remote kernels: the sidebar follows the current Crystal notebook's kernel.
+    tracker?.currentChanged.connect(() => {
+      if (sources.isRemote && sidebar.isVisible) {
+        void sidebar.refreshAll();
+      }
+    });
     shell.add(sidebar, 'left', { rank: 650 });
     if (restorer) {
       restorer.add(sidebar, sidebar.id);

@@ -2,7 +2,7 @@
  * The three sections of the Crystal sidebar: Sessions, Jobs and Prompts. Each renders
  * itself from one API call and is refreshed by the sidebar's poll while it is visible.
  */
-import { api, CrystalError, IAttachment, IJobRow, IPromptSet } from './api';
+import { CrystalError, IAttachment, IJobRow, IPromptSet, NoSourceError, SourceGetter } from './api';
 import { button, duration, h, when } from './dom';
 
 export type Report = (message: string, error?: boolean) => void;
@@ -18,7 +18,8 @@ export abstract class Section {
 
   constructor(
     readonly name: string,
-    protected report: Report
+    protected report: Report,
+    protected source: SourceGetter
   ) {
     this.body = h('div', { class: 'jp-crystal-section-body' });
     this.count = h('span', { class: 'jp-crystal-count' });
@@ -38,7 +39,9 @@ export abstract class Section {
     try {
       await this.load();
     } catch (error) {
-      this.body.replaceChildren(h('div', { class: 'jp-crystal-error' }, errorText(error)));
+      const kind = error instanceof NoSourceError ? 'jp-crystal-muted' : 'jp-crystal-error';
+      this.count.textContent = '';
+      this.body.replaceChildren(h('div', { class: kind }, errorText(error)));
     }
   }
 
@@ -61,13 +64,14 @@ export abstract class Section {
 export class SessionsSection extends Section {
   constructor(
     report: Report,
+    source: SourceGetter,
     private openSession: (id: string) => void
   ) {
-    super('Sessions', report);
+    super('Sessions', report, source);
   }
 
   protected async load(): Promise<void> {
-    const { sessions } = await api.sessions();
+    const { sessions } = await this.source().sessions();
     this.count.textContent = String(sessions.length);
     if (!sessions.length) {
       this.body.replaceChildren(
@@ -105,11 +109,12 @@ class LogTail {
 
   constructor(
     readonly session: string,
-    readonly job: string
+    readonly job: string,
+    private source: SourceGetter
   ) {}
 
   async poll(): Promise<string> {
-    const chunk = await api.log(this.session, this.job, this.next);
+    const chunk = await this.source().log(this.session, this.job, this.next);
     if (this.next === undefined && chunk.offset > 0) {
       this.text = '';
     }
@@ -134,8 +139,8 @@ export class JobsSection extends Section {
   private tails = new Map<string, LogTail>();
   private rows: IJobRow[] = [];
 
-  constructor(report: Report) {
-    super('Jobs', report);
+  constructor(report: Report, source: SourceGetter) {
+    super('Jobs', report, source);
   }
 
   /** Poll the open log tails (called more often than refresh). */
@@ -150,7 +155,7 @@ export class JobsSection extends Section {
   }
 
   protected async load(): Promise<void> {
-    const { jobs } = await api.jobs();
+    const { jobs } = await this.source().jobs();
     this.rows = jobs;
     const running = jobs.filter(j => j.state === 'running').length;
     this.count.textContent = running ? `${running} running` : String(jobs.length);
@@ -183,7 +188,7 @@ export class JobsSection extends Section {
       if (this.tails.has(key)) {
         this.tails.delete(key);
       } else {
-        this.tails.set(key, new LogTail(job.session, job.id));
+        this.tails.set(key, new LogTail(job.session, job.id, this.source));
       }
       void this.refresh();
     }, 'jp-crystal-log-toggle');
@@ -191,7 +196,7 @@ export class JobsSection extends Section {
     if (job.stoppable) {
       actions.append(
         button('Stop', `Stop job ${job.id} and everything it started`, () => {
-          void this.act(() => api.stop(job.session, job.id));
+          void this.act(() => this.source().stop(job.session, job.id));
         }, 'jp-crystal-stop jp-mod-warn')
       );
     }
@@ -228,9 +233,10 @@ export class JobsSection extends Section {
 export class PromptsSection extends Section {
   constructor(
     report: Report,
+    source: SourceGetter,
     private changed: () => void = () => undefined
   ) {
-    super('Prompts', report);
+    super('Prompts', report, source);
   }
 
   protected async act(action: () => Promise<{ message?: string }>): Promise<void> {
@@ -239,7 +245,8 @@ export class PromptsSection extends Section {
   }
 
   protected async load(): Promise<void> {
-    const [sets, attachments] = await Promise.all([api.promptSets(), api.attachments()]);
+    const source = this.source();
+    const [sets, attachments] = await Promise.all([source.promptSets(), source.attachments()]);
     this.count.textContent = sets.selected;
     const setList = h('ul', { class: 'jp-crystal-list jp-crystal-promptsets' });
     setList.append(
@@ -277,14 +284,14 @@ export class PromptsSection extends Section {
     if (isSelected && set.name !== 'default') {
       actions.append(
         button('Disable', 'Go back to the built-in prompts', () => {
-          void this.act(() => api.promptSetAction('disable', set.name));
+          void this.act(() => this.source().promptSetAction('disable', set.name));
         }, 'jp-crystal-disable')
       );
     } else if (!isSelected) {
       actions.append(
         button('Enable', `Use prompt set ${set.name} (disables any other)`, () => {
           void this.act(() =>
-            set.name === 'default' ? api.promptSetAction('disable') : api.promptSetAction('enable', set.name)
+            set.name === 'default' ? this.source().promptSetAction('disable') : this.source().promptSetAction('enable', set.name)
           );
         }, 'jp-crystal-enable')
       );
@@ -312,12 +319,12 @@ export class PromptsSection extends Section {
     const toggle = h('input', { type: 'checkbox', class: 'jp-crystal-attach-toggle', title: a.enabled ? 'Disable' : 'Enable' }) as HTMLInputElement;
     toggle.checked = a.enabled;
     toggle.addEventListener('change', () => {
-      void this.act(() => api.attachmentAction(a.enabled ? 'disable' : 'enable', a.name));
+      void this.act(() => this.source().attachmentAction(a.enabled ? 'disable' : 'enable', a.name));
     });
     const actions = h('span', { class: 'jp-crystal-actions' });
     if (a.enabled) {
-      const up = button('▲', 'Move up', () => void this.act(() => api.attachmentAction('up', a.name)), 'jp-crystal-up');
-      const down = button('▼', 'Move down', () => void this.act(() => api.attachmentAction('down', a.name)), 'jp-crystal-down');
+      const up = button('▲', 'Move up', () => void this.act(() => this.source().attachmentAction('up', a.name)), 'jp-crystal-up');
+      const down = button('▼', 'Move down', () => void this.act(() => this.source().attachmentAction('down', a.name)), 'jp-crystal-down');
       up.disabled = index <= 0;
       down.disabled = index === enabled.length - 1;
       actions.append(up, down);

@@ -1,11 +1,14 @@
 /**
  * The "Crystal" left sidebar: Sessions, Jobs (with live log tails and Stop) and Prompts.
- * It polls the REST API only while it is visible: logs every second, jobs every two
- * seconds, sessions and prompts every five.
+ * It polls its source only while it is visible: logs every second, jobs every two
+ * seconds, sessions and prompts every five. The source is the server's REST API, or,
+ * when the kernels run elsewhere (a gateway), the current Crystal notebook's kernel
+ * (kernelsource.ts); the line under the title says which.
  */
 import { LabIcon, refreshIcon } from '@jupyterlab/ui-components';
 import { Widget } from '@lumino/widgets';
 
+import { NoSourceError, SourceGetter } from './api';
 import { h } from './dom';
 import { JobsSection, PromptsSection, SessionsSection } from './sections';
 
@@ -16,26 +19,34 @@ export class CrystalSidebar extends Widget {
   readonly jobs: JobsSection;
   readonly prompts: PromptsSection;
   private readonly line: HTMLDivElement;
+  private readonly where: HTMLDivElement;
   private timer: number | undefined;
   private ticks = 0;
   private polling = false;
 
-  constructor(icon: LabIcon, openSession: (id: string) => void, promptsChanged?: () => void) {
+  constructor(
+    icon: LabIcon,
+    private readonly source: SourceGetter,
+    openSession: (id: string) => void,
+    promptsChanged?: () => void
+  ) {
     super();
     this.id = 'crystal-sidebar';
     this.addClass('jp-crystal-sidebar');
     this.title.icon = icon;
     this.title.caption = 'Crystal: sessions, jobs and prompts';
     const report = (message: string, error = false) => this.report(message, error);
-    this.sessions = new SessionsSection(report, openSession);
-    this.jobs = new JobsSection(report);
-    this.prompts = new PromptsSection(report, promptsChanged);
+    this.sessions = new SessionsSection(report, source, openSession);
+    this.jobs = new JobsSection(report, source);
+    this.prompts = new PromptsSection(report, source, promptsChanged);
     const refresh = h('button', { class: 'jp-crystal-icon-button jp-crystal-refresh', title: 'Refresh', type: 'button' });
     refreshIcon.element({ container: refresh, height: '16px', width: '16px' });
     refresh.addEventListener('click', () => void this.refreshAll());
     this.line = h('div', { class: 'jp-crystal-line', role: 'status' });
+    this.where = h('div', { class: 'jp-crystal-source jp-crystal-muted' });
     this.node.append(
       h('div', { class: 'jp-crystal-header' }, h('h2', {}, 'Crystal'), refresh),
+      this.where,
       this.line,
       this.sessions.node,
       this.jobs.node,
@@ -49,7 +60,20 @@ export class CrystalSidebar extends Widget {
   }
 
   async refreshAll(): Promise<void> {
+    this.showWhere();
     await Promise.all([this.sessions.refresh(), this.jobs.refresh(), this.prompts.refresh()]);
+  }
+
+  /** Say where the data comes from (empty for the server's own folders). */
+  private showWhere(): void {
+    let label = '';
+    try {
+      label = this.source().label;
+    } catch (error) {
+      label = error instanceof NoSourceError ? '' : String(error);
+    }
+    this.where.textContent = label;
+    this.where.hidden = !label;
   }
 
   protected onAfterShow(): void {
@@ -98,6 +122,7 @@ export class CrystalSidebar extends Widget {
         await this.jobs.pollLogs();
       }
       if (this.ticks % 5 === 0) {
+        this.showWhere();
         await Promise.all([
           this.sessions.open ? this.sessions.refresh() : Promise.resolve(),
           this.prompts.open ? this.prompts.refresh() : Promise.resolve()

@@ -1,12 +1,16 @@
-/** A main-area view of one session's transcript (read only). */
+/** A main-area view of one session's transcript (read only), from the source the
+ * sidebar used when it was opened (the server, or a remote kernel). */
 import { Sanitizer } from '@jupyterlab/apputils';
 import { Widget } from '@lumino/widgets';
 
-import { api, CrystalError, IMessage, IPart, ITranscript } from './api';
+import { CrystalError, IMessage, IPart, ISource, ITranscript } from './api';
 import { h, when } from './dom';
 
 export class TranscriptView extends Widget {
-  constructor(readonly sessionId: string) {
+  constructor(
+    readonly sessionId: string,
+    private source: ISource
+  ) {
     super();
     this.addClass('jp-crystal-transcript');
     this.id = `crystal-transcript-${sessionId}`;
@@ -18,7 +22,7 @@ export class TranscriptView extends Widget {
   async load(): Promise<void> {
     this.node.replaceChildren(h('div', { class: 'jp-crystal-muted' }, 'Loading…'));
     try {
-      this.render(await api.transcript(this.sessionId));
+      this.render(await this.source.transcript(this.sessionId));
     } catch (error) {
       const message = error instanceof CrystalError ? error.message : String(error);
       this.node.replaceChildren(h('div', { class: 'jp-crystal-error' }, message));

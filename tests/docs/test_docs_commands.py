@@ -98,6 +98,24 @@ NOT_RUN: dict[str, tuple[str, str]] = {
         "labextension/); the build script must exist",
         'test -n "$(python -c \'import json,sys; print(json.load(open(sys.argv[1]))["scripts"].get("build", ""))\' '
         '"$CRYSTAL_REPO/labextension/package.json")"'),
+    # deploy.md: a Kernel Gateway and a JupyterLab that reaches it; tests/e2e/test_gateway.py runs both for real.
+    "jupyter kernelgateway --ip=0.0.0.0 --port=8889 --KernelGatewayApp.auth_token=CHANGE-ME "
+    "--JupyterWebsocketPersonality.list_kernels=True --KernelGatewayApp.env_process_whitelist=CRYSTAL_HOME "
+    "--KernelGatewayApp.env_process_whitelist=CRYSTAL_PROVIDER --KernelGatewayApp.env_process_whitelist=CRYSTAL_MODEL "
+    "--KernelGatewayApp.env_process_whitelist=CRYSTAL_API_KEY_ENV "
+    "--JupyterWebsocketPersonality.env_whitelist=OPENAI_API_KEY": (
+        "it serves until stopped (tests/e2e/test_gateway.py starts one with these settings); here the "
+        "gateway must be installed and know every option shown",
+        "jupyter kernelgateway --help-all > gw-help.txt && grep -q -- --KernelGatewayApp.env_process_whitelist "
+        "gw-help.txt && grep -q -- --JupyterWebsocketPersonality.env_whitelist gw-help.txt "
+        "&& grep -q -- --JupyterWebsocketPersonality.list_kernels gw-help.txt"),
+    "OPENAI_API_KEY=sk-your-key jupyter lab --gateway-url=http://gateway-host:8889 --GatewayClient.auth_token=CHANGE-ME "
+    "--GatewayClient.allowed_envs=OPENAI_API_KEY": (
+        "it serves until stopped and needs a gateway (tests/e2e/test_gateway.py runs both); here the "
+        "server must know every option shown",
+        "jupyter server --help-all > server-help.txt && grep -q -- --gateway-url server-help.txt "
+        "&& grep -q -- --GatewayClient.allowed_envs server-help.txt && grep -q -- --GatewayClient.auth_token "
+        "server-help.txt && jupyter lab --help >/dev/null"),
     "apt-get update && apt-get install -y chromium": (
         "it changes the machine's packages and needs the network; the install is simulated",
         "apt-get --simulate install -y chromium >/dev/null"),

@@ -87,10 +87,13 @@ def lab(tmp_path_factory) -> Iterator[Lab]:
 
 
 @contextmanager
-def running_lab(base: Path, *, collaborative: bool = False) -> Iterator[Lab]:
+def running_lab(base: Path, *, collaborative: bool = False, extra_args: tuple[str, ...] = (),
+                server: LLMServer | None = None, env_extra: dict[str, str] | None = None) -> Iterator[Lab]:
     """A lab in ``base``. Real-time collaboration (jupyter-collaboration, a test
     dependency) is off unless ``collaborative``: the other browser tests check the
-    person's plain, file-backed notebook."""
+    person's plain, file-backed notebook. ``extra_args`` go to ``jupyter lab`` (e.g.
+    ``--gateway-url``); ``server`` is a model server the caller started and stops;
+    ``env_extra`` is added to the lab's environment."""
     root, home, data = base / "root", base / "home", base / "jupyter"
     root.mkdir()
     (home / ".crystal").mkdir(parents=True)
@@ -110,8 +113,32 @@ def running_lab(base: Path, *, collaborative: bool = False) -> Iterator[Lab]:
         {"disabledExtensions": {"@jupyterlab/apputils-extension:announcements": True}}))
     token = secrets.token_hex(16)
     port = free_port()
-    server = LLMServer(max_hang=20)
-    server.start()
+    own_server = server is None
+    if server is None:
+        server = LLMServer(max_hang=20)
+        server.start()
+    env = server_env(base, home, data, server)
+    env.update(env_extra or {})
+    log = base / "lab.log"
+    argv = [
+        sys.executable, "-m", "jupyterlab", "--no-browser", "--allow-root", "--ip=127.0.0.1", f"--port={port}",
+        f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={root}",
+        "--LabApp.expose_app_in_browser=True", "--ServerApp.port_retries=0",
+        "--LabApp.news_url=", "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
+        f"--YDocExtension.disable_rtc={not collaborative}", *extra_args,
+    ]
+    url = f"http://127.0.0.1:{port}/"
+    try:
+        with served(argv, cwd=root, env=env, log=log, ready=f"{url}api/status?token={token}", what="jupyter lab"):
+            yield Lab(url, token, root, home / ".crystal", server, log)
+    finally:
+        if own_server:
+            server.stop()
+
+
+def server_env(base: Path, home: Path, data: Path, server: LLMServer) -> dict[str, str]:
+    """The environment of a lab or gateway in ``base``: a private HOME, Crystal pointed at
+    the loopback model server, Jupyter's paths inside ``base``, no real keys."""
     env = {k: v for k, v in os.environ.items()
            if k not in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "CRYSTAL_ARGS", "CRYSTAL_APPROVAL", "JUPYTER_CONFIG_DIR")}
     env.update({
@@ -121,37 +148,35 @@ def running_lab(base: Path, *, collaborative: bool = False) -> Iterator[Lab]:
         "CRYSTAL_API_KEY_ENV": KEY_ENV, KEY_ENV: "test-key",
         "PATH": str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", ""),
     })
-    log = base / "lab.log"
-    argv = [
-        sys.executable, "-m", "jupyterlab", "--no-browser", "--allow-root", "--ip=127.0.0.1", f"--port={port}",
-        f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={root}",
-        "--LabApp.expose_app_in_browser=True", "--ServerApp.port_retries=0",
-        "--LabApp.news_url=", "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
-        f"--YDocExtension.disable_rtc={not collaborative}",
-    ]
+    return env
+
+
+@contextmanager
+def served(argv: list[str], *, cwd: Path, env: dict[str, str], log: Path, ready: str, what: str,
+           headers: dict[str, str] | None = None) -> Iterator[subprocess.Popen]:
+    """Start a server process (output to ``log``), wait up to 60 s until ``ready``
+    answers, and end its whole process group afterwards."""
     with open(log, "wb") as out:
-        proc = subprocess.Popen(argv, cwd=root, env=env, stdout=out, stderr=subprocess.STDOUT,
+        proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT,
                                 start_new_session=True)
-    url = f"http://127.0.0.1:{port}/"
     try:
         deadline = time.monotonic() + 60
         while True:
             try:
-                with urllib.request.urlopen(f"{url}api/status?token={token}", timeout=2):
+                with urllib.request.urlopen(urllib.request.Request(ready, headers=headers or {}), timeout=2):
                     break
             except OSError:
                 if proc.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(f"jupyter lab did not start:\n{log.read_text()[-4000:]}")
+                    raise RuntimeError(f"{what} did not start:\n{log.read_text()[-4000:]}") from None
                 time.sleep(0.2)
-        yield Lab(url, token, root, home / ".crystal", server, log)
+        yield proc
     finally:
         proc.terminate()
         try:
-            proc.wait(timeout=15)
+            proc.wait(timeout=20)
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, 9)
             proc.wait()
-        server.stop()
 
 
 @pytest.fixture(scope="module")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 ROUTES = [
-    ("GET", ("sessions",)), ("GET", ("sessions", "abc")), ("GET", ("status",)),
+    ("GET", ("info",)), ("GET", ("sessions",)), ("GET", ("sessions", "abc")), ("GET", ("status",)),
     ("GET", ("jobs",)), ("GET", ("jobs", "s1", "j1", "log")), ("POST", ("jobs", "s1", "j1", "stop")),
     ("GET", ("promptsets",)), ("POST", ("promptsets",)),
     ("GET", ("attachments",)), ("POST", ("attachments",)),

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from pathlib import Path
 from typing import Any
 
@@ -22,30 +21,11 @@ from tornado import web
 
 from crystal_kernel.errors import UserError
 from crystal_kernel.host.config import home_dir
+from crystal_kernel.jupyter.server.ids import ID_PATTERN, NotFound, check_id, inside
 
-# The same shape as session ids (host/store.py): no separators, cannot start with a dot.
-ID_PATTERN = r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}"
-_ID = re.compile(rf"^{ID_PATTERN}$")
+__all__ = ["ID_PATTERN", "MAX_BODY", "CrystalHandler", "NotFound", "check_id", "inside"]
+
 MAX_BODY = 64 * 1024
-
-
-class NotFound(Exception):
-    """The named thing does not exist (404 with a JSON error)."""
-
-
-def check_id(value: str, what: str) -> str:
-    """Refuse anything that is not a plain id (no separators, no leading dot)."""
-    if not _ID.match(value or "") or ".." in value:
-        raise UserError(f"'{value}' is not a valid {what} id.")
-    return value
-
-
-def inside(root: Path, path: Path) -> Path:
-    """``path`` resolved (symlinks followed); UserError when it leaves ``root``."""
-    resolved = Path(os.path.realpath(path))
-    if resolved != root and root not in resolved.parents:
-        raise UserError("That path is outside the server's root folder.")
-    return resolved
 
 
 class CrystalHandler(APIHandler):

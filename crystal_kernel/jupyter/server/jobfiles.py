@@ -21,7 +21,9 @@ from pathlib import Path
 from typing import Any
 
 from crystal_kernel.errors import UserError
-from crystal_kernel.jupyter.server.base import NotFound, check_id, inside
+from crystal_kernel.host.store import SessionStore
+from crystal_kernel.jupyter.server.ids import NotFound, check_id, inside
+from crystal_kernel.jupyter.server.workspaces import notebooks_by_session, relative
 
 MAX_LOG_CHUNK = 256 * 1024      # bytes per log request
 MAX_JOBS_LISTED = 500
@@ -142,6 +144,24 @@ def list_jobs(workspace: Path) -> dict[str, Any]:
             rows.append(job_row(JobFiles(folder.name, job, folder)))
     rows.sort(key=lambda r: (r.get("started") or "", r["session"], _job_number(r["id"])), reverse=True)
     return {"workspace": str(workspace), "jobs": rows[:MAX_JOBS_LISTED]}
+
+
+def list_jobs_in(root: Path, workspaces: list[Path]) -> dict[str, Any]:
+    """The jobs of every workspace, newest first. Job ids count per session (j1, j2, …),
+    so each row also says its session: its topic, notebook and workspace."""
+    rows: list[dict[str, Any]] = []
+    for folder in workspaces:
+        jobs = list_jobs(folder)["jobs"]
+        if not jobs:
+            continue
+        topics = {s.id: s.topic for s in SessionStore(folder).list()}
+        notebooks = notebooks_by_session(root, folder)
+        for row in jobs:
+            row.update({"workspace": relative(root, folder), "sessionTopic": topics.get(row["session"]),
+                        "notebook": notebooks.get(row["session"])})
+        rows += jobs
+    rows.sort(key=lambda r: r.get("started") or "", reverse=True)
+    return {"workspace": str(workspaces[0]) if workspaces else str(root), "jobs": rows[:MAX_JOBS_LISTED]}
 
 
 def _job_number(job: str) -> int:

@@ -4,33 +4,10 @@ server/workspaces.py finds (or the one ``?workspace=`` names)."""
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Any
-
 from tornado import web
 
-from crystal_kernel.host.store import SessionStore
 from crystal_kernel.jupyter.server.base import CrystalHandler
-from crystal_kernel.jupyter.server.jobfiles import MAX_JOBS_LISTED, MAX_LOG_CHUNK, list_jobs, read_log, stop_job
-from crystal_kernel.jupyter.server.workspaces import notebooks_by_session, relative
-
-
-def list_jobs_in(root: Path, workspaces: list[Path]) -> dict[str, Any]:
-    """The jobs of every workspace, newest first. Job ids count per session (j1, j2, …),
-    so each row also says its session: its topic, notebook and workspace."""
-    rows: list[dict[str, Any]] = []
-    for folder in workspaces:
-        jobs = list_jobs(folder)["jobs"]
-        if not jobs:
-            continue
-        topics = {s.id: s.topic for s in SessionStore(folder).list()}
-        notebooks = notebooks_by_session(root, folder)
-        for row in jobs:
-            row.update({"workspace": relative(root, folder), "sessionTopic": topics.get(row["session"]),
-                        "notebook": notebooks.get(row["session"])})
-        rows += jobs
-    rows.sort(key=lambda r: r.get("started") or "", reverse=True)
-    return {"workspace": str(workspaces[0]) if workspaces else str(root), "jobs": rows[:MAX_JOBS_LISTED]}
+from crystal_kernel.jupyter.server.jobfiles import MAX_LOG_CHUNK, list_jobs_in, read_log, stop_job
 
 
 class JobsHandler(CrystalHandler):
