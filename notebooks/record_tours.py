@@ -21,7 +21,9 @@ from pathlib import Path
 from typing import Any
 
 import nbformat
+from nbclient.exceptions import CellTimeoutError
 
+from crystal_kernel.host.trust import trust_all
 from crystal_kernel.jupyter.tours import (
     error_outputs, execute, prepare, tour, tour_env, write_home, write_kernelspec,
 )
@@ -371,9 +373,20 @@ def record(name: str) -> int:
             "record": True, "cassette": str(cassette)})
         notebook = prepare(t, Path(tmp) / name, cassette=False)
         shutil.copy2(source, notebook)
+        # The person recording trusts the tour's own exec tool set (TRUST-2), as `make demo`
+        # does: untrusted, its tools (the tour's plot) are not offered, no approval is asked
+        # for them, and the scripted answers then wait for a form that never comes.
+        trust_all(home, notebook.parent)
         kernels = write_kernelspec(Path(tmp) / "kernels")
-        nb = execute(notebook, tour_env(home, {KEY_ENV: "recording"}), kernels, answers=answers)
-        problems = error_outputs(nb)
+        clicked: list[str] = []
+        try:
+            nb = execute(notebook, tour_env(home, {KEY_ENV: "recording"}), kernels, answers=answers,
+                         clicked=clicked)
+            problems = error_outputs(nb)
+        except CellTimeoutError as exc:  # a form waited for an answer the script never gave
+            problems = [str(exc).splitlines()[0]]
+        if clicked != answers:
+            problems.append(f"the scripted person clicked {clicked}, not {answers}")
         if server.pending:
             problems.append(f"{server.pending} scripted replies were never asked for")
     for problem in problems:

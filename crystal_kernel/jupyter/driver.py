@@ -127,12 +127,21 @@ class CellRun:
 
 
 class KernelDriver:
-    def __init__(self, client: Any):
+    """A front end that shows widgets. Like JupyterLab's widget manager on connecting
+    (measured, front_ends.py), it asks the kernel for its ``jupyter.widget`` comms; and
+    like ``@jupyterlab/services`` it closes a comm the kernel opens to a target it does
+    not know. ``widgets=False`` plays a front end that sends no comm message at all
+    (nbclient)."""
+
+    def __init__(self, client: Any, *, widgets: bool = True):
         self.kc = client
+        self.shows_widgets = widgets
         self.widgets: dict[str, dict[str, Any]] = {}
         self.closed: set[str] = set()
         # update_display_data seen outside a cell run (e.g. a live log view).
         self.late_updates: dict[str, dict[str, Any]] = {}
+        if widgets:
+            self.kc.shell_channel.send(self.kc.session.msg("comm_info_request", {"target_name": WIDGET_TARGET}))
 
     # ----- comms -----------------------------------------------------------------------------
     def _comm(self, msg: dict[str, Any]) -> None:
@@ -141,6 +150,8 @@ class KernelDriver:
         comm_id = content.get("comm_id")
         if kind == "comm_open" and content.get("target_name") == WIDGET_TARGET:
             self.widgets[comm_id] = dict(content.get("data", {}).get("state", {}))
+        elif kind == "comm_open" and self.shows_widgets:  # a target this front end does not know
+            self.kc.shell_channel.send(self.kc.session.msg("comm_close", {"comm_id": comm_id, "data": {}}))
         elif kind == "comm_msg" and comm_id in self.widgets:
             data = content.get("data", {})
             if data.get("method") in ("update", "echo_update"):

@@ -93,6 +93,9 @@ class CrystalKernel(IPythonKernel):
         from crystal_kernel.jupyter import sidebar_comm
 
         sidebar_comm.register_comm_target(self)  # a remote kernel: the sidebar asks it, not the server
+        from crystal_kernel.jupyter.front_ends import watch
+
+        watch(self)  # from the start: a headless run's form ends quickly (front_ends.py)
 
     # ----- kernel_info ------------------------------------------------------------------------
     @property

@@ -427,6 +427,10 @@ def load_ipython_extension(shell: Any) -> None:
         from crystal_kernel.jupyter.live_outputs import register_comm_target
 
         register_comm_target(kernel)  # reload and restart: the lab extension asks what is live
+        from crystal_kernel.jupyter.front_ends import watch
+
+        # Loaded after the front end connected: the first form may need to probe for one.
+        watch(kernel, probe=True)  # a headless run's form ends quickly (front_ends.py)
 
 
 def unload_ipython_extension(shell: Any) -> None:

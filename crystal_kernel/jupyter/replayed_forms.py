@@ -23,18 +23,12 @@ SOURCE = "answered from the recording"
 
 
 def questions_bundle(questions: list[Any], answers: list[list[str]] | None) -> Bundle:
-    """The summary of a replayed question form."""
-    if answers is None:
-        plain = f"Questions dismissed ({SOURCE})."
-        return html_bundle(plain, f'<div class="{NO_MATH}" style="{_BOX.format("#cf222e")}"><b>{esc(plain)}</b></div>')
-    lines = [f"{q.header}: {', '.join(a) if a else '(no answer)'}" for q, a in zip(questions, answers)]
-    rows = "".join(
-        f"<tr><td style='padding:2px 8px'><b>{esc(q.header)}</b><br><span style='{_MUTED}'>{esc(q.question)}</span>"
-        f"</td><td style='padding:2px 8px'>{esc(', '.join(a) if a else '(no answer)')}</td></tr>"
-        for q, a in zip(questions, answers))
-    html = (f'<div class="{NO_MATH}" style="{_BOX.format("#0969da")}"><div>Answered <span style="{_MUTED}">({SOURCE})</span>'
-            f"</div><table>{rows}</table></div>")
-    return html_bundle(f"Answered ({SOURCE}):\n" + "\n".join(lines), html)
+    """The line a replayed question form leaves: who answered, not the answers, which
+    the question's card shows (each answer is read once)."""
+    plain = f"Questions {'dismissed' if answers is None else 'answered'} from the recording."
+    colour = "#cf222e" if answers is None else "#0969da"
+    return html_bundle(plain, f'<div class="{NO_MATH}" style="{_BOX.format(colour)}">'
+                              f'<span style="{_MUTED}">{esc(plain)}</span></div>')
 
 
 def approval_bundle(request: Any, decision: Any) -> Bundle:

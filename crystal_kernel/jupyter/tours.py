@@ -135,12 +135,13 @@ def _client_class() -> type:
         the person of a recording run."""
 
         answers: list[str] = []
+        clicked: list[str] = []
 
         def on_comm_open_jupyter_widget(self, msg: dict[str, Any]) -> Any:
             state = msg["content"]["data"]["state"]
             if (state.get("_model_name") == "ButtonModel" and self.answers
                     and state.get("description") == self.answers[0]):
-                self.answers.pop(0)
+                self.clicked.append(self.answers.pop(0))
                 click = self.kc.session.msg("comm_msg", {"comm_id": msg["content"]["comm_id"],
                                                          "data": {"method": "custom", "content": {"event": "click"}}})
                 self.kc.shell_channel.send(click)
@@ -149,10 +150,13 @@ def _client_class() -> type:
     return PersonClient
 
 
-def execute(notebook: Path, env: dict[str, str], kernels: Path, *, answers: list[str] | None = None) -> Any:
+def execute(notebook: Path, env: dict[str, str], kernels: Path, *, answers: list[str] | None = None,
+            clicked: list[str] | None = None) -> Any:
     """Run ``notebook`` in place (its folder is the workspace) and save it; returns the nbformat node.
 
     ``kernels`` holds the kernelspecs (:func:`write_kernelspec`), both for this Python.
+    ``answers``: the Buttons a scripted person clicks, in order; each one clicked is
+    appended to ``clicked``.
     Cell errors do not stop the run: every
     cell's outputs are saved, so a failure can be read in the notebook.
     """
@@ -167,6 +171,7 @@ def execute(notebook: Path, env: dict[str, str], kernels: Path, *, answers: list
                              resources={"metadata": {"path": str(notebook.parent)}},
                              record_timing=False)
     client.answers = list(answers or [])
+    client.clicked = clicked if clicked is not None else []
     env = dict(env, JPY_SESSION_NAME=str(notebook))
     # notebook_run starts kernels by kernelspec name: let it find these, for this Python.
     env["JUPYTER_PATH"] = os.pathsep.join(p for p in (str(kernels.parent), env.get("JUPYTER_PATH", "")) if p)

@@ -3,16 +3,20 @@
 :class:`WidgetInteraction` implements the host's Interaction protocol for any IPython
 front (the Crystal kernel, the ``%crystal`` magics): it shows a form, then awaits an
 asyncio Future that the widget callbacks resolve. On ipykernel >= 7.4 comm messages are
-dispatched while a cell runs (DESIGN.md), so awaiting is enough. Once answered, the form
-is replaced in place by a static summary, so a saved notebook shows what was decided.
+dispatched while a cell runs (DESIGN.md), so awaiting is enough. Once answered, an
+approval form is replaced in place by a static summary, so a saved notebook shows what
+was decided; a question form leaves nothing, since the question's card shows each
+question with its answer (every answer is read once).
 
 Nobody to answer (nbclient, papermill): a form waits ``timeout`` seconds (config
 ``personTimeoutSeconds``, default 3600; ``--ask-timeout`` wins); when it passes, a
 question counts as dismissed (a failed tool result, Q-5) and an approval as denied, and
 the model is told why. While a form waits, the kernel's log (stderr) says what it waits
-for, so a headless run that cannot answer is not silent. ``personTimeoutSeconds: 0``
-means nobody answers forms: :func:`live_forms` then gives None and the host's NoPerson
-answers at once.
+for, so a headless run that cannot answer is not silent. A kernel with no front end that
+can show forms (nbconvert, papermill: front_ends.py) ends the wait within
+front_ends.GRACE_SECONDS the same way, and logs why and how to run unattended.
+``personTimeoutSeconds: 0`` means nobody answers forms: :func:`live_forms` then gives
+None and the host's NoPerson answers at once.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from typing import Any
 
 from crystal_kernel.host.interaction import ApprovalRequest, PersonDecision, Question
 from crystal_kernel.jupyter.cards import Bundle, esc, summarize_arguments
+from crystal_kernel.jupyter.front_ends import GRACE_SECONDS, headless_log_line
 from crystal_kernel.jupyter.safe_html import NO_MATH, clean, html_bundle
 
 _LOG = logging.getLogger("crystal_kernel.forms")
@@ -202,11 +207,10 @@ class QuestionForm:
         return f'<div style="{_BOX}"><div>{esc(title)}</div><table>{rows}</table></div>'
 
     def summary_bundle(self, answers: list[list[str]] | None, note: str = "") -> Bundle:
-        if answers is None:
-            plain = "Questions dismissed." + (f" {note}" if note else "")
-            return html_bundle(plain, f'<div class="{NO_MATH}" style="{_BOX}"><b>{esc(plain)}</b></div>')
-        lines = [f"{q.header}: {', '.join(a) if a else '(no answer)'}" for q, a in zip(self.questions, answers)]
-        return html_bundle("Answered:\n" + "\n".join(lines), f'<div class="{NO_MATH}">{self.summary_html(answers)}</div>')
+        """What the form leaves behind once it is over: nothing. The question's card
+        shows each question with its answer, or the dismissal and why (a failed result),
+        so the person reads every answer once (cards.py)."""
+        return html_bundle("", "")
 
 
 _OUTCOME_TEXT = {"allow_once": "Allowed once", "allow_session": "Allowed for this session", "deny": "Denied"}
@@ -305,7 +309,7 @@ class WidgetInteraction:
 
     def __init__(self, output: Any = None, *, timeout: float | None = None,
                  before_ask: Callable[[], Awaitable[None] | None] | None = None,
-                 workspace: Path | None = None, log: logging.Logger | None = None):
+                 workspace: Path | None = None, log: logging.Logger | None = None, fronts: Any = None):
         if output is None:
             from crystal_kernel.jupyter.render import IPythonOutput
 
@@ -318,6 +322,9 @@ class WidgetInteraction:
         self.log = log or _LOG
         # The forms on screen right now (tests and the kernel look at them).
         self.open_forms: list[Any] = []
+        # front_ends.FrontEnds of the kernel: a form nobody can see ends quickly. None
+        # (no kernel): forms wait for ``timeout``.
+        self.fronts = fronts
 
     async def _prepare(self) -> None:
         # Let the front render the events queued before this ask (the tool card).
@@ -342,12 +349,14 @@ class WidgetInteraction:
         self.open_forms.append(form)
         value, note = None, ""
         try:
-            if self.timeout is None:
-                value = await future
-            else:
-                value = await asyncio.wait_for(future, self.timeout)
+            value = await self._answer(future)
         except asyncio.TimeoutError:
             note = f"Nobody answered within {self.timeout:g} seconds (personTimeoutSeconds)."
+        except _NoFrontEnd:
+            note = ("Nobody can answer: no front end that shows forms is connected to the kernel "
+                    "(a headless run such as nbconvert or papermill).")
+            outcome = "Dismissed" if isinstance(form, QuestionForm) else "Denied"
+            self.log.warning(headless_log_line(what, outcome))
         except asyncio.CancelledError:
             note = "The turn was interrupted."
             form.finished = True
@@ -358,6 +367,26 @@ class WidgetInteraction:
         handle.update(form.summary_bundle(value, note))
         self._close(form)
         return value, note
+
+    async def _answer(self, future: asyncio.Future) -> Any:
+        """The person's answer. Raises TimeoutError after ``timeout``, and _NoFrontEnd
+        when no front end was heard within front_ends.GRACE_SECONDS."""
+        started = time.monotonic()
+        if self.fronts is not None and not self.fronts.heard:
+            grace = GRACE_SECONDS if self.timeout is None else min(GRACE_SECONDS, self.timeout)
+            there = asyncio.ensure_future(self.fronts.someone_there(grace))
+            try:
+                await asyncio.wait({future, there}, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                if not there.done():
+                    there.cancel()
+            if future.done():
+                return future.result()
+            if not there.result():
+                raise _NoFrontEnd
+        if self.timeout is None:
+            return await future
+        return await asyncio.wait_for(future, max(0.0, self.timeout - (time.monotonic() - started)))
 
     def _close(self, form: Any) -> None:
         if form in self.open_forms:
@@ -394,6 +423,10 @@ class WidgetInteraction:
         return value
 
 
+class _NoFrontEnd(Exception):
+    """No front end that could show a form was heard (front_ends.py)."""
+
+
 def _close_tree(widget: Any) -> None:
     """Close a widget and its children so their comms are released."""
     for child in getattr(widget, "children", ()) or ():
@@ -409,4 +442,7 @@ def live_forms(session: Any, output: Any, *, ask_timeout: float | None,
     timeout = ask_timeout if ask_timeout is not None else getattr(session.config, "person_timeout_seconds", 3600)
     if not timeout:
         return None
-    return WidgetInteraction(output, timeout=timeout, before_ask=before_ask, workspace=session.workspace, log=log)
+    from crystal_kernel.jupyter.front_ends import of_running_kernel
+
+    return WidgetInteraction(output, timeout=timeout, before_ask=before_ask, workspace=session.workspace, log=log,
+                             fronts=of_running_kernel())

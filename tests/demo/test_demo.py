@@ -95,7 +95,8 @@ def test_the_kernel_tour_shows_every_step_working(demo: Demo):
     assert "exited (exit 1)" in logs and "AssertionError: 34.75 != 64.0" in logs
     # The recorded person answered the form and the approvals.
     fix = texts(cell_for(nb, "Fix it."))
-    assert "Which fix: Fix the code" in fix
+    assert "→ Fix the code" in fix and fix.count("Fix the code") == 1, fix  # in the card, once
+    assert "Questions answered from the recording." in fix
     assert "Allowed once: edit inventory.py (answered from the recording)" in fix
     # Stated once: by the replayed summary, not again in the card ("Allowed by …").
     assert "Allowed by" not in fix

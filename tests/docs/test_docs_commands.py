@@ -59,11 +59,6 @@ NOT_RUN: dict[str, tuple[str, str]] = {
                   DRY_MAKE.format("test")),
     "make interop": ("it builds llama-server (tens of minutes) and runs the interop suite; here its recipe "
                      "is expanded", DRY_MAKE.format("interop")),
-    ".venv/bin/python notebooks/record_tours.py": (
-        "it re-records every tour in real kernels for minutes and rewrites the shipped notebooks; since the "
-        "forms became reload-safe it stops on a cell timeout while playing the person (a known defect, "
-        "written down in docs/recording.md); the tours themselves replay in tests/demo; here it must compile",
-        ".venv/bin/python -m py_compile notebooks/record_tours.py"),
     "make lab": ("it starts JupyterLab, which serves until stopped; here its recipe is expanded",
                  DRY_MAKE.format("lab")),
     "crystal kernel install --sys-prefix": (

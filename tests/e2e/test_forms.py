@@ -9,6 +9,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 SCREENSHOTS = ROOT / "build" / "screenshots"
 DELAY = 60  # ms between keys, a person's pace
@@ -97,7 +99,14 @@ def answer_questions_like_a_person(page, lab, shot: str) -> str:
     assert "inventory-api" in confirm.inner_text() and "lint" in confirm.inner_text()
     assert "tests" not in confirm.inner_text()
     page.locator(f"{NB} .jupyter-button", has_text="Submit").click()
-    page.locator(NB).get_by_text("Split out inventory-api.").wait_for(timeout=60_000)
+    page.locator(NB).get_by_text("Split planned.").wait_for(timeout=60_000)
+    # VIEW-2: each answer is shown once, in the question's card, not again in a form summary.
+    cell = page.locator(f"{NB} .jp-Cell", has_text="Split planned.").last
+    cell.locator("[data-tool='question'][data-state='done']").wait_for(timeout=30_000)
+    seen = cell.locator(".jp-OutputArea").inner_text()
+    assert seen.count("inventory-api") == 1 and seen.count("lint") == 1, seen
+    assert seen.count("Which service should I split out?") == 1 and "Answered" not in seen, seen
+    assert "tests" not in seen and "ruff" not in seen, "the options that were not chosen are gone with the form"
     return next_request_tool_result(lab)
 
 
@@ -115,12 +124,11 @@ def test_kernel_question_form_receives_typed_text_and_unchecked_box_whole(page, 
     """FORM-1 (Q-3, Q-4): the model gets "inventory-api", not "i"."""
     make_notebook(lab, "typing.ipynb", "crystal")
     open_notebook(page, lab, "typing.ipynb", "crystal")
-    lab.server.add(questions_call(), {"text": "Split out inventory-api."})
+    lab.server.add(questions_call(), {"text": "Split planned."})
     run_cell(page, "Plan the split")
     result = answer_questions_like_a_person(page, lab, "kernel-question-form-typed")
     assert json.loads(result) == [["inventory-api"], ["lint"]]
-    summary = page.locator(f"{NB} .jp-Cell .jp-OutputArea", has_text="Answered").first
-    assert "inventory-api" in summary.inner_text()
+    shoot(page, "kernel-question-answered-once")
     page.wait_for_function(READY, arg="crystal")
 
 
@@ -147,7 +155,7 @@ def test_magics_front_receives_typed_text_and_deny_reason_whole(page, lab):
     open_notebook(page, lab, "magics.ipynb", "python3")
     run_cell(page, "%load_ext crystal_kernel")
     page.wait_for_function(READY, arg="python3")
-    lab.server.add(questions_call(), {"text": "Split out inventory-api."})
+    lab.server.add(questions_call(), {"text": "Split planned."})
     run_cell(page, "%%crystal\nPlan the split")
     result = answer_questions_like_a_person(page, lab, "magics-question-form-typed")
     assert json.loads(result) == [["inventory-api"], ["lint"]]
@@ -269,3 +277,39 @@ def test_saved_live_widgets_tell_the_truth_after_a_kernel_restart(page, lab):
     assert "waiting for approval" not in text, "the saved card does not wait forever either"
     assert "The kernel stopped before anyone approved this call; it did not run." in text
     assert "running" not in notebook.locator("table", has_text="Background jobs").first.inner_text()
+
+
+def wait_past_the_headless_grace_then_allow(page, lab, marker: str) -> None:
+    """The form is still there after front_ends.GRACE_SECONDS (a page that shows widgets
+    is a person who can answer), and answering it then completes the cell."""
+    from crystal_kernel.jupyter.front_ends import GRACE_SECONDS
+
+    cell = page.locator(f"{NB} .jp-Cell", has_text=marker).first
+    allow = cell.locator(".jupyter-button", has_text="Allow once")
+    allow.wait_for(timeout=60_000)
+    page.wait_for_timeout(int((GRACE_SECONDS + 4) * 1000))
+    assert allow.is_visible(), "the form must still wait for the person"
+    assert "no front end" not in cell.inner_text()
+    allow.click()
+    cell.get_by_text("Echoed after the wait.").wait_for(timeout=60_000)
+    assert "waited-for-a-person" in next_request_tool_result(lab)
+
+
+@pytest.mark.timeout(600)  # two notebooks, each waiting past the grace, on a shared machine
+def test_forms_in_jupyterlab_wait_for_the_person_past_the_headless_grace(page, lab):
+    """FORM-2: headless runs end a form's wait quickly (front_ends.py); JupyterLab is a front end
+    that shows forms, so nothing changes there: in the Crystal kernel (heard from its
+    start) and in ``%%crystal``, loaded after the page connected (the kernel probes)."""
+    fronts = (("grace.ipynb", "crystal", "/approval default", "Echo after a wait"),
+              ("grace-magics.ipynb", "python3", "%load_ext crystal_kernel",
+               "%%crystal --approval default\nEcho in Python after a wait"))
+    for name, kernel, setup, prompt in fronts:
+        make_notebook(lab, name, kernel)
+        open_notebook(page, lab, name, kernel)
+        run_cell(page, setup)
+        page.wait_for_function(READY, arg=kernel)
+        lab.server.add(*bash_then("echo waited-for-a-person", "Echoed after the wait."))
+        run_cell(page, prompt)
+        wait_past_the_headless_grace_then_allow(page, lab, prompt.splitlines()[-1])
+        shoot(page, f"form-waits-past-the-headless-grace-{kernel}")
+        page.wait_for_function(READY, arg=kernel)

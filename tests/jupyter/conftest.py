@@ -82,7 +82,9 @@ def kernel_env(home: Path, server: LLMServer, notebook: str, extra: dict[str, st
 
 
 def start_kernel(tmp: Path, server: LLMServer, *, flags: list[str] = (), env_extra: dict[str, str] | None = None,
-                 home: Path | None = None, workspace: Path | None = None, notebook: str | None = None) -> Kernel:
+                 home: Path | None = None, workspace: Path | None = None, notebook: str | None = None,
+                 widgets: bool = True) -> Kernel:
+    """``widgets=False``: the client speaks no comms, like nbclient (front_ends.py)."""
     home = home or make_home(tmp)
     workspace = workspace or (tmp / "ws")
     workspace.mkdir(exist_ok=True)
@@ -94,7 +96,7 @@ def start_kernel(tmp: Path, server: LLMServer, *, flags: list[str] = (), env_ext
     kc = km.client()
     kc.start_channels()
     kc.wait_for_ready(timeout=60)
-    return Kernel(km, KernelDriver(kc), server, home, workspace, notebook)
+    return Kernel(km, KernelDriver(kc, widgets=widgets), server, home, workspace, notebook)
 
 
 @pytest.fixture(scope="session")

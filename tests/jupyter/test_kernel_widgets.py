@@ -26,12 +26,11 @@ def test_single_select_submits_on_the_click_Q2(kernel):
     run = kernel.run("Set up storage", actions=[click("SQLite")])
     assert run.status == "ok"
     assert json.loads(tool_results(kernel.last_body())[-1]) == [["SQLite"]]
-    summary = run.find("Answered:")
-    assert summary["text/plain"] == "Answered:\nDatabase: SQLite"
-    texts = run.texts()
-    card = next(i for i, t in enumerate(texts) if t.startswith("[question]"))
-    assert card < texts.index(summary["text/plain"]) < texts.index("SQLite it is."), texts
-    assert "application/vnd.jupyter.widget-view+json" not in summary, "the form is replaced by a static summary"
+    # The card shows the question and its answer; the form leaves nothing that says it again.
+    card = run.find("[question]")
+    assert card["text/plain"] == "[question] Database — done\nDatabase: Which database should I use? → SQLite"
+    assert sum(t.count("SQLite") for t in run.texts()) == 2, run.texts()  # the card, the final answer
+    assert not any("widget-view+json" in str(d) for d in run.outputs()), "no live widget is left"
     # The option buttons were Buttons described by the label, with the description shown.
     labels = {w.get("description") for w in kernel.driver.widgets.values() if w.get("_model_name") == "ButtonModel"}
     assert {"Postgres", "SQLite", "Dismiss"} <= labels
@@ -49,7 +48,9 @@ def test_two_questions_with_multi_select_go_through_submit_Q3_Q4(kernel):
     run = kernel.run("Configure CI", actions=actions)
     assert run.status == "ok"
     assert json.loads(tool_results(kernel.last_body())[-1]) == [["Rust"], ["lint", "tests", "docs"]]
-    assert run.find("Answered:")["text/plain"] == "Answered:\nLanguage: Rust\nChecks: lint, tests, docs"
+    card = run.find("[question]")["text/plain"]
+    assert card.endswith("Which language? → Rust\nChecks: Which checks should run? → lint, tests, docs"), card
+    assert "Answered" not in "\n".join(run.texts()), "each answer is shown once, in the card"
 
 
 def test_dismiss_gives_a_failed_tool_result_Q5(kernel):
@@ -61,7 +62,9 @@ def test_dismiss_gives_a_failed_tool_result_Q5(kernel):
     run = kernel.run("Refactor", actions=[click("Dismiss")])
     assert run.status == "ok"
     assert tool_results(kernel.last_body())[-1].startswith("Error: The person dismissed the questions.")
-    assert run.find("Questions dismissed.")
+    # Said once, by the card's failed result.
+    assert run.find("[question]")["text/plain"].endswith("The person dismissed the questions.")
+    assert "dismissed" not in "\n".join(t for t in run.texts() if not t.startswith("[question]"))
 
 
 def bash_call(command):

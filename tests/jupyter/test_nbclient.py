@@ -63,7 +63,7 @@ def test_notebook_runs_end_to_end_with_widget_answers(kernel_factory, tmp_path):
     saved = nbformat.read(notebook_path, as_version=4)
     turn = outputs_text(saved.cells[1])
     assert turn.startswith("Crystal · work · approval default · openai:gpt-4.1")
-    assert "Answered:\nGreeting: Ahoy" in turn
+    assert "Greeting: How should I greet? → Ahoy" in turn and "Answered" not in turn
     assert "Allowed once: bash echo Ahoy > greeting.txt" in turn
     assert "I wrote **greeting.txt**." in turn
     # The saved cards carry HTML with a text fallback; no widget is needed to read them.

@@ -58,8 +58,8 @@ async def test_timeout_dismisses_questions_and_denies_approvals():
     # The model is told why (a failed tool result, Q-5), not that the person dismissed.
     with pytest.raises(ToolError, match=r"Nobody answered within 0.05 seconds \(personTimeoutSeconds\)"):
         await inter.ask_questions([q("A", ["x"])])
-    assert out.outputs[-1]["text/plain"] == ("Questions dismissed. Nobody answered within 0.05 seconds "
-                                             "(personTimeoutSeconds).")
+    # The form leaves nothing: the question's card shows the failed result that says why.
+    assert out.outputs[-1] == {"text/plain": "", "text/html": ""}
     decision = await inter.ask_approval(ApprovalRequest(call_id="1", tool="bash", arguments={"command": "ls"},
                                                         risk="execute", authority="workspace"))
     assert decision.outcome == "deny" and "Nobody answered within 0.05 seconds" in decision.reason

@@ -27,9 +27,10 @@ def test_question_form_answered_by_comm_messages(kernel):
     run = kernel.run("%%crystal\nSave the data", actions=[click("parquet")])
     assert run.status == "ok"
     assert json.loads(tool_results(kernel.last_body())[-1]) == [["parquet"]]
-    summary = run.find("Answered:")
-    assert summary["text/plain"] == "Answered:\nFormat: parquet"
-    assert "application/vnd.jupyter.widget-view+json" not in summary
+    # The card shows the answer once; the form leaves no second summary.
+    assert run.find("[question]")["text/plain"].endswith("Which file format? → parquet")
+    assert sum(t.count("parquet") for t in run.texts()) == 1, run.texts()
+    assert not any("widget-view+json" in str(d) for d in run.outputs())
     assert run.outputs()[-1]["text/plain"] == "Parquet it is."
 
 
