@@ -11,8 +11,10 @@ Rows:
   words. Target: under 50 ms.
 - search warm query on the most common named word (in most files): reported; BM25 cost
   grows with the number of matching files.
-- search refresh check: a forced up-to-date check of the unchanged tree (listing + stat);
-  reported for information (it runs at most every 2 s, or after the agent's own writes).
+- search freshness check: a forced up-to-date check of the unchanged tree, as it runs
+  once folder watches are set up (tools/_watch.py). Target: under 100 ms.
+- search full check: the same check listing and stating every file (what runs without
+  inotify, and every 30 s with it); reported.
 """
 
 from __future__ import annotations
@@ -138,8 +140,8 @@ def main() -> list[dict]:
                                ("grep, many matches, 50k files", r"return '\w+ session")):
             argv = [rg, *RG_BASE_FLAGS, "--line-number", "--with-filename", "--no-heading", "-e", pattern,
                     "--", str(root)]
-            ours, ref = paired(lambda: tool("grep", pattern=pattern),
-                               lambda: subprocess.run(argv, capture_output=True, check=True))
+            ours, ref = paired(lambda pattern=pattern: tool("grep", pattern=pattern),
+                               lambda argv=argv: subprocess.run(argv, capture_output=True, check=True))
             rows.append(row(label, ours, ref, "s", {"ratio_max": 1.3}))
 
         ours, ref = paired(lambda: tool("glob", pattern="**/*.py"),
@@ -166,8 +168,20 @@ def main() -> list[dict]:
         rows.append(row(f"search warm query, '{common}' in most files", ours * 1000, ref_scan * 1000, "ms", {}))
 
         index2 = SearchIndex(root)
-        check = best(lambda: index2.refresh(force=True), runs=3)
-        rows.append(row("search refresh check, unchanged tree", check * 1000, ref * 1000, "ms", {}))
+        index2.refresh(force=True)  # the first full check sets up the folder watches,
+        index2.refresh(force=True)  # the second covers the folders they added
+        check = best(lambda: index2.refresh(force=True), runs=5)
+        rows.append(row("search freshness check, unchanged tree", check * 1000, ref * 1000, "ms",
+                        {"ours_max": 100.0}))
+        if index2.watch is None:
+            rows[-1]["note"] = "no inotify here: every check lists and stats the tree"
+
+        def full_check() -> None:
+            index2.full_due = True  # what runs without watches, or every 30 s with them
+            index2.refresh(force=True)
+
+        check = best(full_check, runs=3)
+        rows.append(row("search full check (list + stat), unchanged tree", check * 1000, ref * 1000, "ms", {}))
         index.close()
         index2.close()
         loop.close()

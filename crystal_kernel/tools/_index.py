@@ -23,6 +23,7 @@ from crystal_kernel.host.access import is_credential_parts
 from crystal_kernel.host.fsutil import ensure_folder_inside
 from crystal_kernel.tools._files import looks_binary
 from crystal_kernel.tools._walk import RG_BASE_FLAGS, rg_binary, walk
+from crystal_kernel.tools._watch import FolderWatch, folders_of, open_watch
 
 # 2: notebooks are indexed by their cell sources.
 SCHEMA_VERSION = "2"
@@ -32,6 +33,10 @@ MAX_FILES = 200_000
 WEIGHTS = (10.0, 4.0, 1.0)
 # Changes made outside the agent's own tools show up after at most this long.
 REFRESH_SECONDS = 2.0
+# Where folder watches tell an unchanged tree (tools/_watch.py), the full check still
+# runs at least this often: for what a watch cannot see (a file written in a folder
+# that held no indexed file two levels down, an ignore file above the workspace).
+FULL_CHECK_SECONDS = 30.0
 
 _CAMEL = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
 _WORD = re.compile(r"\w+", re.UNICODE)
@@ -101,6 +106,9 @@ class SearchIndex:
         self.conn: sqlite3.Connection | None = None
         self.last_refresh = 0.0
         self.generation_seen = -1
+        self.watch: FolderWatch | None = None
+        self.last_full = 0.0
+        self.full_due = True  # the watch does not yet cover every folder listed
 
     # ----- storage ------------------------------------------------------------------
     def _open(self) -> sqlite3.Connection:
@@ -171,30 +179,66 @@ class SearchIndex:
             if self.conn is not None:
                 self.conn.close()
                 self.conn = None
+            if self.watch is not None:
+                self.watch.close()
+                self.watch = None
 
     # ----- refresh ------------------------------------------------------------------
     def refresh(self, *, force: bool = False, generation: int = 0) -> tuple[int, int]:
         """Bring the index up to date; returns (files updated, files removed). Skipped
-        when the last refresh was under REFRESH_SECONDS ago and no tool changed files."""
+        when the last refresh was under REFRESH_SECONDS ago and no tool changed files.
+        When folder watches say nothing changed in the tree since the last full check
+        (and it is under FULL_CHECK_SECONDS old), nothing is listed or read either."""
         with self.lock:
             now = time.monotonic()
             if (not force and generation == self.generation_seen
                     and now - self.last_refresh < REFRESH_SECONDS):
                 return 0, 0
+            if self._unchanged(now, generation):
+                self.last_refresh = now
+                return 0, 0
+            # Watch the folders known so far before listing: a change made while the
+            # listing runs is then seen by the next check.
+            watch = open_watch()
+            if watch is not None:
+                watch.add(self.watch.folders if self.watch is not None else {str(self.workspace)})
             try:
-                result = self._refresh(self._open())
+                result, listed = self._refresh(self._open())
             except sqlite3.DatabaseError:
                 # The file went bad under us: start over once from an empty index.
                 self._reset()
-                result = self._refresh(self._open())
-            self.last_refresh = time.monotonic()
+                result, listed = self._refresh(self._open())
+            self._rewatch(watch, listed)
+            self.last_refresh = self.last_full = time.monotonic()
             self.generation_seen = generation
             return result
 
-    def _refresh(self, conn: sqlite3.Connection) -> tuple[int, int]:
+    def _unchanged(self, now: float, generation: int) -> bool:
+        """The watches saw nothing since the last full check, which is recent enough."""
+        watch = self.watch
+        if watch is None or self.full_due or generation != self.generation_seen:
+            return False
+        return not watch.changed() and now - self.last_full < FULL_CHECK_SECONDS
+
+    def _rewatch(self, watch: FolderWatch | None, listed: list[str]) -> None:
+        if self.watch is not None:
+            self.watch.close()
+        self.watch = watch
+        if watch is None:
+            self.full_due = True
+            return
+        index = str(self.folder)
+        folders = {f for f in folders_of(listed, str(self.workspace))
+                   if f != index and not f.startswith(index + os.sep)}
+        # Folders watched only now may have changed during the listing: check once more.
+        self.full_due = watch.add(folders) > 0 or watch.broken
+
+    def _refresh(self, conn: sqlite3.Connection) -> tuple[tuple[int, int], list[str]]:
+        """Index what changed; returns (updated, removed) and the files listed."""
         current: dict[str, tuple[int, int]] = {}
         base = str(self.workspace)
-        for rel in _list_files(self.workspace)[:MAX_FILES]:
+        listed = _list_files(self.workspace)[:MAX_FILES]
+        for rel in listed:
             if is_credential_parts(tuple(rel.split("/"))):
                 continue
             try:
@@ -221,7 +265,7 @@ class SearchIndex:
                                            (rel, mtime, size)).lastrowid
                 conn.execute("INSERT INTO docs (rowid, name, folder, body) VALUES (?, ?, ?, ?)",
                              (file_id, _name_field(rel), _folder_field(rel), body))
-        return len(changed), len(removed)
+        return (len(changed), len(removed)), listed
 
     @staticmethod
     def _body(path: Path) -> str:
