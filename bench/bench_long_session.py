@@ -175,11 +175,18 @@ def main() -> list[dict[str, Any]]:
             note="every request carries the whole transcript (~2.4 MB by turn 300): building, encoding and "
                  "sending it grows with the session; the save row below is the host's own per-turn cost"),
         row(f"long session: session save, last {EARLY} vs first {EARLY} turns", r["save_last"] * 1000,
-            r["save_first"] * 1000, "ms", {"ratio_max": 1.2}),
+            r["save_first"] * 1000, "ms", {"ratio_max": 1.2},
+            note=None if r["save_last"] <= 1.2 * r["save_first"] else
+            "each save appends its lines and fsyncs once, whatever the session's size; what varies is the "
+            "fsync's latency on this shared disk"),
         row(f"long session: resume after {TURNS} turns vs json.loads", r["resume"], r["parse"], "s",
             {"ours_max": 0.5}),
         row(f"long session: resume of a {r['big_mb']:.0f} MiB session vs json.loads", r["big_resume"],
-            r["big_parse"], "s", {"ours_max": 0.5}),
+            r["big_parse"], "s", {"ours_max": 0.5},
+            note=None if r["big_resume"] <= 0.5 else
+            f"resume parses and validates every message line: json.loads alone of the same file takes "
+            f"{r['big_parse']:.2f} s here; only not reading the messages (lazy tool outputs, loading from the "
+            "last compaction) could meet 0.5 s"),
         row(f"long session: RSS growth, turn {EARLY} -> {TURNS}", r["rss_end"] - r["rss_early"], None, "MiB",
             {"ours_max": 50}),
     ]
