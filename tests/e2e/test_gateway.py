@@ -235,6 +235,41 @@ def test_background_job_and_logs_follow_through_the_gateway(page, gateway):
     wait_idle(page)
 
 
+def test_reload_while_an_approval_waits_through_the_gateway(page, gateway):
+    """FORM-2 through the gateway: a page reloaded while a form waits gets it back (the
+    crystal.live comm and the widget's comms reconnect through the gateway's websocket),
+    and the click completes the cell."""
+    run_cell(page, "/approval default")
+    wait_idle(page)
+    gateway.server.add({"tool_calls": [{"name": "bash", "arguments": {"command": "echo after-the-reload"}}]},
+                       {"text": "Ran it after the reload."})
+    page.locator(f"{NB} .jp-Cell .cm-content").last.click()
+    page.keyboard.type("Run it after a reload", delay=DELAY)
+    page.keyboard.press("Control+s")  # the cell is saved; its outputs will not be
+    page.wait_for_timeout(1000)
+    page.keyboard.press("Shift+Enter")
+    page.locator(f"{NB} .jupyter-button", has_text="Allow once").wait_for(timeout=60_000)
+    page.on("dialog", lambda dialog: dialog.accept())
+    page.reload()
+    page.wait_for_function(READY.replace("k.status === 'idle'", "true"), timeout=90_000)
+    # Scroll down to the running cell, as a person would (cells far off screen are not drawn).
+    page.evaluate("""() => { const nb = window.jupyterapp.shell.currentWidget.content;
+        return nb.scrollToItem(nb.widgets.length - 1, 'center'); }""")
+    cell = page.locator(f"{NB} .jp-Cell", has_text="Run it after a reload").first
+    allow = cell.locator(".jupyter-button", has_text="Allow once")
+    allow.wait_for(timeout=60_000)
+    allow.click()
+    cell.get_by_text("Ran it after the reload.").wait_for(timeout=60_000)
+    assert "after-the-reload" in tool_results(gateway.server.bodies("chat")[-1])[-1]
+    wait_idle(page)
+    # The reloaded notebook ends with that cell: add an empty one below it (Esc, B).
+    page.locator(f"{NB} .jp-Cell .cm-content").last.click()
+    page.keyboard.press("Escape")
+    page.keyboard.press("b")
+    run_cell(page, "/approval full")
+    wait_idle(page)
+
+
 def open_sidebar(page) -> None:
     if not page.locator("#crystal-sidebar").is_visible():
         page.locator('.lm-TabBar-tab[data-id="crystal-sidebar"]').click()
@@ -289,6 +324,9 @@ def test_sidebar_reads_the_remote_kernel_not_the_server_disk(page, lab, gateway)
     assert sidebar.locator('.jp-crystal-promptset[data-name="server-only"]').count() == 0
     row.locator(".jp-crystal-enable").click()
     page.wait_for_selector('.jp-crystal-promptset.jp-mod-selected[data-name="kernel-side"]', timeout=30_000)
+    # The notebook's status bar asks the kernel again and shows the kernel's set.
+    page.wait_for_function("() => document.querySelector('.jp-crystal-status-promptset')?.textContent === 'kernel-side'",
+                           timeout=30_000)
     manifest = gateway.home / "promptsets" / "kernel-side" / "prompt.json"
     assert json.loads(manifest.read_text()) == {"name": "Kernel side prompts", "keep": "me", "enabled": True}
     assert "enabled" not in json.loads((lab.home / "promptsets" / "server-only" / "prompt.json").read_text())
