@@ -114,6 +114,24 @@ def status_of(session: Any) -> Status:
                   model=getattr(provider, "model", "?"), prompt_set=label, tokens=session.usage.total)
 
 
+class _Joined:
+    """Text that grows by small pieces, joined only when read: ``text += piece`` on an
+    attribute copies the whole text each time (20,000 deltas of a long answer: seconds)."""
+
+    def __init__(self) -> None:
+        self._done = ""
+        self._pieces: list[str] = []
+
+    def add(self, piece: str) -> None:
+        self._pieces.append(piece)
+
+    def value(self) -> str:
+        if self._pieces:
+            self._done += "".join(self._pieces)
+            self._pieces.clear()
+        return self._done
+
+
 class _Stream:
     """One Markdown display updated in place while its text streams.
 
@@ -137,7 +155,7 @@ class _Stream:
         self.bundle = bundle
         self.interval = 1.0 / max_rate if max_rate > 0 else 0.0
         self.clock = clock
-        self.text = ""
+        self._text = _Joined()
         self.handle: Handle | None = None
         self.shown = ""
         self.last = 0.0
@@ -146,8 +164,13 @@ class _Stream:
         self.timer: asyncio.TimerHandle | None = None
         self.updates = 0
 
+    @property
+    def text(self) -> str:
+        """The text so far."""
+        return self._text.value()
+
     def add(self, delta: str) -> None:
-        self.text += delta
+        self._text.add(delta)
         now = self.clock()
         if self.handle is None:
             self.handle = self.output.show(self.bundle(self.text))
@@ -212,14 +235,24 @@ class Renderer:
         self._status_handle: Handle | None = None
         self._stream: _Stream | None = None
         self._thinking: _Stream | None = None
-        self.reasoning = ""  # all reasoning shown, for tests and fronts
+        self._reasoning = _Joined()
         self._cards: dict[str, tuple[CardState, Handle]] = {}
         # Calls a form asked the person about: that form's summary (right under the card)
         # states the person's decision, so the card does not say it again.
         self._asked: set[str] = set()
         self.stop_reason: str | None = None
         self.errors: list[str] = []
-        self.text = ""  # the whole answer, for fronts that return it
+        self._answer = _Joined()
+
+    @property
+    def text(self) -> str:
+        """The whole answer so far, for fronts that return it."""
+        return self._answer.value()
+
+    @property
+    def reasoning(self) -> str:
+        """All reasoning shown, for tests and fronts."""
+        return self._reasoning.value()
 
     # ----- lifecycle ------------------------------------------------------------------
     def start(self, status: Status | None) -> None:
@@ -238,14 +271,14 @@ class Renderer:
             if self._thinking is None:
                 self._thinking = _Stream(self.output, self.max_rate, self.clock, thinking_bundle)
             self._thinking.add(event.text)
-            self.reasoning += event.text
+            self._reasoning.add(event.text)
             return
         self._end_thinking()
         if isinstance(event, TextDelta):
             if self._stream is None:
                 self._stream = _Stream(self.output, self.max_rate, self.clock)
             self._stream.add(event.text)
-            self.text += event.text
+            self._answer.add(event.text)
             return
         self._end_stream()
         if isinstance(event, ToolCallStarted):
