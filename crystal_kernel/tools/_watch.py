@@ -104,6 +104,12 @@ class FolderWatch:
             os.close(self.fd)
             self.fd = -1
 
+    def __del__(self) -> None:  # an index dropped without close() keeps no descriptor
+        try:
+            self.close()
+        except OSError:
+            pass
+
 
 def open_watch() -> FolderWatch | None:
     """A new, empty watch; None where inotify is not available."""
