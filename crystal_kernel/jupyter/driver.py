@@ -182,11 +182,20 @@ class KernelDriver:
 
     # ----- running cells ----------------------------------------------------------------------
     def execute(self, code: str, *, actions: list[Action] | None = None, timeout: float = 60.0,
-                on_message: Callable[[dict[str, Any] | None, KernelDriver], None] | None = None) -> CellRun:
-        """Run one cell; perform ``actions`` in order as their widgets appear."""
+                on_message: Callable[[dict[str, Any] | None, KernelDriver], None] | None = None,
+                cell_id: str | None = None) -> CellRun:
+        """Run one cell; perform ``actions`` in order as their widgets appear. ``cell_id``:
+        sent as JupyterLab does, in the request's metadata (``cellId``)."""
         pending = list(actions or [])
         started = time.monotonic()
-        msg_id = self.kc.execute(code)
+        if cell_id is None:
+            msg_id = self.kc.execute(code)
+        else:
+            content = {"code": code, "silent": False, "store_history": True, "user_expressions": {},
+                       "allow_stdin": False, "stop_on_error": True}
+            request = self.kc.session.msg("execute_request", content, metadata={"cellId": cell_id})
+            self.kc.shell_channel.send(request)
+            msg_id = request["header"]["msg_id"]
         messages: list[dict[str, Any]] = []
         displays: dict[str, dict[str, Any]] = {}
         order: list[str] = []

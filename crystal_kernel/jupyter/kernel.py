@@ -213,7 +213,10 @@ class CrystalKernel(IPythonKernel):
                 from crystal_kernel.jupyter.cell_commands import run_command_cell
 
                 return await run_command_cell(self, text)
-            return await self._turn_cell(code)
+            from crystal_kernel.jupyter.live_outputs import running_cell
+
+            with running_cell():  # a page reloaded mid-turn gets the cell back (FORM-2)
+                return await self._turn_cell(code)
         except UserError as exc:  # shown once, as the cell's error output (do_execute)
             return CellOutcome.error("UserError", str(exc))
 

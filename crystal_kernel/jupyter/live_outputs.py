@@ -15,11 +15,22 @@ ids that are still live and shows the waiting forms again (so a form lost by rel
 before saving comes back). Every live output the kernel does not list is replaced by its
 ``stale`` bundle, so a notebook saved with live widgets and reopened after a restart shows
 no "Error displaying widget: model not found".
+
+A cell whose turn is still running may not exist in the reloaded page at all: a
+notebook never saved since the cell was typed is reloaded from a file without it. So
+while a turn runs (:func:`running_cell`) the kernel keeps the cell's source and every
+output it showed, in order; the ``crystal.live`` reply lists those cells (``running``),
+the extension adds each one it lacks (at the end, with the same cell id and source),
+and the kernel then shows all of the running cells' outputs again, which the extension
+puts into them. When the turn ends this record is dropped: only a running cell is
+brought back.
 """
 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 Bundle = dict[str, Any]
@@ -27,18 +38,28 @@ COMM_TARGET = "crystal.live"
 
 # display id -> (current bundle, metadata) of the live outputs of this kernel.
 _LIVE: dict[str, tuple[Bundle, dict[str, Any]]] = {}
+# cell id -> {"source": str, "displays": {display id: (bundle, metadata)}} of the cells
+# whose turn runs now (insertion order is the order they were shown in).
+_RUNNING: dict[str, dict[str, Any]] = {}
+# Bounds on what a running cell keeps (its images are the big part).
+MAX_KEPT_DISPLAYS = 500
 
 
-def current_cell_id() -> str | None:
-    """The notebook cell the running request came from (JupyterLab's ``cellId``)."""
+def _parent() -> dict[str, Any] | None:
+    """The request the running code came from (its header, metadata and content)."""
     try:
         from IPython import get_ipython
 
         shell = get_ipython()
         kernel = getattr(shell, "kernel", None)
-        parent = kernel.get_parent("shell") if kernel is not None else None
+        return kernel.get_parent("shell") if kernel is not None else None
     except Exception:
         return None
+
+
+def current_cell_id() -> str | None:
+    """The notebook cell the running request came from (JupyterLab's ``cellId``)."""
+    parent = _parent()
     if not parent:
         return None
     meta = parent.get("metadata") or {}
@@ -73,6 +94,11 @@ class LiveDisplay:
             _LIVE[self.id] = (bundle, meta)
         else:
             _LIVE.pop(self.id, None)
+        running = _RUNNING.get(self.cell or "")
+        if running is not None:
+            kept = running["displays"]
+            if self.id in kept or len(kept) < MAX_KEPT_DISPLAYS:
+                kept[self.id] = (bundle, meta)
 
     def update(self, bundle: Bundle, stale: Bundle | None = None) -> None:
         from IPython.display import update_display
@@ -86,18 +112,49 @@ def live_ids() -> list[str]:
     return list(_LIVE)
 
 
+def running_cells() -> list[dict[str, str]]:
+    """The cells whose turn runs now: ``{"cell": id, "source": text}``."""
+    return [{"cell": cell, "source": entry["source"]} for cell, entry in _RUNNING.items()]
+
+
+@contextmanager
+def running_cell() -> Iterator[None]:
+    """While a turn runs, keep its cell's source and outputs so that a reloaded page that
+    lacks the cell gets it back (module docstring). Nothing is kept outside a notebook
+    cell (no cell id)."""
+    parent = _parent() or {}
+    cell = current_cell_id()
+    if not cell or cell in _RUNNING:
+        yield
+        return
+    _RUNNING[cell] = {"source": str((parent.get("content") or {}).get("code", "")), "displays": {}}
+    try:
+        yield
+    finally:
+        _RUNNING.pop(cell, None)
+
+
 def republish() -> None:
-    """Show every live output again (same display id: a page that has it replaces it,
-    one that lost it gets it back through the lab extension)."""
+    """Show again every output of a running cell and every live output (same display id:
+    a page that has it replaces it, one that lost it gets it back through the lab
+    extension)."""
     from IPython.display import display
 
+    shown: set[str] = set()
+    for entry in list(_RUNNING.values()):
+        for did, (bundle, meta) in list(entry["displays"].items()):
+            display(bundle, raw=True, display_id=did, metadata=meta)
+            shown.add(did)
     for did, (bundle, meta) in list(_LIVE.items()):
-        display(bundle, raw=True, display_id=did, metadata=meta)
+        if did not in shown:
+            display(bundle, raw=True, display_id=did, metadata=meta)
 
 
 def _on_open(comm: Any, msg: Any) -> None:
+    # The list first: the extension adds the running cells it lacks, then the outputs
+    # shown again find them (iopub keeps this order).
+    comm.send({"live": live_ids(), "running": running_cells()})
     republish()
-    comm.send({"live": live_ids()})
 
 
 def register_comm_target(kernel: Any) -> bool:

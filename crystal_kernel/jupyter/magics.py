@@ -359,7 +359,10 @@ class MagicsHost(SyncForm):
             raise UsageError(str(exc)) from None
         interactive, why = self._interactive()
         with self._sigint_cancels():
-            outcome = await self._turn_run(payload, [*shown, *([why] if why else []), *notes], interactive)
+            from crystal_kernel.jupyter.live_outputs import running_cell
+
+            with running_cell():  # a page reloaded mid-turn gets the cell back (FORM-2)
+                outcome = await self._turn_run(payload, [*shown, *([why] if why else []), *notes], interactive)
         raise_for(outcome)
         return None
 

@@ -14,6 +14,10 @@
  *   the kernel shows its waiting forms again and lists its live display ids. Every
  *   live Crystal output it does not list is replaced by its `stale` bundle, which says
  *   the truth (no "model not found" widgets, no jobs "running" forever).
+ * - Never saved: the reply also lists the cells whose turn still runs, with their
+ *   source. A cell this page lacks (the notebook was reloaded from a file saved before
+ *   the cell was typed) is added at the end with the same id, and the outputs the
+ *   kernel shows again are routed into it.
  */
 import { INotebookTracker, NotebookPanel } from '@jupyterlab/notebook';
 import { KernelMessage } from '@jupyterlab/services';
@@ -179,6 +183,43 @@ function retireStale(panel: NotebookPanel, live: Set<string>): void {
   }
 }
 
+interface IRunningCell {
+  cell: string;
+  source: string;
+}
+
+/** Add the running cells this page lacks, at the end, with their id and source. */
+function restoreRunning(panel: NotebookPanel, running: unknown): void {
+  if (!Array.isArray(running)) {
+    return;
+  }
+  const model = panel.content.model;
+  if (!model) {
+    return;
+  }
+  const have = new Set(codeCells(panel).map(cell => cell.model.id));
+  for (const item of running as IRunningCell[]) {
+    if (!item || typeof item.cell !== 'string' || !item.cell || have.has(item.cell)) {
+      continue;
+    }
+    model.sharedModel.insertCell(model.sharedModel.cells.length, {
+      cell_type: 'code',
+      id: item.cell,
+      source: typeof item.source === 'string' ? item.source : '',
+      metadata: { trusted: true },
+      outputs: [],
+      execution_count: null
+    } as any);
+    // Trusted as every cell this page runs is: the form's widget view renders only in a
+    // trusted output (an untrusted one falls back to the widget's text).
+    const added = codeCells(panel).find(cell => cell.model.id === item.cell);
+    if (added) {
+      added.model.trusted = true;
+    }
+    have.add(item.cell);
+  }
+}
+
 /** Ask a freshly connected kernel what is live; show the rest as stale. */
 async function checkLive(panel: NotebookPanel): Promise<void> {
   const kernel = panel.sessionContext.session?.kernel;
@@ -199,7 +240,10 @@ async function checkLive(panel: NotebookPanel): Promise<void> {
     try {
       const comm = kernel.createComm(COMM_TARGET);
       comm.onMsg = msg => {
-        const ids = (msg.content.data as any)?.live;
+        const data = msg.content.data as any;
+        const ids = data?.live;
+        // Before the outputs the kernel shows next arrive (iopub keeps the order).
+        restoreRunning(panel, data?.running);
         finish(new Set<string>(Array.isArray(ids) ? ids : []));
         comm.close();
       };

@@ -313,3 +313,36 @@ def test_forms_in_jupyterlab_wait_for_the_person_past_the_headless_grace(page, l
         wait_past_the_headless_grace_then_allow(page, lab, prompt.splitlines()[-1])
         shoot(page, f"form-waits-past-the-headless-grace-{kernel}")
         page.wait_for_function(READY, arg=kernel)
+
+
+@pytest.mark.timeout(600)
+def test_reload_of_a_never_saved_notebook_brings_the_running_cell_back(page, lab):
+    """FORM-2: the running cell was never saved (the file has no cells); after a reload the
+    page gets the cell back from the kernel, with its outputs and the waiting form;
+    answering it completes the cell."""
+    make_notebook(lab, "unsaved.ipynb", "crystal")
+    open_notebook(page, lab, "unsaved.ipynb", "crystal")
+    lab.server.add({"tool_calls": [{"name": "question", "arguments": {"questions": [
+        {"header": "Service", "question": "Which service should I split out?",
+         "options": [{"label": "billing-api", "description": "payments"},
+                     {"label": "auth-api", "description": "logins"}]}]}}]},
+        {"text": "Recovered after the reload."})
+    run_cell(page, "Ask me, then survive a reload")
+    page.locator(f"{NB} .jupyter-button", has_text="billing-api").wait_for(timeout=60_000)
+    assert json.loads((lab.root / "unsaved.ipynb").read_text())["cells"] == [], "never saved"
+    page.on("dialog", lambda dialog: dialog.accept())
+    page.reload()
+    page.wait_for_function(READY.replace("k.status === 'idle'", "true"), arg="crystal", timeout=90_000)
+    cell = page.locator(f"{NB} .jp-Cell", has_text="Ask me, then survive a reload").first
+    option = cell.locator(".jupyter-button", has_text="billing-api")
+    option.wait_for(timeout=60_000)
+    # The cell came back with what it showed before the reload: the status line and the card.
+    assert "Crystal · work" in cell.inner_text() and "Which service should I split out?" in cell.inner_text()
+    shoot(page, "unsaved-reload-cell-back")
+    option.click()
+    cell.get_by_text("Recovered after the reload.").wait_for(timeout=60_000)
+    assert json.loads(next_request_tool_result(lab)) == [["billing-api"]]
+    cell.locator("[data-tool='question'][data-state='done']").wait_for(timeout=30_000)
+    assert page.locator(NB).get_by_text("Ask me, then survive a reload").count() == 1, "the cell exists once"
+    page.wait_for_function(READY, arg="crystal", timeout=60_000)
+    shoot(page, "unsaved-reload-answered")

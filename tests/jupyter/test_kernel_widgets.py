@@ -160,10 +160,11 @@ def test_live_comm_lists_the_waiting_form_and_shows_it_again(kernel):
     import uuid
 
     kernel.server.add(bash_call("echo live-check"), {"text": "done"})
-    state = {"comm": None, "open_id": None, "reply": None, "again": [], "clicked": False}
+    state = {"comm": None, "open_id": None, "reply": None, "again": [], "clicked": False, "order": []}
 
     def on_message(msg, driver):
         if msg is not None and state["open_id"] and msg["parent_header"].get("msg_id") == state["open_id"]:
+            state["order"].append(msg["msg_type"])
             if msg["msg_type"] == "comm_msg" and msg["content"]["comm_id"] == state["comm"]:
                 state["reply"] = msg["content"]["data"]
             elif msg["msg_type"] == "display_data":
@@ -178,8 +179,14 @@ def test_live_comm_lists_the_waiting_form_and_shows_it_again(kernel):
         if state["reply"] is not None and state["again"] and not state["clicked"]:
             state["clicked"] = driver._try(click("Allow once"))
 
-    run = kernel.run("Check live", on_message=on_message, timeout=60)
+    run = kernel.run("Check live", on_message=on_message, timeout=60, cell_id="unsaved-cell")
     assert run.status == "ok" and state["clicked"]
+    # The running cell is listed with its source (a page that never saved it adds it back),
+    # before its outputs are shown again: all of them, not only the live ones.
+    assert state["reply"]["running"] == [{"cell": "unsaved-cell", "source": "Check live"}]
+    assert state["order"].index("comm_msg") < state["order"].index("display_data"), state["order"]
+    assert any(c["data"]["text/plain"].startswith("Crystal · work") for c in state["again"]), "the status line too"
+    assert all(c["metadata"]["crystal"]["cell"] == "unsaved-cell" for c in state["again"])
     # The waiting card is live too (shown again); the form is the one with the widget.
     again = next(c for c in state["again"] if "application/vnd.jupyter.widget-view+json" in c["data"])
     meta = again["metadata"]["crystal"]
@@ -208,4 +215,4 @@ def test_live_comm_lists_the_waiting_form_and_shows_it_again(kernel):
             continue
         if msg["msg_type"] == "comm_msg" and msg["content"]["comm_id"] == "after":
             reply = msg["content"]["data"]
-    assert reply == {"live": []}
+    assert reply == {"live": [], "running": []}, "nothing is kept once the turn ended"
