@@ -29,19 +29,16 @@ from pathlib import Path
 from typing import Any
 
 from crystal_kernel.host.interaction import ApprovalRequest, PersonDecision, Question
+from crystal_kernel.jupyter.approval_form import BOX as _BOX
+from crystal_kernel.jupyter.approval_form import MUTED as _MUTED
+from crystal_kernel.jupyter.approval_form import ApprovalForm
+from crystal_kernel.jupyter.approval_form import form_html as _html
 from crystal_kernel.jupyter.cards import Bundle, esc, summarize_arguments
 from crystal_kernel.jupyter.front_ends import GRACE_SECONDS, headless_log_line
-from crystal_kernel.jupyter.safe_html import NO_MATH, clean, html_bundle
+from crystal_kernel.jupyter.safe_html import html_bundle
 
 _LOG = logging.getLogger("crystal_kernel.forms")
 _LOG.addHandler(logging.NullHandler())  # without the kernel's log: say nothing, never print into the cell
-_MUTED = "color:var(--jp-content-font-color2,#6e7781)"
-_BOX = "border:1px solid var(--jp-border-color1,#d0d7de);border-radius:4px;padding:4px 8px;margin:4px 0"
-
-
-def _html(w: Any, fragment: str) -> Any:
-    """An HTML widget whose markup is cleaned (TRUST-1) and not typeset as math."""
-    return w.HTML(clean(f'<div class="{NO_MATH}">{fragment}</div>'))
 
 
 def _settle(future: asyncio.Future, value: Any) -> None:
@@ -211,90 +208,6 @@ class QuestionForm:
         shows each question with its answer, or the dismissal and why (a failed result),
         so the person reads every answer once (cards.py)."""
         return html_bundle("", "")
-
-
-_OUTCOME_TEXT = {"allow_once": "Allowed once", "allow_session": "Allowed for this session", "deny": "Denied"}
-
-
-class ApprovalForm:
-    """``Allow once`` / ``Allow for session`` / ``Deny`` (with an optional reason)."""
-
-    def __init__(self, request: ApprovalRequest, on_done: Callable[[PersonDecision], None],
-                 workspace: Path | None = None):
-        import ipywidgets as w
-
-        self.request = request
-        self.workspace = workspace
-        self.on_done = on_done
-        self.finished = False
-        self.reason = w.Text(value="", placeholder="Reason for denying (optional; the model reads it)",
-                             layout=w.Layout(width="60%"))
-        session_tip = (f"Allow {request.tool} calls matching {request.session_pattern!r} for the rest of the session"
-                       if request.session_pattern else f"Allow every {request.tool} call for the rest of the session")
-        self.allow_once = w.Button(description="Allow once", button_style="success")
-        self.allow_session = w.Button(description="Allow for session", tooltip=session_tip,
-                                      layout=w.Layout(width="auto"))
-        self.deny = w.Button(description="Deny", button_style="danger")
-        self.allow_once.on_click(lambda _b: self._finish(PersonDecision(outcome="allow_once")))
-        self.allow_session.on_click(lambda _b: self._finish(PersonDecision(outcome="allow_session")))
-        self.deny.on_click(lambda _b: self._finish(
-            PersonDecision(outcome="deny", reason=self.reason.value.strip() or None)))
-        self.widget = w.VBox([_html(w, self.request_html()), w.HBox([self.allow_once, self.allow_session, self.deny]),
-                              self.reason], layout=w.Layout(border="1px solid #d0d7de", padding="4px 8px"))
-        self.widget.add_class("crystal-form")  # the lab extension keeps focus off the running cell
-
-    def _finish(self, decision: PersonDecision) -> None:
-        if self.finished:
-            return
-        self.finished = True
-        self.on_done(decision)
-
-    def verdict_text(self) -> str:
-        v = self.request.verdict
-        if not v:
-            return ""
-        risk = v.get("risk_level") or v.get("risk")
-        auth = v.get("user_authorization") or v.get("authorization")
-        suggests = v.get("outcome")
-        why = v.get("rationale") or ""
-        text = f"Reviewer: risk {risk}, authorization {auth}"
-        if suggests:
-            text += f", suggests {suggests}"
-        return text + (f" — {why}" if why else "")
-
-    def request_html(self) -> str:
-        """The whole call, unfolded and uncut (approval_view.py): a person judges what
-        actually runs, padding and line breaks included, and a write's diff."""
-        from crystal_kernel.jupyter.approval_view import call_html, preview_block
-
-        r = self.request
-        where = f"risk {r.risk} · authority {r.authority}" + (" · external tool" if r.external else "")
-        verdict = self.verdict_text()
-        verdict_html = f'<div style="color:#9a6700">{esc(verdict)}</div>' if verdict else ""
-        # The change itself (notebook_edit's per-cell diff), open so the person reads it.
-        # Whole, never cut to its end (approval_view.preview_html).
-        preview_html = preview_block(r.preview) if r.preview else ""
-        return (f"<div><b>Allow {esc(r.tool)}?</b> <code>{esc(summarize_arguments(r.tool, r.arguments))}</code></div>"
-                f'<div style="{_MUTED}">{esc(where)}</div>{verdict_html}{preview_html}'
-                f'<div class="crystal-approval-call">{call_html(r.tool, r.arguments, self.workspace)}</div>')
-
-    def summary_bundle(self, decision: PersonDecision | None, note: str = "") -> Bundle:
-        r = self.request
-        what = f"{r.tool} {summarize_arguments(r.tool, r.arguments)}"
-        if decision is None:
-            plain = f"Approval for {what}: no decision. {note}".strip()
-        else:
-            plain = f"{_OUTCOME_TEXT[decision.outcome]}: {what}"
-            if decision.reason:
-                plain += f" (reason: {decision.reason})"
-        verdict = self.verdict_text()
-        if verdict:
-            plain += f"\n{verdict}"
-        colour = "#1a7f37" if decision is not None and decision.outcome != "deny" else "#cf222e"
-        # The decision in words, the call as code (a command's $ is never math).
-        lead, _, rest = plain.partition(f": {what}")
-        body = (f"{esc(lead)}: <code>{esc(what)}</code>{esc(rest)}" if _ else esc(plain)).replace("\n", "<br>")
-        return html_bundle(plain, f'<div class="{NO_MATH}" style="{_BOX};border-left:4px solid {colour}">{body}</div>')
 
 
 class WidgetInteraction:
