@@ -117,7 +117,7 @@ class Config:
         for attr, value in changes.items():
             data[_CAMEL[attr]] = value
             setattr(self, attr, value)
-        atomic_write_json(self.path, data)
+        atomic_write_json(self.path, data, inside=self.home)  # TRUST-3: race-free in Home
         self.raw = data
 
 

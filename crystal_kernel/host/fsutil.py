@@ -41,7 +41,11 @@ def open_folder_inside(root: Path, folder: Path) -> int:
     made relative to the returned descriptor land in that folder. The caller closes it."""
     root, folder = Path(root), Path(folder)
     parts = _relative_parts(root, folder)
-    fd = os.open(root, _DIR_FLAGS)
+    try:
+        fd = os.open(root, _DIR_FLAGS)
+    except FileNotFoundError:  # the root itself is trusted (a new Home, say): make it
+        root.mkdir(parents=True, exist_ok=True)
+        fd = os.open(root, _DIR_FLAGS)
     current = root
     try:
         for part in parts:

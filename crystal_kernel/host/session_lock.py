@@ -92,15 +92,18 @@ def _lock_file(path: Path, session_id: str) -> int:
     """The locked file's descriptor; UserError when another process holds it, OSError
     when the lock file cannot be made at all."""
     folder = path.parent
+    root: Path | None = None
     if folder.name == "sessions" and folder.parent.name == ".crystal":
-        # TRUST-3: never through a symbolic link planted at .crystal or .crystal/sessions.
-        from crystal_kernel.host.fsutil import ensure_folder_inside
-
-        ensure_folder_inside(folder.parent.parent, folder)
+        # TRUST-3: never through a symbolic link planted at .crystal or .crystal/sessions,
+        # not even one swapped in while the file is opened (fsutil.open_inside).
+        root = folder.parent.parent
     else:
         folder.mkdir(parents=True, exist_ok=True)
+    from crystal_kernel.host.fsutil import open_inside
+
     for _ in range(20):
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0), 0o600)
+        flags = os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0)
+        fd = open_inside(root, path, flags, 0o600) if root is not None else os.open(path, flags, 0o600)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

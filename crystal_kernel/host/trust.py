@@ -177,14 +177,14 @@ class TrustStore:
         data = self._read()
         data["files"][str(real)] = {"kind": kind, "sha256": digest,
                                     "trusted": datetime.now(timezone.utc).isoformat(timespec="seconds")}
-        atomic_write_json(self.path, data)
+        atomic_write_json(self.path, data, inside=self.path.parent)
         return WorkspaceFile(kind, real, digest, True)
 
     def forget(self, path: Path) -> bool:
         data = self._read()
         removed = data["files"].pop(str(Path(os.path.realpath(path))), None) is not None
         if removed:
-            atomic_write_json(self.path, data)
+            atomic_write_json(self.path, data, inside=self.path.parent)
         return removed
 
 

@@ -39,6 +39,17 @@ def existing_folder(ctx: ToolContext, path: str | None) -> Path:
     return folder
 
 
+def write_allowed(ctx: ToolContext, path: Path, text: str) -> None:
+    """Write a tool's file atomically, race-free: ``path`` was resolved by the access
+    rules (no link in it then), and the write is made relative to descriptors opened from
+    the allowed folder that holds it, so a folder swapped for a link since cannot send it
+    outside (TRUST-3, host/fsutil.py). Raises OSError."""
+    from crystal_kernel.host.fsutil import atomic_write_text
+
+    rule = ctx.access.rule_for(path)
+    atomic_write_text(path, text, inside=rule.path if rule is not None else None)
+
+
 def read_head(path: Path, size: int = SNIFF_BYTES) -> bytes:
     with open(path, "rb") as handle:
         return handle.read(size)

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from crystal_kernel.errors import ToolError
 from crystal_kernel.host.access import is_credential_parts
-from crystal_kernel.host.fsutil import ensure_folder_inside
+from crystal_kernel.host.fsutil import ensure_folder_inside, open_inside
 from crystal_kernel.tools._files import looks_binary
 from crystal_kernel.tools._walk import RG_BASE_FLAGS, rg_binary, walk
 from crystal_kernel.tools._watch import FolderWatch, folders_of, open_watch
@@ -124,11 +124,13 @@ class SearchIndex:
         if ignore.is_symlink():
             ignore.unlink()
         try:
-            fd = os.open(ignore, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+            fd = open_inside(self.workspace, ignore, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
             with os.fdopen(fd, "w") as handle:
                 handle.write("*\n")
         except FileExistsError:
             pass
+        except OSError as exc:
+            raise ToolError(f"The search index cannot be kept: {exc.strerror or exc}.") from None
         for suffix in ("", "-wal", "-shm", "-journal"):
             link = Path(str(self.path) + suffix)
             if link.is_symlink():  # a cache: a planted link is removed, never followed

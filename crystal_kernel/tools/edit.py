@@ -7,8 +7,7 @@ import asyncio
 from pydantic import Field
 
 from crystal_kernel.errors import ToolError
-from crystal_kernel.host.fsutil import atomic_write_text
-from crystal_kernel.tools._files import display_path, looks_binary, read_head, unified_diff
+from crystal_kernel.tools._files import display_path, looks_binary, read_head, unified_diff, write_allowed
 from crystal_kernel.tools._index import note_change
 from crystal_kernel.tools.base import FileChange, Risk, Tool, ToolContext, ToolInput, ToolResult, truncate_output
 
@@ -67,7 +66,7 @@ class EditTool(Tool):
             args.old_string, args.new_string, 1
         )
         try:
-            _atomic_write_exact(path, new)
+            write_allowed(ctx, path, new)  # text mode on POSIX writes newlines unchanged
         except OSError as exc:
             raise ToolError(f"Cannot write '{args.path}': {exc.strerror or exc}.") from None
         note_change(ctx.workspace)
@@ -76,7 +75,3 @@ class EditTool(Tool):
         return ToolResult(ok=True, text=truncate_output(text, ctx.config.tool_output_limit), display="diff",
                           file_change=FileChange(str(path), old, new))
 
-
-def _atomic_write_exact(path, text: str) -> None:
-    # atomic_write_text opens in text mode; on POSIX that writes newlines unchanged.
-    atomic_write_text(path, text)

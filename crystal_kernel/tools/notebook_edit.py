@@ -10,8 +10,7 @@ from typing import Literal
 from pydantic import Field
 
 from crystal_kernel.errors import ToolError
-from crystal_kernel.host.fsutil import atomic_write_text
-from crystal_kernel.tools._files import display_path
+from crystal_kernel.tools._files import display_path, write_allowed
 from crystal_kernel.tools._index import note_change
 from crystal_kernel.tools._notebook import Notebook, is_notebook, load_notebook
 from crystal_kernel.tools._notebook_edit import Change, apply_edit
@@ -101,7 +100,7 @@ class NotebookEditTool(Tool):
         if new == old:
             return ToolResult(ok=True, text=f"{shown}: {change.summary} The file is unchanged.")
         try:
-            await asyncio.to_thread(atomic_write_text, path, new)
+            await asyncio.to_thread(write_allowed, ctx, path, new)
         except OSError as exc:
             raise ToolError(f"Cannot write '{args.path}': {exc.strerror or exc}.") from None
         note_change(ctx.workspace)

@@ -7,8 +7,7 @@ import asyncio
 from pydantic import Field
 
 from crystal_kernel.errors import ToolError
-from crystal_kernel.host.fsutil import atomic_write_text
-from crystal_kernel.tools._files import display_path, looks_binary, read_head, unified_diff
+from crystal_kernel.tools._files import display_path, looks_binary, read_head, unified_diff, write_allowed
 from crystal_kernel.tools._index import note_change
 from crystal_kernel.tools.base import FileChange, Risk, Tool, ToolContext, ToolInput, ToolResult, truncate_output
 
@@ -51,7 +50,7 @@ class WriteTool(Tool):
                     raise ToolError(f"Cannot create '{args.path}': '{parent}' is a file, not a folder.")
                 break
         try:
-            atomic_write_text(path, args.content)
+            write_allowed(ctx, path, args.content)
         except OSError as exc:
             raise ToolError(f"Cannot write '{args.path}': {exc.strerror or exc}.") from None
         note_change(ctx.workspace)

@@ -139,3 +139,26 @@ def test_swapping_crystal_itself_never_redirects(tmp_path):
     done, failed = race((ws, ws / ".crystal", outside, stop), write)
     assert everything_under(outside) == ["jobs"], "a host write landed outside the workspace"
     assert done > 0, (done, failed)
+
+
+def test_file_tool_writes_never_land_outside(tmp_path):
+    """write, edit and notebook_edit resolve the path (no link in it then) and write
+    relative to descriptors opened from the allowed folder: a folder of the workspace
+    swapped for a link to outside afterwards cannot take the model's write there."""
+    from types import SimpleNamespace
+
+    from crystal_kernel.host.access import AccessRules
+    from crystal_kernel.tools._files import write_allowed
+
+    ws = tmp_path / "ws"
+    (ws / "src").mkdir(parents=True)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    ctx = SimpleNamespace(access=AccessRules(ws))
+
+    def write(ws: Path, folder: Path, n: int) -> None:
+        write_allowed(ctx, ws / "src" / "main.py", f"print({n})\n")
+
+    done, failed = race((ws, ws / "src", outside, tmp_path / "stop"), write)
+    assert everything_under(outside) == [], "a tool's write landed outside the workspace"
+    assert done > 0, (done, failed)
