@@ -10,6 +10,8 @@ next to the interpreter); without it, :func:`require_rg` fails with one line.
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
 import subprocess
 import threading
 from collections.abc import Callable
@@ -78,7 +80,14 @@ async def run_rg(argv: list[str], collect: Callable[[subprocess.Popen], T], *, t
     try:
         result = await asyncio.to_thread(collect, proc)
     except asyncio.CancelledError:
-        await asyncio.shield(asyncio.to_thread(kill_process_tree, proc.pid, grace=0.2))
+        # At once: SIGKILL to rg's process group (the supervisor and rg); the reader thread
+        # then sees the end of the output. The thorough tree scan follows in the background.
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except OSError:
+            pass
+        threading.Thread(target=kill_process_tree, args=(proc.pid,), kwargs={"grace": 0.2},
+                         name="rg-stop", daemon=True).start()
         raise
     finally:
         timer.cancel()

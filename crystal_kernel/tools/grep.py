@@ -235,7 +235,8 @@ class GrepTool(Tool):
         root = ctx.access.resolve(args.path or ".")
         if not root.exists():
             raise ToolError(f"'{args.path}' does not exist.")
-        if root.is_file() and looks_binary(read_head(root)):
+        # Off the loop (ROBUST-3): the file system may not answer.
+        if root.is_file() and looks_binary(await asyncio.to_thread(read_head, root)):
             raise ToolError(f"'{args.path}' is a binary file; grep searches text.")
         glob_re = compile_glob(args.glob)
         # TRUST-4: credential rules apply to paths in the allowed folder, not below root.
