@@ -77,6 +77,7 @@ class CrystalKernel(IPythonKernel):
 
     def __init__(self, **kwargs: Any):
         super().__init__(**kwargs)
+        _guard_process_group()
         self.options = current_options()
         self.crystal: Any = None  # the agent Session, opened on the first cell
         self.notebook = os.environ.get("JPY_SESSION_NAME")
@@ -340,6 +341,23 @@ class CrystalKernel(IPythonKernel):
         return super().do_shutdown(restart)
 
 
+_GROUP_GUARD: list[Any] = []
+
+
+def _guard_process_group() -> None:
+    """ROBUST-3: processes the python tool's code starts die with this kernel, SIGKILL
+    included. Jupyter (and gateways) start a kernel as a process group leader; a guard
+    process stops the group when the kernel dies (jobs/group_guard.py). Once per
+    process, from the main thread (the parent-death signal follows the starting thread)."""
+    import threading
+
+    if _GROUP_GUARD or threading.current_thread() is not threading.main_thread():
+        return
+    from crystal_kernel.jobs.guarded import start_group_guard
+
+    _GROUP_GUARD.append(start_group_guard())
+
+
 def main(argv: list[str] | None = None) -> None:
     """``python -m crystal_kernel.jupyter -f CONNECTION_FILE [crystal flags]``."""
     import sys
@@ -355,11 +373,6 @@ def main(argv: list[str] | None = None) -> None:
         print(f"crystal kernel: {exc}", file=sys.stderr)
         raise SystemExit(2) from None
     set_options(options)
-    from crystal_kernel.jobs.guarded import start_group_guard
-
-    # ROBUST-3: processes the python tool's code starts die with this kernel, SIGKILL
-    # included (Jupyter made us a process group leader; the guard stops the group).
-    guard = start_group_guard()  # noqa: F841 - kept alive for the kernel's lifetime
     from ipykernel.kernelapp import IPKernelApp
 
     IPKernelApp.launch_instance(argv=rest, kernel_class=CrystalKernel)
