@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import re
 import subprocess
 import threading
 from collections import Counter
@@ -20,6 +19,7 @@ from crystal_kernel.errors import ToolError
 from crystal_kernel.host.access import is_credential_parts
 from crystal_kernel.tools._files import display_path, looks_binary, read_head
 from crystal_kernel.tools._notebook_search import match_cells, notebook_files
+from crystal_kernel.tools._process import kill_process_tree
 from crystal_kernel.tools._rg import require_rg, run_rg
 from crystal_kernel.tools._walk import RG_BASE_FLAGS
 from crystal_kernel.tools.base import Risk, Tool, ToolContext, ToolInput, ToolResult, truncate_output
@@ -33,8 +33,6 @@ RG_TIMEOUT_SECONDS = 60.0
 READ_CHUNK = 1 << 20
 # A line longer than this is cut while reading (only its start is ever shown).
 MAX_PENDING = 1 << 20
-# A match line of rg --null output: the path, NUL, the line number, ':'.
-_MATCH_LINE = re.compile(rb"^([^\0\n]*)\0\d+:", re.MULTILINE)
 
 
 class GrepInput(ToolInput):
@@ -90,15 +88,21 @@ def path_allowed(path: str | Path, root: Path, glob_re: GlobMatcher | None,
 
 async def grep_rg(rg: str, pattern: str, root: Path, *, ignore_case: bool, context: int,
                   glob_re: GlobMatcher | None, prefix: tuple[str, ...] = ()) -> list[FileHits]:
-    """Run ripgrep and collect hits per file. The output is read by a worker thread in
-    large blocking reads (one wake-up per block, not per line rg writes)."""
-    argv = [rg, *RG_BASE_FLAGS, "--null", "--line-number", "--with-filename", "--no-heading"]
+    """Run ripgrep and collect hits per file.
+
+    Two rg processes run side by side: ``--count`` gives every file's number of match
+    lines (a line per file, whatever the number of matches), and the listing is read
+    only up to STORE_LINES lines and then stopped. Reading and splitting every line of a
+    pattern that matches 300,000 lines in Python took 4x what rg itself took; the
+    lines past the first STORE_LINES were only ever counted."""
+    base = [rg, *RG_BASE_FLAGS, "--null", "--with-filename"]
     if ignore_case:
-        argv.append("--ignore-case")
-    if context:
-        argv += ["--context", str(context)]
-    argv += ["--regexp", pattern, "--", str(root)]
-    counts, kept, err, code = await run_rg(argv, _collect_rg, timeout=RG_TIMEOUT_SECONDS)
+        base.append("--ignore-case")
+    target = ["--regexp", pattern, "--", str(root)]
+    listing = [*base, "--line-number", "--no-heading", *(["--context", str(context)] if context else []), *target]
+    (counts, err, code), kept = await asyncio.gather(
+        run_rg([*base, "--count", *target], _collect_counts, timeout=RG_TIMEOUT_SECONDS),
+        run_rg(listing, _collect_lines, timeout=RG_TIMEOUT_SECONDS))
     if code == 2 and not counts:
         if "regex" in err.lower():
             raise ToolError("Invalid regular expression: " + " ".join(err.split())[:400])
@@ -112,10 +116,39 @@ async def grep_rg(rg: str, pattern: str, root: Path, *, ignore_case: bool, conte
     return hits
 
 
-def _collect_rg(proc: subprocess.Popen) -> tuple[Counter, dict, str, int]:
-    """Read rg's output to the end: match lines per file are counted for the whole
-    output (in C, per block); only the first STORE_LINES lines are parsed and kept."""
+def _drain_stderr(proc: subprocess.Popen) -> tuple[threading.Thread, list[bytes]]:
+    # Read stderr alongside so rg never blocks on it.
+    box: list[bytes] = []
+    assert proc.stderr is not None
+    thread = threading.Thread(target=lambda: box.append(proc.stderr.read(8192)), daemon=True)
+    thread.start()
+    return thread, box
+
+
+def _finish(proc: subprocess.Popen, thread: threading.Thread, box: list[bytes]) -> tuple[str, int]:
+    code = proc.wait()
+    thread.join(1.0)
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.close()
+    proc.stderr.close()
+    return (box[0] if box else b"").decode("utf-8", errors="replace").strip(), code
+
+
+def _collect_counts(proc: subprocess.Popen) -> tuple[Counter, str, int]:
+    """``rg --count --null`` output: ``path NUL count`` per file with matches."""
+    thread, box = _drain_stderr(proc)
+    assert proc.stdout is not None
     counts: Counter[bytes] = Counter()
+    for raw in proc.stdout.read().split(b"\n"):
+        name, sep, number = raw.rpartition(b"\0")
+        if sep and number.strip().isdigit():
+            counts[name] += int(number)
+    err, code = _finish(proc, thread, box)
+    return counts, err, code
+
+
+def _collect_lines(proc: subprocess.Popen) -> dict[bytes, list[tuple[int, bool, str]]]:
+    """The first STORE_LINES lines of rg's listing, per file; rg is stopped after them."""
     kept: dict[bytes, list[tuple[int, bool, str]]] = {}
     stored = 0
 
@@ -137,21 +170,16 @@ def _collect_rg(proc: subprocess.Popen) -> tuple[Counter, dict, str, int]:
         stored += 1
 
     def block(data: bytes) -> None:
-        counts.update(_MATCH_LINE.findall(data))
-        if stored < STORE_LINES:
-            for raw in data.split(b"\n"):
-                if stored >= STORE_LINES:
-                    break
-                keep(raw)
+        for raw in data.split(b"\n"):
+            if stored >= STORE_LINES:
+                break
+            keep(raw)
 
-    assert proc.stdout is not None and proc.stderr is not None
-    # Drain stderr alongside so rg never blocks on it.
-    err_box: list[bytes] = []
-    err_thread = threading.Thread(target=lambda: err_box.append(proc.stderr.read(8192)), daemon=True)
-    err_thread.start()
+    thread, box = _drain_stderr(proc)
+    assert proc.stdout is not None
     pending = b""
-    while True:
-        chunk = proc.stdout.read(READ_CHUNK)
+    while stored < STORE_LINES:
+        chunk = proc.stdout.read1(READ_CHUNK) if hasattr(proc.stdout, "read1") else proc.stdout.read(READ_CHUNK)
         if not chunk:
             if pending:
                 block(pending + b"\n")
@@ -163,12 +191,12 @@ def _collect_rg(proc: subprocess.Popen) -> tuple[Counter, dict, str, int]:
             continue
         pending = data[cut + 1 :][:MAX_PENDING]
         block(data[: cut + 1])
-    code = proc.wait()
-    err_thread.join(1.0)
-    proc.stdout.close()
-    proc.stderr.close()
-    err = (err_box[0] if err_box else b"").decode("utf-8", errors="replace").strip()
-    return counts, kept, err, code
+    if stored >= STORE_LINES and proc.poll() is None:
+        # The rest would only be counted, and the count run does that. rg runs under its
+        # guard (_rg.run_rg): stop the whole tree.
+        kill_process_tree(proc.pid, grace=0.0)
+    _finish(proc, thread, box)
+    return kept
 
 
 def format_hits(hits: list[FileHits], workspace: Path, limit: int) -> tuple[str, int]:

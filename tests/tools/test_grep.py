@@ -173,3 +173,19 @@ async def test_binary_file_refused(ctx, workspace: Path):
     (workspace / "b.bin").write_bytes(b"a\x00b")
     result = await call("grep", ctx, pattern="a", path="b.bin")
     assert not result.ok and "binary file" in result.text
+
+
+async def test_many_matches_are_counted_exactly_while_only_the_first_lines_are_read(ctx, workspace: Path):
+    """Counts come from rg --count, the listing stops after the lines that can be shown
+    (ROBUST-3 bounds): totals stay exact past STORE_LINES."""
+    from crystal_kernel.tools.grep import STORE_LINES
+
+    per_file = STORE_LINES // 2 + 7
+    for n in range(3):
+        (workspace / f"big{n}.txt").write_text("".join(f"hit {i}\n" for i in range(per_file)) + "miss\n")
+    result = await call("grep", ctx, pattern="^hit")
+    assert result.ok
+    assert f"[{3 * per_file} matches in 3 files; {3 * per_file - 100} more matches" in result.text, result.text[-300:]
+    # Which file's lines rg writes first is rg's (threaded) order; each shows from line 1.
+    assert re.match(r"big[012]\.txt:\n1:hit 0\n2:hit 1\n", result.text), result.text[:200]
+    assert sum(1 for line in result.text.splitlines() if re.match(r"\d+:hit", line)) == 100
