@@ -88,12 +88,14 @@ def lab(tmp_path_factory) -> Iterator[Lab]:
 
 @contextmanager
 def running_lab(base: Path, *, collaborative: bool = False, extra_args: tuple[str, ...] = (),
-                server: LLMServer | None = None, env_extra: dict[str, str] | None = None) -> Iterator[Lab]:
+                server: LLMServer | None = None, env_extra: dict[str, str] | None = None,
+                app: str = "jupyterlab") -> Iterator[Lab]:
     """A lab in ``base``. Real-time collaboration (jupyter-collaboration, a test
     dependency) is off unless ``collaborative``: the other browser tests check the
     person's plain, file-backed notebook. ``extra_args`` go to ``jupyter lab`` (e.g.
     ``--gateway-url``); ``server`` is a model server the caller started and stops;
-    ``env_extra`` is added to the lab's environment."""
+    ``env_extra`` is added to the lab's environment. ``app="notebook"``: Jupyter Notebook 7
+    instead of JupyterLab, with the same extensions."""
     root, home, data = base / "root", base / "home", base / "jupyter"
     root.mkdir()
     (home / ".crystal").mkdir(parents=True)
@@ -120,11 +122,12 @@ def running_lab(base: Path, *, collaborative: bool = False, extra_args: tuple[st
     env = server_env(base, home, data, server)
     env.update(env_extra or {})
     log = base / "lab.log"
+    lab_only = ["--LabApp.expose_app_in_browser=True", "--LabApp.news_url=",
+                "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"]
     argv = [
-        sys.executable, "-m", "jupyterlab", "--no-browser", "--allow-root", "--ip=127.0.0.1", f"--port={port}",
-        f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={root}",
-        "--LabApp.expose_app_in_browser=True", "--ServerApp.port_retries=0",
-        "--LabApp.news_url=", "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
+        sys.executable, "-m", app, "--no-browser", "--allow-root", "--ip=127.0.0.1", f"--port={port}",
+        f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={root}", "--ServerApp.port_retries=0",
+        *(lab_only if app == "jupyterlab" else ["--JupyterNotebookApp.expose_app_in_browser=True"]),
         f"--YDocExtension.disable_rtc={not collaborative}", *extra_args,
     ]
     url = f"http://127.0.0.1:{port}/"

@@ -315,6 +315,37 @@ def test_forms_in_jupyterlab_wait_for_the_person_past_the_headless_grace(page, l
         page.wait_for_function(READY, arg=kernel)
 
 
+def reload_unsaved_and_answer(page, lab, name: str, prompt: str, shot: str):
+    """Run ``prompt`` (a question) in the never-saved notebook ``name``, reload the page
+    while the form waits, find the cell back with its outputs and the form, answer it and
+    see the cell complete; returns the cell."""
+    lab.server.add({"tool_calls": [{"name": "question", "arguments": {"questions": [
+        {"header": "Service", "question": "Which service should I split out?",
+         "options": [{"label": "billing-api", "description": "payments"},
+                     {"label": "auth-api", "description": "logins"}]}]}}]},
+        {"text": "Recovered after the reload."})
+    run_cell(page, prompt)
+    page.locator(f"{NB} .jupyter-button", has_text="billing-api").wait_for(timeout=60_000)
+    assert json.loads((lab.root / name).read_text())["cells"] == [], "never saved"
+    page.on("dialog", lambda dialog: dialog.accept())
+    page.reload()
+    page.wait_for_function(READY.replace("k.status === 'idle'", "true"), arg="crystal", timeout=90_000)
+    cell = page.locator(f"{NB} .jp-Cell", has_text=prompt).first
+    option = cell.locator(".jupyter-button", has_text="billing-api")
+    option.wait_for(timeout=60_000)
+    # The cell came back with what it showed before the reload: the status line and the card.
+    assert "Crystal · work" in cell.inner_text() and "Which service should I split out?" in cell.inner_text()
+    shoot(page, f"{shot}-cell-back")
+    option.click()
+    cell.get_by_text("Recovered after the reload.").wait_for(timeout=60_000)
+    assert json.loads(next_request_tool_result(lab)) == [["billing-api"]]
+    cell.locator("[data-tool='question'][data-state='done']").wait_for(timeout=30_000)
+    assert page.locator(NB).get_by_text(prompt).count() == 1, "the cell exists once"
+    page.wait_for_function(READY, arg="crystal", timeout=60_000)
+    shoot(page, f"{shot}-answered")
+    return cell
+
+
 @pytest.mark.timeout(600)
 def test_reload_of_a_never_saved_notebook_brings_the_running_cell_back(page, lab):
     """FORM-2: the running cell was never saved (the file has no cells); after a reload the
@@ -322,27 +353,4 @@ def test_reload_of_a_never_saved_notebook_brings_the_running_cell_back(page, lab
     answering it completes the cell."""
     make_notebook(lab, "unsaved.ipynb", "crystal")
     open_notebook(page, lab, "unsaved.ipynb", "crystal")
-    lab.server.add({"tool_calls": [{"name": "question", "arguments": {"questions": [
-        {"header": "Service", "question": "Which service should I split out?",
-         "options": [{"label": "billing-api", "description": "payments"},
-                     {"label": "auth-api", "description": "logins"}]}]}}]},
-        {"text": "Recovered after the reload."})
-    run_cell(page, "Ask me, then survive a reload")
-    page.locator(f"{NB} .jupyter-button", has_text="billing-api").wait_for(timeout=60_000)
-    assert json.loads((lab.root / "unsaved.ipynb").read_text())["cells"] == [], "never saved"
-    page.on("dialog", lambda dialog: dialog.accept())
-    page.reload()
-    page.wait_for_function(READY.replace("k.status === 'idle'", "true"), arg="crystal", timeout=90_000)
-    cell = page.locator(f"{NB} .jp-Cell", has_text="Ask me, then survive a reload").first
-    option = cell.locator(".jupyter-button", has_text="billing-api")
-    option.wait_for(timeout=60_000)
-    # The cell came back with what it showed before the reload: the status line and the card.
-    assert "Crystal · work" in cell.inner_text() and "Which service should I split out?" in cell.inner_text()
-    shoot(page, "unsaved-reload-cell-back")
-    option.click()
-    cell.get_by_text("Recovered after the reload.").wait_for(timeout=60_000)
-    assert json.loads(next_request_tool_result(lab)) == [["billing-api"]]
-    cell.locator("[data-tool='question'][data-state='done']").wait_for(timeout=30_000)
-    assert page.locator(NB).get_by_text("Ask me, then survive a reload").count() == 1, "the cell exists once"
-    page.wait_for_function(READY, arg="crystal", timeout=60_000)
-    shoot(page, "unsaved-reload-answered")
+    reload_unsaved_and_answer(page, lab, "unsaved.ipynb", "Ask me, then survive a reload", "unsaved-reload")
