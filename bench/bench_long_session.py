@@ -104,12 +104,13 @@ async def _child(workspace: Path, out: Path) -> None:
         size_mb = path.stat().st_size / 2**20
         messages = len(session.transcript)
         big_resume, big_parse, big_mb = _grow_and_resume(session, config, 50)
-    out.write_text(json.dumps({
+    report = json.dumps({
         "resume": resume, "parse": parse,
         "rss_early": rss[EARLY], "rss_end": rss[TURNS], "size_mb": size_mb,
         "first": statistics.mean(times[:EARLY]), "last": statistics.mean(times[-EARLY:]),
         "messages": messages, "big_resume": big_resume, "big_parse": big_parse, "big_mb": big_mb,
-        "save_first": statistics.mean(turn_saves[:EARLY]), "save_last": statistics.mean(turn_saves[-EARLY:])}))
+        "save_first": statistics.mean(turn_saves[:EARLY]), "save_last": statistics.mean(turn_saves[-EARLY:])})
+    await asyncio.to_thread(out.write_text, report)
 
 
 def _resume_times(session: Any, config: Any, runs: int) -> tuple[float, float]:

@@ -44,10 +44,12 @@ async def _direct(action):
     from mcp.client.stdio import StdioServerParameters, stdio_client
 
     params = StdioServerParameters(command=sys.executable, args=[str(SERVER)], env=dict(os.environ))
-    async with stdio_client(params, errlog=open(os.devnull, "w")) as (read, write):
-        async with ClientSession(read, write) as client:
-            await client.initialize()
-            await client.list_tools()
+    # Opening /dev/null never blocks.
+    with open(os.devnull, "w") as errlog:  # noqa: ASYNC230
+        async with stdio_client(params, errlog=errlog) as (read, write):
+            async with ClientSession(read, write) as client:
+                await client.initialize()
+                await client.list_tools()
             return await action(client)
 
 

@@ -91,7 +91,7 @@ async def _notebook_body(tmp: Path) -> dict[str, Any]:
 
     workspace = tmp / "nb"
     workspace.mkdir()
-    subprocess.run(["git", "init", "-q"], cwd=workspace, check=True)
+    await asyncio.to_thread(subprocess.run, ["git", "init", "-q"], cwd=workspace, check=True)
     with LLMServer([{"text": "ok"}]) as server:
         config = load_config(home=tmp / "home" / ".crystal",
                              overrides={"provider": "openai", "baseUrl": server.base_url, "model": "gpt-4.1",

@@ -263,12 +263,14 @@ class CrystalAgent:
         workspace = self.options.workspace or (Path(cwd) if cwd else None)
         if workspace is None:
             return ListSessionsResponse(sessions=[])
-        rows = SessionStore(Path(workspace).resolve()).list()
+        root = await asyncio.to_thread(Path(workspace).resolve)
+        # Reading every session document is disk work: off the event loop.
+        rows = await asyncio.to_thread(lambda: SessionStore(root).list())
         start = int(cursor) if cursor and cursor.isdigit() else 0
         page = rows[start:start + LIST_PAGE]
         more = str(start + LIST_PAGE) if start + LIST_PAGE < len(rows) else None
         return ListSessionsResponse(
-            sessions=[SessionInfo(session_id=r.id, cwd=str(Path(workspace).resolve()), title=r.topic or None,
+            sessions=[SessionInfo(session_id=r.id, cwd=str(root), title=r.topic or None,
                                   updated_at=r.updated or None) for r in page],
             next_cursor=more,
         )

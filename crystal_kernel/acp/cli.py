@@ -124,8 +124,7 @@ async def serve(options: Any, in_fd: int, out_fd: int) -> None:
     unanswered = _Unanswered()
 
     async def finish_requests() -> None:
-        while reader.unread_lines():  # the receive loop has not taken every line yet
-            await asyncio.sleep(0.005)
+        await reader.lines_read()  # the receive loop has taken every line
         await asyncio.sleep(0)  # requests it just took start (a prompt starts its turn)
         agent.cancel_turns()
         await unanswered.answered()

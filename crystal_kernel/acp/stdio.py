@@ -188,6 +188,21 @@ class InputReader(asyncio.StreamReader):
         self._released = False
         self._line_open = False
         self._on_end: Callable[[], None] | None = None
+        # Set when a read left no whole line unread (see lines_read).
+        self._drained = asyncio.Event()
+
+    async def readuntil(self, separator: bytes = b"\n") -> bytes:
+        try:
+            return await super().readuntil(separator)
+        finally:
+            if not self.unread_lines():
+                self._drained.set()
+
+    async def lines_read(self) -> None:
+        """Wait until every whole line received so far has been read."""
+        while self.unread_lines():
+            self._drained.clear()
+            await self._drained.wait()
 
     def feed_data(self, data: bytes) -> None:
         if data:

@@ -7,7 +7,7 @@ stored: ``apiKeyEnv`` names the variable that holds one.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -221,7 +221,3 @@ def check_reasoning_effort(value: Any, where: str = "Config key 'reasoningEffort
 
 def known_keys() -> tuple[str, ...]:
     return tuple(_CAMEL.values())
-
-
-def config_fields() -> tuple[str, ...]:
-    return tuple(f.name for f in fields(Config))

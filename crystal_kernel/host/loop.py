@@ -295,8 +295,8 @@ class Turn:
                 else:
                     finished: dict[str, ToolResultPart] = {}
 
-                    async def one(call: ToolCallPart) -> None:
-                        finished[call.id] = await self._run_call(call)
+                    async def one(call: ToolCallPart, into: dict[str, ToolResultPart] = finished) -> None:
+                        into[call.id] = await self._run_call(call)
 
                     try:
                         await asyncio.gather(*(one(c) for c in batch))

@@ -58,12 +58,6 @@ def _provider_name(session: Any) -> str | None:
     return getattr(session.provider, "name", None)
 
 
-def session_cost(session: Any) -> float | None:
-    """Cost of the whole session, or None when no model it used has a price."""
-    cost, _ = cost_breakdown(session)
-    return cost
-
-
 def cost_breakdown(session: Any) -> tuple[float | None, list[str]]:
     """(cost of the priced models, models without a price)."""
     usage = session.usage

@@ -171,13 +171,12 @@ class KernelDriver:
     def _try(self, action: Action) -> bool:
         matches = [(k, s) for k, s in self.open_widgets().items() if action.match(s)]
         for comm_id, state in matches[action.nth:action.nth + 1]:
-            if True:
-                if action.kind == "click":
-                    self.send_comm(comm_id, {"method": "custom", "content": {"event": "click"}})
-                else:
-                    state.update(action.state)
-                    self.send_comm(comm_id, {"method": "update", "state": action.state, "buffer_paths": []})
-                return True
+            if action.kind == "click":
+                self.send_comm(comm_id, {"method": "custom", "content": {"event": "click"}})
+            else:
+                state.update(action.state)
+                self.send_comm(comm_id, {"method": "update", "state": action.state, "buffer_paths": []})
+            return True
         return False
 
     # ----- running cells ----------------------------------------------------------------------

@@ -100,10 +100,6 @@ class McpManager:
         except Exception:
             pass
 
-    def states(self) -> dict[str, str]:
-        """Server name -> state line, for listings."""
-        return {name: conn.describe_state() for name, conn in self.connections.items()}
-
 
 def start_failure_note(where: str, detail: str) -> str:
     """One clean note for a server that did not start: its reason as a sentence, then

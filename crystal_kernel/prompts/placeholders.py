@@ -10,7 +10,7 @@ note; an unknown name is left as written (it may be prose about templates).
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 
 # `{{name}}`, with optional spaces inside the braces.
 TOKEN_RE = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
@@ -84,8 +84,3 @@ class Binder:
 def bind(text: str, values: Mapping[str, str], notes: list[str] | None = None) -> str:
     """Convenience: bind fixed values in one pass."""
     return Binder(values, notes=notes).bind(text)
-
-
-def unique_notes(notes: Iterable[str]) -> list[str]:
-    """Notes without repeats, first-seen order."""
-    return list(dict.fromkeys(notes))

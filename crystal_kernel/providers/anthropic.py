@@ -15,7 +15,7 @@ API checks the signatures, and requires them beside the tool use they preceded.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
+from collections.abc import Iterator
 from typing import Any
 
 from anthropic import AsyncAnthropic
@@ -30,16 +30,9 @@ from crystal_kernel.providers.base import (
     TextChunk,
     ToolCallChunk,
     UsageChunk,
-    refuse_text_tools,
 )
-from crystal_kernel.providers.common import (
-    SDKProvider,
-    idle_bounded,
-    map_stream_error,
-    omitted_images,
-    paired,
-    with_retries,
-)
+from crystal_kernel.providers.common import omitted_images, paired
+from crystal_kernel.providers.sdk import SDKProvider, StreamReader
 
 ANTHROPIC_URL = "https://api.anthropic.com"
 DEFAULT_MAX_TOKENS = 16_384
@@ -152,78 +145,88 @@ class AnthropicProvider(SDKProvider):
                              for t in request.tools]
         return body
 
-    async def _stream(self, request: ModelRequest) -> AsyncIterator[StreamItem]:
-        refuse_text_tools(request)
-        body = self.body(request)
+    async def open_stream(self, body: dict[str, Any]) -> Any:
+        return await self.client.messages.create(**body, stream=True)
 
-        async def start() -> Any:
-            return await self.client.messages.create(**body, stream=True)
+    def reader(self, request: ModelRequest) -> AnthropicReader:
+        return AnthropicReader()
 
-        stream = await with_retries(start, self.endpoint, self.retry, self.timeout)
-        blocks: dict[int, dict[str, str]] = {}
-        thinking: dict[int, dict[str, str]] = {}
-        input_tokens = output_tokens = 0
-        stop: str | None = None
-        finished = False
-        try:
-            async for event in idle_bounded(stream, self.timeout, self.endpoint):
-                kind = event.type
-                if kind == "message_start":
-                    usage = event.message.usage
-                    input_tokens = (usage.input_tokens or 0) + (getattr(usage, "cache_creation_input_tokens", 0)
-                                                                or 0) + (getattr(usage, "cache_read_input_tokens", 0)
-                                                                         or 0)
-                    output_tokens = usage.output_tokens or 0
-                elif kind == "content_block_start":
-                    block = event.content_block
-                    if block.type == "tool_use":
-                        # Input normally streams as JSON deltas; a server may send it whole here.
-                        start_input = json.dumps(block.input) if block.input else ""
-                        blocks[event.index] = {"id": block.id, "name": block.name, "json": "", "start": start_input}
-                    elif block.type == "text" and block.text:
-                        yield TextChunk(block.text)
-                    elif block.type == "thinking":
-                        thinking[event.index] = {"signature": getattr(block, "signature", "") or ""}
-                        if getattr(block, "thinking", ""):
-                            yield ReasoningChunk(block.thinking)
-                    elif block.type == "redacted_thinking":
-                        thinking[event.index] = {"data": block.data}
-                elif kind == "content_block_delta":
-                    delta = event.delta
-                    if delta.type == "text_delta":
-                        if delta.text:
-                            yield TextChunk(delta.text)
-                    elif delta.type == "input_json_delta" and event.index in blocks:
-                        blocks[event.index]["json"] += delta.partial_json
-                    elif delta.type == "thinking_delta":
-                        if delta.thinking:
-                            yield ReasoningChunk(delta.thinking)
-                    elif delta.type == "signature_delta" and event.index in thinking:
-                        # The signature arrives whole, once, just before the block stops.
-                        thinking[event.index]["signature"] = delta.signature
-                elif kind == "content_block_stop":
-                    thought = thinking.pop(event.index, None)
-                    if thought is not None:
-                        if "data" in thought:
-                            yield ReasoningItem(provider=PROVIDER, encrypted=thought["data"], redacted=True)
-                        else:
-                            yield ReasoningItem(provider=PROVIDER, signature=thought["signature"] or None)
-                    call = blocks.pop(event.index, None)
-                    if call is not None:
-                        yield ToolCallChunk(id=call["id"], name=call["name"],
-                                            arguments=call["json"] or call["start"] or "{}")
-                        stop = stop or "tool_use"
-                elif kind == "message_delta":
-                    stop = event.delta.stop_reason or stop
-                    if event.usage is not None:
-                        output_tokens = event.usage.output_tokens or output_tokens
-                elif kind == "message_stop":
-                    finished = True
-        except Exception as exc:
-            raise map_stream_error(exc, self.endpoint) from None
-        finally:
-            await stream.close()
-        if not finished:
-            raise self.ended_early()
-        yield UsageChunk(input_tokens, output_tokens)
-        yield Finished(stop or "end_turn")
+
+class AnthropicReader(StreamReader):
+    """Raw Messages stream events: text and thinking as they come, a tool call or a
+    finished thinking block when its content block stops."""
+
+    def __init__(self) -> None:
+        self.blocks: dict[int, dict[str, str]] = {}
+        self.thinking: dict[int, dict[str, str]] = {}
+        self.input_tokens = 0
+        self.output_tokens = 0
+        self.stop: str | None = None
+        self.finished = False
+
+    @property
+    def complete(self) -> bool:
+        return self.finished
+
+    def feed(self, event: Any) -> Iterator[StreamItem]:
+        kind = event.type
+        if kind == "message_start":
+            usage = event.message.usage
+            self.input_tokens = ((usage.input_tokens or 0) + (getattr(usage, "cache_creation_input_tokens", 0) or 0)
+                                 + (getattr(usage, "cache_read_input_tokens", 0) or 0))
+            self.output_tokens = usage.output_tokens or 0
+        elif kind == "content_block_start":
+            yield from self._block_start(event.index, event.content_block)
+        elif kind == "content_block_delta":
+            yield from self._delta(event.index, event.delta)
+        elif kind == "content_block_stop":
+            yield from self._block_stop(event.index)
+        elif kind == "message_delta":
+            self.stop = event.delta.stop_reason or self.stop
+            if event.usage is not None:
+                self.output_tokens = event.usage.output_tokens or self.output_tokens
+        elif kind == "message_stop":
+            self.finished = True
+
+    def _block_start(self, index: int, block: Any) -> Iterator[StreamItem]:
+        if block.type == "tool_use":
+            # Input normally streams as JSON deltas; a server may send it whole here.
+            start_input = json.dumps(block.input) if block.input else ""
+            self.blocks[index] = {"id": block.id, "name": block.name, "json": "", "start": start_input}
+        elif block.type == "text" and block.text:
+            yield TextChunk(block.text)
+        elif block.type == "thinking":
+            self.thinking[index] = {"signature": getattr(block, "signature", "") or ""}
+            if getattr(block, "thinking", ""):
+                yield ReasoningChunk(block.thinking)
+        elif block.type == "redacted_thinking":
+            self.thinking[index] = {"data": block.data}
+
+    def _delta(self, index: int, delta: Any) -> Iterator[StreamItem]:
+        if delta.type == "text_delta":
+            if delta.text:
+                yield TextChunk(delta.text)
+        elif delta.type == "input_json_delta" and index in self.blocks:
+            self.blocks[index]["json"] += delta.partial_json
+        elif delta.type == "thinking_delta":
+            if delta.thinking:
+                yield ReasoningChunk(delta.thinking)
+        elif delta.type == "signature_delta" and index in self.thinking:
+            # The signature arrives whole, once, just before the block stops.
+            self.thinking[index]["signature"] = delta.signature
+
+    def _block_stop(self, index: int) -> Iterator[StreamItem]:
+        thought = self.thinking.pop(index, None)
+        if thought is not None:
+            if "data" in thought:
+                yield ReasoningItem(provider=PROVIDER, encrypted=thought["data"], redacted=True)
+            else:
+                yield ReasoningItem(provider=PROVIDER, signature=thought["signature"] or None)
+        call = self.blocks.pop(index, None)
+        if call is not None:
+            yield ToolCallChunk(id=call["id"], name=call["name"], arguments=call["json"] or call["start"] or "{}")
+            self.stop = self.stop or "tool_use"
+
+    def end(self) -> Iterator[StreamItem]:
+        yield UsageChunk(self.input_tokens, self.output_tokens)
+        yield Finished(self.stop or "end_turn")

@@ -17,7 +17,7 @@ repeats ``function.name`` in every fragment of a call gets one name, not the rep
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
+from collections.abc import Iterator
 from typing import Any
 
 from openai import AsyncOpenAI, AsyncStream
@@ -36,17 +36,9 @@ from crystal_kernel.providers.base import (
     TextChunk,
     ToolCallChunk,
     UsageChunk,
-    refuse_text_tools,
 )
-from crystal_kernel.providers.common import (
-    SDKProvider,
-    idle_bounded,
-    map_stream_error,
-    omitted_images,
-    paired,
-    result_text,
-    with_retries,
-)
+from crystal_kernel.providers.common import omitted_images, paired, result_text
+from crystal_kernel.providers.sdk import SDKProvider, StreamReader
 
 OPENAI_URL = "https://api.openai.com/v1"
 # What the SDK's own create() passes for these endpoints: the API key as a bearer token.
@@ -181,57 +173,64 @@ class OpenAIChatProvider(SDKProvider):
             body["reasoning_effort"] = request.reasoning_effort
         return body
 
-    async def _stream(self, request: ModelRequest) -> AsyncIterator[StreamItem]:
-        refuse_text_tools(request)
-        body = self.body(request)
+    async def open_stream(self, body: dict[str, Any]) -> Any:
+        streamed = {**body, "stream": True, "stream_options": {"include_usage": True}}
+        return await post_stream(self.client, "/chat/completions", streamed, ChatCompletion,
+                                 AsyncStream[ChatCompletionChunk])
 
-        body["stream"] = True
-        body["stream_options"] = {"include_usage": True}
+    def reader(self, request: ModelRequest) -> ChatReader:
+        return ChatReader()
 
-        async def start() -> Any:
-            return await post_stream(self.client, "/chat/completions", body, ChatCompletion,
-                                     AsyncStream[ChatCompletionChunk])
 
-        stream = await with_retries(start, self.endpoint, self.retry, self.timeout)
-        calls: list[dict[str, str]] = []
-        by_index: dict[int, dict[str, str]] = {}
-        finish: str | None = None
-        usage: UsageChunk | None = None
-        try:
-            async for chunk in idle_bounded(stream, self.timeout, self.endpoint):
-                if chunk.usage is not None:
-                    details = getattr(chunk.usage, "completion_tokens_details", None)
-                    usage = UsageChunk(chunk.usage.prompt_tokens or 0, chunk.usage.completion_tokens or 0,
-                                       getattr(details, "reasoning_tokens", 0) or 0)
-                for choice in chunk.choices or []:
-                    delta = choice.delta
-                    thought = reasoning_delta(delta) if delta is not None else ""
-                    if thought:
-                        yield ReasoningChunk(thought)
-                    if delta is not None and delta.content:
-                        yield TextChunk(delta.content)
-                    for tc in (delta.tool_calls or []) if delta is not None else []:
-                        current = by_index.get(tc.index)
-                        # Some servers reuse index 0 for every call; a new id starts a new call.
-                        if current is None or (tc.id and current["id"] and tc.id != current["id"]):
-                            current = {"id": tc.id or "", "name": "", "arguments": ""}
-                            by_index[tc.index] = current
-                            calls.append(current)
-                        if tc.id:
-                            current["id"] = tc.id
-                        if tc.function is not None:
-                            current["name"] = merge_name(current["name"], tc.function.name or "")
-                            current["arguments"] += tc.function.arguments or ""
-                    if choice.finish_reason:
-                        finish = choice.finish_reason
-        except Exception as exc:
-            raise map_stream_error(exc, self.endpoint) from None
-        finally:
-            await stream.close()
-        if finish is None:
-            raise self.ended_early()
-        for n, call in enumerate(calls):
+class ChatReader(StreamReader):
+    """Chat Completions chunks: text and reasoning deltas as they come; tool-call deltas
+    assembled by ``index`` (a new id at a reused index starts a new call)."""
+
+    def __init__(self) -> None:
+        self.calls: list[dict[str, str]] = []
+        self.by_index: dict[int, dict[str, str]] = {}
+        self.finish: str | None = None
+        self.usage: UsageChunk | None = None
+
+    @property
+    def complete(self) -> bool:
+        return self.finish is not None
+
+    def feed(self, chunk: ChatCompletionChunk) -> Iterator[StreamItem]:
+        if chunk.usage is not None:
+            details = getattr(chunk.usage, "completion_tokens_details", None)
+            self.usage = UsageChunk(chunk.usage.prompt_tokens or 0, chunk.usage.completion_tokens or 0,
+                                    getattr(details, "reasoning_tokens", 0) or 0)
+        for choice in chunk.choices or []:
+            delta = choice.delta
+            if delta is not None:
+                thought = reasoning_delta(delta)
+                if thought:
+                    yield ReasoningChunk(thought)
+                if delta.content:
+                    yield TextChunk(delta.content)
+                for tc in delta.tool_calls or []:
+                    self._add_call_delta(tc)
+            if choice.finish_reason:
+                self.finish = choice.finish_reason
+
+    def _add_call_delta(self, tc: Any) -> None:
+        current = self.by_index.get(tc.index)
+        # Some servers reuse index 0 for every call; a new id starts a new call.
+        if current is None or (tc.id and current["id"] and tc.id != current["id"]):
+            current = {"id": tc.id or "", "name": "", "arguments": ""}
+            self.by_index[tc.index] = current
+            self.calls.append(current)
+        if tc.id:
+            current["id"] = tc.id
+        if tc.function is not None:
+            current["name"] = merge_name(current["name"], tc.function.name or "")
+            current["arguments"] += tc.function.arguments or ""
+
+    def end(self) -> Iterator[StreamItem]:
+        for n, call in enumerate(self.calls):
             yield ToolCallChunk(id=call["id"] or f"call_{n}", name=call["name"], arguments=call["arguments"] or "{}")
-        if usage is not None:
-            yield usage
-        yield Finished("tool_use" if calls else _STOP.get(finish, finish))
+        if self.usage is not None:
+            yield self.usage
+        finish = self.finish or "stop"
+        yield Finished("tool_use" if self.calls else _STOP.get(finish, finish))

@@ -17,7 +17,7 @@ would look it up and fail.
 from __future__ import annotations
 
 import re
-from collections.abc import AsyncIterator
+from collections.abc import Iterator
 from typing import Any
 
 from openai import AsyncOpenAI, AsyncStream
@@ -34,18 +34,10 @@ from crystal_kernel.providers.base import (
     TextChunk,
     ToolCallChunk,
     UsageChunk,
-    refuse_text_tools,
 )
-from crystal_kernel.providers.common import (
-    SDKProvider,
-    idle_bounded,
-    map_stream_error,
-    omitted_images,
-    paired,
-    result_text,
-    with_retries,
-)
+from crystal_kernel.providers.common import omitted_images, paired, result_text
 from crystal_kernel.providers.openai_chat import OPENAI_URL, call_arguments, image_url, post_stream
+from crystal_kernel.providers.sdk import SDKProvider, StreamReader
 
 
 def response_input(request: ModelRequest, images: bool) -> list[dict[str, Any]]:
@@ -157,79 +149,81 @@ class OpenAIResponsesProvider(SDKProvider):
         body.update(reasoning_options(body["model"], request.reasoning_effort))
         return body
 
-    async def _stream(self, request: ModelRequest) -> AsyncIterator[StreamItem]:
-        refuse_text_tools(request)
-        body = self.body(request)
+    async def open_stream(self, body: dict[str, Any]) -> Any:
+        # Posted as built, without the SDK's per-request body transform (post_stream).
+        return await post_stream(self.client, "/responses", {**body, "stream": True}, Response,
+                                 AsyncStream[ResponseStreamEvent])
 
-        body["stream"] = True
+    def reader(self, request: ModelRequest) -> ResponsesReader:
+        return ResponsesReader(request.max_output_tokens)
 
-        async def start() -> Any:
-            # Posted as built, without the SDK's per-request body transform (post_stream).
-            return await post_stream(self.client, "/responses", body, Response, AsyncStream[ResponseStreamEvent])
 
-        stream = await with_retries(start, self.endpoint, self.retry, self.timeout)
-        calls: dict[str, dict[str, str]] = {}
-        done: list[ToolCallChunk] = []
-        final: Any = None
+class ResponsesReader(StreamReader):
+    """Responses API events: text and reasoning deltas as they come, reasoning items and
+    function calls when their item is done; the final response gives usage and status."""
+
+    def __init__(self, limit: int | None) -> None:
+        self.limit = limit
+        self.calls: dict[str, dict[str, str]] = {}
+        self.done: list[ToolCallChunk] = []
+        self.final: Any = None
         # (item id, summary index) of the last reasoning text streamed: a new summary
         # part of the same item starts a new paragraph.
-        last_summary: tuple[str, int] | None = None
-        try:
-            async for event in idle_bounded(stream, self.timeout, self.endpoint):
-                kind = event.type
-                if kind == "response.output_text.delta":
-                    if event.delta:
-                        yield TextChunk(event.delta)
-                elif kind in ("response.reasoning_summary_text.delta", "response.reasoning_text.delta"):
-                    if event.delta:
-                        where = (event.item_id, getattr(event, "summary_index", getattr(event, "content_index", 0)))
-                        if last_summary is not None and last_summary[0] == where[0] and last_summary != where:
-                            yield ReasoningChunk("\n\n")
-                        last_summary = where
-                        yield ReasoningChunk(event.delta)
-                elif kind == "response.output_item.done" and event.item.type == "reasoning":
-                    item = event.item
-                    yield ReasoningItem(provider=PROVIDER, text=_summary_text(item), id=item.id,
-                                        encrypted=getattr(item, "encrypted_content", None))
-                elif kind == "response.output_item.added" and event.item.type == "function_call":
-                    calls[event.item.id or event.item.call_id] = {
-                        "call_id": event.item.call_id, "name": event.item.name, "arguments": ""}
-                elif kind == "response.function_call_arguments.delta":
-                    if event.item_id in calls:
-                        calls[event.item_id]["arguments"] += event.delta
-                elif kind == "response.output_item.done" and event.item.type == "function_call":
-                    item = event.item
-                    known = calls.get(item.id or item.call_id, {})
-                    done.append(ToolCallChunk(id=item.call_id, name=item.name,
-                                              arguments=item.arguments or known.get("arguments") or "{}"))
-                elif kind in ("response.completed", "response.incomplete"):
-                    final = event.response
-                elif kind == "response.failed":
-                    error = getattr(event.response, "error", None)
-                    message = getattr(error, "message", None) or "the response failed"
-                    raise ProviderError(f"The model server reported a failed answer: {message}")
-                elif kind == "error":
-                    raise ProviderError(f"The model server reported an error mid-answer: {event.message}")
-        except ProviderError:
-            raise
-        except Exception as exc:
-            raise map_stream_error(exc, self.endpoint) from None
-        finally:
-            await stream.close()
-        if final is None:
-            raise self.ended_early()
-        for call in done:
-            yield call
+        self.last_summary: tuple[str, int] | None = None
+
+    @property
+    def complete(self) -> bool:
+        return self.final is not None
+
+    def feed(self, event: Any) -> Iterator[StreamItem]:
+        kind = event.type
+        if kind == "response.output_text.delta":
+            if event.delta:
+                yield TextChunk(event.delta)
+        elif kind in ("response.reasoning_summary_text.delta", "response.reasoning_text.delta"):
+            if event.delta:
+                where = (event.item_id, getattr(event, "summary_index", getattr(event, "content_index", 0)))
+                if self.last_summary is not None and self.last_summary[0] == where[0] and self.last_summary != where:
+                    yield ReasoningChunk("\n\n")
+                self.last_summary = where
+                yield ReasoningChunk(event.delta)
+        elif kind == "response.output_item.done" and event.item.type == "reasoning":
+            item = event.item
+            yield ReasoningItem(provider=PROVIDER, text=_summary_text(item), id=item.id,
+                                encrypted=getattr(item, "encrypted_content", None))
+        elif kind == "response.output_item.added" and event.item.type == "function_call":
+            self.calls[event.item.id or event.item.call_id] = {
+                "call_id": event.item.call_id, "name": event.item.name, "arguments": ""}
+        elif kind == "response.function_call_arguments.delta":
+            if event.item_id in self.calls:
+                self.calls[event.item_id]["arguments"] += event.delta
+        elif kind == "response.output_item.done" and event.item.type == "function_call":
+            item = event.item
+            known = self.calls.get(item.id or item.call_id, {})
+            self.done.append(ToolCallChunk(id=item.call_id, name=item.name,
+                                           arguments=item.arguments or known.get("arguments") or "{}"))
+        elif kind in ("response.completed", "response.incomplete"):
+            self.final = event.response
+        elif kind == "response.failed":
+            error = getattr(event.response, "error", None)
+            message = getattr(error, "message", None) or "the response failed"
+            raise ProviderError(f"The model server reported a failed answer: {message}")
+        elif kind == "error":
+            raise ProviderError(f"The model server reported an error mid-answer: {event.message}")
+
+    def end(self) -> Iterator[StreamItem]:
+        final = self.final
+        yield from self.done
         if final.usage is not None:
             details = getattr(final.usage, "output_tokens_details", None)
             yield UsageChunk(final.usage.input_tokens or 0, final.usage.output_tokens or 0,
                              getattr(details, "reasoning_tokens", 0) or 0)
-        if done:
+        if self.done:
             yield Finished("tool_use")
         elif final.status == "incomplete":
             reason = getattr(final.incomplete_details, "reason", None) or "incomplete"
             yield Finished("max_tokens" if reason == "max_output_tokens" else reason)
-        elif at_limit(final, request.max_output_tokens):
+        elif at_limit(final, self.limit):
             yield Finished("max_tokens")
         else:
             yield Finished("end_turn")

@@ -21,7 +21,7 @@ import asyncio
 import json
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Union
+from typing import Any
 
 from crystal_kernel.providers.base import (
     Capabilities,
@@ -56,8 +56,8 @@ class _Hang:
 #: Block the stream until the consumer cancels it (bounded by ``hang_timeout``).
 HANG = _Hang()
 
-ScriptItem = Union[StreamItem, Delay, Fail, _Hang]
-Reply = Union[Sequence[ScriptItem], Callable[[ModelRequest], Sequence[ScriptItem]], BaseException]
+ScriptItem = StreamItem | Delay | Fail | _Hang
+Reply = Sequence[ScriptItem] | Callable[[ModelRequest], Sequence[ScriptItem]] | BaseException
 
 
 def text_reply(text: str, *, chunk: int = 0, usage: tuple[int, int] | None = (10, 5)) -> list[ScriptItem]:
@@ -104,13 +104,13 @@ class ScriptedProvider:
         self,
         replies: Sequence[Reply] = (),
         *,
-        capabilities: Capabilities = Capabilities(),
+        capabilities: Capabilities | None = None,
         name: str = "scripted",
         model: str = "scripted",
         hang_timeout: float = 30.0,
     ) -> None:
         self.replies: list[Reply] = list(replies)
-        self.capabilities = capabilities
+        self.capabilities = capabilities or Capabilities()
         self.name = name
         self.model = model
         self.hang_timeout = hang_timeout

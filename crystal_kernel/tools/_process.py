@@ -9,9 +9,13 @@ grace period.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
+import subprocess
+import threading
 import time
+from collections.abc import Callable
 
 import psutil
 
@@ -79,6 +83,34 @@ def kill_process_tree(pid: int, *, grace: float = 1.0) -> None:
     deadline = time.monotonic() + 0.5
     while time.monotonic() < deadline and any(_alive(p) for p in procs.values()):
         time.sleep(0.02)
+
+
+async def start_off_loop(start: Callable[[], subprocess.Popen[bytes]]) -> subprocess.Popen[bytes]:
+    """Run ``start`` (which creates a ``Popen``) in a worker thread: the fork, the exec and
+    the wait for exec's verdict, and any path checks before them, do not stall the event
+    loop. A cancel while the child starts does not leave it behind: its tree is stopped
+    (and the child reaped) as soon as it exists."""
+    started = asyncio.ensure_future(asyncio.to_thread(start))
+    try:
+        return await asyncio.shield(started)
+    except asyncio.CancelledError:
+        started.add_done_callback(_stop_unwanted)
+        raise
+
+
+def _stop_unwanted(started: asyncio.Future[subprocess.Popen[bytes]]) -> None:
+    if started.cancelled() or started.exception() is not None:
+        return
+    popen = started.result()
+
+    def stop() -> None:
+        kill_process_tree(popen.pid)
+        popen.wait()
+        for stream in (popen.stdin, popen.stdout, popen.stderr):
+            if stream is not None:
+                stream.close()
+
+    threading.Thread(target=stop, name="crystal-stop-child", daemon=True).start()
 
 
 class BoundedOutput:

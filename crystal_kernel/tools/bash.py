@@ -228,7 +228,7 @@ class _StatusPipe:
         loop = asyncio.get_running_loop()
         while b"\n" not in self._buffer and not self._eof:
             ready: asyncio.Future[None] = loop.create_future()
-            loop.add_reader(self.fd, lambda: ready.done() or ready.set_result(None))
+            loop.add_reader(self.fd, _wake, ready)
             try:
                 await ready
             finally:
@@ -309,3 +309,9 @@ async def _stop(proc: asyncio.subprocess.Process, status: _StatusPipe, reader: a
     except asyncio.CancelledError:
         # Cancelled again while stopping: the stop task still runs to the end.
         pass
+
+
+def _wake(ready: asyncio.Future[None]) -> None:
+    """The supervisor's pipe is readable: wake the reader waiting on ``ready``."""
+    if not ready.done():
+        ready.set_result(None)

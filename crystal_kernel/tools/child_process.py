@@ -5,7 +5,8 @@ cancellation or a failed stdin write (EX-1, EX-6, EX-9, EX-15).
 Why not ``asyncio.create_subprocess_exec``: on Python 3.11 its child watcher starts a
 thread per child and its stream machinery adds several tasks; for a tool that exits at
 once that costs ~70% over ``subprocess.run``. Here the child is started with
-``subprocess.Popen`` (vfork, the same as ``subprocess.run``), its pipes are watched with
+``subprocess.Popen`` (vfork, the same as ``subprocess.run``) in a worker thread (so the
+fork/exec never stalls the loop), its pipes are watched with
 ``loop.add_reader``/``add_writer``, and its exit with a pidfd (Linux), falling back to a
 waiting thread elsewhere. POSIX only, like the process-group kill.
 """
@@ -24,6 +25,7 @@ import psutil
 
 from crystal_kernel.errors import ToolError
 from crystal_kernel.jobs.guarded import guarded_argv
+from crystal_kernel.tools._process import start_off_loop
 
 _CHUNK = 65536
 _STDIN_GRACE_SECONDS = 0.3
@@ -197,6 +199,21 @@ class _Child:
                 stream.close()
 
 
+def _spawn(argv: list[str], *, cwd: Path, env: dict[str, str], guarded: bool) -> subprocess.Popen[bytes]:
+    """Find the program on the child's PATH and start it with three pipes, in a new
+    session. Blocking (path checks, fork/exec): called in a worker thread."""
+    executable = argv[0] if os.sep in argv[0] else shutil.which(argv[0], path=env.get("PATH"))
+    if executable is None or not os.access(executable, os.X_OK) or os.path.isdir(executable):
+        reason = "No such file or directory" if executable is None or not os.path.exists(executable) else "Permission denied"
+        raise ToolError(f"Could not start {argv[0]}: {reason}.")
+    started = guarded_argv([executable, *argv[1:]]) if guarded else argv
+    try:
+        return subprocess.Popen(started, cwd=str(cwd), env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, start_new_session=True, bufsize=0)
+    except OSError as exc:
+        raise ToolError(f"Could not start {argv[0]}: {exc.strerror or exc}.") from None
+
+
 async def run_process(argv: list[str], *, cwd: Path, env: dict[str, str], payload: bytes | None,
                       timeout: float | None, max_bytes: int, guarded: bool = True) -> ProcessOutcome:
     """Start ``argv`` (no shell) in its own process group, feed stdin (or close it at
@@ -206,16 +223,7 @@ async def run_process(argv: list[str], *, cwd: Path, env: dict[str, str], payloa
     ``guarded``: the program runs under the job supervisor, so its whole tree dies with
     the host however the host dies (ROBUST-3)."""
     loop = asyncio.get_running_loop()
-    executable = argv[0] if os.sep in argv[0] else shutil.which(argv[0], path=env.get("PATH"))
-    if executable is None or not os.access(executable, os.X_OK) or os.path.isdir(executable):
-        reason = "No such file or directory" if executable is None or not os.path.exists(executable) else "Permission denied"
-        raise ToolError(f"Could not start {argv[0]}: {reason}.")
-    started = guarded_argv([executable, *argv[1:]]) if guarded else argv
-    try:
-        popen = subprocess.Popen(started, cwd=str(cwd), env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                 stderr=subprocess.PIPE, start_new_session=True, bufsize=0)
-    except OSError as exc:
-        raise ToolError(f"Could not start {argv[0]}: {exc.strerror or exc}.") from None
+    popen = await start_off_loop(lambda: _spawn(argv, cwd=cwd, env=env, guarded=guarded))
     outcome = ProcessOutcome(returncode=None)
     child = _Child(loop, popen, payload, max_bytes, outcome)
     # A plain timer rather than asyncio.wait_for: fewer tasks and loop turns per call.

@@ -173,16 +173,6 @@ def accept(tools: Iterable[Tool], origin_of: Any, notes: list[str], taken: dict[
     return kept
 
 
-def discover_exec_tools(home: Path, workspace: Path) -> tuple[list[ExecTool], list[str]]:
-    """Exec set tools only (Home sets, then workspace sets), names checked."""
-    notes: list[str] = []
-    found: list[ExecTool] = []
-    for source, folder in set_folders(home, workspace):
-        found.extend(load_exec_set(source, folder, notes, home))
-    kept = accept(found, lambda t: f"{t.tool_set.manifest_path}", notes, {})
-    return kept, notes  # type: ignore[return-value]
-
-
 def discover_external_tools(home: Path, workspace: Path, *, context: Any = None) -> tuple[list[Tool], list[str]]:
     """Every external tool for a session, with English notes about what was skipped.
 

@@ -236,7 +236,7 @@ def _closure(tokens: list[_Token], states: set[tuple[int, bool]]) -> frozenset[t
 def _step(tokens: list[_Token], states: frozenset[tuple[int, bool]], ch: str) -> frozenset[tuple[int, bool]]:
     end = len(tokens)
     following: set[tuple[int, bool]] = set()
-    for index, inside in states:
+    for index, _inside in states:
         if index == end:
             continue
         token = tokens[index]

@@ -35,8 +35,8 @@ def printing_tool(home: Path, payload, *, stderr: str = "", code: int = 0, name:
     """A set whose tool prints ``payload`` (JSON-encoded unless a str) and exits."""
     out = payload if isinstance(payload, str) else json.dumps(payload)
     (home / "payload.txt").write_text(out, encoding="utf-8")
-    script = ("import sys; sys.stdin.read(); sys.stdout.write(open(%r, encoding='utf-8').read()); "
-              "sys.stderr.write(%r); sys.exit(%d)" % (str(home / "payload.txt"), stderr, code))
+    script = (f"import sys; sys.stdin.read(); sys.stdout.write(open({str(home / 'payload.txt')!r}, "
+              f"encoding='utf-8').read()); sys.stderr.write({stderr!r}); sys.exit({code:d})")
     home_set(home, name, {"command": [PY, "-c", script], "tools": [{"name": name, **(extra or {})}]})
 
 

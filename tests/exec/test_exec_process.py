@@ -225,8 +225,8 @@ async def test_ex9_tool_that_never_reads_stdin_does_not_hang(home, workspace, ct
 
 async def test_ex15_stdin_failure_kills_the_tree(home, workspace, ctx):
     pidfile = workspace / "pid"
-    script = ("import os, sys, time\nwith open(%r, 'w') as f: f.write(str(os.getpid()))\n"
-              "os.close(0); time.sleep(60)" % str(pidfile))
+    script = (f"import os, sys, time\nwith open({str(pidfile)!r}, 'w') as f: f.write(str(os.getpid()))\n"
+              "os.close(0); time.sleep(60)")
     home_set(home, "closer", {"command": [PY, "-c", script], "tools": [{"name": "closer", "timeoutSeconds": 30}]})
     tools, _ = load(home, workspace)
     started = time.monotonic()

@@ -19,7 +19,7 @@ from crystal_kernel.testing.scripted import ScriptedProvider, text_reply, tool_r
 PNG = base64.b64encode(b"\x89PNG\r\n\x1a\n" + b"\x00" * 16).decode()
 SCRIPT = ("import json, os, sys; a = json.load(sys.stdin); "
           "print(json.dumps({'text': 'got ' + a['q'] + ' as ' + os.environ['CRYSTAL_SESSION'], "
-          "'images': [{'mimeType': 'image/png', 'base64': %r}] if a.get('img') else []}))" % PNG)
+          "'images': [{'mimeType': 'image/png', 'base64': " + repr(PNG) + "}] if a.get('img') else []}))")
 
 
 def install(home):

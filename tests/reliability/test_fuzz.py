@@ -111,7 +111,7 @@ def test_fuzzed_arguments_never_crash_a_builtin_tool(tmp_path):
     for name in BUILTINS:
         @FAST
         @given(arguments=arguments_for(name))
-        def check(arguments: dict[str, Any]) -> None:
+        def check(arguments: dict[str, Any], name: str = name) -> None:
             result = asyncio.run(run_once(name, arguments, ctx))
             assert isinstance(result, ToolResult)
             if not result.ok:

@@ -75,7 +75,8 @@ def test_sigkill_at_random_points_loses_at_most_the_line_being_written(workspace
         child = subprocess.Popen([sys.executable, "-c", CHILD, str(workspace), session_id, str(next_turn),
                                   str(rng.randrange(1 << 30))], stdout=subprocess.PIPE, text=True)
         saved: list[int] = []
-        reader = threading.Thread(target=lambda: saved.extend(int(line.split()[1]) for line in child.stdout))
+        reader = threading.Thread(target=lambda saved=saved, child=child: saved.extend(
+            int(line.split()[1]) for line in child.stdout))
         reader.start()
         deadline = time.monotonic() + 60
         while not saved and child.poll() is None and time.monotonic() < deadline:

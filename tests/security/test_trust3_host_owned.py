@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from crystal_kernel.errors import UserError
+from crystal_kernel.errors import ToolError, UserError
 from crystal_kernel.host.bootstrap import open_session
 from crystal_kernel.host.commands import run_command
 from crystal_kernel.host.events import ApprovalEvent, Note, ToolResultEvent
@@ -101,7 +101,7 @@ def test_an_edited_session_document_grants_no_directory(workspace, tmp_path):
     attacked = open_session(workspace, provider=ScriptedProvider([]), resume=session.id)
     assert attacked.access.directories == []
     assert any("were not granted" in n for n in attacked.drain_notes())
-    with pytest.raises(Exception):
+    with pytest.raises(ToolError, match="outside"):
         attacked.access.resolve("/etc/hostname")
 
     # A document copied under another id carries no grant either.

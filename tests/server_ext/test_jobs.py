@@ -70,7 +70,7 @@ def test_log_across_a_rotated_file_reports_what_was_dropped(api, jp_root_dir):
     assert status == 200
     assert data["dropped"] > 0 and data["offset"] == data["dropped"]
     assert data["text"].endswith("0999\n") and data["next"] == 5000
-    assert data["offset"] % 5 == 0 and data["text"].startswith("%04d" % (data["offset"] // 5))
+    assert data["offset"] % 5 == 0 and data["text"].startswith(f"{data['offset'] // 5:04d}")
 
 
 def test_stop_ends_the_job_and_its_tree(api, manager):

@@ -51,7 +51,7 @@ async def test_bounded_with_count(ctx, workspace: Path):
     for i in range(150):
         (workspace / f"f{i:03d}.txt").write_text("x")
     result = await call("glob", ctx, pattern="*.txt")
-    assert len([l for l in result.text.splitlines() if l.endswith(".txt")]) == 100
+    assert len([line for line in result.text.splitlines() if line.endswith(".txt")]) == 100
     assert "[150 files match; the newest 100 are shown and 50 more are not." in result.text
 
 

@@ -3,6 +3,7 @@ nbclient in a child process under the jobs supervisor."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import time
 
@@ -99,7 +100,7 @@ async def test_timeout_stops_the_cell_and_leaves_no_kernel(workspace, ctx):
     assert not result.ok
     assert "Stopped at cell 2: the time ran out (12 s)." in result.text
     assert read(workspace / "slow.ipynb").cells[0].outputs[0].text == "start\n"
-    time.sleep(1)
+    await asyncio.sleep(1)
     assert kernels_running() == []
 
 

@@ -1,0 +1,185 @@
+"""SDK exception -> one English line (:class:`ProviderError`), by exception type.
+
+The official SDKs raise ``APIStatusError`` subclasses for an HTTP error answer,
+``APITimeoutError`` / ``APIConnectionError`` when no answer came, and leave the HTTP
+client's own transport errors (``httpx`` or, for newer SDK releases, ``httpx2``) raw
+when a stream breaks after it started. The socket error (``ConnectionRefusedError``,
+``socket.gaierror``) is kept in the exception chain, so what went wrong is read from
+types, never from class names or message text. Only the *server's* words (its error
+body) are read, to quote them and to tell an unknown model from a missing endpoint.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import socket
+import time
+from dataclasses import dataclass
+from email.utils import parsedate_to_datetime
+from types import ModuleType
+from typing import Any
+
+import anthropic
+import httpx
+import openai
+
+from crystal_kernel.errors import ProviderError
+
+
+def _http_clients() -> list[ModuleType]:
+    """The HTTP client modules the SDKs may use: ``httpx``, and ``httpx2`` where an SDK
+    release moved to it (a broken ``httpx2`` import is not hidden: only its absence)."""
+    modules = [httpx]
+    if importlib.util.find_spec("httpx2") is not None:
+        modules.append(importlib.import_module("httpx2"))
+    return modules
+
+
+_HTTP = _http_clients()
+#: An HTTP error answer (it has ``status_code``, ``body`` and ``response``).
+STATUS_ERRORS = (openai.APIStatusError, anthropic.APIStatusError)
+#: No answer in time: the SDKs' own, and the HTTP client's raw one mid-stream.
+TIMEOUT_ERRORS: tuple[type[BaseException], ...] = (
+    openai.APITimeoutError, anthropic.APITimeoutError, *(m.TimeoutException for m in _HTTP))
+#: No answer at all, or the connection broke (``OSError`` covers the socket's own errors).
+CONNECTION_ERRORS: tuple[type[BaseException], ...] = (
+    openai.APIConnectionError, anthropic.APIConnectionError, *(m.TransportError for m in _HTTP), OSError)
+
+RETRY_STATUSES = {408, 409, 429, 500, 502, 503, 504, 529}
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """What an error message needs to name: the server, the model, the key variable, and
+    the provider (a 404 on its path means the server does not speak its protocol)."""
+
+    url: str
+    model: str
+    key_env: str | None = None
+    provider: str | None = None
+
+
+# For a 404 on a protocol's path: which provider the server probably speaks instead.
+_INSTEAD = {"openai-responses": "openai (Chat Completions)", "anthropic": "openai (Chat Completions)",
+            "openai": "a baseUrl ending in /v1"}
+_PATHS = {"openai": "/chat/completions", "openai-responses": "/responses", "anthropic": "/v1/messages"}
+
+
+def one_line(text: str, limit: int = 240) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _body_error(exc: BaseException) -> dict[str, Any]:
+    """The ``error`` object of an SDK error's body (or the body itself), else empty."""
+    body = getattr(exc, "body", None)
+    if not isinstance(body, dict):
+        return {}
+    error = body.get("error", body)
+    return error if isinstance(error, dict) else body
+
+
+def _server_message(exc: BaseException) -> str:
+    """The server's own error text from an SDK error, if any."""
+    message = _body_error(exc).get("message")
+    return one_line(message, 160) if isinstance(message, str) else ""
+
+
+def _unknown_model(detail: str, where: Endpoint, exc: BaseException) -> bool:
+    """A 404 about the model (not about the path): the servers say so in their answer."""
+    text = detail.lower()
+    return (_body_error(exc).get("code") == "model_not_found"
+            or (bool(where.model) and where.model.lower() in text) or "model" in text)
+
+
+def _in_chain(exc: BaseException, kinds: type[BaseException] | tuple[type[BaseException], ...]) -> bool:
+    """Whether ``exc`` or any exception it was raised from or during is one of ``kinds``
+    (the SDKs wrap the socket error in three layers)."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, kinds):
+            return True
+        current = current.__cause__ or current.__context__
+    return False
+
+
+def _status(exc: BaseException) -> int | None:
+    return exc.status_code if isinstance(exc, STATUS_ERRORS) else None
+
+
+def map_error(exc: BaseException, where: Endpoint, *, attempts: int = 1) -> ProviderError:
+    """One English line for an SDK exception raised before the answer started."""
+    status = _status(exc)
+    detail = _server_message(exc)
+    suffix = f": {detail}" if detail else "."
+    tries = f" after {attempts} attempts" if attempts > 1 else ""
+    if status is None:
+        if isinstance(exc, TIMEOUT_ERRORS):
+            return ProviderError(f"The model server at {where.url} did not answer in time{tries}.", retryable=True)
+        if _in_chain(exc, ConnectionRefusedError):
+            return ProviderError(f"Cannot reach the model server at {where.url}: connection refused.")
+        if _in_chain(exc, socket.gaierror):
+            return ProviderError(f"Cannot reach the model server at {where.url}: its host name does not resolve.")
+        if isinstance(exc, CONNECTION_ERRORS):
+            cause = exc.__cause__ or exc.__context__
+            reason = one_line(str(cause), 120) if cause and str(cause) else "connection failed"
+            return ProviderError(f"Cannot reach the model server at {where.url}: {reason}{tries}.", retryable=True)
+        return ProviderError(f"The model request failed: {one_line(str(exc) or type(exc).__name__)}.")
+    if status == 401:
+        key = f" in {where.key_env}" if where.key_env else ""
+        return ProviderError(f"The model server refused the API key (401); check the key{key} "
+                             f"(or name another variable with apiKeyEnv){suffix}", status=status)
+    if status == 403:
+        return ProviderError(f"The model server denied access to model '{where.model}' (403){suffix}", status=status)
+    if status == 404 and where.provider in _PATHS and not _unknown_model(detail, where, exc):
+        # A chat-only server (llama.cpp, Ollama, vLLM builds without it) has no /responses.
+        return ProviderError(f"The model server at {where.url} has no {_PATHS[where.provider]} endpoint (404): "
+                             f"it does not speak the {where.provider} protocol; try provider "
+                             f"{_INSTEAD[where.provider]}{suffix}", status=status)
+    if status == 404:
+        return ProviderError(f"The model server at {where.url} does not know model '{where.model}' (404); "
+                             f"check the model name and baseUrl{suffix}", status=status)
+    if status == 429:
+        return ProviderError(f"The model server is rate limiting requests (429){tries}{suffix}",
+                             retryable=True, status=status)
+    if status in RETRY_STATUSES or status >= 500:
+        return ProviderError(f"The model server failed (HTTP {status}){tries}{suffix}", retryable=True, status=status)
+    return ProviderError(f"The model server rejected the request (HTTP {status}){suffix}", status=status)
+
+
+def map_stream_error(exc: BaseException, where: Endpoint) -> ProviderError:
+    """One line for a stream that broke after the answer started (kept text is interrupted)."""
+    if isinstance(exc, ProviderError):
+        return exc
+    status = _status(exc)
+    detail = _server_message(exc) or one_line(str(exc) or type(exc).__name__, 160)
+    if status is not None:
+        return ProviderError(f"The model server reported an error mid-answer (HTTP {status}): {detail}",
+                             status=status)
+    if isinstance(exc, TIMEOUT_ERRORS):
+        return ProviderError(f"The model server at {where.url} stopped sending mid-answer (timed out).")
+    if isinstance(exc, CONNECTION_ERRORS):
+        detail = "the connection closed before the answer was complete."
+    return ProviderError(f"The stream from the model server at {where.url} broke mid-answer: {detail}")
+
+
+def retry_after_seconds(exc: BaseException) -> float | None:
+    """The server's ``retry-after-ms`` / ``retry-after`` (seconds or HTTP date), if any."""
+    if not isinstance(exc, STATUS_ERRORS):
+        return None
+    headers = exc.response.headers
+    try:
+        if headers.get("retry-after-ms"):
+            return float(headers["retry-after-ms"]) / 1000
+        value = headers.get("retry-after")
+        if not value:
+            return None
+        try:
+            return float(value)
+        except ValueError:
+            return max(0.0, parsedate_to_datetime(value).timestamp() - time.time())
+    except (TypeError, ValueError):
+        return None
