@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 from pydantic import Field
@@ -78,8 +77,17 @@ class ReadTool(Tool):
 
         start = args.offset or 1
         limit = args.limit or DEFAULT_LIMIT
-        # Off the event loop: a large file (or a slow disk) must not stall the kernel.
-        lines, total = await asyncio.to_thread(read_window, path, start, limit)
+        lines: list[str] = []
+        total = 0
+        cut_lines = 0
+        # Stream the file: only the requested window is kept in memory.
+        with open(path, encoding="utf-8", errors="replace", newline=None) as handle:
+            for total, (line, cut) in enumerate(bounded_lines(handle, MAX_LINE_CHARS), start=1):
+                if start <= total < start + limit:
+                    if cut:
+                        line += f" [... line cut at {MAX_LINE_CHARS} characters]"
+                        cut_lines += 1
+                    lines.append(f"{total:6d}\t{line}")
         if total == 0:
             return ToolResult(ok=True, text=f"'{shown}' is empty.")
         if start > total:
@@ -92,20 +100,6 @@ class ReadTool(Tool):
                 note += f"; read on with offset={end + 1}"
             body += note + "]"
         return ToolResult(ok=True, text=truncate_output(body, ctx.config.tool_output_limit))
-
-
-def read_window(path: Path, start: int, limit: int) -> tuple[list[str], int]:
-    """Lines ``start`` .. ``start + limit - 1`` of a text file, numbered, and the file's
-    line count. The file is streamed: only the requested window is kept in memory."""
-    lines: list[str] = []
-    total = 0
-    with open(path, encoding="utf-8", errors="replace", newline=None) as handle:
-        for total, (line, cut) in enumerate(bounded_lines(handle, MAX_LINE_CHARS), start=1):
-            if start <= total < start + limit:
-                if cut:
-                    line += f" [... line cut at {MAX_LINE_CHARS} characters]"
-                lines.append(f"{total:6d}\t{line}")
-    return lines, total
 
 
 def bounded_lines(handle: Any, keep: int, chunk: int = 1 << 16) -> Iterator[tuple[str, bool]]:
