@@ -7,7 +7,7 @@ a ``type`` field); fields beyond §11 are added only where noted.
 
 from __future__ import annotations
 
-from typing import Any, Literal, Union
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -146,4 +146,5 @@ class TurnEnd(_Event):
     stop_reason: str = Field(alias="stopReason")
 
 
-Event = Union[TextDelta, ReasoningDelta, ToolCallStarted, ToolProgress, ToolResultEvent, ApprovalEvent, Note, UsageEvent, ErrorEvent, TurnEnd]
+Event = (TextDelta | ReasoningDelta | ToolCallStarted | ToolProgress | ToolResultEvent | ApprovalEvent | Note
+         | UsageEvent | ErrorEvent | TurnEnd)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol, Union, runtime_checkable
+from typing import Any, Literal, Protocol, runtime_checkable
 
 from crystal_kernel.host.messages import Message
 
@@ -99,7 +99,7 @@ class Finished:
     stop_reason: str = "end_turn"
 
 
-StreamItem = Union[TextChunk, ReasoningChunk, ReasoningItem, ToolCallChunk, UsageChunk, Finished]
+StreamItem = TextChunk | ReasoningChunk | ReasoningItem | ToolCallChunk | UsageChunk | Finished
 
 
 @runtime_checkable

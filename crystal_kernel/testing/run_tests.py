@@ -1,4 +1,9 @@
-"""`make test`: run the whole suite with pytest.
+"""`make test`: the static checks, then the whole suite with pytest.
+
+The checks (configured in pyproject.toml) run first and are short: ``ruff check`` on
+crystal_kernel, tests and bench. A finding fails the run, but the suite still runs, so
+one report shows everything. (``mypy`` is configured in pyproject.toml too and joins
+CHECKS once crystal_kernel is clean under it.)
 
 Each test's name and result is printed as it finishes (``-v``), with the share of the
 suite done: the suite takes minutes, and a row of dots says nothing about where it is.
@@ -14,13 +19,36 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 
+#: (what, command, the folders it reads) for each static check; each reads its settings
+#: from pyproject.toml. Only folders that exist under ROOT are given.
+CHECKS: list[tuple[str, list[str], list[str]]] = [
+    ("ruff", [sys.executable, "-m", "ruff", "check"], ["crystal_kernel", "tests", "bench"]),
+]
+
+
+def run_checks() -> list[str]:
+    """Run every check; the names of those that found something."""
+    failed = []
+    for name, command, folders in CHECKS:
+        present = [f for f in folders if (ROOT / f).exists()]
+        if not present:
+            continue
+        print(f"make test: {name} ...", flush=True)
+        if subprocess.call([*command, *present], cwd=ROOT) != 0:
+            failed.append(name)
+    return failed
+
 
 def main(argv: list[str] | None = None) -> int:
+    failed = run_checks()
     args = [sys.executable, "-m", "pytest", "-v", "-p", "no:cacheprovider", *(argv or [])]
     code = subprocess.call(args, cwd=ROOT)
     if code == 5:
         print("make test: pytest collected no tests; that is a failure.", file=sys.stderr)
-        return 1
+        code = 1
+    if failed:
+        print(f"make test: the static checks found problems: {', '.join(failed)} (see above).", file=sys.stderr)
+        return code or 1
     return code
 
 

@@ -30,6 +30,17 @@ def test_make_test_fails_when_nothing_was_collected(tmp_path):
     assert "make test: pytest collected no tests; that is a failure." in out.stderr
 
 
+def test_make_test_fails_on_a_ruff_finding_and_still_runs_the_suite(tmp_path):
+    """A lint finding fails `make test`, and the tests still run and report."""
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_lint.py").write_text("import os\n\n\ndef test_one():\n    pass\n")
+    out = run(tmp_path)
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert "F401" in out.stdout and "`os` imported but unused" in out.stdout
+    assert any(line.startswith("tests/test_lint.py::test_one PASSED") for line in out.stdout.splitlines())
+    assert "make test: the static checks found problems: ruff (see above)." in out.stderr
+
+
 def test_make_demo_says_up_front_that_the_first_run_installs_for_minutes(tmp_path):
     """A first `make demo` (no .venv yet) says how long the install takes before it starts."""
     root = Path(__file__).resolve().parents[2]
