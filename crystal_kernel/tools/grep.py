@@ -90,19 +90,19 @@ async def grep_rg(rg: str, pattern: str, root: Path, *, ignore_case: bool, conte
                   glob_re: GlobMatcher | None, prefix: tuple[str, ...] = ()) -> list[FileHits]:
     """Run ripgrep and collect hits per file.
 
-    Two rg processes run side by side: ``--count`` gives every file's number of match
-    lines (a line per file, whatever the number of matches), and the listing is read
-    only up to STORE_LINES lines and then stopped. Reading and splitting every line of a
-    pattern that matches 300,000 lines in Python took 4x what rg itself took; the
-    lines past the first STORE_LINES were only ever counted."""
+    The listing is read up to STORE_LINES lines (what can be shown); when there is more,
+    rg is stopped there and a second run with ``--count`` gives every file's number of
+    match lines (a line per file). Reading and counting every line of a pattern that
+    matches 300,000 lines in Python took 4x what rg itself took; a search with fewer
+    lines than that is one run, as before."""
     base = [rg, *RG_BASE_FLAGS, "--null", "--with-filename"]
     if ignore_case:
         base.append("--ignore-case")
     target = ["--regexp", pattern, "--", str(root)]
     listing = [*base, "--line-number", "--no-heading", *(["--context", str(context)] if context else []), *target]
-    (counts, err, code), kept = await asyncio.gather(
-        run_rg([*base, "--count", *target], _collect_counts, timeout=RG_TIMEOUT_SECONDS),
-        run_rg(listing, _collect_lines, timeout=RG_TIMEOUT_SECONDS))
+    kept, counts, complete, err, code = await run_rg(listing, _collect_lines, timeout=RG_TIMEOUT_SECONDS)
+    if not complete:
+        counts, err, code = await run_rg([*base, "--count", *target], _collect_counts, timeout=RG_TIMEOUT_SECONDS)
     if code == 2 and not counts:
         if "regex" in err.lower():
             raise ToolError("Invalid regular expression: " + " ".join(err.split())[:400])
@@ -147,9 +147,12 @@ def _collect_counts(proc: subprocess.Popen) -> tuple[Counter, str, int]:
     return counts, err, code
 
 
-def _collect_lines(proc: subprocess.Popen) -> dict[bytes, list[tuple[int, bool, str]]]:
-    """The first STORE_LINES lines of rg's listing, per file; rg is stopped after them."""
+def _collect_lines(proc: subprocess.Popen) -> tuple[dict[bytes, list[tuple[int, bool, str]]], Counter, bool,
+                                                    str, int]:
+    """The first STORE_LINES lines of rg's listing per file, the match lines counted per
+    file among them, and whether that was all of it (else rg is stopped there)."""
     kept: dict[bytes, list[tuple[int, bool, str]]] = {}
+    counts: Counter[bytes] = Counter()
     stored = 0
 
     def keep(raw: bytes) -> None:
@@ -165,8 +168,9 @@ def _collect_lines(proc: subprocess.Popen) -> dict[bytes, list[tuple[int, bool, 
         text = rest[i + 1 :].rstrip(b"\r")
         if len(text) > 4 * MAX_LINE_CHARS:
             text = text[: 4 * MAX_LINE_CHARS]
-        kept.setdefault(name, []).append((int(rest[:i]), rest[i : i + 1] == b":",
-                                          text.decode("utf-8", errors="replace")))
+        is_match = rest[i : i + 1] == b":"
+        kept.setdefault(name, []).append((int(rest[:i]), is_match, text.decode("utf-8", errors="replace")))
+        counts[name] += is_match
         stored += 1
 
     def block(data: bytes) -> None:
@@ -178,11 +182,13 @@ def _collect_lines(proc: subprocess.Popen) -> dict[bytes, list[tuple[int, bool, 
     thread, box = _drain_stderr(proc)
     assert proc.stdout is not None
     pending = b""
+    complete = False
     while stored < STORE_LINES:
         chunk = proc.stdout.read1(READ_CHUNK) if hasattr(proc.stdout, "read1") else proc.stdout.read(READ_CHUNK)
         if not chunk:
             if pending:
                 block(pending + b"\n")
+            complete = stored < STORE_LINES
             break
         data = pending + chunk
         cut = data.rfind(b"\n")
@@ -191,12 +197,12 @@ def _collect_lines(proc: subprocess.Popen) -> dict[bytes, list[tuple[int, bool, 
             continue
         pending = data[cut + 1 :][:MAX_PENDING]
         block(data[: cut + 1])
-    if stored >= STORE_LINES and proc.poll() is None:
+    if not complete and proc.poll() is None:
         # The rest would only be counted, and the count run does that. rg runs under its
         # guard (_rg.run_rg): stop the whole tree.
         kill_process_tree(proc.pid, grace=0.0)
-    _finish(proc, thread, box)
-    return kept
+    err, code = _finish(proc, thread, box)
+    return kept, +counts, complete, err, code
 
 
 def format_hits(hits: list[FileHits], workspace: Path, limit: int) -> tuple[str, int]:
