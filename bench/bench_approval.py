@@ -41,11 +41,11 @@ def _row(name: str, ours: float, ref: float, ratio_max: float) -> dict:
 
 
 def main() -> list[dict]:
+    from crystal_kernel.core.config import load_config
+    from crystal_kernel.core.interaction import NoPerson
+    from crystal_kernel.core.messages import Message, TextPart, ToolCallPart, ToolResultPart
     from crystal_kernel.host.approval_flow import decide
     from crystal_kernel.host.compaction import estimate_tokens
-    from crystal_kernel.host.config import load_config
-    from crystal_kernel.host.interaction import NoPerson
-    from crystal_kernel.host.messages import Message, TextPart, ToolCallPart, ToolResultPart
     from crystal_kernel.host.session import Session
     from crystal_kernel.testing.scripted import ScriptedProvider
     from crystal_kernel.tools.base import Classification, Risk

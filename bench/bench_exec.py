@@ -23,12 +23,12 @@ import tempfile
 import time
 from pathlib import Path
 
-from crystal_kernel.host.config import load_config
-from crystal_kernel.host.interaction import NoPerson
+from crystal_kernel.core.config import load_config
+from crystal_kernel.core.interaction import NoPerson
 from crystal_kernel.host.session import Session
+from crystal_kernel.host.tool_sources import discover_external_tools
 from crystal_kernel.testing.scripted import ScriptedProvider
 from crystal_kernel.tools.base import ToolContext
-from crystal_kernel.tools.external import discover_external_tools
 
 ARGS = {"q": "hello", "n": 3}
 

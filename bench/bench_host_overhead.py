@@ -16,7 +16,7 @@ from pathlib import Path
 
 from openai import AsyncOpenAI
 
-from crystal_kernel.host.config import load_config
+from crystal_kernel.core.config import load_config
 from crystal_kernel.host.loop import run_turn
 from crystal_kernel.host.session import Session
 from crystal_kernel.providers.registry import make_provider

@@ -58,7 +58,7 @@ def _router(body: dict[str, Any], path: str) -> dict[str, Any]:
 async def _child(workspace: Path, out: Path) -> None:
     import psutil
 
-    from crystal_kernel.host.config import load_config
+    from crystal_kernel.core.config import load_config
     from crystal_kernel.host.loop import run_turn
     from crystal_kernel.host.session import Session
     from crystal_kernel.providers.registry import make_provider
@@ -135,7 +135,7 @@ def _resume_times(session: Any, config: Any, runs: int) -> tuple[float, float]:
 
 def _grow_and_resume(session: Any, config: Any, megabytes: int) -> tuple[float, float, float]:
     """Grow ``session`` to ``megabytes`` with 8 KB tool results, then time its resume."""
-    from crystal_kernel.host.messages import Message, TextPart, ToolCallPart, ToolResultPart
+    from crystal_kernel.core.messages import Message, TextPart, ToolCallPart, ToolResultPart
 
     path = session.store.path_for(session.id)
     text = (session.workspace / "notes.txt").read_text()

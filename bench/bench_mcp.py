@@ -20,8 +20,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from crystal_kernel.host.config import load_config
-from crystal_kernel.host.interaction import NoPerson
+from crystal_kernel.core.config import load_config
+from crystal_kernel.core.interaction import NoPerson
 from crystal_kernel.host.session import Session
 from crystal_kernel.testing.scripted import ScriptedProvider
 from crystal_kernel.tools.base import ToolContext

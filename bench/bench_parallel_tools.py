@@ -24,8 +24,8 @@ CALLS = [("read", {"path": "f0.txt"}), ("grep", {"pattern": "needle"}), ("read",
 
 
 async def _tool_phase(ws: Path, home: Path, parallel: bool) -> float:
-    from crystal_kernel.host.config import load_config
-    from crystal_kernel.host.events import ToolCallStarted, ToolResultEvent
+    from crystal_kernel.core.config import load_config
+    from crystal_kernel.core.events import ToolCallStarted, ToolResultEvent
     from crystal_kernel.host.loop import Turn
     from crystal_kernel.host.session import Session
     from crystal_kernel.testing.scripted import ScriptedProvider, text_reply, tool_reply

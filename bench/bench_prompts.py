@@ -54,7 +54,7 @@ def _median_ms(fn, runs: int = RUNS) -> float:
 
 
 def main() -> list[dict]:
-    from crystal_kernel.host.config import load_config
+    from crystal_kernel.core.config import load_config
     from crystal_kernel.host.session import Session
     from crystal_kernel.prompts.compose import compose_system
     from crystal_kernel.prompts.context import PromptContext

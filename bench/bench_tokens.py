@@ -84,7 +84,7 @@ def headless_body(tmp: Path) -> dict[str, Any]:
 
 
 async def _notebook_body(tmp: Path) -> dict[str, Any]:
-    from crystal_kernel.host.config import load_config
+    from crystal_kernel.core.config import load_config
     from crystal_kernel.host.loop import run_turn
     from crystal_kernel.host.session import Session
     from crystal_kernel.providers.registry import make_provider

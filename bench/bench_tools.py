@@ -27,8 +27,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from crystal_kernel.host.config import Config
-from crystal_kernel.host.interaction import NoPerson
+from crystal_kernel.core.config import Config
+from crystal_kernel.core.interaction import NoPerson
 from crystal_kernel.host.session import Session
 from crystal_kernel.testing.scripted import ScriptedProvider
 from crystal_kernel.tools._index import SearchIndex

@@ -22,6 +22,8 @@ import sys
 import time
 from pathlib import Path
 
+from crystal_kernel.core import paths
+
 ROOT = Path(__file__).resolve().parents[1]
 # $CRYSTAL_DEMO_BUILD moves the output elsewhere (tests write into a temporary folder).
 BUILD = Path(os.environ.get("CRYSTAL_DEMO_BUILD") or ROOT / "build" / "demo").resolve()
@@ -56,7 +58,7 @@ def run_cli_tour() -> int:
         return code
     check = subprocess.run([sys.executable, "-m", "unittest", "-q"], cwd=project, capture_output=True, text=True)
     print("\nThe sample project's tests after the agent's fix:", "pass" if check.returncode == 0 else "FAIL")
-    sessions = sorted((project / ".crystal" / "sessions").glob("*.jsonl"))
+    sessions = sorted(paths.sessions_dir(project).glob("*.jsonl"))
     if sessions:
         print(f"The session journal: {_rel(sessions[-1])}")
     return check.returncode
@@ -67,7 +69,7 @@ def prepare_tours(keep_notebooks: bool = False) -> list[Path]:
     whose config selects the replay provider. Returns the notebooks.
 
     ``keep_notebooks``: executed notebooks already there stay (``make lab``)."""
-    from crystal_kernel.host.trust import trust_all
+    from crystal_kernel.core.trust import trust_all
     from crystal_kernel.jupyter.tours import TOURS, prepare, write_home
 
     write_home(BUILD / "home", DEMO_CONFIG)

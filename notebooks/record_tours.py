@@ -23,7 +23,7 @@ from typing import Any
 import nbformat
 from nbclient.exceptions import CellTimeoutError
 
-from crystal_kernel.host.trust import trust_all
+from crystal_kernel.core.trust import trust_all
 from crystal_kernel.jupyter.tours import (
     error_outputs, execute, prepare, tour, tour_env, write_home, write_kernelspec,
 )

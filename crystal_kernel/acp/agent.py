@@ -62,9 +62,8 @@ from crystal_kernel.acp.mapping import (
     tool_title,
 )
 from crystal_kernel.acp.options import available_commands, config_options, mode_state
-from crystal_kernel.errors import UserError
-from crystal_kernel.host.bootstrap import open_session
-from crystal_kernel.host.events import (
+from crystal_kernel.core.errors import UserError
+from crystal_kernel.core.events import (
     ApprovalEvent,
     ErrorEvent,
     Note,
@@ -75,7 +74,8 @@ from crystal_kernel.host.events import (
     ToolResultEvent,
     UsageEvent,
 )
-from crystal_kernel.host.messages import TextPart
+from crystal_kernel.core.messages import TextPart
+from crystal_kernel.host.bootstrap import open_session
 from crystal_kernel.host.session import ProcessFlags, Session
 from crystal_kernel.host.store import SessionStore
 

@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from crystal_kernel.errors import UserError
+from crystal_kernel.core.errors import UserError
 
 # Big enough for an image in a prompt (the SDK's own default).
 STREAM_LIMIT = 50 * 1024 * 1024
@@ -42,8 +42,8 @@ def add_subparsers(sub: Any) -> None:
 def options_from_args(ns: argparse.Namespace) -> Any:
     """Check every flag before serving; a bad one is a UserError (exit 2)."""
     from crystal_kernel.acp.agent import AgentOptions
+    from crystal_kernel.core.config import load_config
     from crystal_kernel.host.bootstrap import flags_from_args, overrides_from_args
-    from crystal_kernel.host.config import load_config
     from crystal_kernel.tools.catalog import check_disabled
 
     flags = flags_from_args(ns)

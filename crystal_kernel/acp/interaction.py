@@ -16,7 +16,7 @@ from acp import text_block, tool_content
 from acp.schema import ElicitationFormSessionMode, PermissionOption, ToolCallUpdate
 
 from crystal_kernel.acp.mapping import diff_content, proposed_change, tool_kind, tool_locations, tool_title
-from crystal_kernel.host.interaction import ApprovalRequest, PersonDecision, Question
+from crystal_kernel.core.interaction import ApprovalRequest, PersonDecision, Question
 
 # How long a permission request waits for its tool call to be announced first.
 ANNOUNCE_WAIT_SECONDS = 5.0

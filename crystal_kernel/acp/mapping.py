@@ -25,8 +25,8 @@ from acp import (
 )
 from acp.schema import ToolCallLocation
 
-from crystal_kernel.host.events import ToolResultEvent
-from crystal_kernel.host.messages import ImagePart, Message, Part, TextPart, ToolCallPart, ToolResultPart
+from crystal_kernel.core.events import ToolResultEvent
+from crystal_kernel.core.messages import ImagePart, Message, Part, TextPart, ToolCallPart, ToolResultPart
 
 # Diffs are sent as whole texts; beyond this (old + new) the result text is shown instead.
 MAX_DIFF_CHARS = 1_000_000

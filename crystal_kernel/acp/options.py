@@ -7,7 +7,7 @@ from typing import Any
 
 from acp.schema import AvailableCommand, SessionConfigOptionSelect, SessionMode, SessionModeState
 
-from crystal_kernel.host.config import APPROVAL_MODES
+from crystal_kernel.core.config import APPROVAL_MODES
 
 MODES = {
     "plan": ("Plan", "Read and search only; write the plan as todos."),

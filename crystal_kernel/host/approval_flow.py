@@ -24,6 +24,9 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
+from crystal_kernel.core.events import ApprovalEvent
+from crystal_kernel.core.interaction import ApprovalRequest, Interaction
+from crystal_kernel.core.messages import ToolCallPart
 from crystal_kernel.host.approval import (
     Verdict,
     apply_floor,
@@ -34,9 +37,6 @@ from crystal_kernel.host.approval import (
     host_risk_level,
     verdict_from,
 )
-from crystal_kernel.host.events import ApprovalEvent
-from crystal_kernel.host.interaction import ApprovalRequest, Interaction
-from crystal_kernel.host.messages import ToolCallPart
 from crystal_kernel.tools.base import Classification
 
 # Strings longer than this are shortened in the audit log (a write's content, say).

@@ -7,8 +7,8 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from crystal_kernel.errors import UserError
-from crystal_kernel.host.config import load_config
+from crystal_kernel.core.config import load_config
+from crystal_kernel.core.errors import UserError
 from crystal_kernel.host.session import ProcessFlags, Session
 
 
@@ -27,7 +27,7 @@ def add_process_flags(parser: argparse.ArgumentParser) -> None:
 
 def add_model_flags(parser: argparse.ArgumentParser) -> None:
     """The settings flags share with config.json and the CRYSTAL_* variables (they win)."""
-    from crystal_kernel.host.config import APPROVAL_MODES
+    from crystal_kernel.core.config import APPROVAL_MODES
 
     parser.add_argument("--provider", metavar="P",
                         help="openai, openai-responses, anthropic, replay or a plugin's provider "

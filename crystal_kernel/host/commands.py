@@ -6,21 +6,10 @@ from __future__ import annotations
 import importlib
 import shlex
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
 from typing import Any
 
-from crystal_kernel.errors import UserError
-
-
-@dataclass
-class CommandResult:
-    """Markdown-ish text for every front, plus optional structured data for rich fronts."""
-
-    text: str
-    data: dict[str, Any] = field(default_factory=dict)
-    # A front-specific hint: "jobs" (render a job table), "logs" (a live log view), "sessions".
-    kind: str = "text"
-
+from crystal_kernel.core.commands import CommandResult
+from crystal_kernel.core.errors import UserError
 
 Handler = Callable[[Any, list[str]], "str | CommandResult | Awaitable[str | CommandResult]"]
 
@@ -142,7 +131,7 @@ def _model(session: Any, args: list[str]) -> str:
 def switch_model(session: Any, spec: str) -> tuple[str, str]:
     """Point the session at ``[PROVIDER:]MODEL`` (not saved); returns (provider, model).
     A provider that cannot be made (unknown name, no key) changes nothing."""
-    from crystal_kernel.host.config import PROVIDERS
+    from crystal_kernel.core.config import PROVIDERS
     from crystal_kernel.providers.registry import make_provider
 
     if session.busy:  # before the config is touched
@@ -165,7 +154,7 @@ def switch_model(session: Any, spec: str) -> tuple[str, str]:
 def _reasoning(session: Any, args: list[str]) -> str:
     """/reasoning [EFFORT]: show or set the reasoning effort; saved as the person's default
     like /model (``default`` saves null: the provider decides)."""
-    from crystal_kernel.host.config import check_reasoning_effort
+    from crystal_kernel.core.config import check_reasoning_effort
 
     if len(args) > 1:
         raise UserError("Usage: /reasoning [none|low|medium|high|default]")
@@ -186,7 +175,7 @@ def _cd(session: Any, args: list[str]) -> str:
 
 
 def _access(session: Any, args: list[str]) -> str:
-    from crystal_kernel.errors import ToolError
+    from crystal_kernel.core.errors import ToolError
 
     if args and session.busy:  # listing works during a turn; changes wait for its end
         raise UserError("Cannot change directory access while a turn is running.")

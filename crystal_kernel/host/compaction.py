@@ -24,9 +24,9 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
-from crystal_kernel.errors import UserError
-from crystal_kernel.host.events import Note
-from crystal_kernel.host.messages import ImagePart, Message, TextPart, ToolCallPart, ToolResultPart
+from crystal_kernel.core.errors import UserError
+from crystal_kernel.core.events import Note
+from crystal_kernel.core.messages import ImagePart, Message, TextPart, ToolCallPart, ToolResultPart
 from crystal_kernel.host.sidecall import SideCallError, complete_text, is_person_prompt, render_conversation
 
 # Share of the window the kept recent messages may take.

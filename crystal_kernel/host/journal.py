@@ -33,10 +33,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from crystal_kernel.errors import UserError
-from crystal_kernel.host.fsutil import MAX_FILE_DEPTH, atomic_write_text
-from crystal_kernel.host.secrets import redact
-from crystal_kernel.host.textsafe import clean_value, nesting_depth
+from crystal_kernel.core.errors import UserError
+from crystal_kernel.core.fsutil import MAX_FILE_DEPTH, atomic_write_text
+from crystal_kernel.core.secrets import redact
+from crystal_kernel.core.textsafe import clean_value, nesting_depth
 
 JOURNAL_VERSION = 2
 # Document keys a journal carries as lines of their own rather than in the snapshot.

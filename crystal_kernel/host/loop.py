@@ -14,10 +14,8 @@ import re
 from collections.abc import AsyncIterator
 from typing import Any
 
-from crystal_kernel.errors import NotSupported, ProviderError, ToolError, UserError
-from crystal_kernel.host.approval_flow import decide
-from crystal_kernel.host.compaction import auto_compact
-from crystal_kernel.host.events import (
+from crystal_kernel.core.errors import NotSupported, ProviderError, ToolError, UserError
+from crystal_kernel.core.events import (
     ErrorEvent,
     Event,
     Note,
@@ -30,10 +28,12 @@ from crystal_kernel.host.events import (
     TurnEnd,
     UsageEvent,
 )
-from crystal_kernel.host.interaction import Interaction, NoPerson
-from crystal_kernel.host.messages import Message, Part, ReasoningPart, TextPart, ToolCallPart, ToolResultPart
+from crystal_kernel.core.interaction import Interaction, NoPerson
+from crystal_kernel.core.messages import Message, Part, ReasoningPart, TextPart, ToolCallPart, ToolResultPart
+from crystal_kernel.core.textsafe import MAX_ARGUMENT_DEPTH, clean_text, clean_value, nesting_depth
+from crystal_kernel.host.approval_flow import decide
+from crystal_kernel.host.compaction import auto_compact
 from crystal_kernel.host.session import Session
-from crystal_kernel.host.textsafe import MAX_ARGUMENT_DEPTH, clean_text, clean_value, nesting_depth
 from crystal_kernel.host.topic import name_session
 from crystal_kernel.providers.base import (
     Finished,

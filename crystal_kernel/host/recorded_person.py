@@ -29,7 +29,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from crystal_kernel.host.interaction import ApprovalRequest, Interaction, NoPerson, PersonDecision, Question
+from crystal_kernel.core.interaction import ApprovalRequest, Interaction, NoPerson, PersonDecision, Question
 
 #: ``on_answer(kind, asked, answer)``: kind "questions" (asked: list[Question], answer:
 #: list[list[str]] | None) or "approval" (asked: ApprovalRequest, answer: PersonDecision).

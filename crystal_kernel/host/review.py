@@ -18,11 +18,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
+from crystal_kernel.core import paths
 from crystal_kernel.host.approval import Verdict, failed_verdict, host_risk_level, verdict_from
 from crystal_kernel.host.sidecall import SideCallError, complete_text, escape_json_tags, render_conversation
 from crystal_kernel.tools.base import Classification
@@ -116,10 +116,10 @@ def review_fingerprint(workspace: Any) -> str:
     """TRUST-3: a hash of every workspace file that can change the reviewer's text
     (``.crystal/prompts/review*``, ``.crystal/prompt-attachments/*/``), taken when the
     session starts (or the person moves it with /cd)."""
-    root = Path(workspace) / ".crystal"
+    root = paths.host_dir(workspace)
     digest = hashlib.sha256()
-    paths = sorted(root.glob("prompts/review*")) + sorted(root.glob("prompt-attachments/*/*"))
-    for path in paths[:500]:
+    files = sorted(root.glob("prompts/review*")) + sorted(root.glob("prompt-attachments/*/*"))
+    for path in files[:500]:
         try:
             data = path.read_bytes() if path.is_file() else b"<not a file>"
         except OSError:

@@ -11,16 +11,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel
-
-from crystal_kernel.errors import UserError
-from crystal_kernel.host.access import AccessRules
+from crystal_kernel.core import paths
+from crystal_kernel.core.access import AccessRules
+from crystal_kernel.core.config import APPROVAL_MODES, Config
+from crystal_kernel.core.errors import UserError
+from crystal_kernel.core.messages import Message, load_transcript
+from crystal_kernel.core.todos import Todo
 from crystal_kernel.host.approval import SessionAllowances
-from crystal_kernel.host.config import APPROVAL_MODES, Config
 from crystal_kernel.host.grants import sign as sign_grants
 from crystal_kernel.host.grants import verify as verify_grants
 from crystal_kernel.host.journal import LIST_KEYS, JournalWriter
-from crystal_kernel.host.messages import Message, load_transcript
 from crystal_kernel.host.session_lock import SessionLock
 from crystal_kernel.host.session_lock import acquire as acquire_lock
 from crystal_kernel.host.store import DOCUMENT_VERSION, SessionStore, new_session_id, now_iso
@@ -30,11 +30,6 @@ from crystal_kernel.tools.catalog import CatalogOptions, build_catalog, check_di
 
 if TYPE_CHECKING:
     from crystal_kernel.jobs.manager import JobManager
-
-
-class Todo(BaseModel):
-    content: str
-    status: Literal["pending", "in_progress", "completed"] = "pending"
 
 
 @dataclass
@@ -215,7 +210,7 @@ class Session:
     def _build_tools(self) -> list[Tool]:
         external: list[Tool] = []
         try:
-            from crystal_kernel.tools.external import discover_external_tools
+            from crystal_kernel.host.tool_sources import discover_external_tools
         except ModuleNotFoundError:
             discover_external_tools = None
         if discover_external_tools is not None:
@@ -226,7 +221,7 @@ class Session:
         skills = False
         if self.config.skills:
             try:
-                from crystal_kernel.tools.skill import discover_skills
+                from crystal_kernel.prompts.skills import discover_skills
 
                 skills = bool(discover_skills(self.home, self.workspace))
             except ModuleNotFoundError:
@@ -321,7 +316,7 @@ class Session:
                 self.workspace,
                 self.id,
                 timeout_seconds=self.config.background_bash_timeout_seconds,
-                log_dir=self.workspace / ".crystal" / "data" / "jobs" / self.id,
+                log_dir=paths.job_dir(self.workspace, self.id),
                 config=self.config,
             )
         return self._jobs

@@ -20,7 +20,8 @@ import os
 import threading
 from pathlib import Path
 
-from crystal_kernel.errors import UserError
+from crystal_kernel.core import paths
+from crystal_kernel.core.errors import UserError
 
 # This process's locks: lock file path -> [fd, number of holders].
 _HELD: dict[str, list[int]] = {}
@@ -93,13 +94,13 @@ def _lock_file(path: Path, session_id: str) -> int:
     when the lock file cannot be made at all."""
     folder = path.parent
     root: Path | None = None
-    if folder.name == "sessions" and folder.parent.name == ".crystal":
+    if folder.name == "sessions" and folder.parent.name == paths.HOST_DIR:
         # TRUST-3: never through a symbolic link planted at .crystal or .crystal/sessions,
         # not even one swapped in while the file is opened (fsutil.open_inside).
         root = folder.parent.parent
     else:
         folder.mkdir(parents=True, exist_ok=True)
-    from crystal_kernel.host.fsutil import open_inside
+    from crystal_kernel.core.fsutil import open_inside
 
     for _ in range(20):
         flags = os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0)

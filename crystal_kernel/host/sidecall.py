@@ -11,7 +11,7 @@ import asyncio
 import json
 from typing import Any
 
-from crystal_kernel.host.messages import ImagePart, Message, TextPart, ToolCallPart, ToolResultPart
+from crystal_kernel.core.messages import ImagePart, Message, TextPart, ToolCallPart, ToolResultPart
 from crystal_kernel.providers.base import ModelRequest, TextChunk, UsageChunk
 
 
@@ -25,7 +25,7 @@ def make_side_provider(session: Any, spec: str) -> Any:
     ``record`` on it records into the same cassette as the session."""
     import dataclasses
 
-    from crystal_kernel.host.config import PROVIDERS
+    from crystal_kernel.core.config import PROVIDERS
     from crystal_kernel.providers.registry import known_providers, make_provider
 
     name, sep, model = spec.partition(":")

@@ -17,8 +17,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from crystal_kernel.errors import UserError
-from crystal_kernel.host.fsutil import read_json_object
+from crystal_kernel.core import paths
+from crystal_kernel.core.errors import UserError
+from crystal_kernel.core.fsutil import read_json_object
 from crystal_kernel.host.journal import JournalState, read_journal, read_summary, split_document, write_snapshot
 
 DOCUMENT_VERSION = 1
@@ -49,7 +50,7 @@ class SessionStore:
 
     def __init__(self, workspace: Path):
         self.workspace = Path(workspace)
-        self.folder = self.workspace / ".crystal" / "sessions"
+        self.folder = paths.sessions_dir(self.workspace)
 
     def journal_path(self, session_id: str) -> Path:
         """Where the session's journal is (or will be) written."""
@@ -85,7 +86,7 @@ class SessionStore:
         if not path.exists():
             raise UserError(f"No session '{session_id}' in {self.folder}.")
         if path.suffix == ".jsonl":
-            from crystal_kernel.host.messages import parse_message_line
+            from crystal_kernel.core.messages import parse_message_line
 
             data, state = read_journal(path, parse_message_line if messages else None)
         else:
@@ -118,8 +119,8 @@ class SessionStore:
         if not self.folder.is_dir():
             return out
         journals = {p.stem for p in self.folder.glob("*.jsonl")}
-        paths = [*self.folder.glob("*.jsonl"), *(p for p in self.folder.glob("*.json") if p.stem not in journals)]
-        for path in paths:
+        files = [*self.folder.glob("*.jsonl"), *(p for p in self.folder.glob("*.json") if p.stem not in journals)]
+        for path in files:
             try:
                 if path.suffix == ".jsonl":
                     data = read_summary(path)

@@ -8,8 +8,8 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from crystal_kernel.errors import UserError
-from crystal_kernel.host.trust import (
+from crystal_kernel.core.errors import UserError
+from crystal_kernel.core.trust import (
     TrustStore,
     WorkspaceFile,
     describe,
@@ -40,7 +40,7 @@ def add_subparsers(subparsers: Any) -> None:
 
 
 def cmd_trust(ns: argparse.Namespace) -> int:
-    from crystal_kernel.host.config import home_dir
+    from crystal_kernel.core.paths import home_dir
 
     workspace = Path(ns.workspace).expanduser()
     if not workspace.is_dir():

@@ -106,7 +106,7 @@ def usage_report(session: Any) -> dict[str, Any]:
 
 def usage_command(session: Any, args: list[str]) -> Any:
     """/usage: tokens for the last turn and the session, with cost where prices are known."""
-    from crystal_kernel.host.commands import CommandResult
+    from crystal_kernel.core.commands import CommandResult
 
     u = session.usage
     report = usage_report(session)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass
 
-from crystal_kernel.errors import ToolError
+from crystal_kernel.core.errors import ToolError
 
 
 @dataclass(frozen=True)

@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any
 
-from crystal_kernel.errors import ToolError, UserError
-from crystal_kernel.host.commands import CommandResult
+from crystal_kernel.core.commands import CommandResult
+from crystal_kernel.core.errors import ToolError, UserError
 from crystal_kernel.jobs.format import job_table, logs_header, outcome
 from crystal_kernel.jobs.manager import JobManager
 

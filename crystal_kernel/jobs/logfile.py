@@ -13,7 +13,7 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
-from crystal_kernel.host.secrets import mask_bytes, secret_values
+from crystal_kernel.core.secrets import mask_bytes, secret_values
 
 
 class RotatingLog:
@@ -41,7 +41,7 @@ class RotatingLog:
         self._tail = b""
         try:
             if inside is not None:
-                from crystal_kernel.host.fsutil import open_folder_inside
+                from crystal_kernel.core.fsutil import open_folder_inside
 
                 self._dir = open_folder_inside(Path(inside), self.path.parent)
             else:

@@ -33,8 +33,9 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import Any, overload
 
-from crystal_kernel.errors import ToolError
-from crystal_kernel.host.fsutil import ensure_folder_inside
+from crystal_kernel.core import paths
+from crystal_kernel.core.errors import ToolError
+from crystal_kernel.core.fsutil import ensure_folder_inside
 from crystal_kernel.jobs.buffer import LogChunk
 from crystal_kernel.jobs.job import KILL_MARGIN_SECONDS, RUNNING, STOPPED, Job, JobInfo
 from crystal_kernel.jobs.status import mark_lost, next_job_number
@@ -97,7 +98,7 @@ def _close_all_at_exit() -> None:
 def job_environment(workspace: Path, session_id: str, job_id: str, config: object = None) -> dict[str, str]:
     """The child environment (TRUST-4: no model keys unless passKeysToTools) plus what a
     job needs to run unattended."""
-    from crystal_kernel.host.secrets import child_environment
+    from crystal_kernel.core.secrets import child_environment
 
     return child_environment(config, defaults={"PAGER": "cat", "GIT_TERMINAL_PROMPT": "0"}, extra={
         "GIT_PAGER": "cat", "CRYSTAL_WORKSPACE": str(workspace), "CRYSTAL_SESSION": session_id,
@@ -136,7 +137,7 @@ class JobManager:
         self.timeout_seconds = timeout_seconds if timeout_seconds and timeout_seconds > 0 else None
         self.log_dir: Path | None = None
         if write_files:
-            self.log_dir = Path(log_dir) if log_dir else self.workspace / ".crystal" / "data" / "jobs" / session_id
+            self.log_dir = Path(log_dir) if log_dir else paths.job_dir(self.workspace, session_id)
         self.max_active = max_active
         self.buffer_bytes = buffer_bytes
         self.log_bytes = log_bytes
@@ -156,7 +157,7 @@ class JobManager:
         with self._lock:
             self.workspace = Path(workspace)
             if self.log_dir is not None:
-                self.log_dir = self.workspace / ".crystal" / "data" / "jobs" / self.session_id
+                self.log_dir = paths.job_dir(self.workspace, self.session_id)
 
     def _safe_log_dir(self) -> Path | None:
         """The log folder, made without following a symbolic link planted under the

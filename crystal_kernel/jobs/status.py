@@ -14,7 +14,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from crystal_kernel.host.fsutil import atomic_write_json
+from crystal_kernel.core.fsutil import atomic_write_json
 
 STATUS_VERSION = 1
 JOB_ID = re.compile(r"^j([1-9][0-9]{0,8})$")
@@ -36,7 +36,7 @@ def write_status(path: Path, data: dict[str, Any], *, durable: bool = True, insi
     here) on the capture thread would stall the job's pipe. ``inside``: no symbolic link
     between that folder and the file redirects the write (TRUST-3, fsutil).
     """
-    from crystal_kernel.host.secrets import redact
+    from crystal_kernel.core.secrets import redact
 
     try:
         atomic_write_json(path, redact(data), fsync=durable, inside=inside)  # TRUST-4: no key values on disk

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from crystal_kernel.host.interaction import ApprovalRequest, PersonDecision
+from crystal_kernel.core.interaction import ApprovalRequest, PersonDecision
 from crystal_kernel.jupyter.cards import Bundle, esc, summarize_arguments
 from crystal_kernel.jupyter.safe_html import NO_MATH, clean, html_bundle
 

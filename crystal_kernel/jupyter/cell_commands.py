@@ -12,7 +12,7 @@ from __future__ import annotations
 import shlex
 from typing import Any
 
-from crystal_kernel.errors import UserError
+from crystal_kernel.core.errors import UserError
 
 
 def _show_text(text: str) -> None:

@@ -12,7 +12,7 @@ import argparse
 import sys
 from typing import Any
 
-from crystal_kernel.errors import UserError
+from crystal_kernel.core.errors import UserError
 
 
 def add_subparsers(sub: Any) -> None:
@@ -41,7 +41,7 @@ def check_flags(options: Any) -> None:
     import tempfile
     from pathlib import Path
 
-    from crystal_kernel.host.config import load_config
+    from crystal_kernel.core.config import load_config
     from crystal_kernel.jupyter.options import check
 
     # Only the flags' values: the config file and CRYSTAL_* variables are not baked in.

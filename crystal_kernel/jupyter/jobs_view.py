@@ -14,7 +14,7 @@ import collections
 import time
 from typing import Any
 
-from crystal_kernel.errors import ToolError, UserError
+from crystal_kernel.core.errors import ToolError, UserError
 from crystal_kernel.jupyter.cards import Bundle, esc, table_bundle
 from crystal_kernel.jupyter.safe_html import NO_MATH, html_bundle
 

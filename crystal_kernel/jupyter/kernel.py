@@ -127,7 +127,7 @@ class CrystalKernel(IPythonKernel):
             from crystal_kernel.host.recorded_person import adopt_replayed_person
 
             adopt_replayed_person(session, self.options.unattended)  # replay: the cassette answers
-            from crystal_kernel.host.secrets import withdraw_keys
+            from crystal_kernel.core.secrets import withdraw_keys
 
             # TRUST-4: the provider holds its key now. This process runs the python tool's
             # code, so the key variables leave os.environ (the host keeps them privately,
@@ -204,7 +204,7 @@ class CrystalKernel(IPythonKernel):
         return reply
 
     async def _run_cell(self, code: str) -> CellOutcome:
-        from crystal_kernel.errors import UserError
+        from crystal_kernel.core.errors import UserError
 
         text = code.strip()
         if not text:
@@ -362,7 +362,7 @@ def main(argv: list[str] | None = None) -> None:
     """``python -m crystal_kernel.jupyter -f CONNECTION_FILE [crystal flags]``."""
     import sys
 
-    from crystal_kernel.errors import UserError
+    from crystal_kernel.core.errors import UserError
     from crystal_kernel.jupyter.options import check, parse
 
     args = sys.argv[1:] if argv is None else argv

@@ -26,7 +26,7 @@ from typing import Any
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, magics_class, no_var_expand
 
-from crystal_kernel.errors import UserError
+from crystal_kernel.core.errors import UserError
 from crystal_kernel.jupyter.magics_args import MagicOptions, interpolate, merged_flags, plan
 from crystal_kernel.jupyter.magics_sync import Outcome, SyncForm, raise_for, running_loop
 from crystal_kernel.jupyter.nbrun import NOTEBOOK_RUN_ENV
@@ -102,8 +102,8 @@ class MagicsHost(SyncForm):
         return self.crystal
 
     def _open(self, opts: MagicOptions | None) -> Any:
+        from crystal_kernel.core.config import PROVIDERS
         from crystal_kernel.host.bootstrap import open_session
-        from crystal_kernel.host.config import PROVIDERS
 
         overrides = dict(self.options.overrides)
         flags = self.options.process_flags()
@@ -125,8 +125,8 @@ class MagicsHost(SyncForm):
         from crystal_kernel.host.recorded_person import adopt_replayed_person
 
         adopt_replayed_person(session, self.options.unattended)  # replay: the cassette answers
-        from crystal_kernel.host.environ_block import scrub_initial_environment
-        from crystal_kernel.host.secrets import key_variables, pass_keys
+        from crystal_kernel.core.environ_block import scrub_initial_environment
+        from crystal_kernel.core.secrets import key_variables, pass_keys
 
         # TRUST-4: this is the person's own kernel, so its os.environ keeps the keys (their
         # cells may use them); the python tool's code runs with them withdrawn. The copy
@@ -153,8 +153,8 @@ class MagicsHost(SyncForm):
     async def apply(self, opts: MagicOptions) -> list[str]:
         """Apply a magic's options to the session (opening it if needed). Everything is
         checked first, so a bad option changes nothing. Returns lines to show."""
+        from crystal_kernel.core.config import APPROVAL_MODES
         from crystal_kernel.host.commands import switch_model
-        from crystal_kernel.host.config import APPROVAL_MODES
 
         if opts.approval and opts.approval not in APPROVAL_MODES:
             raise UserError(f"Unknown approval mode '{opts.approval}'; use one of: {', '.join(APPROVAL_MODES)}.")
@@ -185,7 +185,7 @@ class MagicsHost(SyncForm):
         if opts.approval:
             session.set_approval(opts.approval)
         if opts.reasoning:  # for this session, like --mode (not saved)
-            from crystal_kernel.host.config import check_reasoning_effort
+            from crystal_kernel.core.config import check_reasoning_effort
 
             session.config.reasoning_effort = check_reasoning_effort(opts.reasoning, "--reasoning")
         if new_flags is not None:

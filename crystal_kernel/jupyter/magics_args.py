@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from crystal_kernel.errors import UserError
+from crystal_kernel.core.errors import UserError
 
 # option -> (attribute, takes a value, repeatable, allowed values)
 _OPTIONS: dict[str, tuple[str, bool, bool, tuple[str, ...]]] = {

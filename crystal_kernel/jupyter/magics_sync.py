@@ -26,7 +26,7 @@ from typing import Any
 
 from IPython.core.error import UsageError
 
-from crystal_kernel.errors import UserError
+from crystal_kernel.core.errors import UserError
 from crystal_kernel.jupyter.magics_args import interpolate, plan
 
 SYNC_NOTE = ("Synchronous call (x = %crystal …): no widgets here, so questions are unavailable and calls "

@@ -14,8 +14,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from crystal_kernel.errors import ToolError
-from crystal_kernel.host.messages import ImagePart, Part, TextPart
+from crystal_kernel.core.errors import ToolError
+from crystal_kernel.core.messages import ImagePart, Part, TextPart
 
 MAX_FILES = 10
 MAX_FILE_CHARS = 100_000

@@ -15,8 +15,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from crystal_kernel.errors import UserError
-from crystal_kernel.host.fsutil import atomic_write_json, read_json_object
+from crystal_kernel.core import paths
+from crystal_kernel.core.errors import UserError
+from crystal_kernel.core.fsutil import atomic_write_json, read_json_object
 from crystal_kernel.host.store import now_iso
 
 FILE = "notebooks.json"
@@ -24,7 +25,7 @@ MAX_ENTRIES = 500
 
 
 def map_path(workspace: Path) -> Path:
-    return Path(workspace) / ".crystal" / FILE
+    return paths.host_dir(workspace) / FILE
 
 
 def _read(workspace: Path) -> dict[str, Any]:

@@ -23,8 +23,8 @@ from typing import Any
 
 from pydantic import Field
 
-from crystal_kernel.errors import ToolError
-from crystal_kernel.host.messages import ImagePart
+from crystal_kernel.core.errors import ToolError
+from crystal_kernel.core.messages import ImagePart
 from crystal_kernel.tools.base import EmptyInput, Risk, Tool, ToolContext, ToolInput, ToolResult
 
 MAX_IMAGES = 8
@@ -258,7 +258,7 @@ class PythonTool(Tool):
         shell = shell_of(ctx)
         if not args.code.strip():
             raise ToolError("The code is empty.")
-        from crystal_kernel.host.secrets import keys_withdrawn
+        from crystal_kernel.core.secrets import keys_withdrawn
 
         # TRUST-4: the code (and every process it starts) finds no model key in
         # os.environ. The Crystal kernel withdrew them for good already; in the magics

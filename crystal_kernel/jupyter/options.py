@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from crystal_kernel.errors import UserError
+from crystal_kernel.core.errors import UserError
 
 ENV = "CRYSTAL_ARGS"
 
@@ -125,7 +125,7 @@ def check(options: KernelOptions) -> None:
     if ns.prompt_set or ns.prompt_attachment:
         from pathlib import Path
 
-        from crystal_kernel.host.config import home_dir
+        from crystal_kernel.core.paths import home_dir
         from crystal_kernel.prompts.selection import check_prompt_flags
 
         workspace = Path(options.workspace or os.getcwd())

@@ -1,6 +1,6 @@
 """Render a turn's host events into notebook outputs, for any front.
 
-The :class:`Renderer` takes host events (crystal_kernel.host.events) and an
+The :class:`Renderer` takes host events (crystal_kernel.core.events) and an
 :class:`Output` — something that can show a mime bundle and later update it in place.
 The kernel and the ``%crystal`` magics both pass :class:`IPythonOutput`; tests may pass
 :class:`RecordingOutput`. The renderer never imports IPython itself.
@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from crystal_kernel.host.events import (
+from crystal_kernel.core.events import (
     ApprovalEvent,
     ErrorEvent,
     Event,

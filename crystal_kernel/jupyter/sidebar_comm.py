@@ -27,7 +27,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from crystal_kernel.errors import UserError
+from crystal_kernel.core.errors import UserError
 
 COMM_TARGET = "crystal.sidebar"
 MAX_REPLY_CHARS = 4 * 1024 * 1024
@@ -54,7 +54,7 @@ class _Where:
         session = self.session
         if session is not None and getattr(session, "home", None):
             return Path(session.home)
-        from crystal_kernel.host.config import home_dir
+        from crystal_kernel.core.paths import home_dir
 
         return home_dir()
 

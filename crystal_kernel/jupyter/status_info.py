@@ -49,7 +49,7 @@ def _from_session(session: Any) -> dict[str, Any]:
 
 
 def _from_config(kernel: Any) -> dict[str, Any]:
-    from crystal_kernel.host.config import load_config
+    from crystal_kernel.core.config import load_config
 
     options = kernel.options
     config = load_config(overrides=options.overrides)

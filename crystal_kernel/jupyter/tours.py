@@ -23,6 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from crystal_kernel.core import paths
+
 ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = ROOT / "notebooks"
 CASSETTES = NOTEBOOKS / "cassettes"
@@ -83,7 +85,7 @@ def prepare(t: Tour, workspace: Path, *, cassette: bool = True, keep_notebook: b
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(ROOT / source, target)
     if cassette:
-        place = workspace / ".crystal" / "cassettes" / "default.json"
+        place = paths.default_cassette(workspace)
         place.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(t.cassette, place)
     if kept is not None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from crystal_kernel.host.trust import TrustStore, WorkspaceFile, file_digest, workspace_states
+from crystal_kernel.core.trust import TrustStore, WorkspaceFile, file_digest, workspace_states
 
 _OFFERED_ATTR = "_crystal_trust_offered"
 

@@ -28,7 +28,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from crystal_kernel.host.interaction import ApprovalRequest, PersonDecision, Question
+from crystal_kernel.core.interaction import ApprovalRequest, PersonDecision, Question
 from crystal_kernel.jupyter.approval_form import BOX as _BOX
 from crystal_kernel.jupyter.approval_form import MUTED as _MUTED
 from crystal_kernel.jupyter.approval_form import ApprovalForm
@@ -317,7 +317,7 @@ class WidgetInteraction:
         form = QuestionForm(questions, lambda answers: _settle(future, answers))
         value, note = await self._wait(form, future, "questions: " + "; ".join(q.header for q in questions))
         if value is None and note:
-            from crystal_kernel.errors import ToolError
+            from crystal_kernel.core.errors import ToolError
 
             # A failed tool result that says why, so the model does not think the
             # person chose to dismiss.

@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from crystal_kernel.core import paths
 from crystal_kernel.tools.base import Authority, Risk
 
 FILE_NAME = "mcp.json"
@@ -118,12 +119,12 @@ def client_server(name: str, *, command: str | None = None, args: list[str] | No
 
 def config_files(home: Path, workspace: Path) -> list[Path]:
     """The two files, Home first; the workspace file wins for a name in both."""
-    return [Path(home) / FILE_NAME, Path(workspace) / ".crystal" / FILE_NAME]
+    return [Path(home) / FILE_NAME, paths.workspace_mcp_file(workspace)]
 
 
 def load_servers(home: Path, workspace: Path, notes: list[str]) -> list[ServerConfig]:
     """Every usable server entry of both files, in file order (Home, then workspace)."""
-    from crystal_kernel.host.trust import is_trusted
+    from crystal_kernel.core.trust import is_trusted
 
     found: dict[str, ServerConfig] = {}
     for index, path in enumerate(config_files(home, workspace)):

@@ -31,7 +31,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from crystal_kernel.errors import ToolError
+from crystal_kernel.core.errors import ToolError
 from crystal_kernel.jobs import supervisor as _supervisor
 from crystal_kernel.mcp.config import ServerConfig
 
@@ -240,7 +240,7 @@ class ServerConnection:
     def _child_env(self) -> dict[str, str]:
         """EX-2's rule for child processes: the host environment without CRYSTAL_HOME,
         plus the workspace and session, plus the entry's own ``env``."""
-        from crystal_kernel.host.secrets import child_environment
+        from crystal_kernel.core.secrets import child_environment
 
         # TRUST-4: no model keys unless passKeysToTools; the entry's own env is set last
         # (a trusted file may hand a server a key on purpose).

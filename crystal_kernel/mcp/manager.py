@@ -12,7 +12,7 @@ from __future__ import annotations
 import atexit
 import weakref
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from crystal_kernel.mcp import runtime
 from crystal_kernel.mcp.config import ServerConfig
@@ -129,16 +129,24 @@ async def _stop_all(conns: list[ServerConnection], *, final: bool) -> None:
     await runtime.gather_bounded([c.stop(final=final) for c in conns], STOP_SECONDS + 1)
 
 
+@runtime_checkable
+class ServerOwner(Protocol):
+    """What owns MCP servers for as long as it lives: the host's session (it keeps the
+    manager in ``mcp_servers`` and closes it on close)."""
+
+    id: Any
+    config: Any
+    mcp_servers: Any
+
+
 def manager_for(context: Any) -> tuple[McpManager, bool]:
     """The session's manager (made on first use) and True, or a fresh one and False
     when there is no session to own the servers."""
-    from crystal_kernel.host.session import Session
-
-    if isinstance(context, Session):
+    if isinstance(context, ServerOwner):
         manager = getattr(context, "mcp_servers", None)
         if not isinstance(manager, McpManager):
             manager = McpManager(str(context.id), context.config)
-            context.mcp_servers = manager  # type: ignore[attr-defined]
+            context.mcp_servers = manager
         return manager, True
     return McpManager("listing"), False
 

@@ -17,8 +17,8 @@ import json
 import re
 from typing import Any
 
-from crystal_kernel.errors import ToolError
-from crystal_kernel.host.messages import ImagePart
+from crystal_kernel.core.errors import ToolError
+from crystal_kernel.core.messages import ImagePart
 from crystal_kernel.tools.base import ToolResult, truncate_output
 from crystal_kernel.tools.images import MAX_IMAGES, NO_IMAGES_TEXT, check_mime_type, decode_base64_image
 

@@ -6,11 +6,11 @@ import asyncio
 import copy
 from typing import TYPE_CHECKING, Any
 
-from crystal_kernel.errors import ToolError
+from crystal_kernel.core.errors import ToolError
+from crystal_kernel.core.tool_types import ToolSpec
 from crystal_kernel.mcp import runtime
 from crystal_kernel.mcp.config import tool_name
 from crystal_kernel.mcp.results import map_result
-from crystal_kernel.providers.base import ToolSpec
 from crystal_kernel.tools.base import Authority, Classification, Risk, Tool, ToolContext, ToolResult
 from crystal_kernel.tools.exec_sets import ExternalArguments
 from crystal_kernel.tools.schema_check import iter_errors

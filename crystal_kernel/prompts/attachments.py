@@ -13,7 +13,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from crystal_kernel.errors import UserError
+from crystal_kernel.core import paths
+from crystal_kernel.core.errors import UserError
 from crystal_kernel.prompts.manifest import Folder, discover, manifest_lock, read_prompt_file
 from crystal_kernel.prompts.names import ATTACHABLE, folder_name_problem
 
@@ -25,7 +26,7 @@ def home_root(home: Path) -> Path:
 
 
 def workspace_root(workspace: Path) -> Path:
-    return Path(workspace) / ".crystal" / "prompt-attachments"
+    return paths.workspace_attachments_dir(workspace)
 
 
 def discover_attachments(home: Path, workspace: Path | None, notes: list[str],

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from crystal_kernel.errors import UserError
+from crystal_kernel.core.errors import UserError
 from crystal_kernel.prompts.attachments import (
     disable_attachment,
     discover_attachments,

@@ -15,7 +15,7 @@ import weakref
 from dataclasses import replace
 from typing import Any
 
-from crystal_kernel.errors import UserError
+from crystal_kernel.core.errors import UserError
 from crystal_kernel.prompts import hooks
 from crystal_kernel.prompts.attachments import attachment_text
 from crystal_kernel.prompts.context import PromptContext, context_from_session

@@ -18,7 +18,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from crystal_kernel.host.config import home_dir
+from crystal_kernel.core.paths import home_dir
+from crystal_kernel.prompts.skills import skills_text
 
 PRODUCT_NAME = "Crystal"
 # Instruction files: workspace root first-party names, then the Home file (read once each).
@@ -257,15 +258,7 @@ def context_from_session(session: Any) -> PromptContext:
 
 
 def session_skills_text(session: Any, disabled: list[str]) -> str:
-    """The skill bootstrap text from the tools' skill module, "" when skills are off,
-    the skill tool is disabled, or the module is not there."""
+    """The ``{{skills}}`` slot: "" when skills are off or the skill tool is disabled."""
     if "skill" in disabled or _get(session, "config.skills", default=True) is False:
         return ""
-    try:
-        from crystal_kernel.tools import skill as skill_module  # lazy: optional module
-    except ImportError:
-        return ""
-    fn = getattr(skill_module, "skills_text", None)
-    if fn is None:
-        return ""
-    return fn(session) or ""
+    return skills_text(session) or ""

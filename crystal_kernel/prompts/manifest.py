@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from crystal_kernel.errors import UserError
-from crystal_kernel.host.fsutil import atomic_write_json
+from crystal_kernel.core.errors import UserError
+from crystal_kernel.core.fsutil import atomic_write_json
 from crystal_kernel.prompts.names import MAX_DESCRIPTION, MAX_TITLE, SUFFIXES, folder_name_problem
 
 MANIFEST = "prompt.json"

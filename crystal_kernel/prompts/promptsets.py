@@ -13,7 +13,8 @@ import functools
 from dataclasses import dataclass
 from pathlib import Path
 
-from crystal_kernel.errors import UserError
+from crystal_kernel.core import paths
+from crystal_kernel.core.errors import UserError
 from crystal_kernel.prompts.manifest import Folder, discover, find_prompt_file, manifest_lock, read_prompt_file
 from crystal_kernel.prompts.names import DEFAULT_SET, NAMED_PROMPTS, folder_name_problem
 
@@ -29,7 +30,7 @@ def home_overrides(home: Path) -> Path:
 
 
 def workspace_overrides(workspace: Path) -> Path:
-    return Path(workspace) / ".crystal" / "prompts"
+    return paths.workspace_prompts_dir(workspace)
 
 
 @functools.cache

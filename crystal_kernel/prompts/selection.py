@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from crystal_kernel.errors import UserError
+from crystal_kernel.core.errors import UserError
 from crystal_kernel.prompts.attachments import discover_attachments, enabled_in_order
 from crystal_kernel.prompts.manifest import Folder
 from crystal_kernel.prompts.names import DEFAULT_SET, folder_name_problem

@@ -20,7 +20,7 @@ from typing import Any
 
 from anthropic import AsyncAnthropic
 
-from crystal_kernel.host.messages import ImagePart, Message, ReasoningPart, TextPart, ToolResultPart
+from crystal_kernel.core.messages import ImagePart, Message, ReasoningPart, TextPart, ToolResultPart
 from crystal_kernel.providers.base import (
     Finished,
     ModelRequest,

@@ -3,7 +3,7 @@
 An adapter turns a :class:`ModelRequest` into one streamed model reply, yielding
 :class:`StreamItem` values: text chunks as they arrive, each tool call once it is
 complete (argument deltas assembled by the adapter), usage, and a final ``Finished``.
-Adapters raise :class:`~crystal_kernel.errors.ProviderError` with one English line for
+Adapters raise :class:`~crystal_kernel.core.errors.ProviderError` with one English line for
 auth, connection, unknown model and exhausted retries; :class:`NotSupported` for MODE-6.
 """
 
@@ -11,19 +11,10 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
-from crystal_kernel.host.messages import Message
-
-
-@dataclass(frozen=True)
-class ToolSpec:
-    """A tool as offered to the model."""
-
-    name: str
-    description: str
-    input_schema: dict[str, Any]
-    input_kind: Literal["json", "text"] = "json"
+from crystal_kernel.core.messages import Message
+from crystal_kernel.core.tool_types import ToolSpec
 
 
 @dataclass(frozen=True)
@@ -120,8 +111,8 @@ class Provider(Protocol):
 
 def refuse_text_tools(request: ModelRequest) -> None:
     """MODE-6: adapters refuse text-input tools and text tool calls in history."""
-    from crystal_kernel.errors import NotSupported
-    from crystal_kernel.host.messages import ToolCallPart
+    from crystal_kernel.core.errors import NotSupported
+    from crystal_kernel.core.messages import ToolCallPart
 
     for spec in request.tools:
         if spec.input_kind != "json":

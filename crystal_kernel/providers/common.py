@@ -16,8 +16,8 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from crystal_kernel.errors import ProviderError
-from crystal_kernel.host.messages import Message, ToolResultPart
+from crystal_kernel.core.errors import ProviderError
+from crystal_kernel.core.messages import Message, ToolResultPart
 from crystal_kernel.providers.base import Capabilities
 from crystal_kernel.providers.errors import Endpoint, map_error, retry_after_seconds
 

@@ -24,7 +24,7 @@ import anthropic
 import httpx
 import openai
 
-from crystal_kernel.errors import ProviderError
+from crystal_kernel.core.errors import ProviderError
 
 
 def _http_clients() -> list[ModuleType]:

@@ -27,7 +27,7 @@ from openai import AsyncOpenAI, AsyncStream
 from openai.types.chat.chat_completion import ChatCompletion
 from openai.types.chat.chat_completion_chunk import ChatCompletionChunk
 
-from crystal_kernel.host.messages import ImagePart, Message, TextPart, ToolCallPart, ToolResultPart
+from crystal_kernel.core.messages import ImagePart, Message, TextPart, ToolCallPart, ToolResultPart
 from crystal_kernel.providers.base import (
     Finished,
     ModelRequest,

@@ -23,8 +23,8 @@ from typing import Any
 from openai import AsyncOpenAI, AsyncStream
 from openai.types.responses import Response, ResponseStreamEvent
 
-from crystal_kernel.errors import ProviderError
-from crystal_kernel.host.messages import ImagePart, Message, ReasoningPart, TextPart, ToolResultPart
+from crystal_kernel.core.errors import ProviderError
+from crystal_kernel.core.messages import ImagePart, Message, ReasoningPart, TextPart, ToolResultPart
 from crystal_kernel.providers.base import (
     Finished,
     ModelRequest,

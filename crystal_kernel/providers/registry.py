@@ -11,8 +11,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from crystal_kernel.errors import UserError
-from crystal_kernel.host.config import DEFAULT_KEY_ENV, Config
+from crystal_kernel.core.config import DEFAULT_KEY_ENV, Config
+from crystal_kernel.core.errors import UserError
 from crystal_kernel.providers.base import Capabilities, Provider
 from crystal_kernel.providers.common import RetryPolicy, capabilities_for
 

@@ -48,11 +48,12 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-from crystal_kernel.errors import ProviderError, UserError
-from crystal_kernel.host.config import Config
-from crystal_kernel.host.fsutil import atomic_write_json
-from crystal_kernel.host.messages import ImagePart, TextPart, ToolCallPart, ToolResultPart
-from crystal_kernel.host.secrets import redact
+from crystal_kernel.core import paths
+from crystal_kernel.core.config import Config
+from crystal_kernel.core.errors import ProviderError, UserError
+from crystal_kernel.core.fsutil import atomic_write_json
+from crystal_kernel.core.messages import ImagePart, TextPart, ToolCallPart, ToolResultPart
+from crystal_kernel.core.secrets import redact
 from crystal_kernel.providers.base import (
     Capabilities,
     Finished,
@@ -75,7 +76,7 @@ def cassette_path(config: Config, workspace: Path) -> Path:
     named = os.environ.get("CRYSTAL_CASSETTE") or config.raw.get("cassette")
     if named and not isinstance(named, str):
         raise UserError(f"Config key 'cassette' must be a path, not {named!r}.")
-    path = Path(named).expanduser() if named else Path(".crystal") / "cassettes" / "default.json"
+    path = Path(named).expanduser() if named else paths.default_cassette()
     return path if path.is_absolute() else Path(workspace) / path
 
 

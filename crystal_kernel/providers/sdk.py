@@ -15,7 +15,7 @@ from collections.abc import AsyncIterator, Iterable
 from dataclasses import replace
 from typing import Any
 
-from crystal_kernel.errors import ProviderError
+from crystal_kernel.core.errors import ProviderError
 from crystal_kernel.providers.base import Capabilities, ModelRequest, StreamItem, refuse_text_tools
 from crystal_kernel.providers.common import RetryPolicy, capabilities_for, idle_bounded, with_retries
 from crystal_kernel.providers.errors import Endpoint, map_stream_error

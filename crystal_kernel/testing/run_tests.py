@@ -1,7 +1,8 @@
 """`make test`: the static checks, then the whole suite with pytest.
 
 The checks (configured in pyproject.toml) run first and are short: ``ruff check`` on
-crystal_kernel, tests and bench. A finding fails the run, but the suite still runs, so
+crystal_kernel, tests and bench, and ``lint-imports`` (import-linter's layering contracts,
+docs/architecture.md). A finding fails the run, but the suite still runs, so
 one report shows everything. (``mypy`` is configured in pyproject.toml too and joins
 CHECKS once crystal_kernel is clean under it.)
 
@@ -23,6 +24,8 @@ ROOT = Path(__file__).resolve().parents[2]
 #: from pyproject.toml. Only folders that exist under ROOT are given.
 CHECKS: list[tuple[str, list[str], list[str]]] = [
     ("ruff", [sys.executable, "-m", "ruff", "check"], ["crystal_kernel", "tests", "bench"]),
+    # No folders: lint-imports reads the contracts in pyproject.toml.
+    ("lint-imports", [str(Path(sys.executable).with_name("lint-imports")), "--no-cache"], []),
 ]
 
 
@@ -31,7 +34,7 @@ def run_checks() -> list[str]:
     failed = []
     for name, command, folders in CHECKS:
         present = [f for f in folders if (ROOT / f).exists()]
-        if not present:
+        if folders and not present:
             continue
         print(f"make test: {name} ...", flush=True)
         if subprocess.call([*command, *present], cwd=ROOT) != 0:

@@ -7,7 +7,7 @@ import difflib
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from crystal_kernel.errors import ToolError
+from crystal_kernel.core.errors import ToolError
 
 if TYPE_CHECKING:
     from crystal_kernel.tools.base import ToolContext
@@ -44,7 +44,7 @@ def write_allowed(ctx: ToolContext, path: Path, text: str) -> None:
     rules (no link in it then), and the write is made relative to descriptors opened from
     the allowed folder that holds it, so a folder swapped for a link since cannot send it
     outside (TRUST-3, host/fsutil.py). Raises OSError."""
-    from crystal_kernel.host.fsutil import atomic_write_text
+    from crystal_kernel.core.fsutil import atomic_write_text
 
     rule = ctx.access.rule_for(path)
     atomic_write_text(path, text, inside=rule.path if rule is not None else None)

@@ -7,8 +7,8 @@ import asyncio
 import os
 import stat
 
-from crystal_kernel.errors import ToolError
-from crystal_kernel.host.messages import ImagePart
+from crystal_kernel.core.errors import ToolError
+from crystal_kernel.core.messages import ImagePart
 from crystal_kernel.tools.base import ToolContext
 from crystal_kernel.tools.images import MAX_IMAGE_BYTES, sniff_image_type
 

@@ -18,9 +18,10 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from crystal_kernel.errors import ToolError
-from crystal_kernel.host.access import is_credential_parts
-from crystal_kernel.host.fsutil import ensure_folder_inside, open_inside
+from crystal_kernel.core import paths
+from crystal_kernel.core.access import is_credential_parts
+from crystal_kernel.core.errors import ToolError
+from crystal_kernel.core.fsutil import ensure_folder_inside, open_inside
 from crystal_kernel.tools._files import looks_binary
 from crystal_kernel.tools._walk import RG_BASE_FLAGS, rg_binary, walk
 from crystal_kernel.tools._watch import FolderWatch, folders_of, open_watch
@@ -100,7 +101,7 @@ class SearchIndex:
 
     def __init__(self, workspace: Path) -> None:
         self.workspace = Path(os.path.realpath(workspace))
-        self.folder = self.workspace / ".crystal" / "index"
+        self.folder = paths.index_dir(self.workspace)
         self.path = self.folder / "search.sqlite"
         self.lock = threading.Lock()
         self.conn: sqlite3.Connection | None = None

@@ -18,9 +18,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from crystal_kernel.errors import ToolError
-from crystal_kernel.host.fsutil import atomic_write_text
-from crystal_kernel.host.messages import ImagePart
+from crystal_kernel.core.errors import ToolError
+from crystal_kernel.core.fsutil import atomic_write_text
+from crystal_kernel.core.messages import ImagePart
 from crystal_kernel.tools.images import MAX_IMAGE_BYTES, MAX_IMAGES, sniff_image_type
 
 MAX_NOTEBOOK_BYTES = 64 * 1024 * 1024

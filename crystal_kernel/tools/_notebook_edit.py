@@ -7,7 +7,7 @@ import difflib
 from dataclasses import dataclass
 from typing import Any
 
-from crystal_kernel.errors import ToolError
+from crystal_kernel.core.errors import ToolError
 from crystal_kernel.tools._notebook import Notebook, joined, new_cell, set_source, valid_id
 
 ACTIONS = ("insert", "replace", "delete", "move", "set_type", "clear_outputs")

@@ -17,7 +17,7 @@ import threading
 from collections.abc import Callable
 from typing import TypeVar
 
-from crystal_kernel.errors import ToolError
+from crystal_kernel.core.errors import ToolError
 from crystal_kernel.jobs.guarded import guarded_argv
 from crystal_kernel.tools._process import kill_process_tree
 from crystal_kernel.tools._walk import rg_binary

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from crystal_kernel.errors import ToolError
+from crystal_kernel.core.errors import ToolError
 from crystal_kernel.jobs.format import describe_job, job_table, logs_header
 from crystal_kernel.tools.base import Classification, Risk, Tool, ToolContext, ToolInput, ToolResult, truncate_output
 

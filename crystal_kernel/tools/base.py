@@ -10,90 +10,43 @@ marked as an internal error.
 from __future__ import annotations
 
 import copy
-import enum
 import inspect
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from crystal_kernel.errors import ToolError
-from crystal_kernel.host.messages import ImagePart
-from crystal_kernel.providers.base import ToolSpec
+from crystal_kernel.core.errors import ToolError
+from crystal_kernel.core.tool_types import (
+    Authority,
+    Classification,
+    FileChange,
+    Risk,
+    ToolResult,
+    ToolSpec,
+    truncate_output,
+)
 
 if TYPE_CHECKING:
-    from crystal_kernel.host.interaction import Interaction
-    from crystal_kernel.host.session import Session
+    from crystal_kernel.core.interaction import Interaction
 
-
-class Risk(enum.IntEnum):
-    READ = 0
-    WRITE = 1
-    EXECUTE = 2
-
-    def __str__(self) -> str:
-        return self.name.lower()
-
-
-class Authority(enum.IntEnum):
-    WORKSPACE = 0
-    OUTSIDE = 1
-
-    def __str__(self) -> str:
-        return "outside-workspace" if self is Authority.OUTSIDE else "workspace"
-
-
-@dataclass(frozen=True)
-class Classification:
-    """The host's view of one call: risk, authority, and whether the tool is external
-    (exec, plugin, MCP: floor write + workspace, MODE-3)."""
-
-    risk: Risk
-    authority: Authority = Authority.WORKSPACE
-    external: bool = False
-    # What a person may allow for the session (a bash command, a path), if anything.
-    pattern: str | None = None
-    # What the call would change, shown to the person asked for approval (notebook_edit's
-    # per-cell diff); never sent to the model.
-    preview: str | None = None
-    # TRUST-3: the call changes a file that steers the host (``.crystal/``, Home): only
-    # the person may allow it, in every approval mode; with nobody there it is denied.
-    host_owned: bool = False
-
-
-@dataclass
-class FileChange:
-    """The whole text of a file before and after a tool changed it, for fronts that draw
-    their own diffs (ACP clients). ``old_text`` is None when the tool created the file."""
-
-    path: str  # absolute
-    old_text: str | None
-    new_text: str
-
-
-@dataclass
-class ToolResult:
-    ok: bool
-    text: str = ""
-    images: list[ImagePart] = field(default_factory=list)
-    # How fronts should render the text: "text", "diff" or "terminal".
-    display: Literal["text", "diff", "terminal"] = "text"
-    # Set by edit and write; never sent to the model.
-    file_change: FileChange | None = None
-
-    @classmethod
-    def fail(cls, text: str) -> ToolResult:
-        return cls(ok=False, text=text)
+# A plugin's tool needs only this module (docs/plugins.md): the call vocabulary that
+# lives in core is re-exported here for tool authors.
+__all__ = [
+    "Authority", "Classification", "EmptyInput", "FileChange", "Risk", "Tool", "ToolContext", "ToolInput",
+    "ToolResult", "ToolSpec", "format_validation_error", "input_schema", "truncate_output",
+]
 
 
 @dataclass
 class ToolContext:
     """What a running tool may use."""
 
-    session: Session
+    # The host's Session: tools sit below the host and never import it (docs/architecture.md).
+    session: Any
     interaction: Interaction
     call_id: str = ""
     # Whether the model of this turn accepts images (EX-12, view_image).
@@ -240,18 +193,3 @@ def _description_for(cls: type) -> str:
         return md.read_text(encoding="utf-8").strip()
     doc = inspect.getdoc(cls)
     return doc or cls.name
-
-
-def truncate_output(text: str, limit: int) -> str:
-    """Bound what the model sees; say how much was cut."""
-    if limit <= 0 or len(text) <= limit:
-        return text
-    head = int(limit * 0.8)
-    tail = limit - head
-    cut = len(text) - head - tail
-    return (
-        text[:head]
-        + f"\n\n[... {cut} characters cut: the output was {len(text)} characters, "
-        f"the tool output limit is {limit} ...]\n\n"
-        + text[-tail:]
-    )

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from pydantic import Field
 
-from crystal_kernel.errors import ToolError
+from crystal_kernel.core.errors import ToolError
 from crystal_kernel.tools._index import note_change
 from crystal_kernel.tools._process import BoundedOutput, kill_process_tree
 from crystal_kernel.tools.base import Classification, Risk, Tool, ToolContext, ToolInput, ToolResult
@@ -52,7 +52,7 @@ class BashInput(ToolInput):
 def _environment(config: object = None) -> dict[str, str]:
     """The child environment (TRUST-4: no model keys, host/secrets.py); nothing can
     answer a pager or an editor: stdin is closed."""
-    from crystal_kernel.host.secrets import child_environment
+    from crystal_kernel.core.secrets import child_environment
 
     return child_environment(config, defaults={"PAGER": "cat", "GIT_TERMINAL_PROMPT": "0"},
                              extra={"GIT_PAGER": "cat"}, keep_home=True)

@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from crystal_kernel.errors import UserError
+from crystal_kernel.core.errors import UserError
 from crystal_kernel.tools.base import Tool
 
 if TYPE_CHECKING:

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import psutil
 
-from crystal_kernel.errors import ToolError
+from crystal_kernel.core.errors import ToolError
 from crystal_kernel.jobs.guarded import guarded_argv
 from crystal_kernel.tools._process import start_off_loop
 

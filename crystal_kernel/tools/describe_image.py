@@ -9,8 +9,8 @@ from typing import Any
 
 from pydantic import Field
 
-from crystal_kernel.errors import ProviderError, ToolError
-from crystal_kernel.host.messages import Message, TextPart
+from crystal_kernel.core.errors import ProviderError, ToolError
+from crystal_kernel.core.messages import Message, TextPart
 from crystal_kernel.providers.base import ModelRequest, TextChunk
 from crystal_kernel.tools._image_file import load_image
 from crystal_kernel.tools.base import Risk, Tool, ToolContext, ToolInput, ToolResult, truncate_output

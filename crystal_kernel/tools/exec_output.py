@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from crystal_kernel.errors import ToolError
+from crystal_kernel.core.errors import ToolError
 from crystal_kernel.tools.base import ToolResult, truncate_output
 from crystal_kernel.tools.images import NO_IMAGES_TEXT, load_images, parse_image_refs
 

@@ -27,8 +27,9 @@ from typing import Any, Literal
 
 from pydantic import RootModel
 
-from crystal_kernel.errors import ToolError
-from crystal_kernel.host.fsutil import ensure_folder_inside
+from crystal_kernel.core import paths
+from crystal_kernel.core.errors import ToolError
+from crystal_kernel.core.fsutil import ensure_folder_inside
 from crystal_kernel.tools.base import Authority, Classification, Risk, Tool, ToolContext, ToolResult
 from crystal_kernel.tools.child_process import run_process
 from crystal_kernel.tools.exec_manifest import ExecToolManifest, has_separator
@@ -156,7 +157,7 @@ class ExecTool(Tool):
         """EX-2: the host environment plus five variables; CRYSTAL_HOME removed, and the
         model key variables too unless passKeysToTools (TRUST-4, host/secrets.py).
         Bytes on POSIX (no decoding of every variable on each call)."""
-        from crystal_kernel.host.secrets import child_environment, child_environment_bytes
+        from crystal_kernel.core.secrets import child_environment, child_environment_bytes
 
         tool_data, project_data = self.data_dirs(ctx)
         extra = {
@@ -176,7 +177,7 @@ class ExecTool(Tool):
         home = getattr(ctx.session, "home", None) or ctx.config.home
         name = self.tool_set.name
         return (os.path.join(home, "data", "tools", name),
-                os.path.join(ctx.workspace, ".crystal", "data", "tools", name))
+                str(paths.tool_data_dir(ctx.workspace, name)))
 
     async def run(self, args: Any, ctx: ToolContext) -> ToolResult:
         arguments = args.root if isinstance(args, ExternalArguments) else dict(args)

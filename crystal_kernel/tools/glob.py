@@ -9,8 +9,8 @@ from pathlib import Path
 
 from pydantic import Field
 
-from crystal_kernel.errors import ToolError
-from crystal_kernel.host.access import is_credential_parts
+from crystal_kernel.core.access import is_credential_parts
+from crystal_kernel.core.errors import ToolError
 from crystal_kernel.tools._files import display_path
 from crystal_kernel.tools._walk import list_relative
 from crystal_kernel.tools.base import Risk, Tool, ToolContext, ToolInput, ToolResult, truncate_output

@@ -24,9 +24,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from crystal_kernel.errors import ToolError
-from crystal_kernel.host.access import is_credential_path
-from crystal_kernel.host.messages import ImagePart
+from crystal_kernel.core.access import is_credential_path
+from crystal_kernel.core.errors import ToolError
+from crystal_kernel.core.messages import ImagePart
 
 MAX_IMAGES = 8
 MAX_IMAGE_BYTES = 20 * 1024 * 1024

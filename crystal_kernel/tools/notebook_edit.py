@@ -9,7 +9,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from crystal_kernel.errors import ToolError
+from crystal_kernel.core.errors import ToolError
 from crystal_kernel.tools._files import display_path, write_allowed
 from crystal_kernel.tools._index import note_change
 from crystal_kernel.tools._notebook import Notebook, is_notebook, load_notebook

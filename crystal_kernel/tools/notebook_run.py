@@ -28,8 +28,8 @@ from typing import Any
 
 from pydantic import Field
 
-from crystal_kernel.errors import ToolError
-from crystal_kernel.host.fsutil import atomic_write_text
+from crystal_kernel.core.errors import ToolError
+from crystal_kernel.core.fsutil import atomic_write_text
 from crystal_kernel.tools._files import display_path
 from crystal_kernel.tools._notebook import Notebook, is_notebook, load_notebook, render_cell
 from crystal_kernel.tools.base import Classification, Risk, Tool, ToolContext, ToolInput, ToolResult, truncate_output

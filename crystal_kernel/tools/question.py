@@ -10,8 +10,8 @@ import json
 
 from pydantic import Field
 
-from crystal_kernel.errors import ToolError
-from crystal_kernel.host.interaction import Question
+from crystal_kernel.core.errors import ToolError
+from crystal_kernel.core.interaction import Question
 from crystal_kernel.tools.base import Risk, Tool, ToolContext, ToolInput, ToolResult
 
 MAX_QUESTIONS = 10

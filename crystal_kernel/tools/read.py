@@ -9,7 +9,7 @@ from typing import Any
 
 from pydantic import Field
 
-from crystal_kernel.errors import ToolError
+from crystal_kernel.core.errors import ToolError
 from crystal_kernel.tools._files import display_path, looks_binary, read_head
 from crystal_kernel.tools._notebook import NotANotebook, is_notebook, load_notebook, render
 from crystal_kernel.tools.base import Risk, Tool, ToolContext, ToolInput, ToolResult, truncate_output

@@ -6,7 +6,7 @@ import asyncio
 
 from pydantic import Field
 
-from crystal_kernel.errors import ToolError
+from crystal_kernel.core.errors import ToolError
 from crystal_kernel.tools._index import generation, index_for, split_words
 from crystal_kernel.tools._notebook_search import matching_cells, read_sources
 from crystal_kernel.tools.base import Risk, Tool, ToolContext, ToolInput, ToolResult, truncate_output

@@ -7,8 +7,8 @@ from typing import Literal
 
 from pydantic import Field
 
-from crystal_kernel.errors import ToolError
-from crystal_kernel.host.session import Todo
+from crystal_kernel.core.errors import ToolError
+from crystal_kernel.core.todos import Todo
 from crystal_kernel.tools.base import EmptyInput, Risk, Tool, ToolContext, ToolInput, ToolResult
 
 MAX_TODOS = 200

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from pydantic import Field
 
-from crystal_kernel.host.access import is_credential_path
+from crystal_kernel.core.access import is_credential_path
 from crystal_kernel.tools._files import display_path, existing_folder
 from crystal_kernel.tools._walk import walk
 from crystal_kernel.tools.base import Risk, Tool, ToolContext, ToolInput, ToolResult, truncate_output

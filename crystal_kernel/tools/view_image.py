@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from crystal_kernel.errors import ToolError
+from crystal_kernel.core.errors import ToolError
 from crystal_kernel.tools._files import display_path
 from crystal_kernel.tools._image_file import load_image
 from crystal_kernel.tools.base import Risk, Tool, ToolContext, ToolInput, ToolResult

@@ -22,9 +22,9 @@ from crystal_kernel.acp.mapping import (
     tool_kind,
     tool_title,
 )
+from crystal_kernel.core.interaction import ApprovalRequest, Question, QuestionOption
+from crystal_kernel.core.messages import ImagePart, TextPart
 from crystal_kernel.host.bootstrap import open_session
-from crystal_kernel.host.interaction import ApprovalRequest, Question, QuestionOption
-from crystal_kernel.host.messages import ImagePart, TextPart
 
 PNG = base64.b64encode(b"\x89PNG\r\n\x1a\n" + b"\x00" * 16).decode()
 

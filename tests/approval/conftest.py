@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from crystal_kernel.host.config import load_config
+from crystal_kernel.core.config import load_config
 from crystal_kernel.host.session import Session
 from crystal_kernel.testing.scripted import ScriptedProvider, text_reply
 
@@ -65,8 +65,8 @@ def exec_tool(workspace: Path) -> str:
                                    "required": ["text"]}}],
     }), encoding="utf-8")
     # The person trusts the workspace set (TRUST-2); tests/security attack the untrusted case.
-    from crystal_kernel.host.config import home_dir
-    from crystal_kernel.host.trust import trust_all
+    from crystal_kernel.core.paths import home_dir
+    from crystal_kernel.core.trust import trust_all
 
     trust_all(home_dir(), workspace)
     return "shout"

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import pytest
 
-from crystal_kernel.host.events import ApprovalEvent, ToolResultEvent
-from crystal_kernel.host.interaction import PersonDecision
+from crystal_kernel.core.events import ApprovalEvent, ToolResultEvent
+from crystal_kernel.core.interaction import PersonDecision
 from crystal_kernel.host.loop import run_turn
 from crystal_kernel.testing.scripted import text_reply, tool_reply
 

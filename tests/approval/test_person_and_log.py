@@ -3,9 +3,9 @@ deny with a reason), /approval switching, and the audit log in the session docum
 
 from __future__ import annotations
 
+from crystal_kernel.core.events import ApprovalEvent, ToolResultEvent
+from crystal_kernel.core.interaction import PersonDecision
 from crystal_kernel.host.commands import run_command
-from crystal_kernel.host.events import ApprovalEvent, ToolResultEvent
-from crystal_kernel.host.interaction import PersonDecision
 from crystal_kernel.host.loop import run_turn
 from crystal_kernel.host.store import SessionStore
 from crystal_kernel.testing.scripted import text_reply, tool_reply

@@ -8,9 +8,9 @@ import json
 
 import pytest
 
+from crystal_kernel.core.events import ApprovalEvent, ToolResultEvent
+from crystal_kernel.core.interaction import PersonDecision
 from crystal_kernel.host.approval import host_risk_level, review_outcome
-from crystal_kernel.host.events import ApprovalEvent, ToolResultEvent
-from crystal_kernel.host.interaction import PersonDecision
 from crystal_kernel.host.loop import run_turn
 from crystal_kernel.host.review import parse_verdict_json
 from crystal_kernel.testing.scripted import HANG, Fail, text_reply, tool_reply
@@ -155,7 +155,7 @@ async def test_reviewer_timeout_asks_the_person(workspace):
 
 
 async def test_reviewer_failure_asks(workspace):
-    from crystal_kernel.errors import ProviderError
+    from crystal_kernel.core.errors import ProviderError
 
     session = make_session(workspace, "review", [
         tool_reply([("write", {"path": "t.txt", "content": "x"})]),

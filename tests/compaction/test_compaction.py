@@ -6,14 +6,15 @@ from __future__ import annotations
 
 import pytest
 
-from crystal_kernel.errors import ProviderError, UserError
+from crystal_kernel.core.config import load_config
+from crystal_kernel.core.errors import ProviderError, UserError
+from crystal_kernel.core.events import Note, TextDelta
+from crystal_kernel.core.messages import Message, TextPart, ToolCallPart, ToolResultPart
+from crystal_kernel.core.todos import Todo
 from crystal_kernel.host.commands import run_command
 from crystal_kernel.host.compaction import choose_cut, estimate_tokens, threshold_tokens
-from crystal_kernel.host.config import load_config
-from crystal_kernel.host.events import Note, TextDelta
 from crystal_kernel.host.loop import run_turn
-from crystal_kernel.host.messages import Message, TextPart, ToolCallPart, ToolResultPart
-from crystal_kernel.host.session import Session, Todo
+from crystal_kernel.host.session import Session
 from crystal_kernel.host.store import SessionStore
 from crystal_kernel.testing.scripted import ScriptedProvider, text_reply
 

@@ -15,9 +15,9 @@ from typing import Any
 
 import pytest
 
+from crystal_kernel.core.events import ApprovalEvent, ToolResultEvent
+from crystal_kernel.core.interaction import NoPerson, PersonDecision
 from crystal_kernel.host.bootstrap import open_session
-from crystal_kernel.host.events import ApprovalEvent, ToolResultEvent
-from crystal_kernel.host.interaction import NoPerson, PersonDecision
 from crystal_kernel.host.loop import run_turn
 from crystal_kernel.host.recorded_person import (
     RecordingPerson,

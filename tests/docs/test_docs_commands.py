@@ -228,7 +228,7 @@ def test_every_json_block_parses_and_config_examples_load(tmp_path: Path):
     """Every json block is JSON, or a fragment of a config.json (``"key": value`` lines),
     or says it is abbreviated (``…``). Whole config files and fragments load with the real
     config loader; an mcp.json loads every server with the real MCP config reader."""
-    from crystal_kernel.host.config import known_keys, load_config
+    from crystal_kernel.core.config import known_keys, load_config
     from crystal_kernel.mcp.config import read_file
 
     config_keys = set(known_keys()) | {"cassette", "reviewTimeoutSeconds"}
@@ -268,7 +268,7 @@ def flags_of(parser) -> set[str]:
 
 def test_configuration_names_every_key_and_flag():
     from crystal_kernel.cli import build_parser
-    from crystal_kernel.host.config import known_keys
+    from crystal_kernel.core.config import known_keys
     from crystal_kernel.jupyter.options import parser as kernel_parser
 
     text = (ROOT / "docs" / "configuration.md").read_text(encoding="utf-8")

@@ -104,7 +104,7 @@ def test_every_magic_line_the_docs_show_parses():
 
 
 def test_magic_checker_refuses_what_the_magic_refuses():
-    from crystal_kernel.errors import UserError
+    from crystal_kernel.core.errors import UserError
 
     for bad in ("%crystal --mood plan hi", "%%crystal do it now", "%crystal --mode later hi"):
         try:

@@ -13,7 +13,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from exec_support import StandInSession, make_ctx
 
-from crystal_kernel.host.config import load_config
+from crystal_kernel.core.config import load_config
 from crystal_kernel.host.session import Session
 from crystal_kernel.testing.scripted import ScriptedProvider
 from crystal_kernel.tools.base import ToolContext

@@ -12,11 +12,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from crystal_kernel.host.access import AccessRules
-from crystal_kernel.host.config import Config
-from crystal_kernel.host.interaction import NoPerson
+from crystal_kernel.core.access import AccessRules
+from crystal_kernel.core.config import Config
+from crystal_kernel.core.interaction import NoPerson
+from crystal_kernel.host.tool_sources import discover_external_tools
 from crystal_kernel.tools.base import ToolContext
-from crystal_kernel.tools.external import discover_external_tools
 
 PY = sys.executable
 
@@ -68,7 +68,7 @@ def load(home: Path, workspace: Path) -> tuple[dict[str, Any], list[str]]:
 
 async def call(tool: Any, arguments: dict[str, Any], ctx: ToolContext):
     """Parse and run as the loop would (ToolError becomes a failed result)."""
-    from crystal_kernel.errors import ToolError
+    from crystal_kernel.core.errors import ToolError
     from crystal_kernel.tools.base import ToolResult
 
     try:

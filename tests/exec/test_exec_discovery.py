@@ -7,18 +7,18 @@ from pathlib import Path
 
 from exec_support import PY, call, home_set, load, write_set
 
+from crystal_kernel.host.tool_sources import discover_external_tools
 from crystal_kernel.tools.base import Authority, Risk
 from crystal_kernel.tools.catalog import CatalogOptions, build_catalog
 from crystal_kernel.tools.exec_sets import ExecTool
-from crystal_kernel.tools.external import discover_external_tools
 
 ECHO = [PY, "-c", "import json,sys; print(json.dumps({'text': sys.stdin.read()}))"]
 
 
 def ws_set(workspace: Path, name: str, manifest: dict) -> Path:
     """A workspace set the person has trusted (TRUST-2; tests/security covers untrusted ones)."""
-    from crystal_kernel.host.config import home_dir
-    from crystal_kernel.host.trust import trust_all
+    from crystal_kernel.core.paths import home_dir
+    from crystal_kernel.core.trust import trust_all
 
     folder = write_set(workspace / ".crystal" / "tools", name, manifest)
     trust_all(home_dir(), workspace)

@@ -9,8 +9,8 @@ import json
 
 from exec_support import PY, home_set
 
-from crystal_kernel.host.config import load_config
-from crystal_kernel.host.events import ApprovalEvent, ToolResultEvent
+from crystal_kernel.core.config import load_config
+from crystal_kernel.core.events import ApprovalEvent, ToolResultEvent
 from crystal_kernel.host.loop import run_turn
 from crystal_kernel.host.session import Session
 from crystal_kernel.providers.base import Capabilities

@@ -8,8 +8,8 @@ import json
 
 import pytest
 
-from crystal_kernel.errors import UserError
-from crystal_kernel.host.config import load_config
+from crystal_kernel.core.config import load_config
+from crystal_kernel.core.errors import UserError
 from crystal_kernel.host.loop import run_turn
 from crystal_kernel.host.session import Session
 from crystal_kernel.host.store import SessionStore

@@ -7,10 +7,10 @@ import json
 
 import pytest
 
-from crystal_kernel.errors import ProviderError
-from crystal_kernel.host.config import load_config
-from crystal_kernel.host.events import ApprovalEvent, ErrorEvent, TextDelta, ToolResultEvent, TurnEnd
-from crystal_kernel.host.interaction import PersonDecision
+from crystal_kernel.core.config import load_config
+from crystal_kernel.core.errors import ProviderError
+from crystal_kernel.core.events import ApprovalEvent, ErrorEvent, TextDelta, ToolResultEvent, TurnEnd
+from crystal_kernel.core.interaction import PersonDecision
 from crystal_kernel.host.loop import run_turn
 from crystal_kernel.host.session import Session
 from crystal_kernel.host.store import SessionStore
@@ -158,8 +158,8 @@ async def test_step_limit(workspace):
 
 
 async def test_images_refused_on_text_only_model(workspace):
+    from crystal_kernel.core.messages import ImagePart
     from crystal_kernel.host.loop import NO_IMAGES
-    from crystal_kernel.host.messages import ImagePart
     from crystal_kernel.tools.base import Tool, ToolResult
 
     class Pic(Tool):
@@ -189,7 +189,7 @@ async def test_resume_continues_the_conversation(workspace):
 @pytest.mark.parametrize("field, value", [("usage", {"inputTokens": "many"}), ("turns", "x"),
                                           ("transcript", [{"role": "robot"}]), ("todos", [{"status": "later"}])])
 async def test_corrupt_document_is_one_line_and_changes_nothing(workspace, field, value):
-    from crystal_kernel.errors import UserError
+    from crystal_kernel.core.errors import UserError
 
     session = make_session(workspace, [text_reply("first")])
     await collect(run_turn(session, "one"))

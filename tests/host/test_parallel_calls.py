@@ -10,8 +10,8 @@ import time
 
 import pytest
 
-from crystal_kernel.host.config import load_config
-from crystal_kernel.host.events import ToolCallStarted, ToolResultEvent
+from crystal_kernel.core.config import load_config
+from crystal_kernel.core.events import ToolCallStarted, ToolResultEvent
 from crystal_kernel.host.loop import run_turn
 from crystal_kernel.host.session import Session
 from crystal_kernel.testing.scripted import ScriptedProvider, text_reply, tool_reply

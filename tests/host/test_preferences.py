@@ -60,8 +60,8 @@ def test_flags_and_bad_values_never_write_config_FL5(private_home, workspace):
 
 
 async def test_a_config_that_cannot_be_written_keeps_the_change_and_says_so(private_home, workspace):
+    from crystal_kernel.core.config import load_config
     from crystal_kernel.host.commands import run_command
-    from crystal_kernel.host.config import load_config
     from crystal_kernel.host.session import Session
     from crystal_kernel.testing.scripted import ScriptedProvider
 

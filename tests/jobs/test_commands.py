@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from crystal_kernel.errors import UserError
+from crystal_kernel.core.config import Config
+from crystal_kernel.core.errors import UserError
 from crystal_kernel.host.commands import run_command
-from crystal_kernel.host.config import Config
 from crystal_kernel.host.session import Session
 from crystal_kernel.jobs.commands import follow_logs, jobs_rows
 from crystal_kernel.testing.scripted import ScriptedProvider

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from crystal_kernel.errors import ToolError
+from crystal_kernel.core.errors import ToolError
 from crystal_kernel.jobs.manager import JobManager
 from tests.jobs.conftest import alive, read_pids, session_processes, wait_until
 

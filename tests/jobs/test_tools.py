@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from crystal_kernel.errors import ToolError
-from crystal_kernel.host.config import Config
-from crystal_kernel.host.interaction import NoPerson
+from crystal_kernel.core.config import Config
+from crystal_kernel.core.errors import ToolError
+from crystal_kernel.core.interaction import NoPerson
 from crystal_kernel.host.session import Session
 from crystal_kernel.testing.scripted import ScriptedProvider
 from crystal_kernel.tools.base import Authority, Risk, ToolContext, ToolResult

@@ -9,9 +9,9 @@ import sys
 
 import pytest
 
-from crystal_kernel.errors import UserError
-from crystal_kernel.host.config import load_config
-from crystal_kernel.host.messages import ImagePart, TextPart
+from crystal_kernel.core.config import load_config
+from crystal_kernel.core.errors import UserError
+from crystal_kernel.core.messages import ImagePart, TextPart
 from crystal_kernel.host.session import Session
 from crystal_kernel.jupyter.completion import complete
 from crystal_kernel.jupyter.mentions import attach_mentions, find_mentions

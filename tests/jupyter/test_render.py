@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from crystal_kernel.host.events import (
+from crystal_kernel.core.events import (
     ApprovalEvent,
     ErrorEvent,
     Note,
@@ -12,7 +12,7 @@ from crystal_kernel.host.events import (
     TurnEnd,
     UsageEvent,
 )
-from crystal_kernel.host.messages import ImagePart
+from crystal_kernel.core.messages import ImagePart
 from crystal_kernel.jupyter.cards import CardState, Status, card_bundle, diff_html
 from crystal_kernel.jupyter.render import RecordingOutput, Renderer
 

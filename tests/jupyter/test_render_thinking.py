@@ -4,7 +4,7 @@ answer starts, never inside the answer; its text is escaped like every output (T
 
 from __future__ import annotations
 
-from crystal_kernel.host.events import ReasoningDelta, TextDelta, ToolCallStarted, ToolResultEvent, TurnEnd
+from crystal_kernel.core.events import ReasoningDelta, TextDelta, ToolCallStarted, ToolResultEvent, TurnEnd
 from crystal_kernel.jupyter.cards import Status
 from crystal_kernel.jupyter.render import RecordingOutput, Renderer
 

@@ -7,8 +7,8 @@ import asyncio
 
 import pytest
 
-from crystal_kernel.errors import ToolError
-from crystal_kernel.host.interaction import ApprovalRequest, Question, QuestionOption
+from crystal_kernel.core.errors import ToolError
+from crystal_kernel.core.interaction import ApprovalRequest, Question, QuestionOption
 from crystal_kernel.jupyter.render import RecordingOutput
 from crystal_kernel.jupyter.widgets import QuestionForm, WidgetInteraction
 
@@ -97,8 +97,8 @@ def test_approval_form_shows_the_per_cell_diff_of_notebook_edit():
 def test_person_timeout_config_is_checked_and_flag_wins(tmp_path):
     from types import SimpleNamespace
 
-    from crystal_kernel.errors import UserError
-    from crystal_kernel.host.config import load_config
+    from crystal_kernel.core.config import load_config
+    from crystal_kernel.core.errors import UserError
     from crystal_kernel.jupyter.widgets import live_forms
 
     assert load_config(tmp_path, environ={}).person_timeout_seconds == 3600

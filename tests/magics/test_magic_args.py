@@ -7,7 +7,7 @@ import pytest
 from IPython.core.interactiveshell import InteractiveShell
 from traitlets.config import Config
 
-from crystal_kernel.errors import UserError
+from crystal_kernel.core.errors import UserError
 from crystal_kernel.jupyter import magics_transform
 from crystal_kernel.jupyter.magics_args import MAX_VALUE_CHARS, cell_options, interpolate, split_options
 

@@ -13,9 +13,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from crystal_kernel.errors import ToolError
-from crystal_kernel.host.config import load_config
-from crystal_kernel.host.interaction import NoPerson
+from crystal_kernel.core.config import load_config
+from crystal_kernel.core.errors import ToolError
+from crystal_kernel.core.interaction import NoPerson
 from crystal_kernel.host.session import Session
 from crystal_kernel.providers.base import Capabilities
 from crystal_kernel.testing.scripted import ScriptedProvider
@@ -39,8 +39,8 @@ def stdio_entry(*extra_args: str, pidfile: Path | None = None, marks: Path | Non
 def write_config(path: Path, servers: dict[str, Any], *, trusted: bool = True) -> Path:
     """Write an mcp.json; a workspace one is trusted by the person unless ``trusted`` is
     False (TRUST-2; tests/security attacks untrusted files)."""
-    from crystal_kernel.host.config import home_dir
-    from crystal_kernel.host.trust import TrustStore, needs_trust
+    from crystal_kernel.core.paths import home_dir
+    from crystal_kernel.core.trust import TrustStore, needs_trust
 
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps({"mcpServers": servers}), encoding="utf-8")

@@ -7,7 +7,7 @@ import json
 
 from mcp_support import session_for, stdio_entry, write_config
 
-from crystal_kernel.host.trust import TrustStore
+from crystal_kernel.core.trust import TrustStore
 from crystal_kernel.mcp.config import load_servers, read_file, tool_name
 from crystal_kernel.tools.base import Authority, Risk
 
@@ -110,7 +110,7 @@ def test_no_mcp_json_imports_no_sdk(home, workspace):
     import subprocess
     import sys
 
-    code = ("import sys; from pathlib import Path; from crystal_kernel.host.config import load_config; "
+    code = ("import sys; from pathlib import Path; from crystal_kernel.core.config import load_config; "
             "from crystal_kernel.host.session import Session; from crystal_kernel.testing.scripted import "
             "ScriptedProvider; s = Session(workspace=Path(sys.argv[1]), config=load_config(), "
             "provider=ScriptedProvider([]), person_present=False); s.tools(); "

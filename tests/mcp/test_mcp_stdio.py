@@ -195,7 +195,7 @@ async def test_a_server_that_never_answers_is_bounded_and_noted(home, workspace,
 HOST = textwrap.dedent("""
     import asyncio, sys, time
     from pathlib import Path
-    from crystal_kernel.host.config import load_config
+    from crystal_kernel.core.config import load_config
     from crystal_kernel.host.session import Session
     from crystal_kernel.testing.scripted import ScriptedProvider
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from mcp_support import session_for, stdio_entry, write_config
 
+from crystal_kernel.core.events import ApprovalEvent, ToolCallStarted, ToolResultEvent
 from crystal_kernel.host.commands import run_command
-from crystal_kernel.host.events import ApprovalEvent, ToolCallStarted, ToolResultEvent
 from crystal_kernel.host.loop import run_turn
 from crystal_kernel.testing.scripted import text_reply, tool_reply
 from crystal_kernel.tools.images import NO_IMAGES_TEXT
@@ -77,7 +77,7 @@ async def test_slash_tools_shows_server_and_state(home, workspace):
 async def test_progress_notifications_show_on_the_tool_card(home, workspace):
     """The server's notifications/progress reach the fronts as ToolProgress
     events, and the notebook card shows the latest while the call runs."""
-    from crystal_kernel.host.events import ToolProgress
+    from crystal_kernel.core.events import ToolProgress
     from crystal_kernel.jupyter.render import RecordingOutput, Renderer
 
     write_config(home / "mcp.json", {"demo": stdio_entry()})

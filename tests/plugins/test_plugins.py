@@ -11,12 +11,12 @@ import sys
 from pathlib import Path
 
 from crystal_kernel import plugins
-from crystal_kernel.errors import ToolError
-from crystal_kernel.host.access import AccessRules
-from crystal_kernel.host.config import Config
-from crystal_kernel.host.interaction import NoPerson
+from crystal_kernel.core.access import AccessRules
+from crystal_kernel.core.config import Config
+from crystal_kernel.core.errors import ToolError
+from crystal_kernel.core.interaction import NoPerson
+from crystal_kernel.host.tool_sources import PluginTool, discover_external_tools
 from crystal_kernel.tools.base import Authority, Risk, ToolContext
-from crystal_kernel.tools.external import PluginTool, discover_external_tools
 
 SHOUT = '''
 from crystal_kernel.plugins import hookimpl
@@ -241,7 +241,7 @@ def crystal_on_prompt(kind, text, context):
 
 def test_installed_plugin_shapes_a_real_session(install_plugin, workspace):
     """PA-7 through the real Session: one plugin appends, one raises (a note, no crash)."""
-    from crystal_kernel.host.config import load_config
+    from crystal_kernel.core.config import load_config
     from crystal_kernel.host.session import Session
     from crystal_kernel.testing.scripted import ScriptedProvider
 

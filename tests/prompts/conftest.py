@@ -57,7 +57,7 @@ def fresh_plugins():
 @pytest.fixture
 def make_session(home: Path, workspace: Path):
     """A real Session on the scripted provider; keyword flags become ProcessFlags."""
-    from crystal_kernel.host.config import load_config
+    from crystal_kernel.core.config import load_config
     from crystal_kernel.host.session import ProcessFlags, Session
     from crystal_kernel.testing.scripted import ScriptedProvider
 

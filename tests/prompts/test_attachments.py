@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from crystal_kernel.errors import UserError
+from crystal_kernel.core.errors import UserError
 from crystal_kernel.plugins import hookimpl, plugin_manager
 from crystal_kernel.prompts.attachments import (
     disable_attachment,

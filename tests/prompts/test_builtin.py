@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import re
 
-from crystal_kernel.host.messages import Message
+from crystal_kernel.core.messages import Message
 from crystal_kernel.prompts.compose import compose_named
 from crystal_kernel.prompts.promptsets import builtin_text
 

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from crystal_kernel.errors import UserError
-from crystal_kernel.host.config import load_config
+from crystal_kernel.core.config import load_config
+from crystal_kernel.core.errors import UserError
 from crystal_kernel.prompts.commands import promptattach_command, promptset_command
 from crystal_kernel.prompts.selection import check_prompt_flags, resolve_selection
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from crystal_kernel.errors import UserError
+from crystal_kernel.core.errors import UserError
 from crystal_kernel.prompts.commands import promptset_command
 from crystal_kernel.prompts.compose import compose
 from crystal_kernel.prompts.context import PromptContext

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from crystal_kernel.errors import ProviderError
-from crystal_kernel.host.messages import Message
+from crystal_kernel.core.errors import ProviderError
+from crystal_kernel.core.messages import Message
 from crystal_kernel.providers.base import Finished, ModelRequest, TextChunk
 from crystal_kernel.testing.llm_server import LLMServer
 

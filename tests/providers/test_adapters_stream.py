@@ -9,17 +9,10 @@ from typing import Any
 
 import pytest
 
-from crystal_kernel.errors import NotSupported
-from crystal_kernel.host.messages import ImagePart, Message, TextPart, ToolCallPart, ToolResultPart
-from crystal_kernel.providers.base import (
-    Capabilities,
-    Finished,
-    ModelRequest,
-    TextChunk,
-    ToolCallChunk,
-    ToolSpec,
-    UsageChunk,
-)
+from crystal_kernel.core.errors import NotSupported
+from crystal_kernel.core.messages import ImagePart, Message, TextPart, ToolCallPart, ToolResultPart
+from crystal_kernel.core.tool_types import ToolSpec
+from crystal_kernel.providers.base import Capabilities, Finished, ModelRequest, TextChunk, ToolCallChunk, UsageChunk
 from crystal_kernel.testing.llm_server import LLMServer
 
 KINDS = ["chat", "responses", "anthropic"]

@@ -8,8 +8,9 @@ from typing import Any
 
 import pytest
 
-from crystal_kernel.host.messages import ImagePart, Message, TextPart, ToolCallPart, ToolResultPart
-from crystal_kernel.providers.base import ModelRequest, ToolSpec
+from crystal_kernel.core.messages import ImagePart, Message, TextPart, ToolCallPart, ToolResultPart
+from crystal_kernel.core.tool_types import ToolSpec
+from crystal_kernel.providers.base import ModelRequest
 from crystal_kernel.testing.llm_server import LLMServer
 
 PNG = ImagePart.from_bytes("image/png", b"\x89PNG\r\n\x1a\nfake-pixels")

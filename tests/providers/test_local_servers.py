@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from crystal_kernel.host.config import load_config
-from crystal_kernel.host.events import ErrorEvent, Note, TextDelta, TurnEnd
+from crystal_kernel.core.config import load_config
+from crystal_kernel.core.events import ErrorEvent, Note, TextDelta, TurnEnd
+from crystal_kernel.core.messages import Message, TextPart
 from crystal_kernel.host.loop import run_turn
-from crystal_kernel.host.messages import Message, TextPart
 from crystal_kernel.host.session import Session
 from crystal_kernel.providers.base import ModelRequest, TextChunk, ToolCallChunk
 from crystal_kernel.providers.openai_chat import merge_name
@@ -144,7 +144,7 @@ async def test_a_server_repeating_the_function_name_yields_one_name(server: LLMS
 async def test_tool_call_message_content_is_an_empty_string_not_null(server: LLMServer, adapter):
     server.add({"text": "ok"})
     provider = adapter("chat")
-    from crystal_kernel.host.messages import ToolCallPart, ToolResultPart
+    from crystal_kernel.core.messages import ToolCallPart, ToolResultPart
 
     messages = [Message.user_text("hi"), Message(role="assistant", parts=[ToolCallPart(id="c1", name="list")]),
                 Message(role="user", parts=[ToolResultPart(call_id="c1", name="list", ok=True, text="a")])]
@@ -161,7 +161,7 @@ async def test_responses_assistant_text_is_sent_as_a_typed_message_item(server: 
     request after an answer with text failed there; OpenAI accepts the typed form too."""
     server.add({"text": "ok"})
     provider = adapter("responses")
-    from crystal_kernel.host.messages import ToolCallPart, ToolResultPart
+    from crystal_kernel.core.messages import ToolCallPart, ToolResultPart
 
     messages = [Message.user_text("hi"),
                 Message(role="assistant", parts=[TextPart(text="Let me look."), ToolCallPart(id="c1", name="list")]),

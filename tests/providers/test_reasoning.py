@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 
-from crystal_kernel.host.config import load_config
-from crystal_kernel.host.events import ReasoningDelta, TextDelta, ToolCallStarted, ToolResultEvent, UsageEvent
+from crystal_kernel.core.config import load_config
+from crystal_kernel.core.events import ReasoningDelta, TextDelta, ToolCallStarted, ToolResultEvent, UsageEvent
+from crystal_kernel.core.messages import ReasoningPart
 from crystal_kernel.host.loop import run_turn
-from crystal_kernel.host.messages import ReasoningPart
 from crystal_kernel.host.session import Session
 from crystal_kernel.host.store import SessionStore
 from crystal_kernel.providers.replay import RecordingProvider, ReplayProvider
@@ -188,7 +188,7 @@ async def test_cassette_records_and_replays_reasoning_with_its_signature(workspa
 
 
 async def test_reasoning_command_and_usage_show_it(workspace):
-    from crystal_kernel.errors import UserError
+    from crystal_kernel.core.errors import UserError
     from crystal_kernel.host.commands import run_command
 
     session = make_session(workspace, ReplayProvider(workspace / "none.json"), effort=None)
@@ -211,7 +211,7 @@ async def test_reasoning_command_and_usage_show_it(workspace):
 def test_anthropic_thinking_stays_off_when_the_tool_step_has_no_signed_thinking():
     """The API refuses thinking when the turn continues after a tool call whose assistant
     message holds no thinking block (made by another model, or before thinking was on)."""
-    from crystal_kernel.host.messages import Message, ReasoningPart, ToolCallPart, ToolResultPart
+    from crystal_kernel.core.messages import Message, ReasoningPart, ToolCallPart, ToolResultPart
     from crystal_kernel.providers.base import ModelRequest
 
     provider = make_adapter("anthropic", "http://127.0.0.1:9")

@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 
 from crystal_kernel import plugins
-from crystal_kernel.errors import UserError
-from crystal_kernel.host.config import load_config
-from crystal_kernel.host.messages import Message
+from crystal_kernel.core.config import load_config
+from crystal_kernel.core.errors import UserError
+from crystal_kernel.core.messages import Message
 from crystal_kernel.providers.anthropic import AnthropicProvider
 from crystal_kernel.providers.base import ModelRequest, TextChunk
 from crystal_kernel.providers.common import capabilities_for

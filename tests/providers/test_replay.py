@@ -8,10 +8,11 @@ from typing import Any
 
 import pytest
 
-from crystal_kernel.errors import ProviderError, UserError
-from crystal_kernel.host.config import load_config
-from crystal_kernel.host.messages import ImagePart, Message, TextPart, ToolCallPart, ToolResultPart
-from crystal_kernel.providers.base import Finished, ModelRequest, TextChunk, ToolCallChunk, ToolSpec, UsageChunk
+from crystal_kernel.core.config import load_config
+from crystal_kernel.core.errors import ProviderError, UserError
+from crystal_kernel.core.messages import ImagePart, Message, TextPart, ToolCallPart, ToolResultPart
+from crystal_kernel.core.tool_types import ToolSpec
+from crystal_kernel.providers.base import Finished, ModelRequest, TextChunk, ToolCallChunk, UsageChunk
 from crystal_kernel.providers.registry import make_provider
 from crystal_kernel.providers.replay import RecordingProvider, ReplayProvider, cassette_path
 from crystal_kernel.testing.llm_server import LLMServer

@@ -16,7 +16,7 @@ from pathlib import Path
 WORKER = r'''
 import random, sys, time
 from pathlib import Path
-from crystal_kernel.errors import UserError
+from crystal_kernel.core.errors import UserError
 from crystal_kernel.prompts.attachments import discover_attachments
 from crystal_kernel.prompts.commands import apply_attachment_action
 from crystal_kernel.prompts.promptsets import enable_set, disable_sets

@@ -20,16 +20,16 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from crystal_kernel.errors import ProviderError, ToolError, UserError
-from crystal_kernel.host.config import Config, load_config
-from crystal_kernel.host.interaction import NoPerson
-from crystal_kernel.host.messages import Message, TextPart
+from crystal_kernel.core.config import Config, load_config
+from crystal_kernel.core.errors import ProviderError, ToolError, UserError
+from crystal_kernel.core.interaction import NoPerson
+from crystal_kernel.core.messages import Message, TextPart
 from crystal_kernel.host.session import Session
+from crystal_kernel.host.tool_sources import discover_external_tools
 from crystal_kernel.providers.base import ModelRequest
 from crystal_kernel.testing.scripted import ScriptedProvider
 from crystal_kernel.tools.base import ToolContext, ToolResult
 from crystal_kernel.tools.catalog import load_builtin
-from crystal_kernel.tools.external import discover_external_tools
 
 FAST = settings(max_examples=int(os.environ.get("CRYSTAL_FUZZ_EXAMPLES", "30")), deadline=None, derandomize=True,
                 suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])

@@ -15,7 +15,7 @@ import threading
 import time
 from pathlib import Path
 
-from crystal_kernel.host.config import load_config
+from crystal_kernel.core.config import load_config
 from crystal_kernel.host.session import Session
 from crystal_kernel.host.store import SessionStore
 from crystal_kernel.testing.scripted import ScriptedProvider
@@ -24,7 +24,7 @@ ROUNDS = 6
 CHILD = r"""
 import asyncio, random, sys
 from pathlib import Path
-from crystal_kernel.host.config import load_config
+from crystal_kernel.core.config import load_config
 from crystal_kernel.host.loop import run_turn
 from crystal_kernel.host.session import Session
 from crystal_kernel.testing.scripted import ScriptedProvider, text_reply

@@ -13,15 +13,15 @@ import zlib
 
 import pytest
 
-from crystal_kernel.errors import ToolError
-from crystal_kernel.host.config import Config
-from crystal_kernel.host.interaction import NoPerson
+from crystal_kernel.core.config import Config
+from crystal_kernel.core.errors import ToolError
+from crystal_kernel.core.interaction import NoPerson
+from crystal_kernel.core.trust import trust_all
 from crystal_kernel.host.session import Session
-from crystal_kernel.host.trust import trust_all
+from crystal_kernel.host.tool_sources import discover_external_tools
 from crystal_kernel.testing.scripted import ScriptedProvider
 from crystal_kernel.tools.base import ToolContext, ToolResult
 from crystal_kernel.tools.catalog import load_builtin
-from crystal_kernel.tools.external import discover_external_tools
 
 SECRET = "TOP SECRET outside the workspace"
 

@@ -10,7 +10,7 @@ import re
 
 import pytest
 
-from crystal_kernel.host.interaction import ApprovalRequest
+from crystal_kernel.core.interaction import ApprovalRequest
 from crystal_kernel.jupyter.widgets import ApprovalForm
 
 DANGER = "; rm -rf ~"

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from crystal_kernel.host.config import load_config
-from crystal_kernel.host.events import ApprovalEvent, ToolResultEvent
-from crystal_kernel.host.interaction import PersonDecision
+from crystal_kernel.core.config import load_config
+from crystal_kernel.core.events import ApprovalEvent, ToolResultEvent
+from crystal_kernel.core.interaction import PersonDecision
 from crystal_kernel.host.loop import run_turn
 from crystal_kernel.host.session import Session
 from crystal_kernel.testing.scripted import ScriptedProvider, text_reply, tool_reply

@@ -32,8 +32,8 @@ from typing import Any
 
 import pytest
 
-from crystal_kernel.host.config import load_config
-from crystal_kernel.host.events import ToolCallStarted, ToolResultEvent, TurnEnd
+from crystal_kernel.core.config import load_config
+from crystal_kernel.core.events import ToolCallStarted, ToolResultEvent, TurnEnd
 from crystal_kernel.host.loop import run_turn
 from crystal_kernel.host.session import Session
 from crystal_kernel.providers.base import Capabilities
@@ -123,7 +123,7 @@ def image(ws: Path, _session: Session) -> None:
 
 
 def mcp_server(ws: Path, _session: Session) -> None:
-    from crystal_kernel.host.config import home_dir
+    from crystal_kernel.core.paths import home_dir
     from tests.mcp.mcp_support import stdio_entry, write_config
 
     write_config(home_dir() / "mcp.json", {"demo": stdio_entry()})

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from crystal_kernel.host.config import load_config
-from crystal_kernel.host.events import ToolResultEvent, TurnEnd
+from crystal_kernel.core.config import load_config
+from crystal_kernel.core.events import ToolResultEvent, TurnEnd
 from crystal_kernel.host.loop import run_turn
 from crystal_kernel.host.session import Session
 from crystal_kernel.testing.scripted import ScriptedProvider, text_reply, tool_reply
@@ -115,7 +115,7 @@ def test_read_of_one_huge_line_stays_in_bounded_memory(tmp_path):
     script = f"""
 import asyncio, resource, sys
 from pathlib import Path
-from crystal_kernel.host.config import load_config
+from crystal_kernel.core.config import load_config
 from crystal_kernel.host.session import Session
 from crystal_kernel.testing.scripted import ScriptedProvider
 from crystal_kernel.tools.base import ToolContext
@@ -156,7 +156,7 @@ async def test_grep_stopped_by_its_time_limit_says_so(workspace, monkeypatch):
 HOST_SCRIPT = r"""
 import asyncio, sys
 from pathlib import Path
-from crystal_kernel.host.config import load_config
+from crystal_kernel.core.config import load_config
 from crystal_kernel.host.loop import run_turn
 from crystal_kernel.host.session import Session
 from crystal_kernel.testing.scripted import ScriptedProvider, text_reply, tool_reply

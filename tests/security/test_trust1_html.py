@@ -14,8 +14,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from crystal_kernel.host.events import ApprovalEvent, Note, TextDelta, ToolCallStarted, ToolResultEvent, TurnEnd
-from crystal_kernel.host.interaction import ApprovalRequest, PersonDecision, Question, QuestionOption
+from crystal_kernel.core.events import ApprovalEvent, Note, TextDelta, ToolCallStarted, ToolResultEvent, TurnEnd
+from crystal_kernel.core.interaction import ApprovalRequest, PersonDecision, Question, QuestionOption
 from crystal_kernel.jupyter import replayed_forms
 from crystal_kernel.jupyter.cards import (
     CardState,

@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
+from crystal_kernel.core.events import ApprovalEvent, ToolResultEvent
 from crystal_kernel.host.bootstrap import open_session
 from crystal_kernel.host.commands import run_command
-from crystal_kernel.host.events import ApprovalEvent, ToolResultEvent
 from crystal_kernel.host.loop import run_turn
 from crystal_kernel.testing.scripted import ScriptedProvider, text_reply, tool_reply
 

@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from crystal_kernel.errors import ToolError, UserError
+from crystal_kernel.core.errors import ToolError, UserError
+from crystal_kernel.core.events import ApprovalEvent, Note, ToolResultEvent
+from crystal_kernel.core.interaction import PersonDecision
 from crystal_kernel.host.bootstrap import open_session
 from crystal_kernel.host.commands import run_command
-from crystal_kernel.host.events import ApprovalEvent, Note, ToolResultEvent
-from crystal_kernel.host.interaction import PersonDecision
 from crystal_kernel.host.loop import run_turn
 from crystal_kernel.testing.scripted import ScriptedProvider, text_reply, tool_reply
 

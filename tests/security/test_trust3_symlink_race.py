@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from crystal_kernel.host.fsutil import atomic_write_text, ensure_folder_inside, open_inside
+from crystal_kernel.core.fsutil import atomic_write_text, ensure_folder_inside, open_inside
 from crystal_kernel.jobs.logfile import RotatingLog
 
 SWAPPER = r"""
@@ -147,7 +147,7 @@ def test_file_tool_writes_never_land_outside(tmp_path):
     swapped for a link to outside afterwards cannot take the model's write there."""
     from types import SimpleNamespace
 
-    from crystal_kernel.host.access import AccessRules
+    from crystal_kernel.core.access import AccessRules
     from crystal_kernel.tools._files import write_allowed
 
     ws = tmp_path / "ws"

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import pytest
 
-from crystal_kernel.errors import ToolError
-from crystal_kernel.host.access import AccessRules
+from crystal_kernel.core.access import AccessRules
+from crystal_kernel.core.errors import ToolError
+from crystal_kernel.core.interaction import NoPerson
 from crystal_kernel.host.bootstrap import open_session
-from crystal_kernel.host.interaction import NoPerson
 from crystal_kernel.testing.scripted import ScriptedProvider
 from crystal_kernel.tools.base import ToolContext
 

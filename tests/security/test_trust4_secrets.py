@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from crystal_kernel.core.events import ToolResultEvent
+from crystal_kernel.core.secrets import child_environment
 from crystal_kernel.host.bootstrap import open_session
-from crystal_kernel.host.events import ToolResultEvent
 from crystal_kernel.host.loop import run_turn
-from crystal_kernel.host.secrets import child_environment
 from crystal_kernel.jobs.logfile import RotatingLog
 from crystal_kernel.testing.scripted import ScriptedProvider, text_reply, tool_reply
 
@@ -83,7 +83,7 @@ async def test_pass_keys_to_tools_shows_keys_to_tools_but_never_persists_them(wo
 
 
 async def test_exec_tool_and_mcp_server_environments_hold_no_key(workspace, keys, private_home):
-    from crystal_kernel.host.trust import trust_all
+    from crystal_kernel.core.trust import trust_all
 
     folder = workspace / ".crystal" / "tools" / "envdump"
     folder.mkdir(parents=True)

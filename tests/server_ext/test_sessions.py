@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import os
 
-from crystal_kernel.host.messages import Message, TextPart, ToolCallPart, ToolResultPart, dump_transcript
+from crystal_kernel.core.messages import Message, TextPart, ToolCallPart, ToolResultPart, dump_transcript
 from crystal_kernel.host.store import SessionStore
 
 

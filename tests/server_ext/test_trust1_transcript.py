@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 
-from crystal_kernel.host.messages import Message, TextPart, ToolCallPart, ToolResultPart, dump_transcript
+from crystal_kernel.core.messages import Message, TextPart, ToolCallPart, ToolResultPart, dump_transcript
 from crystal_kernel.host.store import SessionStore
 
 PAYLOAD = '<img src=x onerror="window.__pwned=1"> [x](javascript:window.__pwned=1)'

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import os
 
-from crystal_kernel.host.messages import Message, dump_transcript
+from crystal_kernel.core.messages import Message, dump_transcript
 from crystal_kernel.host.store import SessionStore
 from crystal_kernel.jobs.manager import JobManager
 from crystal_kernel.jupyter.notebook_map import remember

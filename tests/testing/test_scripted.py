@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from crystal_kernel.errors import ProviderError
-from crystal_kernel.host.messages import Message
+from crystal_kernel.core.errors import ProviderError
+from crystal_kernel.core.messages import Message
 from crystal_kernel.providers.base import Finished, ModelRequest, Provider, TextChunk, ToolCallChunk, UsageChunk
 from crystal_kernel.testing import HANG, Delay, Fail, ScriptedProvider, text_reply, tool_reply
 

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from crystal_kernel.host.config import Config
-from crystal_kernel.host.interaction import NoPerson
+from crystal_kernel.core.config import Config
+from crystal_kernel.core.interaction import NoPerson
 from crystal_kernel.host.session import Session
 from crystal_kernel.testing.scripted import ScriptedProvider
 from crystal_kernel.tools.base import ToolContext, ToolResult
@@ -48,7 +48,7 @@ def ctx(session: Session) -> ToolContext:
 async def call(tool_name: str, ctx: ToolContext, /, **arguments: Any) -> ToolResult:
     """Run a built-in tool exactly as the loop does: parse, then run; a ToolError becomes
     a failed result with its message."""
-    from crystal_kernel.errors import ToolError
+    from crystal_kernel.core.errors import ToolError
 
     tool = load_builtin(tool_name)
     try:

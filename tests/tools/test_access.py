@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from crystal_kernel.errors import ToolError
-from crystal_kernel.host.access import AccessRules, is_credential_path
+from crystal_kernel.core.access import AccessRules, is_credential_path
+from crystal_kernel.core.errors import ToolError
 from tests.tools.conftest import call
 
 CREDENTIALS = [

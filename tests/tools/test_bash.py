@@ -174,8 +174,8 @@ async def test_no_process_left_behind(ctx):
 HOST_SCRIPT = """
 import asyncio, sys
 from pathlib import Path
-from crystal_kernel.host.config import Config
-from crystal_kernel.host.interaction import NoPerson
+from crystal_kernel.core.config import Config
+from crystal_kernel.core.interaction import NoPerson
 from crystal_kernel.host.session import Session
 from crystal_kernel.testing.scripted import ScriptedProvider
 from crystal_kernel.tools.base import ToolContext

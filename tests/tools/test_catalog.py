@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from crystal_kernel.errors import UserError
-from crystal_kernel.host.config import Config
+from crystal_kernel.core.config import Config
+from crystal_kernel.core.errors import UserError
 from crystal_kernel.host.session import ProcessFlags, Session
 from crystal_kernel.testing.scripted import ScriptedProvider
 from crystal_kernel.tools.base import Risk, Tool, ToolInput

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from crystal_kernel.errors import ProviderError
-from crystal_kernel.host.messages import ImagePart, TextPart
+from crystal_kernel.core.errors import ProviderError
+from crystal_kernel.core.messages import ImagePart, TextPart
 from crystal_kernel.providers.base import Capabilities
 from crystal_kernel.testing.scripted import text_reply
 from tests.tools.conftest import call

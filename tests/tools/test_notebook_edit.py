@@ -11,9 +11,9 @@ import json
 import nbformat
 import pytest
 
+from crystal_kernel.core.interaction import PersonDecision
+from crystal_kernel.core.messages import ToolCallPart
 from crystal_kernel.host.approval_flow import decide
-from crystal_kernel.host.interaction import PersonDecision
-from crystal_kernel.host.messages import ToolCallPart
 from crystal_kernel.tools.catalog import CatalogOptions, builtin_names, load_builtin
 from tests.tools.conftest import call
 from tests.tools.nbfixtures import analysis_notebook, write

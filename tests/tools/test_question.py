@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 
-from crystal_kernel.host.interaction import PersonDecision, Question
+from crystal_kernel.core.interaction import PersonDecision, Question
 from crystal_kernel.tools.base import ToolContext
 from crystal_kernel.tools.question import DISMISSED
 from tests.tools.conftest import call

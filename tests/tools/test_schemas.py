@@ -11,7 +11,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from crystal_kernel.providers.base import ModelRequest, ToolSpec
+from crystal_kernel.core.tool_types import ToolSpec
+from crystal_kernel.providers.base import ModelRequest
 from crystal_kernel.providers.openai_chat import chat_tools
 from crystal_kernel.tools.catalog import load_builtin
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from crystal_kernel.prompts.skills import discover_skills, skills_text, split_front_matter
 from crystal_kernel.tools.catalog import CatalogOptions, builtin_names
-from crystal_kernel.tools.skill import discover_skills, skills_text, split_front_matter
 from tests.tools.conftest import call
 
 

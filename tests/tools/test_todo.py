@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from crystal_kernel.host.session import Todo
+from crystal_kernel.core.todos import Todo
 from crystal_kernel.tools import todo as todo_module
 from tests.tools.conftest import call
 

@@ -3,9 +3,9 @@ naming after the first turn (PH-11, SPEC §11 ``topicNaming``)."""
 
 from __future__ import annotations
 
+from crystal_kernel.core.config import load_config
+from crystal_kernel.core.events import Note, TurnEnd
 from crystal_kernel.host.commands import run_command
-from crystal_kernel.host.config import load_config
-from crystal_kernel.host.events import Note, TurnEnd
 from crystal_kernel.host.loop import run_turn
 from crystal_kernel.host.session import Session
 from crystal_kernel.host.store import SessionStore

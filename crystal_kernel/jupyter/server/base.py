@@ -19,8 +19,9 @@ from typing import Any
 from jupyter_server.base.handlers import APIHandler
 from tornado import web
 
-from crystal_kernel.errors import UserError
-from crystal_kernel.host.config import home_dir
+from crystal_kernel.core import paths
+from crystal_kernel.core.errors import UserError
+from crystal_kernel.core.paths import home_dir
 from crystal_kernel.jupyter.server.ids import ID_PATTERN, NotFound, check_id, inside
 
 __all__ = ["ID_PATTERN", "MAX_BODY", "CrystalHandler", "NotFound", "check_id", "inside"]
@@ -73,7 +74,8 @@ class CrystalHandler(APIHandler):
         """The workspace that holds session ``session_id`` (its id checked first)."""
         check_id(session_id, "session")
         # A journal (<id>.jsonl), or a session still in the older single-document format.
-        for name in (f".crystal/sessions/{session_id}.jsonl", f".crystal/sessions/{session_id}.json"):
+        sessions = paths.sessions_dir(".").as_posix()
+        for name in (f"{sessions}/{session_id}.jsonl", f"{sessions}/{session_id}.json"):
             found = self.workspace_with(name)
             if (found / name).exists():
                 return found
@@ -83,7 +85,7 @@ class CrystalHandler(APIHandler):
         """The workspace that holds job ``job_id`` of session ``session_id``."""
         check_id(session_id, "session")
         check_id(job_id, "job")
-        folder = f".crystal/data/jobs/{session_id}"
+        folder = paths.job_dir(".", session_id).as_posix()
         for name in (f"{folder}/{job_id}.json", f"{folder}/{job_id}.log"):
             found = self.workspace_with(name)
             if (found / name).exists():

@@ -8,7 +8,7 @@ import os
 import re
 from pathlib import Path
 
-from crystal_kernel.errors import UserError
+from crystal_kernel.core.errors import UserError
 
 # The same shape as session ids (host/store.py): no separators, cannot start with a dot.
 ID_PATTERN = r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}"

@@ -20,7 +20,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from crystal_kernel.errors import UserError
+from crystal_kernel.core import paths
+from crystal_kernel.core.errors import UserError
 from crystal_kernel.host.store import SessionStore
 from crystal_kernel.jupyter.server.ids import NotFound, check_id, inside
 from crystal_kernel.jupyter.server.workspaces import notebooks_by_session, relative
@@ -31,7 +32,7 @@ ACTIVE_STATES = ("running",)
 
 
 def jobs_root(workspace: Path) -> Path:
-    return workspace / ".crystal" / "data" / "jobs"
+    return paths.jobs_root(workspace)
 
 
 @dataclass

@@ -22,7 +22,7 @@ from typing import Any
 
 from tornado import web
 
-from crystal_kernel.errors import ToolError, UserError
+from crystal_kernel.core.errors import ToolError, UserError
 from crystal_kernel.jupyter.server.base import CrystalHandler, inside
 from crystal_kernel.tools._notebook import Notebook, is_notebook
 from crystal_kernel.tools._notebook_edit import apply_edit

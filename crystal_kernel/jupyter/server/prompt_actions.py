@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from crystal_kernel.errors import UserError
+from crystal_kernel.core.errors import UserError
 
 SET_ACTIONS = ("enable", "disable")
 ATTACHMENT_ACTIONS = ("enable", "disable", "up", "down")

@@ -7,7 +7,7 @@ from typing import Any
 
 from tornado import web
 
-from crystal_kernel.errors import UserError
+from crystal_kernel.core.errors import UserError
 from crystal_kernel.jupyter.server.base import CrystalHandler
 from crystal_kernel.jupyter.server.transcripts import list_sessions, session_status, session_transcript
 

@@ -16,7 +16,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from crystal_kernel.errors import UserError
+from crystal_kernel.core.errors import UserError
 from crystal_kernel.host.store import SessionStore
 from crystal_kernel.jupyter.safe_html import markdown_html
 from crystal_kernel.jupyter.server.ids import NotFound, check_id, inside

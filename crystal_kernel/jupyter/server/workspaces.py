@@ -16,7 +16,8 @@ from collections import deque
 from pathlib import Path
 from typing import Any
 
-from crystal_kernel.host.fsutil import read_json_object
+from crystal_kernel.core import paths
+from crystal_kernel.core.fsutil import read_json_object
 
 MAX_DEPTH = 3
 MAX_FOLDERS = 2000
@@ -46,7 +47,7 @@ def find_workspaces(root: Path) -> list[Path]:
                 continue
             path = Path(entry.path)
             if depth + 1 <= MAX_DEPTH:
-                crystal = path / ".crystal"
+                crystal = paths.host_dir(path)
                 if crystal.is_dir() and not crystal.is_symlink():
                     found.append(path)
                 if depth + 1 < MAX_DEPTH:
@@ -64,7 +65,7 @@ def notebooks_by_session(root: Path, workspace: Path) -> dict[str, str]:
     """Session id -> the notebook that used it last (from ``.crystal/notebooks.json``,
     written by the kernel and the magics), as a path relative to the server root when
     it is under it."""
-    path = workspace / ".crystal" / "notebooks.json"
+    path = paths.notebook_map_file(workspace)
     try:
         data: dict[str, Any] = read_json_object(path, "notebook map") if path.is_file() else {}
     except Exception:

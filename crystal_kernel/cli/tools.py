@@ -16,7 +16,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from crystal_kernel.errors import ProviderError, ToolError, UserError
+from crystal_kernel.core import paths
+from crystal_kernel.core.errors import ProviderError, ToolError, UserError
 from crystal_kernel.providers.base import Capabilities
 
 # `crystal tools list` shows at most this many characters of a description's first line.
@@ -64,7 +65,7 @@ def _common(parser: argparse.ArgumentParser) -> None:
 
 
 def _paths(ns: argparse.Namespace) -> tuple[Path, Path]:
-    from crystal_kernel.host.config import home_dir
+    from crystal_kernel.core.paths import home_dir
 
     workspace = Path(ns.workspace).expanduser()
     if not workspace.is_dir():
@@ -96,7 +97,7 @@ def _describe(tool: Any) -> dict[str, Any]:
 
 
 def _discover(ns: argparse.Namespace, context: Any = None) -> tuple[list[Any], list[str]]:
-    from crystal_kernel.tools.external import discover_external_tools
+    from crystal_kernel.host.tool_sources import discover_external_tools
 
     home, workspace = _paths(ns)
     return discover_external_tools(home, workspace, context=context)
@@ -125,7 +126,7 @@ def cmd_list(ns: argparse.Namespace) -> int:
         from crystal_kernel.plugins import ENTRY_POINT_GROUP
 
         home, workspace = _paths(ns)
-        local = workspace / ".crystal"
+        local = paths.host_dir(workspace)
         print("No external tools. Add one of:\n"
               f"  an exec set: {home}/tools/<dir>/tools.json or {local}/tools/<dir>/tools.json (docs/exec-tools.md)\n"
               f"  an MCP server: {home}/mcp.json or {local}/mcp.json (docs/mcp.md)\n"
@@ -190,8 +191,8 @@ def cmd_call(ns: argparse.Namespace) -> int:
         raise UserError(f"--args is not valid JSON ({exc.msg} at column {exc.colno}).") from None
     if not isinstance(arguments, dict):
         raise UserError("--args must be a JSON object.")
-    from crystal_kernel.host.config import load_config
-    from crystal_kernel.host.interaction import NoPerson
+    from crystal_kernel.core.config import load_config
+    from crystal_kernel.core.interaction import NoPerson
     from crystal_kernel.host.session import Session
     from crystal_kernel.tools.base import ToolContext, ToolResult
 
@@ -221,7 +222,7 @@ def cmd_call(ns: argparse.Namespace) -> int:
 
 def cmd_plugins_list(ns: argparse.Namespace) -> int:
     from crystal_kernel import plugins
-    from crystal_kernel.host.config import home_dir
+    from crystal_kernel.core.paths import home_dir
 
     home = Path(ns.home).expanduser() if ns.home else home_dir()
     if ns.home and not home.is_dir():

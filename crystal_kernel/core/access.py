@@ -15,10 +15,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from crystal_kernel.errors import ToolError
+from crystal_kernel.core.errors import ToolError
+from crystal_kernel.core.paths import HOST_DIR
 
-# The folder of host-owned files in a workspace (TRUST-3).
-HOST_DIR = ".crystal"
 # Folder names that hold credentials anywhere in a path.
 CREDENTIAL_DIRS = frozenset({".ssh", ".aws", ".gnupg", ".azure", ".kube", ".password-store", ".docker"})
 # Names compare case-insensitively: `.ENV`, `ID_RSA` and `Credentials.JSON` are the same files

@@ -100,7 +100,7 @@ def withdraw_keys(config: Any = None) -> list[str]:
             if value is not None:
                 _held[name] = value
                 moved.append(name)
-    from crystal_kernel.host.environ_block import scrub_initial_environment
+    from crystal_kernel.core.environ_block import scrub_initial_environment
 
     scrub_initial_environment(moved)
     return moved

@@ -11,8 +11,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from crystal_kernel.errors import UserError
-from crystal_kernel.host.fsutil import atomic_write_json, read_json_object
+from crystal_kernel.core.errors import UserError
+from crystal_kernel.core.fsutil import atomic_write_json, read_json_object
+from crystal_kernel.core.paths import home_dir
 
 PROVIDERS = ("openai", "openai-responses", "anthropic", "replay")
 APPROVAL_MODES = ("plan", "default", "edit", "review", "audit", "full")
@@ -37,12 +38,6 @@ DEFAULT_MODELS = {
     "replay": "replay",
 }
 DEFAULT_KEY_ENV = {"openai": "OPENAI_API_KEY", "openai-responses": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
-
-
-def home_dir() -> Path:
-    """Home is $CRYSTAL_HOME when set, else ~/.crystal."""
-    env = os.environ.get("CRYSTAL_HOME")
-    return Path(env).expanduser() if env else Path.home() / ".crystal"
 
 
 @dataclass
@@ -99,7 +94,7 @@ class Config:
         name = self.api_key_env or DEFAULT_KEY_ENV.get(self.provider)
         if not name:
             return None
-        from crystal_kernel.host.secrets import key_value
+        from crystal_kernel.core.secrets import key_value
 
         value = key_value(name)  # TRUST-4: the kernel may hold it outside os.environ
         if not value:
@@ -162,7 +157,7 @@ def load_config(home: Path | None = None, overrides: dict[str, Any] | None = Non
         if attr is not None:
             setattr(config, attr, _check(key, value))
     # TRUST-4: whatever variable holds this config's key is kept out of children and files.
-    from crystal_kernel.host.secrets import register_key_variable
+    from crystal_kernel.core.secrets import register_key_variable
 
     register_key_variable(config.api_key_env)
     return config

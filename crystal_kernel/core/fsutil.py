@@ -11,8 +11,8 @@ import stat
 from pathlib import Path
 from typing import Any
 
-from crystal_kernel.errors import UserError
-from crystal_kernel.host.textsafe import clean_value, nesting_depth
+from crystal_kernel.core.errors import UserError
+from crystal_kernel.core.textsafe import clean_value, nesting_depth
 
 # Deepest JSON a host file (config.json, a session document) may nest; deeper is refused
 # with one line instead of a RecursionError deep in a parser or serializer.

@@ -11,7 +11,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from crystal_kernel.host.messages import ImagePart
+from crystal_kernel.core.messages import ImagePart
 
 
 class _Event(BaseModel):

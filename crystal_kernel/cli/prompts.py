@@ -10,8 +10,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from crystal_kernel.errors import UserError
-from crystal_kernel.host.config import home_dir
+from crystal_kernel.core.errors import UserError
+from crystal_kernel.core.paths import home_dir
 from crystal_kernel.prompts.names import NAMED_PROMPTS
 
 SOURCES = {"home": "home", "project": "workspace"}
@@ -163,8 +163,8 @@ def cmd_export(ns: argparse.Namespace) -> int:
     same session context a front builds (skills, instructions, directories, plugins,
     flags); notes go to stderr. Per-call slots (PH-7) and the new session's id stay as
     tokens; the local time is the time of the export."""
+    from crystal_kernel.core.config import load_config
     from crystal_kernel.host.bootstrap import flags_from_args, overrides_from_args
-    from crystal_kernel.host.config import load_config
     from crystal_kernel.host.session import Session
     from crystal_kernel.prompts.compose import compose_named
 

@@ -15,7 +15,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from crystal_kernel.errors import UserError
+from crystal_kernel.core.errors import UserError
 
 EXIT_USAGE = 2
 
@@ -27,10 +27,11 @@ class OneLineParser(argparse.ArgumentParser):
         self.exit(EXIT_USAGE, f"crystal: {message}\n")
 
 
-# Subcommand groups that live beside their feature: module exposing add_subparsers(sub).
+# Subcommand groups: module exposing add_subparsers(sub). The jupyter and acp fronts keep
+# their own; a front that is not installed (its dependency missing) is left out.
 SUBCOMMAND_MODULES = (
-    "crystal_kernel.tools.cli",
-    "crystal_kernel.prompts.cli",
+    "crystal_kernel.cli.tools",
+    "crystal_kernel.cli.prompts",
     "crystal_kernel.jupyter.cli",
     "crystal_kernel.acp.cli",
     "crystal_kernel.host.trust_commands",

@@ -21,8 +21,9 @@ from pathlib import Path
 from typing import Any
 
 from crystal_kernel import plugins
-from crystal_kernel.errors import ToolError
-from crystal_kernel.providers.base import ToolSpec
+from crystal_kernel.core import paths
+from crystal_kernel.core.errors import ToolError
+from crystal_kernel.core.tool_types import ToolSpec
 from crystal_kernel.tools.base import Authority, Classification, Risk, Tool, ToolContext, ToolResult
 from crystal_kernel.tools.catalog import RESERVED_NAMES
 from crystal_kernel.tools.exec_manifest import NAME_PATTERN, ManifestError, parse_tool, read_set
@@ -35,7 +36,7 @@ MANIFEST = "tools.json"
 def set_folders(home: Path, workspace: Path) -> list[tuple[str, Path]]:
     """(source, folder) of every candidate set, Home first, each sorted by name."""
     out: list[tuple[str, Path]] = []
-    for source, root in (("home", Path(home) / "tools"), ("project", Path(workspace) / ".crystal" / "tools")):
+    for source, root in (("home", Path(home) / "tools"), ("project", paths.workspace_tools_dir(workspace))):
         try:
             entries = sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
         except OSError:
@@ -53,8 +54,8 @@ def load_exec_set(source: str, folder: Path, notes: list[str], home: Path | None
         notes.append(f"Exec tool set folder {folder} has no {MANIFEST}; skipped.")
         return []
     if source != "home":
-        from crystal_kernel.host.config import home_dir
-        from crystal_kernel.host.trust import is_trusted
+        from crystal_kernel.core.paths import home_dir
+        from crystal_kernel.core.trust import is_trusted
 
         state = is_trusted(home if home is not None else home_dir(), "exec", manifest_path)
         if not state.trusted:

@@ -24,8 +24,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Literal
 
-from crystal_kernel.errors import UserError
-from crystal_kernel.host.fsutil import atomic_write_json, read_json_object
+from crystal_kernel.core import paths
+from crystal_kernel.core.errors import UserError
+from crystal_kernel.core.fsutil import atomic_write_json, read_json_object
 
 TRUST_FILE = "trust.json"
 Kind = Literal["mcp", "exec"]
@@ -119,7 +120,7 @@ def needs_trust(home: Path, path: Path) -> bool:
 def workspace_candidates(workspace: Path) -> list[tuple[Kind, Path]]:
     """Every workspace configuration file that exists and can execute: mcp.json, then
     the exec sets' tools.json in folder order."""
-    crystal = Path(workspace) / ".crystal"
+    crystal = paths.host_dir(workspace)
     out: list[tuple[Kind, Path]] = []
     mcp = crystal / "mcp.json"
     if mcp.is_file():

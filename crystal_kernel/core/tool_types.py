@@ -1,0 +1,100 @@
+"""The vocabulary of a tool call shared by every layer: how risky a call is, what authority
+it needs, how the host classified it, what it returned, and the tool as offered to the model.
+
+Tools, MCP, providers and the host all speak these types; none of them lives in a layer
+above ``core`` (docs/architecture.md).
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from crystal_kernel.core.messages import ImagePart
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    """A tool as offered to the model."""
+
+    name: str
+    description: str
+    input_schema: dict[str, Any]
+    input_kind: Literal["json", "text"] = "json"
+
+
+
+class Risk(enum.IntEnum):
+    READ = 0
+    WRITE = 1
+    EXECUTE = 2
+
+    def __str__(self) -> str:
+        return self.name.lower()
+
+
+class Authority(enum.IntEnum):
+    WORKSPACE = 0
+    OUTSIDE = 1
+
+    def __str__(self) -> str:
+        return "outside-workspace" if self is Authority.OUTSIDE else "workspace"
+
+
+@dataclass(frozen=True)
+class Classification:
+    """The host's view of one call: risk, authority, and whether the tool is external
+    (exec, plugin, MCP: floor write + workspace, MODE-3)."""
+
+    risk: Risk
+    authority: Authority = Authority.WORKSPACE
+    external: bool = False
+    # What a person may allow for the session (a bash command, a path), if anything.
+    pattern: str | None = None
+    # What the call would change, shown to the person asked for approval (notebook_edit's
+    # per-cell diff); never sent to the model.
+    preview: str | None = None
+    # TRUST-3: the call changes a file that steers the host (``.crystal/``, Home): only
+    # the person may allow it, in every approval mode; with nobody there it is denied.
+    host_owned: bool = False
+
+
+@dataclass
+class FileChange:
+    """The whole text of a file before and after a tool changed it, for fronts that draw
+    their own diffs (ACP clients). ``old_text`` is None when the tool created the file."""
+
+    path: str  # absolute
+    old_text: str | None
+    new_text: str
+
+
+@dataclass
+class ToolResult:
+    ok: bool
+    text: str = ""
+    images: list[ImagePart] = field(default_factory=list)
+    # How fronts should render the text: "text", "diff" or "terminal".
+    display: Literal["text", "diff", "terminal"] = "text"
+    # Set by edit and write; never sent to the model.
+    file_change: FileChange | None = None
+
+    @classmethod
+    def fail(cls, text: str) -> ToolResult:
+        return cls(ok=False, text=text)
+
+
+def truncate_output(text: str, limit: int) -> str:
+    """Bound what the model sees; say how much was cut."""
+    if limit <= 0 or len(text) <= limit:
+        return text
+    head = int(limit * 0.8)
+    tail = limit - head
+    cut = len(text) - head - tail
+    return (
+        text[:head]
+        + f"\n\n[... {cut} characters cut: the output was {len(text)} characters, "
+        f"the tool output limit is {limit} ...]\n\n"
+        + text[-tail:]
+    )
