@@ -12,9 +12,15 @@ Hooks (all optional for a plugin):
 - ``crystal_tools(context)`` -> ``list[Tool]``: in-process tool sets, under the same naming,
   catalog and approval rules as exec tools (external floor).
 - ``crystal_providers()`` -> ``dict[str, Callable[[Config], Provider]]``: more providers.
+- ``crystal_builtin_tools()`` -> ``dict[str, type[Tool]]``: Crystal's own parts only. The
+  built-in tools (:mod:`crystal_kernel.tools.builtins`) and the jupyter front's notebook
+  tools (:mod:`crystal_kernel.jupyter.notebook_plugin`) implement the names the catalog
+  reserves (MODE-7); a name that no registered part implements is an error.
 
-Built-in parts register through the same hooks a plugin would. A plugin that raises is
-reported as a note and never takes the session down.
+Built-in parts register through the same plugin manager a plugin does, under names
+starting with :data:`BUILTIN_PREFIX`, and are imported without a guard: a broken
+built-in fails loudly. A third-party plugin that raises is reported as a note and never
+takes the session down.
 """
 
 from __future__ import annotations
@@ -27,6 +33,8 @@ import pluggy
 
 PROJECT = "crystal_kernel"
 ENTRY_POINT_GROUP = "crystal_kernel.plugins"
+# The names Crystal's own parts register under (never an entry point's name).
+BUILTIN_PREFIX = "crystal:"
 
 hookspec = pluggy.HookspecMarker(PROJECT)
 hookimpl = pluggy.HookimplMarker(PROJECT)
@@ -53,6 +61,10 @@ class CrystalHookSpecs:
     def crystal_providers(self) -> dict[str, Callable[[Any], Any]]:
         """Provider factories by config name."""
 
+    @hookspec
+    def crystal_builtin_tools(self) -> dict[str, type]:
+        """Crystal's own built-in tool classes by reserved name (not for third parties)."""
+
 
 _manager: pluggy.PluginManager | None = None
 _load_notes: list[str] = []
@@ -71,6 +83,20 @@ def plugin_manager() -> pluggy.PluginManager:
                 _load_notes.append(f"Plugin '{ep.name}' could not be loaded: {exc}")
         _manager = manager
     return _manager
+
+
+def register_builtin(module: Any, name: str) -> None:
+    """Register one of Crystal's own parts (a module of ``@hookimpl`` functions) once;
+    registering it again (after :func:`reset_plugin_manager`) is a no-op."""
+    manager = plugin_manager()
+    if manager.get_plugin(BUILTIN_PREFIX + name) is None:
+        manager.register(module, name=BUILTIN_PREFIX + name)
+
+
+def third_party_plugins() -> list[tuple[str, Any]]:
+    """The ``(name, plugin)`` pairs loaded from entry points or registered by a caller,
+    without Crystal's own parts."""
+    return [(n, p) for n, p in plugin_manager().list_name_plugin() if not str(n).startswith(BUILTIN_PREFIX)]
 
 
 def load_notes() -> list[str]:

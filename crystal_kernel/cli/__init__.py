@@ -28,7 +28,7 @@ class OneLineParser(argparse.ArgumentParser):
 
 
 # Subcommand groups: module exposing add_subparsers(sub). The jupyter and acp fronts keep
-# their own; a front that is not installed (its dependency missing) is left out.
+# their own beside their code.
 SUBCOMMAND_MODULES = (
     "crystal_kernel.cli.tools",
     "crystal_kernel.cli.prompts",
@@ -62,12 +62,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_process_flags(run)
     run.set_defaults(handler=cmd_run)
     for module_name in SUBCOMMAND_MODULES:
-        try:
-            module = importlib.import_module(module_name)
-        except ModuleNotFoundError as exc:
-            if exc.name and module_name.startswith(exc.name):
-                continue
-            raise
+        module = importlib.import_module(module_name)  # unguarded: a broken front fails loudly
         module.add_subparsers(sub)
     return parser
 
@@ -241,6 +236,3 @@ class _Printer:
         if not self.at_line_start:
             self._write("\n")
 
-
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())

@@ -229,7 +229,7 @@ def cmd_plugins_list(ns: argparse.Namespace) -> int:
         raise UserError(f"--home '{ns.home}' is not a folder.")
     manager = plugins.plugin_manager()
     rows = []
-    for name, plugin in manager.list_name_plugin():
+    for name, plugin in plugins.third_party_plugins():
         hooks = sorted(h.name for h in manager.get_hookcallers(plugin) or [])
         rows.append({"name": name, "hooks": hooks})
     notes = plugins.load_notes()

@@ -65,10 +65,9 @@ async def run_command(session: Any, line: str) -> CommandResult:
     handler: Any = _BUILTIN.get(name)
     if handler is None and name in DELEGATED:
         module_name, _, func = DELEGATED[name].partition(":")
-        try:
-            handler = getattr(importlib.import_module(module_name), func)
-        except (ModuleNotFoundError, AttributeError):
-            raise UserError(f"/{name} is not available in this version.") from None
+        # Imported when first used (they pull in jobs, compaction): never guarded, so a
+        # broken module fails loudly instead of hiding the command.
+        handler = getattr(importlib.import_module(module_name), func)
     if handler is None:
         raise UserError(f"Unknown command /{name}; /help lists the commands.")
     result = handler(session, args)

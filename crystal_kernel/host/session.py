@@ -208,24 +208,14 @@ class Session:
         return None
 
     def _build_tools(self) -> list[Tool]:
-        external: list[Tool] = []
-        try:
-            from crystal_kernel.host.tool_sources import discover_external_tools
-        except ModuleNotFoundError:
-            discover_external_tools = None
-        if discover_external_tools is not None:
-            found, notes = discover_external_tools(self.home, self.workspace, context=self)
-            for n in notes:
-                self.note(n, once=True)
-            external = [t for t in found if self.mode in getattr(t, "catalogs", {"work"})]
-        skills = False
-        if self.config.skills:
-            try:
-                from crystal_kernel.prompts.skills import discover_skills
+        from crystal_kernel.host.tool_sources import discover_external_tools
+        from crystal_kernel.prompts.skills import discover_skills
 
-                skills = bool(discover_skills(self.home, self.workspace))
-            except ModuleNotFoundError:
-                skills = False
+        found, notes = discover_external_tools(self.home, self.workspace, context=self)
+        for n in notes:
+            self.note(n, once=True)
+        external = [t for t in found if self.mode in getattr(t, "catalogs", {"work"})]
+        skills = bool(self.config.skills and discover_skills(self.home, self.workspace))
         options = CatalogOptions(
             mode=self.mode,
             disabled=self.flags.disable_tool,
@@ -243,10 +233,8 @@ class Session:
         return self._system
 
     def _compose_system(self) -> str:
-        try:
-            from crystal_kernel.prompts.compose import compose_system
-        except ModuleNotFoundError:
-            return f"You are Crystal, a coding agent working in {self.workspace} ({self.mode} mode)."
+        from crystal_kernel.prompts.compose import compose_system
+
         return compose_system(self)
 
     def refresh_system(self) -> None:
@@ -580,8 +568,6 @@ class Session:
 
 
 def _review_baseline(workspace: Path) -> str | None:
-    try:
-        from crystal_kernel.host.review import review_fingerprint
-    except ModuleNotFoundError:
-        return None
+    from crystal_kernel.host.review import review_fingerprint
+
     return review_fingerprint(workspace)

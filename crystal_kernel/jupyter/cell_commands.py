@@ -13,6 +13,7 @@ import shlex
 from typing import Any
 
 from crystal_kernel.core.errors import UserError
+from crystal_kernel.jupyter.notebook_turn import KERNEL_HELP, CellOutcome
 
 
 def _show_text(text: str) -> None:
@@ -22,8 +23,6 @@ def _show_text(text: str) -> None:
 
 
 async def run_command_cell(kernel: Any, text: str) -> Any:
-    from crystal_kernel.jupyter.kernel import CellOutcome
-
     lines = [line.strip() for line in text.splitlines() if line.strip()]
     for line in lines:
         if not line.startswith("/"):
@@ -36,7 +35,6 @@ async def run_command_cell(kernel: Any, text: str) -> Any:
 
 async def run_line(kernel: Any, line: str) -> None:
     from crystal_kernel.host.commands import HELP, run_command
-    from crystal_kernel.jupyter.kernel import KERNEL_HELP
 
     try:
         words = shlex.split(line)

@@ -17,7 +17,6 @@ import signal
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -25,16 +24,10 @@ from ipykernel.ipkernel import IPythonKernel
 from traitlets import List
 
 from crystal_kernel import __version__ as _version
+from crystal_kernel.jupyter.notebook_turn import CellOutcome, attach_notebook, run_notebook_turn
 from crystal_kernel.jupyter.options import KernelOptions
 
 _OPTIONS: KernelOptions | None = None
-
-KERNEL_HELP = """
-In this kernel:
-Tab                            completes /commands, their arguments and @paths
-@path                          attaches that file's content to the turn
-Stop (interrupt)               ends the turn; background jobs keep running"""
-
 
 def set_options(options: KernelOptions) -> None:
     """Called by the kernel's main() before the app starts."""
@@ -49,17 +42,6 @@ def current_options() -> KernelOptions:
         set_options(parse([])[0])
     assert _OPTIONS is not None
     return _OPTIONS
-
-
-@dataclass
-class CellOutcome:
-    status: str = "ok"
-    ename: str = ""
-    evalue: str = ""
-
-    @classmethod
-    def error(cls, ename: str, evalue: str) -> CellOutcome:
-        return cls("error", ename, evalue)
 
 
 class CrystalKernel(IPythonKernel):
@@ -85,6 +67,10 @@ class CrystalKernel(IPythonKernel):
         self._cell_task: asyncio.Task | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._background: set[asyncio.Task] = set()
+        self._stop_requested = False
+        from crystal_kernel.jupyter import notebook_plugin
+
+        notebook_plugin.register()  # python, variables, cell_output: this front's own tools
         from crystal_kernel.jupyter.comm_status import announce_concurrent_comms
 
         announce_concurrent_comms(self)  # typing into a form arrives whole
@@ -137,12 +123,7 @@ class CrystalKernel(IPythonKernel):
         return self.crystal
 
     def _attach(self, session: Any) -> None:
-        session.notebook_shell = self.shell
-        session.notebook_path = self.notebook
-        from crystal_kernel.jupyter.live_notebook import live_edit
-
-        session.live_notebook_edit = live_edit
-        session.refresh_system()
+        attach_notebook(session, self.shell, self.notebook)
         self.crystal = session
 
     def _remember(self) -> None:
@@ -168,6 +149,7 @@ class CrystalKernel(IPythonKernel):
             shell.execution_count += 1
         self._allow_stdin = allow_stdin
         self._loop = asyncio.get_running_loop()
+        self._stop_requested = False
         from crystal_kernel.jupyter.notebook_tools import clear_interrupt
 
         clear_interrupt()
@@ -222,41 +204,19 @@ class CrystalKernel(IPythonKernel):
             return CellOutcome.error("UserError", str(exc))
 
     async def _turn_cell(self, code: str) -> CellOutcome:
-        from crystal_kernel.host.loop import run_turn
-        from crystal_kernel.jupyter.mentions import attach_mentions
-        from crystal_kernel.jupyter.render import IPythonOutput, Renderer, status_of
-        from crystal_kernel.jupyter.replayed_forms import turn_interaction
-        from crystal_kernel.jupyter.widgets import live_forms
-
         session = self.ensure_session()
-        output = IPythonOutput()
-        renderer = Renderer(output)
-        renderer.start(status_of(session))
-        prompt, notes = attach_mentions(session, code)
-        for note in notes:
-            renderer.show_note(note)
-        from crystal_kernel.jupyter.trust_view import offer_trust
 
-        offer_trust(session, output)  # TRUST-2: untrusted workspace config, with a Trust button
-        live: Any = None if self.options.unattended else live_forms(
-            session, output, ask_timeout=self.options.ask_timeout, before_ask=renderer.close, log=self.log)
-        # Nobody there under replay: the cassette's recorded person answers; recording:
-        # the person's answers are kept in the cassette (host/recorded_person.py).
-        interaction: Any = turn_interaction(session, live, output, renderer.close)
-        turn = run_turn(session, prompt, interaction)
-        self._turn = turn
+        def track(turn: Any) -> None:
+            self._turn = turn
+
         try:
-            async for event in turn:
-                renderer.handle(event)
+            outcome = await run_notebook_turn(
+                session, code, notes=[], interactive=not self.options.unattended,
+                ask_timeout=self.options.ask_timeout, log=self.log, offer_trust=True, track=track,
+                stopped=lambda: self._stop_requested)
         finally:
-            self._turn = None
-            renderer.close()
             self._remember()
-        if renderer.stop_reason == "cancelled":
-            return CellOutcome.error("KeyboardInterrupt", "The turn was interrupted.")
-        if renderer.stop_reason == "error":
-            return CellOutcome.error("CrystalError", renderer.errors[0] if renderer.errors else "The turn failed.")
-        return CellOutcome()
+        return CellOutcome.of_turn(outcome)
 
     def _show_error(self, text: str) -> None:
         from crystal_kernel.jupyter.cards import error_bundle
@@ -274,6 +234,7 @@ class CrystalKernel(IPythonKernel):
 
     # ----- interrupts -------------------------------------------------------------------------
     def _cancel_current(self) -> None:
+        self._stop_requested = True  # seen by the turn even before its task exists
         if self._turn is not None:
             self._turn.cancel()
         elif self._cell_task is not None and not self._cell_task.done():

@@ -28,8 +28,9 @@ from IPython.core.magic import Magics, line_cell_magic, magics_class, no_var_exp
 
 from crystal_kernel.core.errors import UserError
 from crystal_kernel.jupyter.magics_args import MagicOptions, interpolate, merged_flags, plan
-from crystal_kernel.jupyter.magics_sync import Outcome, SyncForm, raise_for, running_loop
+from crystal_kernel.jupyter.magics_sync import SyncForm, raise_for, running_loop
 from crystal_kernel.jupyter.nbrun import NOTEBOOK_RUN_ENV
+from crystal_kernel.jupyter.notebook_turn import TurnOutcome, attach_notebook, run_notebook_turn
 
 MAGICS_HELP = """
 With %load_ext crystal_kernel:
@@ -65,14 +66,6 @@ def widget_problem(shell: Any) -> str | None:
     return None
 
 
-def _final_text(session: Any, start: int) -> str:
-    """The text of the turn's last answer (history is never shortened by compaction)."""
-    for message in reversed(session.history[start:]):
-        if message.role == "assistant":
-            return message.text()
-    return ""
-
-
 class MagicsHost(SyncForm):
     """One per IPython shell: the session, the running turn and its interrupt.
 
@@ -81,8 +74,10 @@ class MagicsHost(SyncForm):
     """
 
     def __init__(self, shell: Any):
+        from crystal_kernel.jupyter import notebook_plugin
         from crystal_kernel.jupyter.options import parse
 
+        notebook_plugin.register()  # python, variables, cell_output: this front's own tools
         self.shell = shell
         self.options = parse([])[0]  # CRYSTAL_ARGS, as for the kernel
         self.crystal: Any = None
@@ -125,20 +120,15 @@ class MagicsHost(SyncForm):
         from crystal_kernel.host.recorded_person import adopt_replayed_person
 
         adopt_replayed_person(session, self.options.unattended)  # replay: the cassette answers
-        from crystal_kernel.core.environ_block import scrub_initial_environment
         from crystal_kernel.core.secrets import key_variables, pass_keys
+        from crystal_kernel.host.environ_block import scrub_initial_environment
 
         # TRUST-4: this is the person's own kernel, so its os.environ keeps the keys (their
         # cells may use them); the python tool's code runs with them withdrawn. The copy
         # /proc/PID/environ shows is masked: the tool's code could read it there.
         if not pass_keys(session.config):
             scrub_initial_environment(key_variables())
-        session.notebook_shell = self.shell
-        session.notebook_path = self.notebook
-        from crystal_kernel.jupyter.live_notebook import live_edit
-
-        session.live_notebook_edit = live_edit
-        session.refresh_system()
+        attach_notebook(session, self.shell, self.notebook)
         self.crystal = session
 
     def _remember(self) -> None:
@@ -255,53 +245,22 @@ class MagicsHost(SyncForm):
             await run_line(self, line)
 
     # ----- turns --------------------------------------------------------------------------------------
-    async def _turn_run(self, text: str, notes: list[str], interactive: bool) -> Outcome:
-        from crystal_kernel.host.loop import run_turn
-        from crystal_kernel.jupyter.mentions import attach_mentions
-        from crystal_kernel.jupyter.render import IPythonOutput, Renderer, status_of
-        from crystal_kernel.jupyter.replayed_forms import turn_interaction
-        from crystal_kernel.jupyter.widgets import live_forms
-
+    async def _turn_run(self, text: str, notes: list[str], interactive: bool) -> TurnOutcome:
         session = self.ensure_session()
         self._refuse_if_busy()
-        output = IPythonOutput()
-        renderer = Renderer(output)
-        renderer.start(status_of(session))
-        prompt, mention_notes = attach_mentions(session, text)
-        for note in [*notes, *mention_notes]:
-            renderer.show_note(note)
-        live: Any = None
-        if interactive:
-            live = live_forms(session, output, ask_timeout=self.options.ask_timeout, before_ask=renderer.close,
-                              log=getattr(getattr(self.shell, "kernel", None), "log", None))
-        # Nobody there under replay: the cassette's recorded person answers (host/recorded_person.py).
-        interaction: Any = turn_interaction(session, live, output, renderer.close)
-        turn = run_turn(session, prompt, interaction)
-        start = len(session.history)
-        self._turn, self._turn_loop = turn, asyncio.get_running_loop()
+
+        def track(turn: Any) -> None:
+            self._turn = turn
+            if turn is not None:
+                self._turn_loop = asyncio.get_running_loop()
+
         try:
-            # A stop that lands before the turn's task exists is seen by the consumer.
-            consumer = asyncio.ensure_future(_consume(turn, renderer, lambda: self._stop_requested))
-            try:
-                await asyncio.shield(consumer)
-            except asyncio.CancelledError:
-                # ipykernel cancelled the cell (its own SIGINT handler): end the turn the
-                # normal way so the partial answer is kept and shown as interrupted.
-                if turn._task is None:
-                    consumer.cancel()
-                turn.cancel()
-                try:
-                    await consumer
-                except asyncio.CancelledError:
-                    pass
-            if renderer.stop_reason is None:  # stopped before the model was asked
-                renderer.stop_reason = "cancelled"
-                renderer.show_note("Interrupted before the model was asked.")
+            return await run_notebook_turn(
+                session, text, notes=notes, interactive=interactive, ask_timeout=self.options.ask_timeout,
+                log=getattr(getattr(self.shell, "kernel", None), "log", None), offer_trust=False, track=track,
+                stopped=lambda: self._stop_requested)
         finally:
-            self._turn = None
-            renderer.close()
             self._remember()
-        return Outcome(renderer.stop_reason, _final_text(session, start), renderer.errors)
 
     def _cancel_turn(self) -> None:
         self._stop_requested = True
@@ -372,13 +331,6 @@ class MagicsHost(SyncForm):
             task.cancel()
         if self.crystal is not None and self.crystal.has_jobs:
             self.crystal.jobs.close()
-
-
-async def _consume(turn: Any, renderer: Any, stopped: Any) -> None:
-    if stopped():
-        return
-    async for event in turn:
-        renderer.handle(event)
 
 
 @magics_class

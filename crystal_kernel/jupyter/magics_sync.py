@@ -21,13 +21,13 @@ import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
 from typing import Any
 
 from IPython.core.error import UsageError
 
 from crystal_kernel.core.errors import UserError
 from crystal_kernel.jupyter.magics_args import interpolate, plan
+from crystal_kernel.jupyter.notebook_turn import TurnOutcome
 
 SYNC_NOTE = ("Synchronous call (x = %crystal …): no widgets here, so questions are unavailable and calls "
              "that need approval are denied. A %%crystal cell is interactive.")
@@ -93,14 +93,7 @@ def run_blocking(make: Callable[[], Awaitable[Any]], on_interrupt: Callable[[int
     return box.get("value"), interrupted_at is not None
 
 
-@dataclass
-class Outcome:
-    stop_reason: str | None
-    text: str
-    errors: list[str] = field(default_factory=list)
-
-
-def raise_for(outcome: Outcome) -> None:
+def raise_for(outcome: TurnOutcome) -> None:
     if outcome.stop_reason == "cancelled":
         raise TurnInterrupted("The turn was interrupted.")
     if outcome.stop_reason == "error":

@@ -1,52 +1,21 @@
 """The Plan and Work tool catalogs (MODE-1, MODE-2, MODE-3, MODE-7).
 
-Order is part of the contract. Built-in tools are looked up by name in
-:data:`BUILTIN_TOOLS` (module path, class name); external tools (exec sets, plugin tool
-sets, MCP servers) come from :func:`external_tools` sources, which a session passes in.
+Order is part of the contract, and so are the built-in names (reserved even when
+disabled). The tools behind the names come from the ``crystal_builtin_tools`` hook:
+:mod:`crystal_kernel.tools.builtins` registers the built-ins, the jupyter front its
+notebook tools. External tools (exec sets, plugin tool sets, MCP servers) come from the
+sources a session passes in.
 """
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
+from crystal_kernel import plugins
 from crystal_kernel.core.errors import UserError
+from crystal_kernel.tools import builtins
 from crystal_kernel.tools.base import Tool
-
-if TYPE_CHECKING:
-    pass
-
-# name -> "module:Class". Every built-in name is reserved (MODE-7), even when disabled.
-BUILTIN_TOOLS: dict[str, str] = {
-    "read": "crystal_kernel.tools.read:ReadTool",
-    "list": "crystal_kernel.tools.list:ListTool",
-    "tree": "crystal_kernel.tools.tree:TreeTool",
-    "glob": "crystal_kernel.tools.glob:GlobTool",
-    "grep": "crystal_kernel.tools.grep:GrepTool",
-    "search": "crystal_kernel.tools.search:SearchTool",
-    "todowrite": "crystal_kernel.tools.todo:TodoWriteTool",
-    "todoread": "crystal_kernel.tools.todo:TodoReadTool",
-    "question": "crystal_kernel.tools.question:QuestionTool",
-    "skill": "crystal_kernel.tools.skill:SkillTool",
-    "edit": "crystal_kernel.tools.edit:EditTool",
-    "write": "crystal_kernel.tools.write:WriteTool",
-    "bash": "crystal_kernel.tools.bash:BashTool",
-    "bash_start": "crystal_kernel.tools.background:BashStartTool",
-    "bash_status": "crystal_kernel.tools.background:BashStatusTool",
-    "bash_logs": "crystal_kernel.tools.background:BashLogsTool",
-    "bash_stop": "crystal_kernel.tools.background:BashStopTool",
-    # Notebook files (SPEC §12): Work only; read renders notebooks in both modes.
-    "notebook_edit": "crystal_kernel.tools.notebook_edit:NotebookEditTool",
-    "notebook_run": "crystal_kernel.tools.notebook_run:NotebookRunTool",
-    "view_image": "crystal_kernel.tools.view_image:ViewImageTool",
-    "describe_image": "crystal_kernel.tools.describe_image:DescribeImageTool",
-    # Notebook tools: registered only by the kernel and the magics (SPEC §11).
-    "python": "crystal_kernel.jupyter.notebook_tools:PythonTool",
-    "variables": "crystal_kernel.jupyter.notebook_tools:VariablesTool",
-    "cell_output": "crystal_kernel.jupyter.notebook_tools:CellOutputTool",
-}
 
 PLAN_ORDER = ("read", "list", "tree", "glob", "grep", "search", "todowrite", "todoread", "question", "skill")
 WORK_ORDER = (
@@ -57,8 +26,11 @@ WORK_ORDER = (
 # Image tools are built-ins the seeds name (MODE-7) without placing them: they follow the
 # SPEC lists in both modes (after bash_stop and the notebook tools in Work).
 IMAGE_TOOLS = ("view_image", "describe_image")
+# Notebook tools: registered only by the kernel and the magics (SPEC §11).
 NOTEBOOK_TOOLS = ("python", "variables", "cell_output")
 
+# Every built-in name, reserved (MODE-7) even when disabled or not registered.
+BUILTIN_TOOLS: tuple[str, ...] = (*WORK_ORDER, *IMAGE_TOOLS, *NOTEBOOK_TOOLS)
 RESERVED_NAMES = frozenset(BUILTIN_TOOLS)
 
 
@@ -73,10 +45,25 @@ def check_disabled(names: Iterable[str]) -> list[str]:
     return out
 
 
+def builtin_classes() -> dict[str, type[Tool]]:
+    """The registered tool class of each built-in name. The hook is called directly, not
+    through ``call_each``: a built-in that raises is a bug and must be seen."""
+    plugins.register_builtin(builtins, "builtin-tools")
+    found: dict[str, type[Tool]] = {}
+    for answer in plugins.plugin_manager().hook.crystal_builtin_tools():
+        for name, cls in answer.items():
+            if name in RESERVED_NAMES:
+                found.setdefault(name, cls)
+    return found
+
+
 def load_builtin(name: str) -> Tool:
-    module_name, _, class_name = BUILTIN_TOOLS[name].partition(":")
-    module = importlib.import_module(module_name)
-    return getattr(module, class_name)()
+    """A fresh instance of a built-in tool; a name no part registered is an error."""
+    cls = builtin_classes().get(name)
+    if cls is None:
+        where = "the jupyter front (kernel or magics)" if name in NOTEBOOK_TOOLS else "crystal_kernel.tools.builtins"
+        raise LookupError(f"The built-in tool '{name}' is not registered; {where} registers it.")
+    return cls()
 
 
 @dataclass
@@ -112,14 +99,10 @@ def builtin_names(options: CatalogOptions) -> list[str]:
 
 
 def build_catalog(options: CatalogOptions, external: Iterable[Tool] = ()) -> list[Tool]:
-    """Built-ins in order (skipping modules that do not exist yet), then external tools
-    whose catalogs include the mode. External tools must not reuse reserved names."""
-    tools: list[Tool] = []
-    for name in builtin_names(options):
-        try:
-            tools.append(load_builtin(name))
-        except ModuleNotFoundError:
-            continue
+    """Built-ins in order, then external tools whose catalogs include the mode. External
+    tools must not reuse reserved names. A built-in the mode needs that no part has
+    registered raises :class:`LookupError`."""
+    tools = [load_builtin(name) for name in builtin_names(options)]
     seen = {t.name for t in tools}
     for tool in external:
         if tool.name in RESERVED_NAMES or tool.name in seen:

@@ -15,8 +15,8 @@ from pathlib import Path
 
 from pydantic import Field
 
-from crystal_kernel.core.errors import ToolError
 from crystal_kernel.core.access import is_credential_parts
+from crystal_kernel.core.errors import ToolError
 from crystal_kernel.tools._files import display_path, looks_binary, read_head
 from crystal_kernel.tools._notebook_search import match_cells, notebook_files
 from crystal_kernel.tools._process import kill_process_tree

@@ -1,0 +1,139 @@
+"""One agent turn drawn in the current notebook cell: the one driver the Crystal kernel
+and the ``%crystal`` magics share.
+
+It renders the turn's events (status line, notes, tool cards, forms), attaches ``@path``
+mentions, answers questions and approvals through live forms when someone is there (or
+the cassette's recorded person under replay), and ends with a :class:`TurnOutcome`. The
+fronts differ only in how they report it: the kernel as its execute reply
+(:class:`CellOutcome`), the magics by raising (``magics_sync.raise_for``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+KERNEL_HELP = """
+In this kernel:
+Tab                            completes /commands, their arguments and @paths
+@path                          attaches that file's content to the turn
+Stop (interrupt)               ends the turn; background jobs keep running"""
+
+
+@dataclass
+class TurnOutcome:
+    """How a turn ended: the renderer's stop reason, the last answer's text, errors."""
+
+    stop_reason: str | None
+    text: str
+    errors: list[str] = field(default_factory=list)
+
+
+@dataclass
+class CellOutcome:
+    """What the kernel's execute reply says about a cell."""
+
+    status: str = "ok"
+    ename: str = ""
+    evalue: str = ""
+
+    @classmethod
+    def error(cls, ename: str, evalue: str) -> CellOutcome:
+        return cls("error", ename, evalue)
+
+    @classmethod
+    def of_turn(cls, outcome: TurnOutcome) -> CellOutcome:
+        if outcome.stop_reason == "cancelled":
+            return cls.error("KeyboardInterrupt", "The turn was interrupted.")
+        if outcome.stop_reason == "error":
+            return cls.error("CrystalError", outcome.errors[0] if outcome.errors else "The turn failed.")
+        return cls()
+
+
+def attach_notebook(session: Any, shell: Any, notebook: str | None) -> None:
+    """Give a session what only a notebook has: the IPython shell (notebook tools), the
+    notebook's path, and live editing of notebooks open in JupyterLab."""
+    from crystal_kernel.jupyter import notebook_plugin
+    from crystal_kernel.jupyter.live_notebook import live_edit
+
+    notebook_plugin.register()  # the notebook tools come from this front
+    session.notebook_shell = shell
+    session.notebook_path = notebook
+    session.live_notebook_edit = live_edit
+    session.refresh_system()
+
+
+def final_text(session: Any, start: int) -> str:
+    """The text of the turn's last answer (history is never shortened by compaction)."""
+    for message in reversed(session.history[start:]):
+        if message.role == "assistant":
+            return message.text()
+    return ""
+
+
+async def run_notebook_turn(session: Any, text: str, *, notes: list[str], interactive: bool,
+                            ask_timeout: float | None, log: Any, offer_trust: bool,
+                            track: Callable[[Any], None], stopped: Callable[[], bool] = lambda: False) -> TurnOutcome:
+    """Run one turn of ``session`` on ``text`` and draw it in the current cell.
+
+    ``track(turn)`` is called with the running turn (and with None when it ended) so the
+    front can cancel it from its interrupt handler; ``stopped()`` says a stop arrived
+    before the turn could be cancelled. Cancelling the calling task ends the turn the
+    normal way: the partial answer is kept and shown as interrupted.
+    """
+    from crystal_kernel.host.loop import run_turn
+    from crystal_kernel.jupyter.mentions import attach_mentions
+    from crystal_kernel.jupyter.render import IPythonOutput, Renderer, status_of
+    from crystal_kernel.jupyter.replayed_forms import turn_interaction
+    from crystal_kernel.jupyter.widgets import live_forms
+
+    output = IPythonOutput()
+    renderer = Renderer(output)
+    renderer.start(status_of(session))
+    prompt, mention_notes = attach_mentions(session, text)
+    for note in [*notes, *mention_notes]:
+        renderer.show_note(note)
+    if offer_trust:
+        from crystal_kernel.jupyter.trust_view import offer_trust as offer
+
+        offer(session, output)  # TRUST-2: untrusted workspace config, with a Trust button
+    live: Any = None
+    if interactive:
+        live = live_forms(session, output, ask_timeout=ask_timeout, before_ask=renderer.close, log=log)
+    # Nobody there under replay: the cassette's recorded person answers; recording: the
+    # person's answers are kept in the cassette (host/recorded_person.py).
+    interaction: Any = turn_interaction(session, live, output, renderer.close)
+    turn = run_turn(session, prompt, interaction)
+    start = len(session.history)
+    track(turn)
+    try:
+        # A stop that lands before the turn's task exists is seen by the consumer.
+        consumer = asyncio.ensure_future(_consume(turn, renderer, stopped))
+        try:
+            await asyncio.shield(consumer)
+        except asyncio.CancelledError:
+            # The cell was cancelled (ipykernel's own SIGINT handler): end the turn the
+            # normal way so the partial answer is kept and shown as interrupted.
+            if turn._task is None:
+                consumer.cancel()
+            turn.cancel()
+            try:
+                await consumer
+            except asyncio.CancelledError:
+                pass
+        if renderer.stop_reason is None:  # stopped before the model was asked
+            renderer.stop_reason = "cancelled"
+            renderer.show_note("Interrupted before the model was asked.")
+    finally:
+        track(None)
+        renderer.close()
+    return TurnOutcome(renderer.stop_reason, final_text(session, start), renderer.errors)
+
+
+async def _consume(turn: Any, renderer: Any, stopped: Callable[[], bool]) -> None:
+    if stopped():
+        return
+    async for event in turn:
+        renderer.handle(event)
