@@ -121,7 +121,7 @@ class MagicsHost(SyncForm):
 
         adopt_replayed_person(session, self.options.unattended)  # replay: the cassette answers
         from crystal_kernel.core.secrets import key_variables, pass_keys
-        from crystal_kernel.host.environ_block import scrub_initial_environment
+        from crystal_kernel.core.environ_block import scrub_initial_environment
 
         # TRUST-4: this is the person's own kernel, so its os.environ keeps the keys (their
         # cells may use them); the python tool's code runs with them withdrawn. The copy
