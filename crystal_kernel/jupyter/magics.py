@@ -120,8 +120,8 @@ class MagicsHost(SyncForm):
         from crystal_kernel.host.recorded_person import adopt_replayed_person
 
         adopt_replayed_person(session, self.options.unattended)  # replay: the cassette answers
-        from crystal_kernel.core.secrets import key_variables, pass_keys
         from crystal_kernel.core.environ_block import scrub_initial_environment
+        from crystal_kernel.core.secrets import key_variables, pass_keys
 
         # TRUST-4: this is the person's own kernel, so its os.environ keeps the keys (their
         # cells may use them); the python tool's code runs with them withdrawn. The copy
