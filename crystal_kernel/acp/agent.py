@@ -48,6 +48,7 @@ from acp.schema import (
     Usage,
     UsageUpdate,
 )
+from acp.schema import StopReason as AcpStopReason
 
 from crystal_kernel import __version__
 from crystal_kernel.acp.interaction import AcpInteraction
@@ -68,6 +69,7 @@ from crystal_kernel.core.events import (
     ErrorEvent,
     Note,
     ReasoningDelta,
+    StopReason,
     TextDelta,
     ToolCallStarted,
     ToolProgress,
@@ -80,9 +82,10 @@ from crystal_kernel.host.session import ProcessFlags, Session
 from crystal_kernel.host.store import SessionStore
 
 CLIENT_OWNED = ("resume", "fork")
-STOP_REASONS = {"end_turn": "end_turn", "max_steps": "max_turn_requests", "cancelled": "cancelled",
-                "interrupted": "cancelled", "length": "max_tokens", "max_tokens": "max_tokens",
-                "refusal": "refusal", "content_filter": "refusal"}
+# The turn's stopReason as ACP says it (an error is answered as a JSON-RPC error instead).
+STOP_REASONS: dict[StopReason, AcpStopReason] = {
+    "end_turn": "end_turn", "max_steps": "max_turn_requests", "cancelled": "cancelled",
+    "max_tokens": "max_tokens", "refusal": "refusal", "error": "end_turn"}
 LIST_PAGE = 100
 
 
@@ -338,7 +341,7 @@ class CrystalAgent:
             raise RequestError(-32603, turn.error or "The turn failed.")
         for message in errors:
             await self._send(session_id, update_agent_message_text(f"\n\nError: {message}\n"))
-        stop = STOP_REASONS.get(turn.stop_reason or "", "end_turn")
+        stop = STOP_REASONS[turn.stop_reason or "end_turn"]
         return PromptResponse(stop_reason=stop, usage=Usage(input_tokens=usage[0], output_tokens=usage[1],
                                                            total_tokens=usage[0] + usage[1]))
 
@@ -347,7 +350,6 @@ class CrystalAgent:
         session = entry.session
         tokens_in = tokens_out = last_in = 0
         errors: list[str] = []
-        open_calls: list[str] = []
         started: set[str] = set()
         async for event in turn:
             if isinstance(event, TextDelta):
@@ -362,7 +364,6 @@ class CrystalAgent:
                     raw_input=event.arguments,
                 ))
                 entry.announced_event(event.id).set()
-                open_calls.append(event.id)
                 started.add(event.id)
             elif isinstance(event, ToolProgress):
                 if event.id in started:
@@ -381,8 +382,6 @@ class CrystalAgent:
                     event.id, status="completed" if event.ok else "failed", content=result_content(event),
                 ))
                 entry.announced.pop(event.id, None)
-                if event.id in open_calls:
-                    open_calls.remove(event.id)
                 if event.name == "todowrite" and event.ok:
                     await self._send(session_id, plan_update(session.todos))
             elif isinstance(event, Note):
@@ -394,13 +393,6 @@ class CrystalAgent:
             elif isinstance(event, ErrorEvent):
                 if event.message != turn.error:
                     errors.append(event.message)
-        for call_id in open_calls:
-            # Cancelled before it ran (e.g. while its permission request was open): the
-            # host recorded a failed result without an event; the client must not keep
-            # showing the call as pending.
-            await self._send(session_id, update_tool_call(
-                call_id, status="failed", content=[tool_content(text_block("Cancelled before it ran."))],
-            ))
         if last_in:
             # How full the context window is after the last request.
             await self._send(session_id, UsageUpdate(session_update="usage_update", used=last_in,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from crystal_kernel.core.messages import ImagePart
 
@@ -66,6 +66,37 @@ class ToolProgress(_Event):
 
 
 ToolStatus = Literal["ok", "failed", "cancelled", "denied"]
+#: How a turn ended (``turn_end.stopReason``): answered, out of steps, cut at the output
+#: limit, refused by the model, stopped by the person, or failed.
+StopReason = Literal["end_turn", "max_steps", "max_tokens", "refusal", "cancelled", "error"]
+Outcome = Literal["allow", "deny", "ask"]
+
+
+class ReviewVerdict(BaseModel):
+    """A reviewing model's verdict on one call (REV-1), as the fronts show it: its levels,
+    the level after the host floor (``effective_risk``, REV-2), the outcome the host
+    derived, and ``summary``, one line a person reads. ``error`` says why no verdict
+    could be had (the outcome is then ask)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    risk_level: str | None = None
+    user_authorization: str | None = None
+    harm_unrequested: bool | None = None
+    rationale: str = ""
+    effective_risk: str | None = None
+    host_risk: str | None = None
+    outcome: Outcome | None = None
+    error: str | None = None
+    summary: str = ""
+
+    def line(self, *, suggests: bool = False) -> str:
+        """``Reviewer: risk high, authorization low`` (with ``suggests`` the outcome too)
+        and the rationale, for a card or a form."""
+        text = f"Reviewer: risk {self.risk_level}, authorization {self.user_authorization}"
+        if suggests and self.outcome:
+            text += f", suggests {self.outcome}"
+        return text + (f" — {self.rationale}" if self.rationale else "")
 
 
 class ToolResultEvent(_Event):
@@ -81,6 +112,15 @@ class ToolResultEvent(_Event):
     text: str
     status: ToolStatus = "ok"
     images: list[ImagePart] = Field(default_factory=list)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _failed_unless_said(cls, data: Any) -> Any:
+        """A result that is not ok and names no status failed (never "ok")."""
+        if isinstance(data, dict) and "status" not in data and data.get("ok") is False:
+            return {**data, "status": "failed"}
+        return data
+
     # How the front should show the text: "diff", "terminal" or "text" (not on the wire).
     display: str = "text"
     # edit/write: {"path", "oldText", "newText"} with the whole texts (not on the wire;
@@ -109,10 +149,10 @@ class ApprovalEvent(_Event):
     type: Literal["approval"] = "approval"
     id: str
     name: str
-    outcome: Literal["allow", "deny", "ask"]
+    outcome: Outcome
     by: Literal["host", "reviewer", "person", "policy"]
     reason: str | None = None
-    verdict: dict[str, Any] | None = None
+    verdict: ReviewVerdict | None = None
 
 
 class Note(_Event):
@@ -138,12 +178,11 @@ class ErrorEvent(_Event):
 
 
 class TurnEnd(_Event):
-    """Always the last event of a turn. stopReason: end_turn, max_steps, cancelled,
-    error, interrupted."""
+    """Always the last event of a turn (see :data:`StopReason`)."""
 
     type: Literal["turn_end"] = "turn_end"
     session_id: str = Field(alias="sessionId")
-    stop_reason: str = Field(alias="stopReason")
+    stop_reason: StopReason = Field(alias="stopReason")
 
 
 Event = (TextDelta | ReasoningDelta | ToolCallStarted | ToolProgress | ToolResultEvent | ApprovalEvent | Note

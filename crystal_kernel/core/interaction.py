@@ -11,6 +11,8 @@ from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, Field
 
+from crystal_kernel.host.events import ReviewVerdict
+
 
 class QuestionOption(BaseModel):
     label: str = Field(description="Returned when chosen.")
@@ -37,7 +39,7 @@ class ApprovalRequest(BaseModel):
     authority: str
     external: bool = False
     # The reviewer's verdict in review/audit mode, shown to the person.
-    verdict: dict[str, Any] | None = None
+    verdict: ReviewVerdict | None = None
     # A pattern a person may allow for the rest of the session (e.g. the bash command).
     session_pattern: str | None = None
     # What the call would change (a per-cell diff for notebook_edit), when the tool says.

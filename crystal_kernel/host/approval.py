@@ -17,6 +17,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
+from crystal_kernel.host.events import ReviewVerdict
 from crystal_kernel.host.shell_rules import SHELL_TOOLS, allowance_covers, rule_matches_command, shell_view
 from crystal_kernel.tools.base import Authority, Classification, Risk
 
@@ -128,21 +129,12 @@ class Verdict:
     host_risk: str | None = None
     error: str | None = None
 
-    def as_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "risk_level": self.risk_level,
-            "user_authorization": self.user_authorization,
-            "harm_unrequested": self.harm_unrequested,
-            "rationale": self.rationale,
-            "effective_risk": self.effective_risk,
-            "host_risk": self.host_risk,
-            "outcome": self.outcome,
-        }
-        if self.error:
-            out["error"] = self.error
-        # One readable line for fronts that show the verdict as text.
-        out["summary"] = self.summary()
-        return out
+    def shown(self) -> ReviewVerdict:
+        """The verdict as the events and approval requests carry it to the fronts."""
+        return ReviewVerdict(risk_level=self.risk_level, user_authorization=self.user_authorization,
+                             harm_unrequested=self.harm_unrequested, rationale=self.rationale,
+                             effective_risk=self.effective_risk, host_risk=self.host_risk,
+                             outcome=self.outcome, error=self.error or None, summary=self.summary())
 
     def summary(self) -> str:
         """One line a person reads beside the approval prompt."""

@@ -120,7 +120,7 @@ async def decide(
     verdict: Verdict | None = None
 
     def record(outcome: str, by: str, reason: str | None = None) -> None:
-        data = verdict.as_dict() if verdict is not None else None
+        data = verdict.shown() if verdict is not None else None
         emit(ApprovalEvent(id=call.id, name=call.name, outcome=outcome, by=by, reason=reason, verdict=data))
         session.audit.append(
             {
@@ -128,7 +128,7 @@ async def decide(
                 "mode": session.approval,
                 "call": {"id": call.id, "name": call.name, "arguments": _short(call.arguments)},
                 "classification": classification_dict(c),
-                "verdict": data,
+                "verdict": None if data is None else data.model_dump(exclude=set() if data.error else {"error"}),
                 "outcome": outcome,
                 "by": by,
                 "reason": reason,
@@ -196,7 +196,7 @@ async def _ask_person(session: Any, interaction: Interaction, call: ToolCallPart
         ApprovalRequest(
             call_id=call.id, tool=call.name, arguments=call.arguments, risk=str(c.risk),
             authority=str(c.authority), external=c.external,
-            verdict=verdict.as_dict() if verdict is not None else None, session_pattern=c.pattern,
+            verdict=verdict.shown() if verdict is not None else None, session_pattern=c.pattern,
             preview=c.preview,
         )
     )

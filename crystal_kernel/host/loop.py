@@ -20,6 +20,7 @@ from crystal_kernel.core.events import (
     Event,
     Note,
     ReasoningDelta,
+    StopReason,
     TextDelta,
     ToolCallStarted,
     ToolProgress,
@@ -51,6 +52,11 @@ NO_IMAGES = "This model cannot accept tool images."
 _STATED_WINDOW = re.compile(r"(?:context length|context window|context size|n_ctx)\D{0,24}?(\d{3,7})",
                             re.IGNORECASE)
 _DONE = object()
+# The model's stop reasons (Finished.stop_reason, as each protocol names them) -> the turn's.
+_MODEL_STOPS: dict[str, StopReason] = {
+    "end_turn": "end_turn", "stop": "end_turn", "tool_use": "end_turn", "tool_calls": "end_turn",
+    "stop_sequence": "end_turn", "max_tokens": "max_tokens", "length": "max_tokens",
+    "max_output_tokens": "max_tokens", "refusal": "refusal", "content_filter": "refusal"}
 
 
 class Turn:
@@ -62,7 +68,7 @@ class Turn:
         self.interaction = interaction or NoPerson()
         self._queue: asyncio.Queue[Any] = asyncio.Queue()
         self._task: asyncio.Task | None = None
-        self.stop_reason: str | None = None
+        self.stop_reason: StopReason | None = None
         # The one-line error that ended the turn, if any.
         self.error: str | None = None
         # Results of the calls of the current assistant message, as they finish.
@@ -101,7 +107,7 @@ class Turn:
     async def _run(self) -> None:
         session = self.session
         session.busy = True
-        reason = "end_turn"
+        reason: StopReason = "end_turn"
         try:
             reason = await self._body()
         except asyncio.CancelledError:
@@ -154,7 +160,7 @@ class Turn:
         self._pending = None
         self._append(Message(role="user", parts=parts))
 
-    async def _body(self) -> str:
+    async def _body(self) -> StopReason:
         session = self.session
         prompt_parts = [TextPart(text=self.prompt)] if isinstance(self.prompt, str) else list(self.prompt)
         self._append(Message(role="user", parts=prompt_parts))
@@ -237,7 +243,7 @@ class Turn:
                 if answer.parts:
                     self._append(answer)
                 if not calls:
-                    return "end_turn" if stop in ("end_turn", "stop", "tool_use", "tool_calls") else stop
+                    return self._stopped(stop)
                 self._pending = []
                 await self._run_calls(calls)
                 results, self._pending = self._pending, None
@@ -248,6 +254,14 @@ class Turn:
             if turn_reasoning:
                 row["reasoningTokens"] = turn_reasoning
             session.usage.turns.append(row)
+
+    def _stopped(self, stop: str) -> StopReason:
+        """The turn's stop reason for the model's own (each protocol names them its way);
+        one it does not know ends the turn normally, and a note names it."""
+        if stop in _MODEL_STOPS:
+            return _MODEL_STOPS[stop]
+        self._emit(Note(text=f"The model stopped for a reason Crystal does not know: {stop[:80]}."))
+        return "end_turn"
 
     def _progress_for(self, call: ToolCallPart) -> Any:
         """A progress reporter for one call, safe to call from another thread."""

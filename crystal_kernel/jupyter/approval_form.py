@@ -62,17 +62,8 @@ class ApprovalForm:
         self.on_done(decision)
 
     def verdict_text(self) -> str:
-        v = self.request.verdict
-        if not v:
-            return ""
-        risk = v.get("risk_level") or v.get("risk")
-        auth = v.get("user_authorization") or v.get("authorization")
-        suggests = v.get("outcome")
-        why = v.get("rationale") or ""
-        text = f"Reviewer: risk {risk}, authorization {auth}"
-        if suggests:
-            text += f", suggests {suggests}"
-        return text + (f" — {why}" if why else "")
+        verdict = self.request.verdict
+        return verdict.line(suggests=True) if verdict is not None else ""
 
     def request_html(self) -> str:
         """The whole call, unfolded and uncut (approval_view.py): a person judges what

@@ -340,7 +340,7 @@ class Renderer:
             who = "the recording"
             reason = reason.partition("; ")[2] or None
         shown_by_form = event.by == "person" and event.id in self._asked
-        if event.verdict and reason and reason == event.verdict.get("rationale"):
+        if event.verdict and reason and reason == event.verdict.rationale:
             reason = None  # the verdict line below gives it
         if event.outcome == "ask":
             card.state = "waiting"
@@ -355,11 +355,7 @@ class Renderer:
                 card.approval = f"Allowed by {who}" + (f" ({reason})" if reason else ".")
         if event.verdict and event.outcome != "ask" and not shown_by_form:
             # A verdict that went to the person is shown by the form and its summary.
-            verdict = event.verdict
-            risk = verdict.get("risk_level") or verdict.get("risk")
-            auth = verdict.get("user_authorization") or verdict.get("authorization")
-            why = verdict.get("rationale") or ""
-            line = f"Reviewer: risk {risk}, authorization {auth}" + (f" — {why}" if why else "")
+            line = event.verdict.line()
             card.approval = (card.approval + "\n" if card.approval else "") + line
         self._update_card(card, handle)
 
@@ -371,8 +367,7 @@ class Renderer:
             self._cards[event.id] = entry
         card, handle = entry
         if card.state != "denied":
-            card.state = "done" if event.ok else {"cancelled": "cancelled", "denied": "denied"}.get(
-                event.status, "cancelled" if event.text.startswith("Cancelled") else "failed")
+            card.state = {"ok": "done", "cancelled": "cancelled", "denied": "denied"}.get(event.status, "failed")
         card.result = event.text
         card.display = event.display
         card.images = len(event.images)

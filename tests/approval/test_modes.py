@@ -106,8 +106,8 @@ async def test_mode_table_with_a_person_who_allows(workspace, tmp_path, exec_too
     if asked and mode in ("review", "audit"):
         # The person sees the reviewer's classification (audit) or why it asked (review).
         shown = person.requests[0].verdict
-        assert shown["risk_level"] == "low" and shown["user_authorization"] == "medium"
-        assert shown["effective_risk"] in ("medium", "high", "low")
+        assert shown.risk_level == "low" and shown.user_authorization == "medium"
+        assert shown.effective_risk in ("medium", "high", "low")
 
 
 async def test_audit_shows_classification_and_asks_even_when_reviewer_would_allow(workspace):
@@ -119,11 +119,11 @@ async def test_audit_shows_classification_and_asks_even_when_reviewer_would_allo
     person = Person(PersonDecision(outcome="deny", reason="not now"))
     events = await collect(run_turn(session, "write n.txt", person))
     request = person.requests[0]
-    assert request.verdict["outcome"] == "allow" and "asked for this file" in request.verdict["rationale"]
+    assert request.verdict.outcome == "allow" and "asked for this file" in request.verdict.rationale
     assert (request.risk, request.authority) == ("write", "workspace")
     approvals = [e for e in events if isinstance(e, ApprovalEvent)]
     assert [(a.outcome, a.by) for a in approvals] == [("ask", "host"), ("deny", "person")]
-    assert approvals[0].verdict["rationale"] == "The user asked for this file."
+    assert approvals[0].verdict.rationale == "The user asked for this file."
     result = next(e for e in events if isinstance(e, ToolResultEvent))
     assert not result.ok and "not now" in result.text
     assert not (workspace / "n.txt").exists()

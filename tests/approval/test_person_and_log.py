@@ -61,7 +61,7 @@ async def test_audit_reviews_even_calls_allowed_for_the_session(workspace):
     assert len(person.requests) == 1
     last = [e for e in events if isinstance(e, ApprovalEvent)][-1]
     assert (last.outcome, last.by, last.reason) == ("allow", "person", "allowed for this session")
-    assert last.verdict["rationale"] == "second"
+    assert last.verdict.rationale == "second"
     assert (workspace / "a.txt").read_text() == "2"
 
 

@@ -52,8 +52,8 @@ async def test_rev1_every_cell_through_the_reviewer(workspace, risk, auth, harm)
     else:
         assert [(a.outcome, a.by) for a in approvals] == [(outcome, "reviewer")]
         assert approvals[0].reason == f"{risk}/{auth}"
-    assert approvals[0].verdict["risk_level"] == risk
-    assert approvals[0].verdict["user_authorization"] == auth
+    assert approvals[0].verdict.risk_level == risk
+    assert approvals[0].verdict.user_authorization == auth
     assert (workspace / "f.txt").exists() == (outcome == "allow")
     entry = session.audit[-1]
     assert entry["verdict"]["rationale"] == f"{risk}/{auth}" and entry["call"]["name"] == "write"
@@ -82,7 +82,7 @@ async def test_floor_execute_is_at_least_medium(workspace, auth, outcome):
     events = await collect(run_turn(session, "run it"))
     first = next(e for e in events if isinstance(e, ApprovalEvent))
     assert first.outcome == outcome
-    assert first.verdict["risk_level"] == "low" and first.verdict["effective_risk"] == "medium"
+    assert first.verdict.risk_level == "low" and first.verdict.effective_risk == "medium"
     assert (workspace / "out.txt").exists() == (outcome == "allow")
 
 
@@ -98,7 +98,7 @@ async def test_floor_outside_workspace_is_high(workspace, tmp_path, auth, outcom
     session.access.add(other, "rw")
     events = await collect(run_turn(session, "write there"))
     first = next(e for e in events if isinstance(e, ApprovalEvent))
-    assert first.outcome == outcome and first.verdict["effective_risk"] == "high"
+    assert first.outcome == outcome and first.verdict.effective_risk == "high"
     assert (other / "x.txt").exists() == (outcome == "allow")
 
 
@@ -134,7 +134,7 @@ async def test_garbage_verdict_asks_and_no_person_denies(workspace, answer):
     events = await collect(run_turn(session, "write g.txt"))
     approvals = [e for e in events if isinstance(e, ApprovalEvent)]
     assert [(a.outcome, a.by) for a in approvals] == [("ask", "reviewer"), ("deny", "host")]
-    assert approvals[0].verdict["error"]
+    assert approvals[0].verdict.error
     assert not (workspace / "g.txt").exists()
 
 
@@ -147,7 +147,7 @@ async def test_reviewer_timeout_asks_the_person(workspace):
     session.config.raw = {"reviewTimeoutSeconds": 0.3}
     person = Person(PersonDecision(outcome="allow_once"))
     events = await collect(run_turn(session, "write t.txt", person))
-    assert "longer than 0.3 s" in person.requests[0].verdict["error"]
+    assert "longer than 0.3 s" in person.requests[0].verdict.error
     approvals = [(e.outcome, e.by) for e in events if isinstance(e, ApprovalEvent)]
     assert approvals == [("ask", "reviewer"), ("allow", "person")]
     assert (workspace / "t.txt").exists()
@@ -164,7 +164,7 @@ async def test_reviewer_failure_asks(workspace):
     ])
     events = await collect(run_turn(session, "write t.txt"))
     first = next(e for e in events if isinstance(e, ApprovalEvent))
-    assert first.outcome == "ask" and "HTTP 500 from the reviewer" in first.verdict["error"]
+    assert first.outcome == "ask" and "HTTP 500 from the reviewer" in first.verdict.error
     assert not (workspace / "t.txt").exists()
 
 
@@ -240,7 +240,7 @@ async def test_bad_review_model_asks_with_a_reason(workspace):
     ], review_model="nosuch:model", provider="nosuch")
     events = await collect(run_turn(session, "write r.txt"))
     first = next(e for e in events if isinstance(e, ApprovalEvent))
-    assert first.outcome == "ask" and "could not be set up" in first.verdict["error"]
+    assert first.outcome == "ask" and "could not be set up" in first.verdict.error
 
 
 async def test_a_plugged_in_reviewer_cannot_skip_the_floor(workspace):
@@ -259,5 +259,5 @@ async def test_a_plugged_in_reviewer_cannot_skip_the_floor(workspace):
     session.reviewer = Lenient()
     events = await collect(run_turn(session, "go"))
     first = next(e for e in events if isinstance(e, ApprovalEvent))
-    assert (first.outcome, first.verdict["effective_risk"]) == ("ask", "medium")
+    assert (first.outcome, first.verdict.effective_risk) == ("ask", "medium")
     assert not (workspace / "x.txt").exists()
