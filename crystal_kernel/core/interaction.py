@@ -11,7 +11,7 @@ from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, Field
 
-from crystal_kernel.host.events import ReviewVerdict
+from crystal_kernel.core.events import ReviewVerdict
 
 
 class QuestionOption(BaseModel):

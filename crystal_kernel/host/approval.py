@@ -17,7 +17,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
-from crystal_kernel.host.events import ReviewVerdict
+from crystal_kernel.core.events import ReviewVerdict
 from crystal_kernel.host.shell_rules import SHELL_TOOLS, allowance_covers, rule_matches_command, shell_view
 from crystal_kernel.tools.base import Authority, Classification, Risk
 
