@@ -186,7 +186,7 @@ class CrystalAgent:
             except Exception as exc:
                 session.note(f"Additional directory {directory} was not added: {exc}")
         if mcp_servers:
-            session.client_mcp_servers = client_servers(mcp_servers, session.note)  # type: ignore[attr-defined]
+            session.client_mcp_servers = client_servers(mcp_servers, session.note)
             session.refresh_system()
         entry = AcpSession(session=session)
         entry.interaction = AcpInteraction(self.conn, session, session.id, elicitation=self.elicitation_forms,

@@ -23,7 +23,7 @@ from acp import (
     update_tool_call,
     update_user_message,
 )
-from acp.schema import ToolCallLocation
+from acp.schema import ToolCallLocation, ToolKind
 
 from crystal_kernel.core.events import ToolResultEvent
 from crystal_kernel.core.messages import ImagePart, Message, Part, TextPart, ToolCallPart, ToolResultPart
@@ -37,7 +37,7 @@ MAX_REPLAY_OUTPUT = 4_000
 # session/load replays at most this many of the latest messages.
 MAX_REPLAY_MESSAGES = 2_000
 
-TOOL_KINDS: dict[str, str] = {
+TOOL_KINDS: dict[str, ToolKind] = {
     "read": "read", "view_image": "read", "describe_image": "read", "skill": "read",
     "cell_output": "read", "variables": "read", "todoread": "read",
     "list": "search", "tree": "search", "glob": "search", "grep": "search", "search": "search",
@@ -49,7 +49,7 @@ TOOL_KINDS: dict[str, str] = {
 }
 
 
-def tool_kind(name: str) -> str:
+def tool_kind(name: str) -> ToolKind:
     """ACP ToolKind for a tool; external tools (exec, plugin, MCP) are ``other``."""
     return TOOL_KINDS.get(name, "other")
 

@@ -200,7 +200,8 @@ class Turn:
                             thinking.text += thought
                             self._emit(ReasoningDelta(text=thought))
                         elif isinstance(item, ReasoningItem):
-                            thinking = self._close_reasoning(answer, thinking, item)
+                            self._close_reasoning(answer, thinking, item)
+                            thinking = None
                         elif isinstance(item, TextChunk):
                             if not item.text:
                                 continue

@@ -393,7 +393,7 @@ def _reason(exc: BaseException) -> str:
     """The first real error inside (possibly nested) exception groups, as words for a
     person (no exception class names)."""
     groups = getattr(builtins, "BaseExceptionGroup", ())
-    while groups and isinstance(exc, groups) and exc.exceptions:  # type: ignore[attr-defined]
+    while groups and isinstance(exc, groups) and exc.exceptions:
         exc = exc.exceptions[0]
     text = str(exc).strip().splitlines()[0].strip() if str(exc).strip() else ""
     kind = type(exc).__name__

@@ -50,7 +50,7 @@ class _DeferredInit:
             real.exec_module(module)
             return getattr(module, name)
 
-        module.__getattr__ = __getattr__  # type: ignore[attr-defined]
+        module.__getattr__ = __getattr__  # type: ignore[method-assign]
 
 
 class _DeferringFinder:

@@ -86,7 +86,7 @@ def make_provider(config: Config, *, workspace: Path | None = None, model: str |
             provider = AnthropicProvider(model, **kwargs)
         if config.base_url and config.context_window is None:
             # A local or self-hosted server: its window is whatever it was started with.
-            provider.probe_context = True  # type: ignore[attr-defined]
+            provider.probe_context = True
     else:
         factories = plugin_providers()
         if name not in factories:

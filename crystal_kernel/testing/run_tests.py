@@ -1,10 +1,9 @@
 """`make test`: the static checks, then the whole suite with pytest.
 
 The checks (configured in pyproject.toml) run first and are short: ``ruff check`` on
-crystal_kernel, tests and bench, and ``lint-imports`` (import-linter's layering contracts,
-docs/architecture.md). A finding fails the run, but the suite still runs, so
-one report shows everything. (``mypy`` is configured in pyproject.toml too and joins
-CHECKS once crystal_kernel is clean under it.)
+crystal_kernel, tests and bench, ``mypy`` on crystal_kernel, and ``lint-imports``
+(import-linter's layering contracts, docs/architecture.md). A finding fails the run, but
+the suite still runs, so one report shows everything.
 
 Each test's name and result is printed as it finishes (``-v``), with the share of the
 suite done: the suite takes minutes, and a row of dots says nothing about where it is.
@@ -26,6 +25,8 @@ ROOT = Path(__file__).resolve().parents[2]
 CHECKS: list[tuple[str, list[str], list[str], bool]] = [
     ("ruff", [sys.executable, "-m", "ruff", "check"], ["crystal_kernel", "tests", "bench"], True),
     # lint-imports reads the contracts in pyproject.toml: the folder is only looked for.
+    # mypy reads its settings (and the folder to check) from pyproject.toml.
+    ("mypy", [sys.executable, "-m", "mypy"], ["crystal_kernel"], False),
     ("lint-imports", [str(Path(sys.executable).with_name("lint-imports")), "--no-cache"], ["crystal_kernel"], False),
 ]
 

@@ -146,7 +146,7 @@ class _Child:
             self._exit_seen()
             return
         try:
-            self.pidfd = os.pidfd_open(self.popen.pid)  # type: ignore[attr-defined]
+            self.pidfd = os.pidfd_open(self.popen.pid)
             self.loop.add_reader(self.pidfd, self._pidfd_ready)
         except (AttributeError, OSError):  # no pidfd (not Linux): a thread waits
             waiter = self.loop.run_in_executor(None, self.popen.wait)
