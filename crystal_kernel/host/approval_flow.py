@@ -139,7 +139,7 @@ async def decide(
 
     rule = forbidden_match(session.config.forbidden, call.name, call.arguments, session.workspace)
     if rule is not None:
-        reason = f"forbidden rule {{tool: {rule['tool']}, pattern: {rule['pattern']}}}"
+        reason: str | None = f"forbidden rule {{tool: {rule['tool']}, pattern: {rule['pattern']}}}"
         record("deny", "policy", reason)
         return Decision(False, "policy", f"It matches a {reason}; it is denied in every approval mode.")
 

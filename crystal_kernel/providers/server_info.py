@@ -40,7 +40,8 @@ def _entry(models: Any, model: str) -> dict[str, Any] | None:
         return None
     entries = [d for d in data if isinstance(d, dict)]
     named = [d for d in entries if d.get("id") == model]
-    return (named or (entries if len(entries) == 1 else []) or [None])[0]
+    found = named or (entries if len(entries) == 1 else [])
+    return found[0] if found else None
 
 
 def _ollama(show: Any) -> int | None:

@@ -119,8 +119,9 @@ async def grep_rg(rg: str, pattern: str, root: Path, *, ignore_case: bool, conte
 def _drain_stderr(proc: subprocess.Popen) -> tuple[threading.Thread, list[bytes]]:
     # Read stderr alongside so rg never blocks on it.
     box: list[bytes] = []
-    assert proc.stderr is not None
-    thread = threading.Thread(target=lambda: box.append(proc.stderr.read(8192)), daemon=True)
+    stderr = proc.stderr
+    assert stderr is not None
+    thread = threading.Thread(target=lambda: box.append(stderr.read(8192)), daemon=True)
     thread.start()
     return thread, box
 
