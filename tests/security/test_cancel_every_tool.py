@@ -251,7 +251,7 @@ async def test_tools_without_a_slow_input_finish_at_once(workspace, tool):
 
 
 def exec_sleeper(ws: Path) -> str:
-    from crystal_kernel.host.config import home_dir
+    from crystal_kernel.core.paths import home_dir
 
     folder = home_dir() / "tools" / "sleepy"
     folder.mkdir(parents=True)
@@ -270,7 +270,7 @@ def mcp_stdio(ws: Path) -> str:
 async def test_an_external_tool_that_never_answers_is_cancelled_within_2_seconds(workspace, tmp_path, kind):
     """MCP servers (stdio and streamable HTTP on loopback) and an exec tool that never
     answer: the turn still ends within 2 s of the cancel."""
-    from crystal_kernel.host.config import home_dir
+    from crystal_kernel.core.paths import home_dir
 
     http = None
     if kind == "mcp-http":
