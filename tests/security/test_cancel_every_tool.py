@@ -173,6 +173,9 @@ class NeverAnswers:
 
 
 def make_session(ws: Path, replies: list, *, person: bool) -> Session:
+    from crystal_kernel.jupyter import notebook_plugin
+
+    notebook_plugin.register()  # a notebook session's catalog, as the kernel registers it
     provider = ScriptedProvider(list(replies), capabilities=Capabilities(images=True))
     return Session(workspace=ws, config=load_config(overrides={"approval": "full"}), provider=provider,
                    person_present=person, notebook=True)
