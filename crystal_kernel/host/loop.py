@@ -67,7 +67,7 @@ class Turn:
         self.prompt = prompt
         self.interaction = interaction or NoPerson()
         self._queue: asyncio.Queue[Any] = asyncio.Queue()
-        self._task: asyncio.Task | None = None
+        self._task: asyncio.Task[None] | None = None
         self.stop_reason: StopReason | None = None
         # The one-line error that ended the turn, if any.
         self.error: str | None = None

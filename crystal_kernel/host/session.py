@@ -24,7 +24,7 @@ from crystal_kernel.host.journal import LIST_KEYS, JournalWriter
 from crystal_kernel.host.session_lock import SessionLock
 from crystal_kernel.host.session_lock import acquire as acquire_lock
 from crystal_kernel.host.store import DOCUMENT_VERSION, SessionStore, new_session_id, now_iso
-from crystal_kernel.providers.base import ModelRequest, Provider
+from crystal_kernel.providers.base import Capabilities, ModelRequest, Provider
 from crystal_kernel.tools.base import Tool
 from crystal_kernel.tools.catalog import CatalogOptions, build_catalog, check_disabled
 
@@ -192,7 +192,7 @@ class Session:
 
     # ----- capabilities, tools, system text ------------------------------------------
     @property
-    def capabilities(self):
+    def capabilities(self) -> Capabilities:
         return self.provider.capabilities
 
     def tools(self) -> list[Tool]:
