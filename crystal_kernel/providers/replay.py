@@ -353,7 +353,8 @@ class RecordingProvider:
 
     def _append(self, entry: dict[str, Any]) -> None:
         with _write_lock:
-            data = load_cassette(self.path) if self.path.exists() else {"version": VERSION, "interactions": []}
+            data: dict[str, Any] = (load_cassette(self.path) if self.path.exists()
+                                    else {"version": VERSION, "interactions": []})
             data["interactions"].append(redact(entry))  # TRUST-4: no key values in cassettes
             atomic_write_json(self.path, data)
 

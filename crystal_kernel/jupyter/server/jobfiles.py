@@ -103,7 +103,8 @@ def _runtime(status: dict[str, Any], state: str) -> float | None:
 def job_row(files: JobFiles) -> dict[str, Any]:
     status = files.status()
     size = _size(files.log_path) + _size(files.previous_path)
-    state = status.get("state") if isinstance(status.get("state"), str) else "unknown"
+    given = status.get("state")
+    state: str = given if isinstance(given, str) else "unknown"
     if state in ACTIVE_STATES and not _host_alive(status):
         state = "lost"  # its host died without a final status (BG-2: the job died with it)
     return {
