@@ -75,3 +75,82 @@ def workspace(tmp_path) -> Path:
     ws = tmp_path / "ws"
     ws.mkdir()
     return ws
+
+
+# --- No test module may leave a child process of this pytest process running -----------
+# A kernel, server or job a module started and did not stop is seen by later modules (tests
+# that count kernels or processes failed in the full suite because of one). After the last
+# test of each module (its module fixtures already torn down), every live child process of
+# pytest that was not there when the session started is reported as a teardown error of
+# that test, then ended so that later modules start clean. Resources a folder shares
+# across its modules are stopped by that folder's conftest when its last test ends.
+_LEFTOVER_GRACE = 5.0
+_session_children: set[int] = set()
+
+
+# A process a folder shares across its modules (its conftest stops it after the folder's
+# last test) carries this variable, naming the folder; it is left alone while the next
+# test is in that folder, and is a leftover like any other once the folder is done.
+SHARED_IN_FOLDER = "CRYSTAL_TEST_SHARED_IN_FOLDER"
+
+
+def _live_children(next_path: Path | None) -> list:
+    import psutil
+
+    found = []
+    for proc in psutil.Process(os.getpid()).children(recursive=True):
+        try:
+            if proc.pid in _session_children or proc.status() == psutil.STATUS_ZOMBIE:
+                continue
+            folder = proc.environ().get(SHARED_IN_FOLDER)
+            if folder and next_path is not None and Path(folder) in next_path.parents:
+                continue
+            found.append(proc)
+        except psutil.Error:
+            continue
+    return found
+
+
+def pytest_sessionstart(session):
+    import psutil
+
+    _session_children.update(p.pid for p in psutil.Process(os.getpid()).children(recursive=True))
+
+
+def _describe(proc) -> str:
+    import psutil
+
+    try:
+        return f"pid {proc.pid}: {' '.join(proc.cmdline())[:200]}"
+    except psutil.Error:
+        return f"pid {proc.pid}"
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item, nextitem):
+    result = yield
+    if nextitem is not None and nextitem.path == item.path:
+        return result
+    import time
+
+    import psutil
+
+    # Processes a module just ended may take a moment to exit (a kernel's shutdown).
+    deadline = time.monotonic() + _LEFTOVER_GRACE
+    next_path = None if nextitem is None else nextitem.path
+    left = _live_children(next_path)
+    while left and time.monotonic() < deadline:
+        time.sleep(0.05)
+        left = _live_children(next_path)
+    if not left:
+        return result
+    described = [_describe(p) for p in left]
+    for proc in left:
+        try:
+            proc.kill()
+        except psutil.Error:
+            pass
+    psutil.wait_procs(left, timeout=5)
+    raise AssertionError(
+        f"{item.path.name} left {len(left)} child process(es) of pytest running after its last test "
+        f"(ended now so later modules start clean); stop them in the module's fixtures:\n  " + "\n  ".join(described))

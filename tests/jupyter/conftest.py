@@ -105,11 +105,25 @@ def llm_server():
         yield server
 
 
-@pytest.fixture(scope="session")
+# The folder's shared kernel: started by the first test that needs it and stopped after
+# the folder's last test (pytest_runtest_teardown below), not at the end of the session:
+# a kernel left running is a child process later folders' tests would see.
+_HERE = Path(__file__).resolve().parent
+_shared: dict[str, Kernel] = {}
+
+
+@pytest.fixture
 def shared_kernel(llm_server, tmp_path_factory):
-    kernel = start_kernel(tmp_path_factory.mktemp("kernel"), llm_server)
-    yield kernel
-    kernel.stop()
+    if "kernel" not in _shared:
+        _shared["kernel"] = start_kernel(tmp_path_factory.mktemp("kernel"), llm_server,
+                                         env_extra={"CRYSTAL_TEST_SHARED_IN_FOLDER": str(_HERE)})
+    return _shared["kernel"]
+
+
+def pytest_runtest_teardown(item, nextitem):
+    """Stop the shared kernel once the next test is outside this folder (or none is left)."""
+    if "kernel" in _shared and (nextitem is None or _HERE not in nextitem.path.parents):
+        _shared.pop("kernel").stop()
 
 
 @pytest.fixture

@@ -64,11 +64,25 @@ def magic_server():
         yield server
 
 
-@pytest.fixture(scope="session")
+# The folder's shared kernel: started by the first test that needs it and stopped after
+# the folder's last test (pytest_runtest_teardown below), not at the end of the session:
+# an ipykernel left running is a child process later folders' tests would count.
+_HERE = Path(__file__).resolve().parent
+_shared: dict[str, MagicKernel] = {}
+
+
+@pytest.fixture
 def shared_python_kernel(magic_server, tmp_path_factory):
-    kernel = start_python_kernel(tmp_path_factory.mktemp("magics"), magic_server)
-    yield kernel
-    kernel.stop()
+    if "kernel" not in _shared:
+        _shared["kernel"] = start_python_kernel(tmp_path_factory.mktemp("magics"), magic_server,
+                                                env_extra={"CRYSTAL_TEST_SHARED_IN_FOLDER": str(_HERE)})
+    return _shared["kernel"]
+
+
+def pytest_runtest_teardown(item, nextitem):
+    """Stop the shared kernel once the next test is outside this folder (or none is left)."""
+    if "kernel" in _shared and (nextitem is None or _HERE not in nextitem.path.parents):
+        _shared.pop("kernel").stop()
 
 
 @pytest.fixture
