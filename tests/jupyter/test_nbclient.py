@@ -52,10 +52,12 @@ def test_notebook_runs_end_to_end_with_widget_answers(kernel_factory, tmp_path):
     nb.cells = [nbformat.v4.new_code_cell("/approval default"),
                 nbformat.v4.new_code_cell("Greet the user in a file."),
                 nbformat.v4.new_code_cell("/todos")]
+    # cleanup_kc: nbclient leaves alone a kernel manager it was given, so the kernel would
+    # outlive the test (a child process of pytest later tests see); it shuts it down now.
     km = AsyncKernelManager(kernel_name="crystal", kernel_spec_manager=KernelSpecManager(kernel_dirs=[str(kernels)]))
     client = AnsweringClient(nb, km=km, timeout=60, resources={"metadata": {"path": str(workspace)}})
     client.answers = ["Ahoy", "Allow once"]
-    client.execute(env=env)
+    client.execute(env=env, cleanup_kc=True)
     nbformat.write(nb, notebook_path)
 
     assert client.answers == []
@@ -89,7 +91,7 @@ def test_failed_cell_under_nbclient_shows_ename_and_evalue(kernel_factory, tmp_p
     km = AsyncKernelManager(kernel_name="crystal", kernel_spec_manager=KernelSpecManager(kernel_dirs=[str(kernels)]))
     client = NotebookClient(nb, km=km, timeout=60, resources={"metadata": {"path": str(workspace)}})
     try:
-        client.execute(env=env)
+        client.execute(env=env, cleanup_kc=True)
     except CellExecutionError as exc:
         message = str(exc)
     else:
@@ -120,7 +122,7 @@ def test_a_batch_run_that_needs_approval_says_in_the_log_what_it_waits_for(kerne
     km = AsyncKernelManager(kernel_name="crystal", kernel_spec_manager=KernelSpecManager(kernel_dirs=[str(kernels)]))
     client = NotebookClient(nb, km=km, timeout=60, resources={"metadata": {"path": str(workspace)}})
     with open(log, "w") as stderr:
-        client.execute(env=env, stderr=stderr)
+        client.execute(env=env, stderr=stderr, cleanup_kc=True)
     text = log.read_text()
     assert "Crystal is waiting for a person to answer an approval for bash touch made-by-agent.txt (until " in text
     assert "Nobody can answer in a headless run: use --unattended there." in text
