@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, Protocol, runtime_checkable
 
 from crystal_kernel.core.messages import ImagePart
 
@@ -83,6 +83,30 @@ class ToolResult:
     @classmethod
     def fail(cls, text: str) -> ToolResult:
         return cls(ok=False, text=text)
+
+
+@runtime_checkable
+class ToolSource(Protocol):
+    """Where a session's tools come from, with an explicit lifecycle (as pydantic-ai's
+    toolsets): the session enters it before the first catalog it builds with it and
+    exits it when it closes. Bootstrap builds it and hands it to the session."""
+
+    async def __aenter__(self) -> Any: ...
+
+    async def __aexit__(self, *exc_info: object) -> None: ...
+
+    async def get_tools(self, session: Any) -> list[Any]:
+        """The catalog for the session's mode; whatever must start first (MCP servers)
+        is awaited without blocking the caller's event loop."""
+        ...
+
+    def tools_now(self, session: Any) -> list[Any]:
+        """The same catalog for a caller without an event loop (it may block)."""
+        ...
+
+    def check_disabled(self, names: Any) -> list[str]:
+        """MODE-7: the ``--disable-tool`` names, checked (a UserError for an unknown one)."""
+        ...
 
 
 def truncate_output(text: str, limit: int) -> str:

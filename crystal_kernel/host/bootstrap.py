@@ -99,9 +99,12 @@ def open_session(
         from crystal_kernel.providers.registry import make_provider
 
         provider = make_provider(config, workspace=workspace)
+    from crystal_kernel.host.tool_sources import SessionTools
+
     session = Session(
         workspace=workspace, config=config, provider=provider, flags=flags,
         person_present=person_present, notebook=notebook, session_id=session_id,
+        tool_source=SessionTools(),  # built-ins, exec sets, plugin tool sets, MCP servers
     )
     if resume:
         session.resume(resume)

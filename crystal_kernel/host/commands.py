@@ -235,9 +235,9 @@ def _fork(session: Any, args: list[str]) -> CommandResult:
                          data={"session": child}, kind="fork")
 
 
-def _tools(session: Any, args: list[str]) -> str:
+async def _tools(session: Any, args: list[str]) -> str:
     lines = []
-    for t in session.tools():
+    for t in await session.prepare_tools():
         first = t.description.strip().splitlines()[0] if t.description.strip() else ""
         lines.append(f"{t.name:14} {first[:90]}")
         if getattr(t, "source", None):  # MCP tools: which server, and its state now

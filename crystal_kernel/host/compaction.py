@@ -247,6 +247,7 @@ async def compact(session: Any, *, manual: bool = False, focus: str | None = Non
     summary; the transcript is unchanged then.
     """
     messages = list(session.transcript)
+    await session.prepare_tools()  # the request counts the tool specs; never block the loop
     request = session.build_request("compaction")
     before = estimate_tokens(request)
     keep_budget = keep_budget_tokens(session, request)

@@ -179,6 +179,8 @@ class Turn:
                     self._emit(Note(text=f"Stopped after {steps} model steps (maxSteps)."))
                     return "max_steps"
                 steps += 1
+                # Off this loop: MCP servers a /mode, /cd or /model brought start on theirs.
+                await session.prepare_tools()
                 request = session.build_request()
                 # Near the context window, summarise older turns first (host/compaction.py).
                 if await auto_compact(session, request, self._emit):

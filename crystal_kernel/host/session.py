@@ -17,6 +17,7 @@ from crystal_kernel.core.config import APPROVAL_MODES, Config
 from crystal_kernel.core.errors import UserError
 from crystal_kernel.core.messages import Message, load_transcript
 from crystal_kernel.core.todos import Todo
+from crystal_kernel.core.tool_types import ToolSource
 from crystal_kernel.host.approval import SessionAllowances
 from crystal_kernel.host.grants import sign as sign_grants
 from crystal_kernel.host.grants import verify as verify_grants
@@ -25,11 +26,10 @@ from crystal_kernel.host.session_lock import SessionLock
 from crystal_kernel.host.session_lock import acquire as acquire_lock
 from crystal_kernel.host.store import DOCUMENT_VERSION, SessionStore, new_session_id, now_iso
 from crystal_kernel.providers.base import Capabilities, ModelRequest, Provider
-from crystal_kernel.tools.base import Tool
-from crystal_kernel.tools.catalog import CatalogOptions, build_catalog, check_disabled
 
 if TYPE_CHECKING:
     from crystal_kernel.jobs.manager import JobManager
+    from crystal_kernel.tools.base import Tool
 
 
 @dataclass
@@ -116,6 +116,7 @@ class Session:
         person_present: bool = True,
         notebook: bool = False,
         session_id: str | None = None,
+        tool_source: ToolSource | None = None,
     ):
         self.workspace = Path(os.path.realpath(workspace))
         if not self.workspace.is_dir():
@@ -124,7 +125,17 @@ class Session:
         self.home = config.home
         self.provider = provider
         self.flags = flags or ProcessFlags()
-        self.flags.disable_tool = check_disabled(self.flags.disable_tool)
+        if tool_source is None:  # a session built by hand (tests, scripts): the default sources
+            from crystal_kernel.host.tool_sources import SessionTools
+
+            tool_source = SessionTools()
+        # Where the tools come from (host/tool_sources.py): entered before the first
+        # catalog, exited in close().
+        self.tool_source: ToolSource = tool_source
+        self._source_entered = False
+        # Bumped by refresh_system(): a catalog built meanwhile is not kept.
+        self._tools_generation = 0
+        self.flags.disable_tool = tool_source.check_disabled(self.flags.disable_tool)
         self.person_present = person_present
         # False: a person answers approvals but cannot answer question forms (ACP without
         # elicitation); the question tool is then not registered. Call refresh_system().
@@ -196,9 +207,25 @@ class Session:
         return self.provider.capabilities
 
     def tools(self) -> list[Tool]:
-        """The catalog for the current mode (MODE-1/2), cached until refreshed."""
+        """The catalog for the current mode (MODE-1/2), cached until refreshed. Built here
+        only by callers without an event loop (it blocks while MCP servers start); the
+        turn loop and the commands await :meth:`prepare_tools` first."""
         if self._tools is None:
-            self._tools = self._build_tools()
+            self._tools = self.tool_source.tools_now(self)
+        return self._tools
+
+    async def prepare_tools(self) -> list[Tool]:
+        """Build the catalog if it is not built, entering the tool source first. Whatever
+        must start (MCP servers) starts on its own loop: the caller's event loop keeps
+        serving meanwhile (a kernel answers widgets and interrupts)."""
+        while self._tools is None:
+            if not self._source_entered:
+                await self.tool_source.__aenter__()
+                self._source_entered = True
+            generation = self._tools_generation
+            tools = await self.tool_source.get_tools(self)
+            if generation == self._tools_generation:  # no /mode, /cd, /model meanwhile
+                self._tools = tools
         return self._tools
 
     def tool(self, name: str) -> Tool | None:
@@ -206,25 +233,6 @@ class Session:
             if t.name == name:
                 return t
         return None
-
-    def _build_tools(self) -> list[Tool]:
-        from crystal_kernel.host.tool_sources import discover_external_tools
-        from crystal_kernel.prompts.skills import discover_skills
-
-        found, notes = discover_external_tools(self.home, self.workspace, context=self)
-        for n in notes:
-            self.note(n, once=True)
-        external = [t for t in found if self.mode in getattr(t, "catalogs", {"work"})]
-        skills = bool(self.config.skills and discover_skills(self.home, self.workspace))
-        options = CatalogOptions(
-            mode=self.mode,
-            disabled=self.flags.disable_tool,
-            person_present=self.person_present,
-            questions_available=self.questions_available,
-            skills_available=skills,
-            notebook=self.notebook,
-        )
-        return build_catalog(options, external=external)
 
     def system_text(self) -> str:
         """The active system message; composed once, replaced by refresh_system()."""
@@ -241,6 +249,7 @@ class Session:
         """MODE-4/PH-12: replace the active system message and rebuild the catalog."""
         self._system = None
         self._tools = None
+        self._tools_generation += 1
 
     def build_request(self, purpose: str = "turn") -> ModelRequest:
         return ModelRequest(
@@ -324,6 +333,9 @@ class Session:
                     await closer()
                 except Exception:
                     pass
+        if self._source_entered:
+            self._source_entered = False
+            await self.tool_source.__aexit__(None, None, None)
         if self.mcp_servers is not None:  # also in Plan, where MCP tools may be absent
             try:
                 await self.mcp_servers.aclose()

@@ -16,6 +16,7 @@ its ``classify`` never goes below write risk with workspace authority (MODE-3).
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -25,7 +26,7 @@ from crystal_kernel.core import paths
 from crystal_kernel.core.errors import ToolError
 from crystal_kernel.core.tool_types import ToolSpec
 from crystal_kernel.tools.base import Authority, Classification, Risk, Tool, ToolContext, ToolResult
-from crystal_kernel.tools.catalog import RESERVED_NAMES
+from crystal_kernel.tools.catalog import RESERVED_NAMES, CatalogOptions, build_catalog, check_disabled
 from crystal_kernel.tools.exec_manifest import NAME_PATTERN, ManifestError, parse_tool, read_set
 from crystal_kernel.tools.exec_sets import ExecTool, ExecToolSet
 
@@ -174,6 +175,23 @@ def accept(tools: Iterable[Tool], origin_of: Any, notes: list[str], taken: dict[
     return kept
 
 
+async def discover_external_tools_async(home: Path, workspace: Path, *,
+                                        context: Any = None) -> tuple[list[Tool], list[str]]:
+    """:func:`discover_external_tools` for a session on an event loop: exec sets are read
+    (and hashed for trust) off the loop, MCP servers start on their own loop."""
+    from crystal_kernel.mcp import discover_mcp_tools_async
+
+    notes: list[str] = list(plugins.load_notes())
+
+    def exec_sets() -> list[Tool]:
+        return [t for source, folder in set_folders(home, workspace) for t in load_exec_set(source, folder, notes, home)]
+
+    found: list[Tool] = await asyncio.to_thread(exec_sets)
+    found.extend(plugin_tools(context, notes))  # on the loop: a plugin may expect it
+    found.extend(await discover_mcp_tools_async(home, workspace, context, notes))
+    return accept(found, _origin, notes, {}), notes
+
+
 def discover_external_tools(home: Path, workspace: Path, *, context: Any = None) -> tuple[list[Tool], list[str]]:
     """Every external tool for a session, with English notes about what was skipped.
 
@@ -189,12 +207,64 @@ def discover_external_tools(home: Path, workspace: Path, *, context: Any = None)
     from crystal_kernel.mcp import discover_mcp_tools
 
     found.extend(discover_mcp_tools(home, workspace, context, notes))
+    return accept(found, _origin, notes, {}), notes
 
-    def origin(tool: Tool) -> str:
-        if isinstance(tool, ExecTool):
-            return str(tool.tool_set.manifest_path)
-        if getattr(tool, "mcp_server", None) is not None:
-            return str(tool.origin)
-        return f"plugin '{getattr(tool, 'plugin', '?')}'"
 
-    return accept(found, origin, notes, {}), notes
+def _origin(tool: Tool) -> str:
+    if isinstance(tool, ExecTool):
+        return str(tool.tool_set.manifest_path)
+    if getattr(tool, "mcp_server", None) is not None:
+        return str(tool.origin)
+    return f"plugin '{getattr(tool, 'plugin', '?')}'"
+
+
+class SessionTools:
+    """A session's :class:`~crystal_kernel.core.tool_types.ToolSource`: the built-ins of
+    the mode (tools/catalog.py), then the external tools (exec sets, plugin tool sets,
+    MCP servers). Bootstrap makes it; the session enters it, asks it for each catalog,
+    and exits it on close, which stops the MCP servers it started."""
+
+    def __init__(self) -> None:
+        self._servers: list[Any] = []
+
+    async def __aenter__(self) -> SessionTools:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        servers, self._servers = self._servers, []
+        for manager in servers:
+            try:
+                await manager.aclose()
+            except Exception:
+                pass  # the supervisor still ends a stdio server when this process ends
+
+    async def get_tools(self, session: Any) -> list[Tool]:
+        found, notes = await discover_external_tools_async(session.home, session.workspace, context=session)
+        return await asyncio.to_thread(self._catalog, session, found, notes)
+
+    def tools_now(self, session: Any) -> list[Tool]:
+        """The same catalog for a caller without an event loop (blocks while servers start)."""
+        found, notes = discover_external_tools(session.home, session.workspace, context=session)
+        return self._catalog(session, found, notes)
+
+    def check_disabled(self, names: Iterable[str]) -> list[str]:
+        return check_disabled(names)
+
+    def _catalog(self, session: Any, found: list[Tool], notes: list[str]) -> list[Tool]:
+        from crystal_kernel.prompts.skills import discover_skills
+
+        servers = getattr(session, "mcp_servers", None)
+        if servers is not None and servers not in self._servers:
+            self._servers.append(servers)
+        for n in notes:
+            session.note(n, once=True)
+        external = [t for t in found if session.mode in getattr(t, "catalogs", {"work"})]
+        options = CatalogOptions(
+            mode=session.mode,
+            disabled=session.flags.disable_tool,
+            person_present=session.person_present,
+            questions_available=session.questions_available,
+            skills_available=bool(session.config.skills and discover_skills(session.home, session.workspace)),
+            notebook=session.notebook,
+        )
+        return build_catalog(options, external=external)

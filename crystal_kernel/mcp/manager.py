@@ -34,9 +34,38 @@ class McpManager:
 
     def tools_for(self, configs: list[ServerConfig], workspace: Path, notes: list[str]) -> list[McpTool]:
         """Reconcile with ``configs``, start what never ran (all at once, bounded by the
-        largest startup timeout), and return one tool per listed MCP tool."""
+        largest startup timeout), and return one tool per listed MCP tool. Blocks the
+        calling thread while servers start: for callers without an event loop (a
+        listing); a session awaits :meth:`atools_for` instead."""
         if self.closed:
             return []
+        wanted, fresh = self._reconcile(configs, workspace)
+        if fresh:
+            bound = max(c.config.startup_timeout for c in fresh) + STOP_SECONDS
+            try:
+                runtime.run_sync(_start_all(fresh, bound), bound + 2)
+            except TimeoutError:
+                pass  # each connection records its own failure below
+        return self._collect(wanted, fresh, notes)
+
+    async def atools_for(self, configs: list[ServerConfig], workspace: Path, notes: list[str]) -> list[McpTool]:
+        """:meth:`tools_for` for a caller on an event loop: the servers start on the MCP
+        loop while the caller's loop keeps serving (a kernel answers widgets, timers run)."""
+        if self.closed:
+            return []
+        wanted, fresh = self._reconcile(configs, workspace)
+        if fresh:
+            bound = max(c.config.startup_timeout for c in fresh) + STOP_SECONDS
+            try:
+                await runtime.run(_start_all(fresh, bound), bound + 2)
+            except TimeoutError:
+                pass  # each connection records its own failure below
+        return self._collect(wanted, fresh, notes)
+
+    def _reconcile(self, configs: list[ServerConfig],
+                   workspace: Path) -> tuple[dict[str, ServerConnection], list[ServerConnection]]:
+        """Keep, replace or drop connections to match ``configs``; return them and the
+        ones that never ran."""
         wanted: dict[str, ServerConnection] = {}
         stale: list[ServerConnection] = []
         for config in configs:
@@ -52,16 +81,13 @@ class McpManager:
         self.connections = wanted
         for conn in stale:
             runtime.submit(conn.stop(final=True))  # in the background: never blocks the catalog
-        fresh = [c for c in wanted.values() if c.state == "not started" and c.tools is None]
-        if fresh:
-            bound = max(c.config.startup_timeout for c in fresh) + STOP_SECONDS
-            try:
-                runtime.run_sync(_start_all(fresh, bound), bound + 2)
-            except TimeoutError:
-                pass  # each connection records its own failure below
-            for conn in fresh:
-                if conn.state == "failed" or conn.tools is None:
-                    notes.append(start_failure_note(conn.config.where, conn.detail))
+        return wanted, [c for c in wanted.values() if c.state == "not started" and c.tools is None]
+
+    def _collect(self, wanted: dict[str, ServerConnection], fresh: list[ServerConnection],
+                 notes: list[str]) -> list[McpTool]:
+        for conn in fresh:
+            if conn.state == "failed" or conn.tools is None:
+                notes.append(start_failure_note(conn.config.where, conn.detail))
         tools: list[McpTool] = []
         for conn in wanted.values():
             for remote in conn.tools or []:
