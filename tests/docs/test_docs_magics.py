@@ -133,6 +133,7 @@ def magics_page_cells() -> list[str]:
 # placeholders, e.g. `/logs JOB`, are shown beside them), and a completion example.
 SLASH_NOT_RUN = {"/logs": "needs a job id", "/stop": "needs a job id", "/cd": "needs a folder",
                  "/access add": "needs a folder", "/logs --follow": "needs a job id",
+                 "/logs j1 --follow": "deploy.md names what the gateway browser test runs after starting job j1",
                  "/mode p": "kernel.md's tab-completion example, a command being typed"}
 
 
