@@ -47,7 +47,10 @@ def npm_folder(install: bool = True) -> tuple[Path | None, str]:
     if not (AGENTS / "package.json").exists():
         (AGENTS / "package.json").write_text('{"name": "bench-agents", "private": true}\n')
     try:
-        done = subprocess.run(["npm", "install", "--no-audit", "--no-fund", *NPM_PACKAGES], cwd=AGENTS,
+        # A registry that does not answer fails each fetch after a minute rather than
+        # npm's default retries with back-off: the row is then skipped with the reason.
+        done = subprocess.run(["npm", "install", "--no-audit", "--no-fund", "--fetch-retries=1",
+                               "--fetch-timeout=60000", *NPM_PACKAGES], cwd=AGENTS,
                               capture_output=True, text=True, timeout=900)
     except subprocess.TimeoutExpired:
         return None, "npm install timed out after 15 minutes"

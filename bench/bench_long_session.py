@@ -17,9 +17,16 @@ Figures:
 - resume time: a fresh Session in the same workspace resuming the 300-turn session
   (read + parse + rebuild the transcript), median of 5; reference: ``json.loads`` of
   the same bytes. Target under 0.5 s.
-- resume of a 50 MB session: the same session grown to 50 MB (6,000 more 8 KB tool
-  results, saved in batches through the same save path), median of 3; reference:
-  ``json.loads`` of each line of the file. Target under 0.5 s.
+- resume of a 50 MB session, as a session in use gets there: a new session grown by
+  turns of 8 KB tool results to 50 MB, with the loop's automatic compaction (a real
+  compaction request to the loopback server) whenever the next request reaches the
+  threshold of the model's window, saved every 100 turns; median of 3; reference:
+  ``json.loads`` of each line of the same file. Target under 0.5 s. Resume parses the
+  transcript the next request sends; the history-only lines stay unread until something
+  reads the history (core/message_log.py).
+- resume of a 50 MB session never compacted: the 300-turn session grown to 50 MB
+  without compaction (its whole transcript goes into the next request, which no model's
+  window takes), same reference and target: what resume costs when every line is needed.
 - memory growth: RSS after turn 300 minus RSS after turn 30 (the first turns load
   lazily imported modules). Target flat within 50 MB.
 """
@@ -40,11 +47,14 @@ from typing import Any
 from bench._support import row
 
 TURNS = int(os.environ.get("BENCH_LONG_TURNS", "300"))
+MEGABYTES = int(os.environ.get("BENCH_LONG_MB", "50"))
 EARLY = 30
 
 
 def _router(body: dict[str, Any], path: str) -> dict[str, Any]:
     messages = body.get("messages", [])
+    if not body.get("tools"):  # a compaction request (a side call offers no tools)
+        return {"text": "## Goal\nRead notes.txt on every turn.\n\n## Next steps\nKeep reading it."}
     if messages and messages[-1].get("role") == "tool":
         return {"text": "Read it; all good.", "chunk": 64}
     turn = sum(1 for m in messages if m.get("role") == "user")
@@ -103,12 +113,14 @@ async def _child(workspace: Path, out: Path) -> None:
         resume, parse = _resume_times(session, config, 5)
         size_mb = path.stat().st_size / 2**20
         messages = len(session.transcript)
-        big_resume, big_parse, big_mb = _grow_and_resume(session, config, 50)
+        big_resume, big_parse, big_mb = _grow_and_resume(session, config, MEGABYTES)
+        compacted = await _grow_compacted(workspace, config, MEGABYTES)
     report = json.dumps({
         "resume": resume, "parse": parse,
         "rss_early": rss[EARLY], "rss_end": rss[TURNS], "size_mb": size_mb,
         "first": statistics.mean(times[:EARLY]), "last": statistics.mean(times[-EARLY:]),
         "messages": messages, "big_resume": big_resume, "big_parse": big_parse, "big_mb": big_mb,
+        **compacted,
         "save_first": statistics.mean(turn_saves[:EARLY]), "save_last": statistics.mean(turn_saves[-EARLY:])})
     await asyncio.to_thread(out.write_text, report)
 
@@ -133,26 +145,63 @@ def _resume_times(session: Any, config: Any, runs: int) -> tuple[float, float]:
     return statistics.median(resume), statistics.median(parse)
 
 
-def _grow_and_resume(session: Any, config: Any, megabytes: int) -> tuple[float, float, float]:
-    """Grow ``session`` to ``megabytes`` with 8 KB tool results, then time its resume."""
+def _grow(session: Any, start: int, turns: int) -> int:
+    """Append ``turns`` turns of an 8 KB tool result each to both lists (what run_turn adds)."""
     from crystal_kernel.core.messages import Message, TextPart, ToolCallPart, ToolResultPart
 
-    path = session.store.path_for(session.id)
     text = (session.workspace / "notes.txt").read_text()
+    n = start
+    for _ in range(turns):
+        n += 1
+        call = Message(role="assistant", parts=[ToolCallPart(id=f"g{n}", name="read",
+                                                             arguments={"path": "notes.txt"})])
+        result = Message(role="user", parts=[ToolResultPart(call_id=f"g{n}", name="read", ok=True, text=text)])
+        answer = Message(role="assistant", parts=[TextPart(text=f"Read it ({n}).")])
+        for message in (Message.user_text(f"grow {n}"), call, result, answer):
+            session.transcript.append(message)
+            session.history.append(message)
+    return n
+
+
+def _grow_and_resume(session: Any, config: Any, megabytes: int) -> tuple[float, float, float]:
+    """Grow ``session`` to ``megabytes`` with 8 KB tool results, never compacted (its
+    transcript is the whole 50 MB: every message goes into the next request), then time
+    its resume."""
+    path = session.store.path_for(session.id)
     n = 0
     while path.stat().st_size < megabytes * 2**20:
-        for _ in range(100):
-            n += 1
-            call = Message(role="assistant", parts=[ToolCallPart(id=f"g{n}", name="read",
-                                                                 arguments={"path": "notes.txt"})])
-            result = Message(role="user", parts=[ToolResultPart(call_id=f"g{n}", name="read", ok=True, text=text)])
-            answer = Message(role="assistant", parts=[TextPart(text=f"Read it ({n}).")])
-            for message in (Message.user_text(f"grow {n}"), call, result, answer):
-                session.transcript.append(message)
-                session.history.append(message)
+        n = _grow(session, n, 100)
         session.save()
     resume, parse = _resume_times(session, config, 3)
     return resume, parse, path.stat().st_size / 2**20
+
+
+async def _grow_compacted(workspace: Path, config: Any, megabytes: int) -> dict[str, float]:
+    """A new session grown to ``megabytes`` the way a long session grows in use: turns
+    of 8 KB tool results, compacted by the loop's own automatic compaction (a real
+    compaction request to the loopback server) whenever the next request reaches the
+    threshold of the model's context window, saved after every 100 turns. Then resume,
+    against json.loads of the same file."""
+    from crystal_kernel.host.compaction import auto_compact, context_window
+    from crystal_kernel.host.session import Session
+    from crystal_kernel.providers.registry import make_provider
+
+    session = Session(workspace=workspace, config=config, provider=make_provider(config, workspace=workspace),
+                      person_present=False)
+    path = session.store.journal_path(session.id)
+    n = compactions = 0
+    session.save()
+    while path.stat().st_size < megabytes * 2**20:
+        n = _grow(session, n, 100)
+        if await auto_compact(session, session.build_request()):
+            compactions += 1
+        session.save()
+    window = context_window(session)
+    await session.close()
+    resume, parse = _resume_times(session, config, 3)
+    return {"compacted_resume": resume, "compacted_parse": parse, "compacted_mb": path.stat().st_size / 2**20,
+            "compactions": compactions, "compacted_transcript": len(session.transcript),
+            "compacted_history": len(session.history), "window": window}
 
 
 def main() -> list[dict[str, Any]]:
@@ -182,12 +231,20 @@ def main() -> list[dict[str, Any]]:
             "fsync's latency on this shared disk"),
         row(f"long session: resume after {TURNS} turns vs json.loads", r["resume"], r["parse"], "s",
             {"ours_max": 0.5}),
-        row(f"long session: resume of a {r['big_mb']:.0f} MiB session vs json.loads", r["big_resume"],
-            r["big_parse"], "s", {"ours_max": 0.5},
+        row(f"long session: resume of a {r['compacted_mb']:.0f} MiB session (compacted as the window "
+            "requires) vs json.loads", r["compacted_resume"], r["compacted_parse"], "s", {"ours_max": 0.5},
+            note=f"{r['compactions']} automatic compactions ({r['window']:,}-token window); resume parsed the "
+                 f"{r['compacted_transcript']} transcript messages the next request sends and left the other "
+                 f"{r['compacted_history'] - r['compacted_transcript']} history lines unread"
+                 + ("" if r["compacted_resume"] <= 0.5 else
+                    f"; json.loads of the same file takes {r['compacted_parse']:.2f} s here")),
+        row(f"long session: resume of a {r['big_mb']:.0f} MiB session never compacted vs json.loads",
+            r["big_resume"], r["big_parse"], "s", {"ours_max": 0.5},
             note=None if r["big_resume"] <= 0.5 else
-            f"resume parses and validates every message line: json.loads alone of the same file takes "
-            f"{r['big_parse']:.2f} s here; only not reading the messages (lazy tool outputs, loading from the "
-            "last compaction) could meet 0.5 s"),
+            f"its transcript is all {r['big_mb']:.0f} MiB (about {r['big_mb'] * 2**20 / 4 / 1e6:.0f}M tokens, more "
+            "than any model's window; automatic compaction keeps a session in use from getting there): the next "
+            "request sends every message, so resume parses and validates every line; json.loads alone of the "
+            f"same file takes {r['big_parse']:.2f} s here"),
         row(f"long session: RSS growth, turn {EARLY} -> {TURNS}", r["rss_end"] - r["rss_early"], None, "MiB",
             {"ours_max": 50}),
     ]

@@ -35,6 +35,7 @@ from typing import Any
 
 from crystal_kernel.core.errors import UserError
 from crystal_kernel.core.fsutil import MAX_FILE_DEPTH, atomic_write_text
+from crystal_kernel.core.message_log import MessageLog, RawMessage
 from crystal_kernel.core.secrets import redact
 from crystal_kernel.core.textsafe import clean_value, nesting_depth
 
@@ -45,6 +46,8 @@ LIST_KEYS = ("transcript", "history", "audit")
 UNKNOWN_LINES_KEY = "journalUnknownLines"
 # How every message line this module writes starts (compact JSON, "t" first).
 _MSG_PREFIX = b'{"t":"msg",'
+# A history-only message line: one the next request does not send (see read_journal).
+_HISTORY_PREFIX = b'{"t":"msg","to":"history","m":'
 # A listing reads at most this much from either end of a journal.
 _TAIL_CHUNK = 1 << 16
 _LIST_SCAN_LIMIT = 8 << 20
@@ -186,8 +189,12 @@ def read_journal(path: Path, parse_message: Callable[[bytes], Any] | None = None
     """The whole session document a journal describes, and the journal's state.
 
     ``parse_message``: builds a message object straight from a ``msg`` line's bytes (one
-    pass of pydantic's JSON parser instead of ``json.loads`` and then validation: resume
-    of a 50 MB session is mostly this); the document's lists then hold those objects."""
+    pass of pydantic's JSON parser instead of ``json.loads`` and then validation); the
+    document's lists then hold those objects. History-only lines (what compaction took
+    out of the transcript: no request sends them again) are then not parsed at all: the
+    history is a :class:`MessageLog` holding their bytes, parsed when first read. A 50 MB
+    session is mostly such lines, and parsing them cost as much as ``json.loads`` of the
+    whole file. A corrupt one is reported (the same one line) when it is read."""
     try:
         with open(path, "rb") as handle:
             st = os.fstat(handle.fileno())
@@ -205,11 +212,16 @@ def read_journal(path: Path, parse_message: Callable[[bytes], Any] | None = None
     extra_lines: list[Any] = []
     start = 0
     number = 0
+    lazy = False
     while start < end:
         stop = body.index(b"\n", start)
         number += 1
         raw = body[start:stop]
         start = stop + 1
+        if parse_message is not None and number > 1 and raw.startswith(_HISTORY_PREFIX):
+            history.append(RawMessage(raw, _lazy_parser(path, number, parse_message)))
+            lazy = True
+            continue
         if parse_message is not None and number > 1 and raw.startswith(_MSG_PREFIX):
             try:
                 to, message = parse_message(raw)
@@ -262,7 +274,7 @@ def read_journal(path: Path, parse_message: Callable[[bytes], Any] | None = None
             extra_lines.append(line)
     assert doc is not None
     doc["transcript"] = transcript
-    doc["history"] = history
+    doc["history"] = MessageLog(history) if lazy else history
     doc["audit"] = lists["audit"]
     usage = doc.get("usage")
     if isinstance(usage, dict):
@@ -270,6 +282,30 @@ def read_journal(path: Path, parse_message: Callable[[bytes], Any] | None = None
     if extra_lines:
         doc[UNKNOWN_LINES_KEY] = extra_lines
     return doc, JournalState(size=end, mtime_ns=st.st_mtime_ns, inode=st.st_ino, torn_bytes=len(data) - end)
+
+
+def _lazy_parser(path: Path, number: int, parse_message: Callable[[bytes], Any]) -> Callable[[bytes], Any]:
+    """Parses line ``number`` of ``path`` when its message is first read; a corrupt line
+    is the same one-line UserError resume gives for any other line."""
+
+    def parse(raw: bytes) -> Any:
+        try:
+            to, message = parse_message(raw)
+        except (ValueError, RecursionError):
+            what = "it cannot be read"
+            try:
+                json.loads(raw)
+            except UnicodeDecodeError as exc:
+                what = f"not valid UTF-8 at byte {exc.start}"
+            except json.JSONDecodeError as exc:
+                what = exc.msg
+            except (ValueError, RecursionError):
+                pass
+            raise UserError(f"Session journal {path} is corrupt at line {number} ({what}); "
+                            "it was left as it is.") from None
+        return message
+
+    return parse
 
 
 def read_summary(path: Path) -> dict[str, Any]:
@@ -338,7 +374,8 @@ class JournalWriter:
 
     def _remember(self, meta: dict[str, Any], history: list[Any], transcript: list[Any],
                   lists: dict[str, list[Any]], dumped: dict[str, str] | None = None) -> None:
-        self._history, self._transcript = list(history), list(transcript)
+        # list.copy: a MessageLog's stored entries, without parsing its unread lines.
+        self._history, self._transcript = list.copy(history), list.copy(transcript)
         self._meta = dumped if dumped is not None else {k: dumps_line(v) for k, v in meta.items()}
         self._lists = {k: (len(v), v[-1] if v else None) for k, v in lists.items()}
 
@@ -393,4 +430,6 @@ def _extends(current: list[Any], saved: list[Any]) -> bool:
     cheap, and a message replaced in place is a change)."""
     if len(current) < len(saved):
         return False
-    return all(a is b for a, b in zip(current, saved))
+    # The stored entries (a MessageLog's unread lines stay unread; their placeholders
+    # keep their identity once read).
+    return all(a is b for a, b in zip(list.__iter__(current), list.__iter__(saved)))

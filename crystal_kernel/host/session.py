@@ -15,6 +15,7 @@ from crystal_kernel.core import paths
 from crystal_kernel.core.access import AccessRules
 from crystal_kernel.core.config import APPROVAL_MODES, Config
 from crystal_kernel.core.errors import UserError
+from crystal_kernel.core.message_log import MessageLog, RawMessage
 from crystal_kernel.core.messages import Message, load_transcript
 from crystal_kernel.core.todos import Todo
 from crystal_kernel.core.tool_types import ToolSource
@@ -464,7 +465,9 @@ class Session:
             def build(items: list[Any]) -> list[Message]:
                 out = []
                 for item in items:
-                    if isinstance(item, Message):  # a journal read it already
+                    # A journal read it already, or keeps it unread (a MessageLog parses it
+                    # when something reads it: core/message_log.py).
+                    if isinstance(item, (Message, RawMessage)):
                         out.append(item)
                         continue
                     message = built.get(id(item))
@@ -474,8 +477,12 @@ class Session:
                 return out
 
             raw_transcript = list(doc.get("transcript") or [])
-            raw_history = list(doc.get("history") or raw_transcript)
+            # list.copy keeps a MessageLog's unread lines unread.
+            items = doc.get("history") or raw_transcript
+            raw_history = list.copy(items) if isinstance(items, list) else list(items)
             history = build(raw_history)
+            if isinstance(items, MessageLog):
+                history = MessageLog(history)
             # The older format wrote the lists apart: a transcript entry equal to the history
             # entry at the same distance from the end is that message.
             offset = len(raw_history) - len(raw_transcript)
