@@ -24,20 +24,25 @@ from crystal_kernel.core.messages import Message
 
 
 class RawMessage:
-    """A journal message line not parsed yet; :meth:`load` parses it once."""
+    """A journal message line not parsed yet: ``data[start:stop]`` (the whole file's
+    bytes, shared by every unread line: slicing 50 MB into lines at resume was most of
+    its time); :meth:`load` parses it once."""
 
-    __slots__ = ("_raw", "_parse", "_message")
+    __slots__ = ("_data", "_start", "_stop", "_number", "_parse", "_message")
 
-    def __init__(self, raw: bytes, parse: Callable[[bytes], Message]):
-        self._raw = raw
-        self._parse = parse  # raises UserError naming the journal and line when corrupt
+    def __init__(self, data: bytes, start: int, stop: int, number: int, parse: Callable[[bytes, int], Message]):
+        self._data: bytes | None = data
+        self._start, self._stop, self._number = start, stop, number
+        # parse(line, line number): raises UserError naming the journal and line when corrupt.
+        self._parse = parse
         self._message: Message | None = None
 
     def load(self) -> Message:
-        """The message (parsed at the first call; the bytes are then let go)."""
+        """The message (parsed at the first call; the file's bytes are then let go)."""
         if self._message is None:
-            self._message = self._parse(self._raw)
-            self._raw = b""
+            assert self._data is not None
+            self._message = self._parse(self._data[self._start:self._stop], self._number)
+            self._data = None
         return self._message
 
 

@@ -202,8 +202,8 @@ def read_journal(path: Path, parse_message: Callable[[bytes], Any] | None = None
     except OSError as exc:
         raise UserError(f"Cannot read session journal {path}: {exc.strerror or exc}.") from None
     end = data.rfind(b"\n") + 1
-    body = data[:end]
-    if not body[:4096].strip() and not body.strip():  # (the full strip copies 50 MB: only when needed)
+    body = data  # read up to ``end`` only; no copy of the whole file, nor of lines left unread
+    if not body[:min(end, 4096)].strip() and not body[:end].strip():  # (the full strip copies: only when needed)
         raise UserError(f"Session journal {path} is empty.")
     doc: dict[str, Any] | None = None
     transcript: list[Any] = []
@@ -213,15 +213,17 @@ def read_journal(path: Path, parse_message: Callable[[bytes], Any] | None = None
     start = 0
     number = 0
     lazy = False
+    lazy_parse = _lazy_parser(path, parse_message) if parse_message is not None else None
     while start < end:
-        stop = body.index(b"\n", start)
+        stop = body.index(b"\n", start, end)
         number += 1
+        if lazy_parse is not None and number > 1 and body.startswith(_HISTORY_PREFIX, start, stop):
+            history.append(RawMessage(body, start, stop, number, lazy_parse))
+            lazy = True
+            start = stop + 1
+            continue
         raw = body[start:stop]
         start = stop + 1
-        if parse_message is not None and number > 1 and raw.startswith(_HISTORY_PREFIX):
-            history.append(RawMessage(raw, _lazy_parser(path, number, parse_message)))
-            lazy = True
-            continue
         if parse_message is not None and number > 1 and raw.startswith(_MSG_PREFIX):
             try:
                 to, message = parse_message(raw)
@@ -284,11 +286,11 @@ def read_journal(path: Path, parse_message: Callable[[bytes], Any] | None = None
     return doc, JournalState(size=end, mtime_ns=st.st_mtime_ns, inode=st.st_ino, torn_bytes=len(data) - end)
 
 
-def _lazy_parser(path: Path, number: int, parse_message: Callable[[bytes], Any]) -> Callable[[bytes], Any]:
-    """Parses line ``number`` of ``path`` when its message is first read; a corrupt line
-    is the same one-line UserError resume gives for any other line."""
+def _lazy_parser(path: Path, parse_message: Callable[[bytes], Any]) -> Callable[[bytes, int], Any]:
+    """Parses a line of ``path`` when its message is first read; a corrupt line is the
+    same one-line UserError resume gives for any other line."""
 
-    def parse(raw: bytes) -> Any:
+    def parse(raw: bytes, number: int) -> Any:
         try:
             to, message = parse_message(raw)
         except (ValueError, RecursionError):
