@@ -256,7 +256,9 @@ def test_saved_live_widgets_tell_the_truth_after_a_kernel_restart(page, lab):
     page.wait_for_function(READY, arg="crystal")
     run_cell(page, "/approval default")
     page.wait_for_function(READY, arg="crystal")
-    lab.server.add(*bash_then("rm -rf build", "unused"))
+    # Only the call: the restart ends this turn before it asks again, and a reply left in
+    # the queue would answer the next test's first request.
+    lab.server.add(bash_then("rm -rf build", "unused")[0])
     run_cell(page, "Clean before the restart")
     page.locator(f"{NB} .jupyter-button", has_text="Deny").wait_for(timeout=60_000)
     page.keyboard.press("Control+s")
@@ -277,6 +279,7 @@ def test_saved_live_widgets_tell_the_truth_after_a_kernel_restart(page, lab):
     assert "waiting for approval" not in text, "the saved card does not wait forever either"
     assert "The kernel stopped before anyone approved this call; it did not run." in text
     assert "running" not in notebook.locator("table", has_text="Background jobs").first.inner_text()
+    assert lab.server.pending == 0, "every scripted reply was asked for"
 
 
 def wait_past_the_headless_grace_then_allow(page, lab, marker: str) -> None:
