@@ -109,15 +109,21 @@ async def run_once(tool_name: str, arguments: dict[str, Any], ctx: ToolContext) 
 def test_fuzzed_arguments_never_crash_a_builtin_tool(tmp_path):
     session, ctx = make_world(tmp_path)
     for name in BUILTINS:
-        @FAST
-        @given(arguments=arguments_for(name))
-        def check(arguments: dict[str, Any], name: str = name) -> None:
-            result = asyncio.run(run_once(name, arguments, ctx))
-            assert isinstance(result, ToolResult)
-            if not result.ok:
-                assert result.text.strip(), f"{name}: a failure without a message"
-        check()
+        fuzz_one_tool(name, ctx)
     asyncio.run(session.close())
+
+
+def fuzz_one_tool(name: str, ctx: ToolContext) -> None:
+    """Hypothesis over one tool's arguments (a function of its own: ``@given`` refuses a
+    default argument, the usual way to bind a loop variable)."""
+    @FAST
+    @given(arguments=arguments_for(name))
+    def check(arguments: dict[str, Any]) -> None:
+        result = asyncio.run(run_once(name, arguments, ctx))
+        assert isinstance(result, ToolResult)
+        if not result.ok:
+            assert result.text.strip(), f"{name}: a failure without a message"
+    check()
 
 
 EXEC_SCRIPT = """import json, sys
