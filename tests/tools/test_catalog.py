@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import pytest
@@ -29,18 +28,6 @@ WORK = ["read", "list", "tree", "glob", "grep", "search", "todowrite", "todoread
         "notebook_edit", "notebook_run", "view_image", "describe_image"]
 
 
-def loaded(order: list[str]) -> list[str]:
-    """The names whose modules exist in this checkout. background.py (the jobs issue) may
-    land after this file: build_catalog skips a module that is not there yet, and the
-    pure name order above is still asserted in full."""
-    out = []
-    for name in order:
-        module = BUILTIN_TOOLS[name].partition(":")[0]
-        if importlib.util.find_spec(module) is not None:
-            out.append(name)
-    return out
-
-
 def names(tools) -> list[str]:
     return [t.name for t in tools]
 
@@ -58,7 +45,7 @@ def test_plan_order_mode_1():
 def test_work_order_mode_2():
     opts = CatalogOptions(mode="work", skills_available=True)
     assert builtin_names(opts) == WORK
-    assert names(build_catalog(opts)) == loaded(WORK)
+    assert names(build_catalog(opts)) == WORK
 
 
 def test_plan_never_has_edit_write_bash_mode_3():
@@ -74,7 +61,7 @@ def test_question_only_with_a_person_and_skill_only_with_skills():
 
 def test_session_catalogs(workspace: Path, home: Path):
     session = make_session(workspace, home)
-    assert names(session.tools()) == loaded([n for n in WORK if n != "skill"])
+    assert names(session.tools()) == [n for n in WORK if n != "skill"]
     session.set_mode("plan")
     assert names(session.tools()) == [n for n in PLAN if n != "skill"]
     cli = make_session(workspace, home, person_present=False)
@@ -124,7 +111,7 @@ def test_reserved_names_refused_for_external_tools():
     extras = [external("read"), external("bash_start"), external("describe_image"), external("python"),
               external("thumb"), external("thumb")]
     got = names(build_catalog(CatalogOptions(mode="work"), external=extras))
-    builtins = loaded([n for n in WORK if n != "skill"])
+    builtins = [n for n in WORK if n != "skill"]
     assert got == builtins + ["thumb"]
 
 
