@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any, SupportsIndex, overload
+from typing import Any, SupportsIndex, cast, overload
 
 from crystal_kernel.core.messages import Message
 
@@ -46,8 +46,8 @@ class RawMessage:
         return self._message
 
 
-def _get(item: Any) -> Any:
-    return item.load() if type(item) is RawMessage else item
+def _get(item: Any) -> Message:
+    return item.load() if type(item) is RawMessage else cast(Message, item)
 
 
 class MessageLog(list):  # type: ignore[type-arg]
@@ -79,7 +79,7 @@ class MessageLog(list):  # type: ignore[type-arg]
     def pop(self, index: SupportsIndex = -1) -> Message:
         return _get(list.pop(self, index))
 
-    def copy(self) -> list[Message]:  # type: ignore[override]
+    def copy(self) -> list[Message]:
         return self.messages()
 
     def __contains__(self, value: object) -> bool:
@@ -115,15 +115,15 @@ class MessageLog(list):  # type: ignore[type-arg]
     def __ge__(self, other: Any) -> bool:
         return self.messages() >= _plain(other)
 
-    __hash__ = None  # type: ignore[assignment]
+    __hash__ = None
 
-    def __add__(self, other: Iterable[Any]) -> list[Any]:  # type: ignore[override]
+    def __add__(self, other: Iterable[Any]) -> list[Any]:
         return self.messages() + _plain(other)
 
     def __radd__(self, other: Iterable[Any]) -> list[Any]:
         return _plain(other) + self.messages()
 
-    def __mul__(self, count: SupportsIndex) -> list[Message]:  # type: ignore[override]
+    def __mul__(self, count: SupportsIndex) -> list[Message]:
         return self.messages() * count
 
     __rmul__ = __mul__
@@ -135,5 +135,7 @@ class MessageLog(list):  # type: ignore[type-arg]
         return (list, (self.messages(),))
 
 
-def _plain(other: Any) -> Any:
-    return other.messages() if isinstance(other, MessageLog) else list(other) if isinstance(other, list) else other
+def _plain(other: Any) -> list[Any]:
+    if isinstance(other, MessageLog):
+        return other.messages()
+    return list(other) if isinstance(other, list) else cast(list[Any], other)

@@ -463,7 +463,7 @@ class Session:
             built: dict[int, Message] = {}
 
             def build(items: list[Any]) -> list[Message]:
-                out = []
+                out: list[Any] = []  # RawMessage entries: lines a MessageLog parses when read
                 for item in items:
                     # A journal read it already, or keeps it unread (a MessageLog parses it
                     # when something reads it: core/message_log.py).

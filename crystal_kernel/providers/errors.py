@@ -11,40 +11,46 @@ body) are read, to quote them and to tell an unknown model from a missing endpoi
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
 import socket
+import sys
 import time
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
-from types import ModuleType
 from typing import Any
-
-import anthropic
-import httpx
-import openai
 
 from crystal_kernel.core.errors import ProviderError
 
-
-def _http_clients() -> list[ModuleType]:
-    """The HTTP client modules the SDKs may use: ``httpx``, and ``httpx2`` where an SDK
-    release moved to it (a broken ``httpx2`` import is not hidden: only its absence)."""
-    modules = [httpx]
-    if importlib.util.find_spec("httpx2") is not None:
-        modules.append(importlib.import_module("httpx2"))
-    return modules
+# The SDKs and HTTP clients whose exception types are mapped. Only those already imported
+# are looked at: an exception of an SDK's type can exist only once that SDK is loaded, and
+# importing both SDKs here cost `crystal run` about a second before its first request.
+_SDKS = ("openai", "anthropic")
+_HTTP_CLIENTS = ("httpx", "httpx2")
 
 
-_HTTP = _http_clients()
-#: An HTTP error answer (it has ``status_code``, ``body`` and ``response``).
-STATUS_ERRORS = (openai.APIStatusError, anthropic.APIStatusError)
-#: No answer in time: the SDKs' own, and the HTTP client's raw one mid-stream.
-TIMEOUT_ERRORS: tuple[type[BaseException], ...] = (
-    openai.APITimeoutError, anthropic.APITimeoutError, *(m.TimeoutException for m in _HTTP))
-#: No answer at all, or the connection broke (``OSError`` covers the socket's own errors).
-CONNECTION_ERRORS: tuple[type[BaseException], ...] = (
-    openai.APIConnectionError, anthropic.APIConnectionError, *(m.TransportError for m in _HTTP), OSError)
+def _loaded(names: tuple[str, ...], attribute: str) -> tuple[type[BaseException], ...]:
+    found = []
+    for name in names:
+        module = sys.modules.get(name)
+        kind = getattr(module, attribute, None) if module is not None else None
+        if isinstance(kind, type) and issubclass(kind, BaseException):
+            found.append(kind)
+    return tuple(found)
+
+
+def status_errors() -> tuple[type[BaseException], ...]:
+    """An HTTP error answer (it has ``status_code``, ``body`` and ``response``)."""
+    return _loaded(_SDKS, "APIStatusError")
+
+
+def timeout_errors() -> tuple[type[BaseException], ...]:
+    """No answer in time: the SDKs' own, and the HTTP client's raw one mid-stream."""
+    return _loaded(_SDKS, "APITimeoutError") + _loaded(_HTTP_CLIENTS, "TimeoutException")
+
+
+def connection_errors() -> tuple[type[BaseException], ...]:
+    """No answer at all, or the connection broke (``OSError`` covers the socket's own errors)."""
+    return _loaded(_SDKS, "APIConnectionError") + _loaded(_HTTP_CLIENTS, "TransportError") + (OSError,)
+
 
 RETRY_STATUSES = {408, 409, 429, 500, 502, 503, 504, 529}
 
@@ -107,7 +113,8 @@ def _in_chain(exc: BaseException, kinds: type[BaseException] | tuple[type[BaseEx
 
 
 def _status(exc: BaseException) -> int | None:
-    return exc.status_code if isinstance(exc, STATUS_ERRORS) else None
+    status: int | None = getattr(exc, "status_code", None) if isinstance(exc, status_errors()) else None
+    return status
 
 
 def map_error(exc: BaseException, where: Endpoint, *, attempts: int = 1) -> ProviderError:
@@ -117,13 +124,13 @@ def map_error(exc: BaseException, where: Endpoint, *, attempts: int = 1) -> Prov
     suffix = f": {detail}" if detail else "."
     tries = f" after {attempts} attempts" if attempts > 1 else ""
     if status is None:
-        if isinstance(exc, TIMEOUT_ERRORS):
+        if isinstance(exc, timeout_errors()):
             return ProviderError(f"The model server at {where.url} did not answer in time{tries}.", retryable=True)
         if _in_chain(exc, ConnectionRefusedError):
             return ProviderError(f"Cannot reach the model server at {where.url}: connection refused.")
         if _in_chain(exc, socket.gaierror):
             return ProviderError(f"Cannot reach the model server at {where.url}: its host name does not resolve.")
-        if isinstance(exc, CONNECTION_ERRORS):
+        if isinstance(exc, connection_errors()):
             cause = exc.__cause__ or exc.__context__
             reason = one_line(str(cause), 120) if cause and str(cause) else "connection failed"
             return ProviderError(f"Cannot reach the model server at {where.url}: {reason}{tries}.", retryable=True)
@@ -159,18 +166,19 @@ def map_stream_error(exc: BaseException, where: Endpoint) -> ProviderError:
     if status is not None:
         return ProviderError(f"The model server reported an error mid-answer (HTTP {status}): {detail}",
                              status=status)
-    if isinstance(exc, TIMEOUT_ERRORS):
+    if isinstance(exc, timeout_errors()):
         return ProviderError(f"The model server at {where.url} stopped sending mid-answer (timed out).")
-    if isinstance(exc, CONNECTION_ERRORS):
+    if isinstance(exc, connection_errors()):
         detail = "the connection closed before the answer was complete."
     return ProviderError(f"The stream from the model server at {where.url} broke mid-answer: {detail}")
 
 
 def retry_after_seconds(exc: BaseException) -> float | None:
     """The server's ``retry-after-ms`` / ``retry-after`` (seconds or HTTP date), if any."""
-    if not isinstance(exc, STATUS_ERRORS):
+    if not isinstance(exc, status_errors()):
         return None
-    headers = exc.response.headers
+    response: Any = getattr(exc, "response", None)  # every status error has one
+    headers = response.headers
     try:
         if headers.get("retry-after-ms"):
             return float(headers["retry-after-ms"]) / 1000
