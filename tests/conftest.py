@@ -14,6 +14,11 @@ from pathlib import Path
 
 import pytest
 
+# A process a folder shares across its modules (its conftest stops it after the folder's
+# last test) carries this variable, naming the folder; it is left alone while the next
+# test is in that folder, and is a leftover like any other once the folder is done.
+from crystal_kernel.testing.folder_shared import SHARED_IN_FOLDER
+
 _real_connect = socket.socket.connect
 _real_connect_ex = socket.socket.connect_ex
 
@@ -87,11 +92,6 @@ def workspace(tmp_path) -> Path:
 _LEFTOVER_GRACE = 5.0
 _session_children: set[int] = set()
 
-
-# A process a folder shares across its modules (its conftest stops it after the folder's
-# last test) carries this variable, naming the folder; it is left alone while the next
-# test is in that folder, and is a leftover like any other once the folder is done.
-SHARED_IN_FOLDER = "CRYSTAL_TEST_SHARED_IN_FOLDER"
 
 
 def _live_children(next_path: Path | None) -> list:

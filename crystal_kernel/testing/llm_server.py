@@ -153,6 +153,11 @@ class LLMServer:
         with self._lock:
             self._replies.extend(replies)
 
+    def clear(self) -> None:
+        """Drop the replies still queued (a test starting from a known script)."""
+        with self._lock:
+            self._replies.clear()
+
     @property
     def pending(self) -> int:
         with self._lock:

@@ -20,6 +20,7 @@ from jupyter_client.manager import KernelManager
 
 from crystal_kernel.jupyter.driver import KernelDriver
 from crystal_kernel.jupyter.kernelspec import kernel_json
+from crystal_kernel.testing.folder_shared import FolderShared
 from crystal_kernel.testing.llm_server import LLMServer
 
 KEY_ENV = "CRYSTAL_TEST_KEY"
@@ -39,8 +40,7 @@ class Kernel:
 
     def reset(self, approval: str = "default", mode: str = "work") -> None:
         """Empty the model queue and put the session back to a known state."""
-        with self.server._lock:  # the server offers no public clear; tests own it
-            self.server._replies.clear()
+        self.server.clear()
         run = self.run(f"/approval {approval}\n/mode {mode}")
         assert run.status == "ok", run.texts()
 
@@ -105,25 +105,18 @@ def llm_server():
         yield server
 
 
-# The folder's shared kernel: started by the first test that needs it and stopped after
-# the folder's last test (pytest_runtest_teardown below), not at the end of the session:
-# a kernel left running is a child process later folders' tests would see.
-_HERE = Path(__file__).resolve().parent
-_shared: dict[str, Kernel] = {}
+# The folder's shared kernel, stopped after the folder's last test (FolderShared).
+_shared: FolderShared[Kernel] = FolderShared(Path(__file__).resolve().parent)
 
 
 @pytest.fixture
 def shared_kernel(llm_server, tmp_path_factory):
-    if "kernel" not in _shared:
-        _shared["kernel"] = start_kernel(tmp_path_factory.mktemp("kernel"), llm_server,
-                                         env_extra={"CRYSTAL_TEST_SHARED_IN_FOLDER": str(_HERE)})
-    return _shared["kernel"]
+    return _shared.get(lambda: start_kernel(tmp_path_factory.mktemp("kernel"), llm_server, env_extra=_shared.env()),
+                       Kernel.stop)
 
 
 def pytest_runtest_teardown(item, nextitem):
-    """Stop the shared kernel once the next test is outside this folder (or none is left)."""
-    if "kernel" in _shared and (nextitem is None or _HERE not in nextitem.path.parents):
-        _shared.pop("kernel").stop()
+    _shared.teardown(nextitem)
 
 
 @pytest.fixture
@@ -152,8 +145,7 @@ class KernelFactory:
 @pytest.fixture
 def kernel_factory(llm_server, tmp_path):
     factory = KernelFactory(tmp_path, llm_server)
-    with llm_server._lock:
-        llm_server._replies.clear()
+    llm_server.clear()
     yield factory
     for kernel in factory.started:
         kernel.stop()

@@ -40,8 +40,7 @@ def test_the_kernel_class_alone_reads_its_flags_from_crystal_args(tmp_path, llm_
         kc.wait_for_ready(timeout=60)
         info = kc.kernel_info(reply=True, timeout=30)["content"]
         assert info["implementation"] == "crystal" and info["crystal"]["promptSet"] == "team"
-        with llm_server._lock:
-            llm_server._replies.clear()
+        llm_server.clear()
         llm_server.add({"text": "Following them."})
         run = KernelDriver(kc).execute("Which rules?")
         assert run.status == "ok" and "Following them." in run.texts()

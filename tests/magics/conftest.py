@@ -16,14 +16,14 @@ from jupyter_client.kernelspec import KernelSpecManager
 from jupyter_client.manager import KernelManager
 
 from crystal_kernel.jupyter.driver import KernelDriver
+from crystal_kernel.testing.folder_shared import FolderShared
 from crystal_kernel.testing.llm_server import LLMServer
 from tests.jupyter.conftest import Kernel, make_home
 
 
 class MagicKernel(Kernel):
     def reset(self, approval: str = "default", mode: str = "work") -> None:
-        with self.server._lock:  # the server offers no public clear; tests own it
-            self.server._replies.clear()
+        self.server.clear()
         run = self.run(f"%%crystal\n/approval {approval}\n/mode {mode}")
         assert run.status == "ok", run.texts()
 
@@ -64,25 +64,18 @@ def magic_server():
         yield server
 
 
-# The folder's shared kernel: started by the first test that needs it and stopped after
-# the folder's last test (pytest_runtest_teardown below), not at the end of the session:
-# an ipykernel left running is a child process later folders' tests would count.
-_HERE = Path(__file__).resolve().parent
-_shared: dict[str, MagicKernel] = {}
+# The folder's shared kernel, stopped after the folder's last test (FolderShared).
+_shared: FolderShared[MagicKernel] = FolderShared(Path(__file__).resolve().parent)
 
 
 @pytest.fixture
 def shared_python_kernel(magic_server, tmp_path_factory):
-    if "kernel" not in _shared:
-        _shared["kernel"] = start_python_kernel(tmp_path_factory.mktemp("magics"), magic_server,
-                                                env_extra={"CRYSTAL_TEST_SHARED_IN_FOLDER": str(_HERE)})
-    return _shared["kernel"]
+    return _shared.get(lambda: start_python_kernel(tmp_path_factory.mktemp("magics"), magic_server,
+                                                   env_extra=_shared.env()), MagicKernel.stop)
 
 
 def pytest_runtest_teardown(item, nextitem):
-    """Stop the shared kernel once the next test is outside this folder (or none is left)."""
-    if "kernel" in _shared and (nextitem is None or _HERE not in nextitem.path.parents):
-        _shared.pop("kernel").stop()
+    _shared.teardown(nextitem)
 
 
 @pytest.fixture

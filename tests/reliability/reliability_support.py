@@ -55,5 +55,4 @@ def wait_gone(pid: int, seconds: float = 5.0) -> bool:
 
 
 def clear(server: LLMServer) -> None:
-    with server._lock:  # the server offers no public clear; the tests own it
-        server._replies.clear()
+    server.clear()
