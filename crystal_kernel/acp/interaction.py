@@ -116,8 +116,8 @@ class AcpInteraction:
         content: list[Any] = list(diff_content(proposed_change(self.session, request.tool, request.arguments)) or [])
         if request.preview and not content:
             content.append(tool_content(text_block(f"```diff\n{request.preview.rstrip()}\n```")))
-        if request.verdict is not None and request.verdict.summary:
-            content.append(tool_content(text_block(request.verdict.summary)))
+        if request.verdict is not None:
+            content.append(tool_content(text_block(request.verdict.summary())))
         tool_call = ToolCallUpdate(
             tool_call_id=request.call_id, title=tool_title(request.tool, request.arguments),
             kind=tool_kind(request.tool), status="pending", raw_input=request.arguments,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer, model_validator
 
 from crystal_kernel.core.messages import ImagePart
 
@@ -73,28 +73,43 @@ Outcome = Literal["allow", "deny", "ask"]
 
 
 class ReviewVerdict(BaseModel):
-    """A reviewing model's verdict on one call (REV-1), as the fronts show it: its levels,
-    the level after the host floor (``effective_risk``, REV-2), the outcome the host
-    derived, and ``summary``, one line a person reads. ``error`` says why no verdict
-    could be had (the outcome is then ask)."""
+    """A reviewing model's verdict on one call (REV-1) and the outcome the host derived
+    from it: the reviewer's levels, the level after the host floor (``effective_risk``,
+    REV-2) and the host's own (``host_risk``). ``error`` says why no verdict could be had
+    (the outcome is then ask). The reviewer returns it, the approval flow decides with
+    it, and events and approval requests carry it to the fronts."""
 
     model_config = ConfigDict(frozen=True)
 
+    outcome: Outcome = "ask"
     risk_level: str | None = None
     user_authorization: str | None = None
     harm_unrequested: bool | None = None
     rationale: str = ""
     effective_risk: str | None = None
     host_risk: str | None = None
-    outcome: Outcome | None = None
     error: str | None = None
-    summary: str = ""
+
+    @model_serializer(mode="wrap")
+    def _with_summary(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """Serialized (events, the audit log) with its :meth:`summary` line."""
+        data: dict[str, Any] = handler(self)
+        data["summary"] = self.summary()
+        return data
+
+    def summary(self) -> str:
+        """One line a person reads beside the approval prompt."""
+        if self.error:
+            return f"Reviewer gave no verdict ({self.error}); asking."
+        return (f"Reviewer: risk {self.effective_risk or self.risk_level}, authorization "
+                f"{self.user_authorization}{', harm not requested' if self.harm_unrequested else ''}"
+                f" -> {self.outcome}. {self.rationale}").strip()
 
     def line(self, *, suggests: bool = False) -> str:
         """``Reviewer: risk high, authorization low`` (with ``suggests`` the outcome too)
         and the rationale, for a card or a form."""
         text = f"Reviewer: risk {self.risk_level}, authorization {self.user_authorization}"
-        if suggests and self.outcome:
+        if suggests:
             text += f", suggests {self.outcome}"
         return text + (f" — {self.rationale}" if self.rationale else "")
 

@@ -17,12 +17,10 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
-from crystal_kernel.core.events import ReviewVerdict
+from crystal_kernel.core.events import Outcome, ReviewVerdict
 from crystal_kernel.host.shell_rules import SHELL_TOOLS, allowance_covers, rule_matches_command, shell_view
 from crystal_kernel.tools.base import Authority, Classification, Risk
 
-Outcome = Literal["allow", "deny", "ask"]
-DecidedBy = Literal["host", "reviewer", "person", "policy"]
 Level = Literal["low", "medium", "high"]
 
 LEVELS: tuple[str, ...] = ("low", "medium", "high")
@@ -112,41 +110,8 @@ def review_outcome(risk: str, authorization: str, harm_unrequested: bool) -> Out
     return "allow" if risk == "low" else "ask"
 
 
-@dataclass
-class Verdict:
-    """A reviewer's classification (REV-1) and the outcome the host derived from it.
-
-    ``risk_level`` is the reviewer's own answer, ``effective_risk`` the level after the
-    host floor (REV-2). ``error`` says why a verdict could not be had (then ask).
-    """
-
-    outcome: Outcome
-    risk_level: str | None = None
-    user_authorization: str | None = None
-    harm_unrequested: bool | None = None
-    rationale: str = ""
-    effective_risk: str | None = None
-    host_risk: str | None = None
-    error: str | None = None
-
-    def shown(self) -> ReviewVerdict:
-        """The verdict as the events and approval requests carry it to the fronts."""
-        return ReviewVerdict(risk_level=self.risk_level, user_authorization=self.user_authorization,
-                             harm_unrequested=self.harm_unrequested, rationale=self.rationale,
-                             effective_risk=self.effective_risk, host_risk=self.host_risk,
-                             outcome=self.outcome, error=self.error or None, summary=self.summary())
-
-    def summary(self) -> str:
-        """One line a person reads beside the approval prompt."""
-        if self.error:
-            return f"Reviewer gave no verdict ({self.error}); asking."
-        return (f"Reviewer: risk {self.effective_risk or self.risk_level}, authorization "
-                f"{self.user_authorization}{', harm not requested' if self.harm_unrequested else ''}"
-                f" -> {self.outcome}. {self.rationale}").strip()
-
-
-def verdict_from(data: dict[str, Any], c: Classification) -> Verdict:
-    """Turn a parsed reviewer answer into a :class:`Verdict` with the host's outcome."""
+def verdict_from(data: dict[str, Any], c: Classification) -> ReviewVerdict:
+    """Turn a parsed reviewer answer into a verdict with the host's outcome."""
     risk = str(data.get("risk_level", "")).strip().lower()
     auth = str(data.get("user_authorization", "")).strip().lower()
     harm_raw = data.get("harm_unrequested", False)
@@ -157,23 +122,25 @@ def verdict_from(data: dict[str, Any], c: Classification) -> Verdict:
     rationale = str(data.get("rationale", "") or "").strip()[:2000]
     host_level = host_risk_level(c)
     if risk not in LEVELS or auth not in LEVELS:
-        return Verdict("ask", risk or None, auth or None, harm, rationale, host_risk=host_level,
-                       error="the verdict did not give risk_level and user_authorization as low, medium or high")
+        return ReviewVerdict(outcome="ask", risk_level=risk or None, user_authorization=auth or None,
+                             harm_unrequested=harm, rationale=rationale, host_risk=host_level,
+                             error="the verdict did not give risk_level and user_authorization as low, "
+                                   "medium or high")
     effective = floored_risk(risk, c)
-    return Verdict(review_outcome(effective, auth, harm), risk, auth, harm, rationale,
-                   effective_risk=effective, host_risk=host_level)
+    return ReviewVerdict(outcome=review_outcome(effective, auth, harm), risk_level=risk, user_authorization=auth,
+                         harm_unrequested=harm, rationale=rationale, effective_risk=effective, host_risk=host_level)
 
 
-def failed_verdict(c: Classification, why: str) -> Verdict:
+def failed_verdict(c: Classification, why: str) -> ReviewVerdict:
     """A reviewer that failed, timed out or answered garbage: the outcome is ask."""
-    return Verdict("ask", host_risk=host_risk_level(c), error=why[:300])
+    return ReviewVerdict(outcome="ask", host_risk=host_risk_level(c), error=why[:300])
 
 
 class Reviewer(Protocol):
     """Classifies one call. Implementations never raise for model trouble: they return
     a verdict whose outcome is ``ask`` (the flow also guards against raising)."""
 
-    async def review(self, session: Any, tool: str, arguments: dict[str, Any], c: Classification) -> Verdict: ...
+    async def review(self, session: Any, tool: str, arguments: dict[str, Any], c: Classification) -> ReviewVerdict: ...
 
 
 # ----- forbidden rules (SPEC §11) -------------------------------------------------------

@@ -24,11 +24,10 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
-from crystal_kernel.core.events import ApprovalEvent
+from crystal_kernel.core.events import ApprovalEvent, Outcome, ReviewVerdict
 from crystal_kernel.core.interaction import ApprovalRequest, Interaction
 from crystal_kernel.core.messages import ToolCallPart
 from crystal_kernel.host.approval import (
-    Verdict,
     apply_floor,
     failed_verdict,
     forbidden_match,
@@ -85,7 +84,7 @@ def get_reviewer(session: Any) -> Any:
     return reviewer
 
 
-async def run_reviewer(session: Any, call: ToolCallPart, c: Classification) -> Verdict:
+async def run_reviewer(session: Any, call: ToolCallPart, c: Classification) -> ReviewVerdict:
     """Ask the reviewer; an exception or an overrun is a failed verdict (ask)."""
     from crystal_kernel.host.review import review_timeout
 
@@ -98,15 +97,13 @@ async def run_reviewer(session: Any, call: ToolCallPart, c: Classification) -> V
         return failed_verdict(c, "the reviewer did not answer in time")
     except Exception as exc:
         return failed_verdict(c, f"the reviewer failed: {type(exc).__name__}: {exc}")
-    if not isinstance(verdict, Verdict):
+    if not isinstance(verdict, ReviewVerdict):
         return failed_verdict(c, "the reviewer returned no verdict")
     if verdict.error:
         return verdict
     # Whatever reviewer is plugged in, the host derives the outcome from its levels with
     # the host floor (REV-1, REV-2); a verdict without levels cannot allow or deny.
-    data = {"risk_level": verdict.risk_level, "user_authorization": verdict.user_authorization,
-            "harm_unrequested": verdict.harm_unrequested, "rationale": verdict.rationale}
-    return verdict_from(data, c)
+    return verdict_from(verdict.model_dump(), c)
 
 
 async def decide(
@@ -117,18 +114,17 @@ async def decide(
     emit: Callable[[ApprovalEvent], None],
 ) -> Decision:
     c = apply_floor(classification)
-    verdict: Verdict | None = None
+    verdict: ReviewVerdict | None = None
 
-    def record(outcome: str, by: str, reason: str | None = None) -> None:
-        data = verdict.shown() if verdict is not None else None
-        emit(ApprovalEvent(id=call.id, name=call.name, outcome=outcome, by=by, reason=reason, verdict=data))
+    def record(outcome: Outcome, by: str, reason: str | None = None) -> None:
+        emit(ApprovalEvent(id=call.id, name=call.name, outcome=outcome, by=by, reason=reason, verdict=verdict))
         session.audit.append(
             {
                 "time": datetime.now(timezone.utc).isoformat(timespec="seconds"),
                 "mode": session.approval,
                 "call": {"id": call.id, "name": call.name, "arguments": _short(call.arguments)},
                 "classification": classification_dict(c),
-                "verdict": None if data is None else data.model_dump(exclude=set() if data.error else {"error"}),
+                "verdict": None if verdict is None else verdict.model_dump(exclude=set() if verdict.error else {"error"}),
                 "outcome": outcome,
                 "by": by,
                 "reason": reason,
@@ -181,7 +177,7 @@ async def decide(
 
 
 async def _ask_person(session: Any, interaction: Interaction, call: ToolCallPart, c: Classification,
-                      verdict: Verdict | None, asked_by: str, ask_reason: str | None,
+                      verdict: ReviewVerdict | None, asked_by: str, ask_reason: str | None,
                       record: Callable[..., None]) -> Decision:
     """The person decides (``ask``); nobody present is a deny by the host."""
     record("ask", asked_by, ask_reason)
@@ -196,7 +192,7 @@ async def _ask_person(session: Any, interaction: Interaction, call: ToolCallPart
         ApprovalRequest(
             call_id=call.id, tool=call.name, arguments=call.arguments, risk=str(c.risk),
             authority=str(c.authority), external=c.external,
-            verdict=verdict.shown() if verdict is not None else None, session_pattern=c.pattern,
+            verdict=verdict, session_pattern=c.pattern,
             preview=c.preview,
         )
     )

@@ -23,7 +23,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
 from crystal_kernel.core import paths
-from crystal_kernel.host.approval import Verdict, failed_verdict, host_risk_level, verdict_from
+from crystal_kernel.core.events import ReviewVerdict
+from crystal_kernel.host.approval import failed_verdict, host_risk_level, verdict_from
 from crystal_kernel.host.sidecall import SideCallError, complete_text, escape_json_tags, render_conversation
 from crystal_kernel.tools.base import Classification
 
@@ -183,7 +184,7 @@ class ModelReviewer:
         self._spec = spec
         return self._provider
 
-    async def review(self, session: Any, tool: str, arguments: dict[str, Any], c: Classification) -> Verdict:
+    async def review(self, session: Any, tool: str, arguments: dict[str, Any], c: Classification) -> ReviewVerdict:
         try:
             provider = self.provider_for(session)
         except Exception as exc:  # a bad reviewModel: ask, and say why

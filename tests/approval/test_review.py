@@ -246,11 +246,12 @@ async def test_bad_review_model_asks_with_a_reason(workspace):
 async def test_a_plugged_in_reviewer_cannot_skip_the_floor(workspace):
     """A custom Reviewer that claims "allow" for a low-risk shell command still gets the
     host's outcome: execute is at least medium, so medium authorization asks."""
-    from crystal_kernel.host.approval import Verdict
+    from crystal_kernel.core.events import ReviewVerdict
 
     class Lenient:
         async def review(self, session, tool, arguments, c):
-            return Verdict("allow", "low", "medium", False, "trust me")
+            return ReviewVerdict(outcome="allow", risk_level="low", user_authorization="medium",
+                                 harm_unrequested=False, rationale="trust me")
 
     session = make_session(workspace, "review", [
         tool_reply([("bash", {"command": "echo x > x.txt"})]),
