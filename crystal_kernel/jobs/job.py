@@ -24,13 +24,14 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
-
-import psutil
+from typing import TYPE_CHECKING, Any
 
 from crystal_kernel.jobs.buffer import RingBuffer
 from crystal_kernel.jobs.logfile import RotatingLog
 from crystal_kernel.jobs.status import STATUS_VERSION, iso, write_status
+
+if TYPE_CHECKING:
+    import psutil
 
 READ_CHUNK = 256 * 1024
 PIPE_SIZES = (4 * 1024 * 1024, 1024 * 1024)
@@ -211,6 +212,8 @@ class Job:
         proc = self.proc
         if proc is None or proc.poll() is not None:
             return
+        import psutil  # here: its import reads /proc, ~20 ms of every `crystal run` start
+
         victims: list[psutil.Process] = []
         try:
             victims = psutil.Process(proc.pid).children(recursive=True)
@@ -230,6 +233,8 @@ class Job:
         """KILL every process whose environment names this job (CRYSTAL_SESSION and
         CRYSTAL_JOB): the way to find what escaped the tree once the supervisor is gone.
         Slow (reads every process's environment), so only for that rare case."""
+        import psutil
+
         killed = 0
         own = os.getpid()
         for proc in psutil.process_iter():

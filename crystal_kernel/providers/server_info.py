@@ -71,7 +71,11 @@ async def context_window(base_url: str, model: str, api_key: str | None = None) 
         except (httpx.HTTPError, ValueError, OSError):
             return None
 
-    async with httpx.AsyncClient(timeout=PROBE_TIMEOUT) as client:
+    # A plain-http server (every local one) needs no TLS: without verify=False the client
+    # loads the system's CA certificates first (~20-40 ms of `crystal run`'s start). The
+    # probe follows no redirects (httpx's default), so it never reaches an https URL.
+    plain = base.lower().startswith("http://")
+    async with httpx.AsyncClient(timeout=PROBE_TIMEOUT, verify=not plain, follow_redirects=False) as client:
         entry = _entry(await get_json(client, "GET", base + "/models"), model)
         if entry is not None and _int(entry.get("max_model_len")):
             return int(entry["max_model_len"]), "vLLM max_model_len"

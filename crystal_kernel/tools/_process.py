@@ -16,11 +16,17 @@ import subprocess
 import threading
 import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
-import psutil
+# psutil is imported where a tree is stopped: its import reads /proc and was ~20 ms of
+# every `crystal run` start, which loads this module with the tools.
+if TYPE_CHECKING:
+    import psutil
 
 
 def _group_members(pgid: int) -> list[psutil.Process]:
+    import psutil
+
     out = []
     for proc in psutil.process_iter():
         try:
@@ -32,6 +38,8 @@ def _group_members(pgid: int) -> list[psutil.Process]:
 
 
 def _alive(proc: psutil.Process) -> bool:
+    import psutil
+
     try:
         return proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
     except psutil.Error:
@@ -49,6 +57,8 @@ def kill_process_tree(pid: int, *, grace: float = 1.0) -> None:
     """Stop ``pid``, its descendants and its process group; returns within about
     ``grace`` + 0.5 seconds. Never waits on (reaps) ``pid`` itself, so the asyncio child
     watcher that owns it still sees its exit."""
+    import psutil
+
     procs: dict[int, psutil.Process] = {}
     try:
         root = psutil.Process(pid)

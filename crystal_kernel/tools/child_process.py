@@ -21,8 +21,6 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-import psutil
-
 from crystal_kernel.core.errors import ToolError
 from crystal_kernel.jobs.guarded import guarded_argv
 from crystal_kernel.tools._process import start_off_loop
@@ -266,6 +264,8 @@ def _has_exited(pid: int) -> bool:
 def kill_process_tree(pid: int) -> None:
     """SIGKILL the child's process group and every descendant psutil can still see
     (a grandchild that left the group or ignores SIGTERM included)."""
+    import psutil  # here, not at the top: its import is ~20 ms of every `crystal run` start
+
     try:
         descendants = psutil.Process(pid).children(recursive=True)
     except psutil.Error:

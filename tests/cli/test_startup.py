@@ -103,3 +103,50 @@ def test_deferred_package_inits_still_give_every_name():
     out = subprocess.run([sys.executable, "-c", DEFERRED_CHECK], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "ok"
+
+
+# Records what the process had imported when it wrote its first model request (the
+# first POST on a socket): what `crystal run` loads before the model can start answering.
+FIRST_REQUEST_WRAPPER = """
+import json, socket, sys
+_send = socket.socket.send
+def send(self, data, *args):
+    if bytes(data[:5]) == b'POST ' and not getattr(sys, '_first_post', False):
+        sys._first_post = True
+        sys.stderr.write('FIRST ' + json.dumps(sorted(sys.modules)) + '\\n')
+    return _send(self, data, *args)
+socket.socket.send = send
+from crystal_kernel.cli import main
+sys.argv = ['crystal', *sys.argv[1:]]
+sys.exit(main())
+"""
+
+# Needed only once a tool stops a process tree, an MCP server is configured, or a front
+# other than the terminal runs: none of it before the first request.
+NOT_BEFORE_FIRST_REQUEST = {"psutil", "httpx", "mcp", "aiohttp", "IPython", "ipykernel", "jupyter_client",
+                            "nbformat", "crystal_kernel.mcp.manager"}
+
+
+@pytest.mark.parametrize("provider", ["openai", "anthropic"])
+def test_first_request_is_sent_before_loading_what_it_does_not_need(provider: str, workspace: Path, tmp_path: Path):
+    """`crystal run` against a plain-http server (context window probed first, as for any
+    `baseUrl` server): by the time the first model request is written, the process has
+    not imported psutil (process-tree stopping), httpx (the probe uses the SDK's httpx2),
+    MCP or any Jupyter library."""
+    with LLMServer([{"text": "Hello back."}]) as server:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("CRYSTAL_")}
+        env.update({"CRYSTAL_HOME": str(tmp_path / "home"), "CRYSTAL_PROVIDER": provider,
+                    "CRYSTAL_BASE_URL": server.url if provider == "anthropic" else server.base_url,
+                    "CRYSTAL_MODEL": "claude-sonnet-4-6" if provider == "anthropic" else "gpt-4.1",
+                    "CRYSTAL_API_KEY_ENV": "TEST_KEY", "TEST_KEY": "sk-test"})
+        out = subprocess.run([sys.executable, "-c", FIRST_REQUEST_WRAPPER, "run", "hello", "--workspace", str(workspace)],
+                             capture_output=True, text=True, env=env, timeout=120)
+        paths = [r["path"] for r in server.requests]
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "Hello back."
+    lines = [x for x in out.stderr.splitlines() if x.startswith("FIRST ")]
+    assert lines, f"no POST seen on a socket; requests: {paths}"
+    loaded = set(json.loads(lines[0][len("FIRST "):]))
+    assert "crystal_kernel.host.loop" in loaded  # the record is of a real turn's process
+    early = sorted(m for m in loaded if m in NOT_BEFORE_FIRST_REQUEST or m.split(".")[0] in NOT_BEFORE_FIRST_REQUEST)
+    assert not early, f"crystal run imported {early} before its first model request"
