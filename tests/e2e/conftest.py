@@ -1,10 +1,17 @@
 """A real ``jupyter lab`` on 127.0.0.1 with the Crystal lab and server extensions and the
 Crystal kernel, driven by Debian's chromium through Python playwright (DESIGN.md).
 
-One lab per test module: a private HOME/CRYSTAL_HOME, a private root folder, the
-kernelspec and the freshly built lab extension found through JUPYTER_PATH, and the
-kernel pointed at an in-process loopback model server the tests script. Screenshots go
-to tests/e2e/artifacts/.
+A lab has a private HOME/CRYSTAL_HOME, a private root folder, the kernelspec and the
+freshly built lab extension found through JUPYTER_PATH, and its kernels pointed at an
+in-process loopback model server the tests script. Screenshots go to tests/e2e/artifacts/.
+
+The modules that use the plain ``lab`` fixture share one ``jupyter lab`` (starting one
+costs 30-60 s on a busy machine), each module on its own terms: its own model server
+(the kernelspecs' env names it), the root folder to itself (what the last module left
+there is moved out of the root), its own kernels (shut down when the module ends), and a
+fresh Crystal Home, lab workspace and lab settings. Modules that need a differently
+configured lab (real-time collaboration, a gateway, Notebook 7) start their own with
+:func:`running_lab`.
 """
 
 from __future__ import annotations
@@ -19,13 +26,14 @@ import sys
 import time
 import urllib.request
 from collections.abc import Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pytest
 
 from crystal_kernel.jupyter.kernelspec import kernel_json
+from crystal_kernel.testing.folder_shared import SHARED_IN_FOLDER, FolderShared
 from crystal_kernel.testing.llm_server import LLMServer
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -76,14 +84,93 @@ class Lab:
             f"{self.url}{path}", method=method, data=None if body is None else json.dumps(body).encode(),
             headers={"Authorization": f"token {self.token}"})
         with urllib.request.urlopen(request, timeout=10) as response:
-            return json.loads(response.read())
+            body = response.read()
+        return json.loads(body) if body else None  # DELETE answers 204, no body
+
+
+@dataclass
+class SharedLab:
+    """The lab the modules of this folder share; ``lab.server`` is a model server no
+    module scripts (each module's kernels are pointed at the module's own)."""
+
+    lab: Lab
+    base: Path
+    stack: ExitStack
+
+
+_shared_lab: FolderShared[SharedLab] = FolderShared(Path(__file__).resolve().parent)
+
+
+def start_shared_lab(base: Path) -> SharedLab:
+    stack = ExitStack()
+    try:
+        nobody = stack.enter_context(LLMServer(max_hang=1))
+        lab = stack.enter_context(running_lab(base, server=nobody, env_extra=_shared_lab.env()))
+    except BaseException:
+        stack.close()
+        raise
+    return SharedLab(lab, base, stack)
+
+
+@pytest.hookimpl(wrapper=True, trylast=True)
+def pytest_runtest_teardown(item, nextitem):
+    """Stop the shared lab after the folder's last test: after the module fixtures (which
+    end the module's kernels through it), before tests/conftest.py looks for leftovers."""
+    try:
+        return (yield)
+    finally:
+        _shared_lab.teardown(nextitem)
 
 
 @pytest.fixture(scope="module")
-def lab(tmp_path_factory) -> Iterator[Lab]:
+def lab(request, tmp_path_factory) -> Iterator[Lab]:
+    """This module's view of the shared lab, with its own model server."""
     ensure_built()
-    with running_lab(tmp_path_factory.mktemp("lab")) as started:
-        yield started
+    shared = _shared_lab.get(lambda: start_shared_lab(tmp_path_factory.mktemp("lab")), lambda s: s.stack.close())
+    with LLMServer(max_hang=20) as server:
+        write_kernelspecs(shared.base / "jupyter", server)
+        try:
+            yield replace(shared.lab, server=server)
+        finally:
+            end_module(shared, request.module.__name__)
+
+
+def write_kernelspecs(data: Path, server: LLMServer | None) -> None:
+    """The crystal and python3 kernelspecs of a lab; with ``server``, their kernels talk to
+    it, and they are not taken for the shared lab itself by tests/conftest.py's check for
+    leftover processes (a kernel a module leaves running is a leftover like any other)."""
+    crystal = kernel_json(python=sys.executable)
+    python3 = json.loads((Path(sys.prefix) / "share" / "jupyter" / "kernels" / "python3" / "kernel.json").read_text())
+    for name, spec in (("crystal", crystal), ("python3", python3)):
+        if server is not None:
+            spec["env"] = {"CRYSTAL_BASE_URL": server.base_url, SHARED_IN_FOLDER: ""}
+        (data / "kernels" / name).mkdir(parents=True, exist_ok=True)
+        (data / "kernels" / name / "kernel.json").write_text(json.dumps(spec))
+
+
+def end_module(shared: SharedLab, module: str) -> None:
+    """Shut down the module's kernels and leave the lab as a fresh one for the next
+    module: empty root (the module's files move to ``base/modules/<module>``), fresh
+    Crystal Home, no saved lab workspace or settings, kernels pointed at nobody."""
+    lab = shared.lab
+    for session in lab.api("GET", "api/sessions"):
+        lab.api("DELETE", f"api/sessions/{session['id']}")
+    for kernel in lab.api("GET", "api/kernels"):
+        lab.api("DELETE", f"api/kernels/{kernel['id']}")
+    write_kernelspecs(shared.base / "jupyter", None)
+    done = shared.base / "modules" / module
+    done.mkdir(parents=True)
+    for entry in list(lab.root.iterdir()):
+        shutil.move(str(entry), str(done / entry.name))
+    shutil.rmtree(lab.home)
+    write_home(lab.home)
+    for folder in ("workspaces", "user-settings"):
+        shutil.rmtree(shared.base / "config" / "lab" / folder, ignore_errors=True)
+
+
+def write_home(crystal_home: Path) -> None:
+    crystal_home.mkdir(parents=True)
+    (crystal_home / "config.json").write_text(json.dumps({"topicNaming": False, "approval": "full"}))
 
 
 @contextmanager
@@ -98,11 +185,9 @@ def running_lab(base: Path, *, collaborative: bool = False, extra_args: tuple[st
     instead of JupyterLab, with the same extensions."""
     root, home, data = base / "root", base / "home", base / "jupyter"
     root.mkdir()
-    (home / ".crystal").mkdir(parents=True)
-    (home / ".crystal" / "config.json").write_text(json.dumps({"topicNaming": False, "approval": "full"}))
-    # The kernelspec and the lab extension under test, first on JUPYTER_PATH.
-    (data / "kernels" / "crystal").mkdir(parents=True)
-    (data / "kernels" / "crystal" / "kernel.json").write_text(json.dumps(kernel_json(python=sys.executable)))
+    write_home(home / ".crystal")
+    # The kernelspecs and the lab extension under test, first on JUPYTER_PATH.
+    write_kernelspecs(data, None)
     (data / "labextensions").mkdir()
     os.symlink(BUILT, data / "labextensions" / "crystal-kernel")
     # The server extension is enabled by the same config file the package installs.
@@ -180,6 +265,32 @@ def served(argv: list[str], *, cwd: Path, env: dict[str, str], log: Path, ready:
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, 9)
             proc.wait()
+
+
+DELAY = 60  # ms between keys, a person's pace
+NB = ".jp-NotebookPanel:not(.lm-mod-hidden)"  # the notebook on screen (others may be open in tabs)
+# The current notebook's kernel is ``name``, connected and idle.
+READY = """(name) => {
+  const w = window.jupyterapp.shell.currentWidget;
+  const k = w && w.sessionContext && w.sessionContext.session && w.sessionContext.session.kernel;
+  return !!k && k.name === name && k.connectionStatus === 'connected' && k.status === 'idle';
+}"""
+
+
+def run_saved_then_reload(page, prompt: str, button: str, kernel: str = "crystal") -> None:
+    """FORM-2's reload: type ``prompt`` into the notebook's last cell at a person's pace,
+    save (the cell is saved; its outputs will not be), run it, wait until the form shows
+    ``button``, then reload the page (accepting the leave-page dialog) and wait until the
+    notebook's kernel is connected again (busy: its turn still waits for the answer)."""
+    page.locator(f"{NB} .jp-Cell .cm-content").last.click()
+    page.keyboard.type(prompt, delay=DELAY)
+    page.keyboard.press("Control+s")
+    page.wait_for_timeout(1000)
+    page.keyboard.press("Shift+Enter")
+    page.locator(f"{NB} .jupyter-button", has_text=button).wait_for(timeout=60_000)
+    page.on("dialog", lambda dialog: dialog.accept())
+    page.reload()
+    page.wait_for_function(READY.replace("k.status === 'idle'", "true"), arg=kernel, timeout=90_000)
 
 
 @pytest.fixture(scope="module")

@@ -11,16 +11,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.e2e.conftest import DELAY, NB, READY, run_saved_then_reload
+
 ROOT = Path(__file__).resolve().parents[2]
 SCREENSHOTS = ROOT / "build" / "screenshots"
-DELAY = 60  # ms between keys, a person's pace
-NB = ".jp-NotebookPanel:not(.lm-mod-hidden)"  # the notebook on screen (others may be open in tabs)
-
-READY = """(name) => {
-  const w = window.jupyterapp.shell.currentWidget;
-  const k = w && w.sessionContext && w.sessionContext.session && w.sessionContext.session.kernel;
-  return !!k && k.name === name && k.connectionStatus === 'connected' && k.status === 'idle';
-}"""
 
 
 def shoot(page, name: str) -> None:
@@ -214,16 +208,7 @@ def test_reload_while_an_approval_waits_brings_the_form_back_and_the_cell_comple
     run_cell(page, "/approval default")
     page.wait_for_function(READY, arg="crystal")
     lab.server.add(*bash_then("rm -rf build", "Kept the build folder after the reload."))
-    editor = page.locator(f"{NB} .jp-Cell .cm-content").last
-    editor.click()
-    page.keyboard.type("Clean the build after a reload")
-    page.keyboard.press("Control+s")  # the cell is saved; its outputs will not be
-    page.wait_for_timeout(1000)
-    page.keyboard.press("Shift+Enter")
-    page.locator(f"{NB} .jupyter-button", has_text="Deny").wait_for(timeout=60_000)
-    page.on("dialog", lambda dialog: dialog.accept())
-    page.reload()
-    page.wait_for_function(READY.replace("k.status === 'idle'", "true"), arg="crystal", timeout=90_000)
+    run_saved_then_reload(page, "Clean the build after a reload", "Deny")
     cell = page.locator(f"{NB} .jp-Cell", has_text="Clean the build after a reload").first
     reason = cell.locator(".widget-text input[placeholder*='Reason for denying']")
     reason.wait_for(timeout=60_000)

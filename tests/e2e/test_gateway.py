@@ -26,17 +26,21 @@ import pytest
 
 from crystal_kernel.jupyter.kernelspec import kernel_json
 from crystal_kernel.testing.llm_server import LLMServer
-from tests.e2e.conftest import KEY_ENV, ensure_built, free_port, running_lab, served, server_env
+from tests.e2e.conftest import (
+    DELAY,
+    KEY_ENV,
+    NB,
+    READY,
+    ensure_built,
+    free_port,
+    run_saved_then_reload,
+    running_lab,
+    served,
+    server_env,
+)
 
 pytestmark = pytest.mark.timeout(600)
 
-DELAY = 60  # ms between keys, a person's pace
-NB = ".jp-NotebookPanel:not(.lm-mod-hidden)"
-READY = """() => {
-  const w = window.jupyterapp.shell.currentWidget;
-  const k = w && w.sessionContext && w.sessionContext.session && w.sessionContext.session.kernel;
-  return !!k && k.name === 'crystal' && k.connectionStatus === 'connected' && k.status === 'idle';
-}"""
 # What the kernel gets from the gateway's own environment: a gateway passes a kernel
 # only PATH and the variables it is told to (KernelGatewayApp.env_process_whitelist).
 KERNEL_VARS = ("HOME", "CRYSTAL_HOME", "CRYSTAL_PROVIDER", "CRYSTAL_MODEL", "CRYSTAL_BASE_URL",
@@ -127,7 +131,7 @@ def tool_results(body: dict) -> list[str]:
 
 
 def wait_idle(page) -> None:
-    page.wait_for_function(READY, timeout=90_000)
+    page.wait_for_function(READY, arg="crystal", timeout=90_000)
 
 
 @pytest.fixture(scope="module")
@@ -243,15 +247,7 @@ def test_reload_while_an_approval_waits_through_the_gateway(page, gateway):
     wait_idle(page)
     gateway.server.add({"tool_calls": [{"name": "bash", "arguments": {"command": "echo after-the-reload"}}]},
                        {"text": "Ran it after the reload."})
-    page.locator(f"{NB} .jp-Cell .cm-content").last.click()
-    page.keyboard.type("Run it after a reload", delay=DELAY)
-    page.keyboard.press("Control+s")  # the cell is saved; its outputs will not be
-    page.wait_for_timeout(1000)
-    page.keyboard.press("Shift+Enter")
-    page.locator(f"{NB} .jupyter-button", has_text="Allow once").wait_for(timeout=60_000)
-    page.on("dialog", lambda dialog: dialog.accept())
-    page.reload()
-    page.wait_for_function(READY.replace("k.status === 'idle'", "true"), timeout=90_000)
+    run_saved_then_reload(page, "Run it after a reload", "Allow once")
     # Scroll down to the running cell, as a person would (cells far off screen are not drawn).
     page.evaluate("""() => { const nb = window.jupyterapp.shell.currentWidget.content;
         return nb.scrollToItem(nb.widgets.length - 1, 'center'); }""")
