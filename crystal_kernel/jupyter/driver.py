@@ -13,9 +13,12 @@ from __future__ import annotations
 
 import queue
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
+
+from crystal_kernel.core.html_text import answer_text
 
 WIDGET_TARGET = "jupyter.widget"
 ACTION_PAUSE = 0.2
@@ -117,7 +120,8 @@ class CellRun:
         return [self.displays[k] for k in self.order]
 
     def texts(self) -> list[str]:
-        return [str(d.get("text/plain", "")) for d in self.outputs()]
+        """Each output's text: its ``text/plain``, or an answer's text from its HTML."""
+        return [answer_text(d) or "" for d in self.outputs()]
 
     def find(self, needle: str, mime: str = "text/plain") -> dict[str, Any]:
         for d in self.outputs():
@@ -161,6 +165,15 @@ class KernelDriver:
 
     def open_widgets(self) -> dict[str, dict[str, Any]]:
         return {k: v for k, v in self.widgets.items() if k not in self.closed}
+
+    def open_comm(self, target: str, data: dict[str, Any]) -> str:
+        """Open a comm to ``target`` in the kernel, as a front end does; returns its id.
+        (``open_comm("crystal.live", {"streamDeltas": True})`` is what the lab extension
+        sends on connecting: answers then stream as appended text, render.py.)"""
+        comm_id = uuid.uuid4().hex
+        self.kc.shell_channel.send(self.kc.session.msg(
+            "comm_open", {"comm_id": comm_id, "target_name": target, "data": data}))
+        return comm_id
 
     def send_comm(self, comm_id: str, data: dict[str, Any]) -> str:
         """Send a comm message to the kernel; returns its msg_id."""

@@ -43,6 +43,15 @@ _LIVE: dict[str, tuple[Bundle, dict[str, Any]]] = {}
 _RUNNING: dict[str, dict[str, Any]] = {}
 # Bounds on what a running cell keeps (its images are the big part).
 MAX_KEPT_DISPLAYS = 500
+# What the fronts connected to this kernel said they render (the lab extension says so
+# when it opens the crystal.live comm): "streamDeltas" = answers streamed as appended
+# text (render.py, STREAM_MIME), which only the lab extension renders.
+_FRONT: dict[str, bool] = {"streamDeltas": False}
+
+
+def stream_deltas() -> bool:
+    """Whether a front that renders streamed answer deltas has connected to this kernel."""
+    return _FRONT["streamDeltas"]
 
 
 def _parent() -> dict[str, Any] | None:
@@ -100,12 +109,14 @@ class LiveDisplay:
             if self.id in kept or len(kept) < MAX_KEPT_DISPLAYS:
                 kept[self.id] = (bundle, meta)
 
-    def update(self, bundle: Bundle, stale: Bundle | None = None) -> None:
+    def update(self, bundle: Bundle, stale: Bundle | None = None, kept: Bundle | None = None) -> None:
+        """``kept``: what showing this output again (a reloaded page) sends, when
+        ``bundle`` is only a part of it (a streamed answer's appended text)."""
         from IPython.display import update_display
 
         meta = metadata(self.id, self.cell, stale)
         update_display(bundle, raw=True, display_id=self.id, metadata=meta)
-        self._track(bundle, meta, stale)
+        self._track(kept if kept is not None else bundle, meta, stale)
 
 
 def live_ids() -> list[str]:
@@ -151,6 +162,9 @@ def republish() -> None:
 
 
 def _on_open(comm: Any, msg: Any) -> None:
+    data = ((msg or {}).get("content") or {}).get("data") or {}
+    if isinstance(data, dict) and data.get("streamDeltas") is True:
+        _FRONT["streamDeltas"] = True
     # The list first: the extension adds the running cells it lacks, then the outputs
     # shown again find them (iopub keeps this order).
     comm.send({"live": live_ids(), "running": running_cells()})

@@ -44,10 +44,23 @@ from crystal_kernel.jupyter.cards import (
     status_bundle,
     thinking_bundle,
 )
+from crystal_kernel.jupyter.safe_html import html_answer_bundle
 
 DEFAULT_MAX_RATE = 15.0  # display updates per second while text streams
 #: Bytes a second a streaming display may re-send while it grows (see :class:`_Stream`).
 LIVE_BYTES_PER_SECOND = 32 * 1024
+#: Live updates a second, at most, when they carry only the appended text
+#: (:class:`_Stream`): five a second is how often ipykernel flushes printed text. Each
+#: update's own envelope (ids, metadata) is ~260 bytes, so once an answer is long an
+#: update waits for ``DELTA_MIN_CHARS`` new characters, or at most ``DELTA_MAX_WAIT``
+#: seconds (reached at ``DELTA_SLOWDOWN_CHARS`` characters so far): the text never stalls
+#: for more than a second and the envelopes stay a small part of the bytes.
+DELTA_RATE = 5.0
+DELTA_MIN_CHARS = 4096
+DELTA_MAX_WAIT = 1.0
+DELTA_SLOWDOWN_CHARS = 16 * 1024
+#: The mime type of a streamed answer's appended text (the lab extension renders it).
+STREAM_MIME = "application/vnd.crystal.stream+json"
 
 
 #: Tools whose outputs (images included) already show in the cell while they run: the
@@ -57,7 +70,7 @@ SHOWN_LIVE = frozenset({"python"})
 
 
 class Handle(Protocol):
-    def update(self, bundle: Bundle) -> None: ...
+    def update(self, bundle: Bundle, stale: Bundle | None = None, kept: Bundle | None = None) -> None: ...
 
 
 class Output(Protocol):
@@ -77,14 +90,23 @@ class IPythonOutput:
 
         return LiveDisplay(bundle, stale)
 
+    @property
+    def deltas(self) -> bool:
+        """Stream answers as appended text: a front that renders it (the lab extension)
+        has connected to this kernel."""
+        from crystal_kernel.jupyter.live_outputs import stream_deltas
+
+        return stream_deltas()
+
 
 class RecordingOutput:
     """An in-memory Output: ``outputs[i]`` is the latest bundle of the i-th display and
     ``updates`` counts updates per display (for tests and headless use)."""
 
-    def __init__(self) -> None:
+    def __init__(self, deltas: bool = False) -> None:
         self.outputs: list[Bundle] = []
         self.updates: list[int] = []
+        self.deltas = deltas
 
     def show(self, bundle: Bundle, stale: Bundle | None = None) -> Handle:
         index = len(self.outputs)
@@ -93,7 +115,7 @@ class RecordingOutput:
         outer = self
 
         class _H:
-            def update(self, b: Bundle, stale: Bundle | None = None) -> None:
+            def update(self, b: Bundle, stale: Bundle | None = None, kept: Bundle | None = None) -> None:
                 outer.outputs[index] = dict(b)
                 outer.updates[index] += 1
 
@@ -136,26 +158,37 @@ class _Stream:
     """One Markdown display updated in place while its text streams.
 
     ``bundle`` renders the text so far (the answer's Markdown, or the Thinking card).
-    Jupyter's display updates replace the whole output, so each update re-sends the
-    text so far; two rules keep that from growing with the square of the answer:
+    Jupyter's display updates replace the whole output, so an update that re-sends the
+    text so far grows with the answer. Two ways keep the bytes from growing with its
+    square:
 
-    - updates come at most ``max_rate`` times a second, and the rate falls as the
-      answer grows: after an update of N bytes the next waits at least
+    - ``deltas`` (a front that renders them is connected: the lab extension): each live
+      update carries only the text appended since the last one, as ``STREAM_MIME``
+      ``{"at": offset, "text": appended}``, at most ``DELTA_RATE`` times a second and, for
+      a long answer, when ``DELTA_MIN_CHARS`` are new or a second has passed; the
+      extension appends it as plain text (never markup, TRUST-1). A page reloaded
+      mid-stream gets the whole text so far once (``kept``: live_outputs.py).
+    - otherwise updates come at most ``max_rate`` times a second, and the rate falls as
+      the answer grows: after an update of N bytes the next waits at least
       N / ``LIVE_BYTES_PER_SECOND`` seconds (a 10 KB answer updates ~3 times a second,
-      a 100 KB one every ~3 s), so the bytes sent while streaming are bounded by that
-      rate whatever the token rate;
-    - a live update carries only the rendered ``text/html`` (what a notebook shows);
-      :meth:`finish` sends the whole bundle once, ``text/plain`` included, so the final
-      output is exactly what ``bundle`` renders (sanitized as always, TRUST-1).
+      a 100 KB one every ~3 s); a live update carries only the rendered ``text/html``.
+
+    Either way :meth:`finish` sends the whole bundle once, so the final output is
+    exactly the HTML ``bundle`` renders (sanitized as always, TRUST-1); with deltas, an
+    answer's ``text/plain`` is then only a preview (``html_answer_bundle``).
     """
 
     def __init__(self, output: Output, max_rate: float, clock: Callable[[], float],
-                 bundle: Callable[[str], Bundle] = markdown_bundle):
+                 bundle: Callable[[str], Bundle] = markdown_bundle, deltas: bool = False):
         self.output = output
         self.bundle = bundle
+        self.deltas = deltas
         self.interval = 1.0 / max_rate if max_rate > 0 else 0.0
+        if deltas and max_rate > 0:
+            self.interval = max(self.interval, 1.0 / DELTA_RATE)
         self.clock = clock
         self._text = _Joined()
+        self.length = 0  # characters so far (without joining them)
         self.handle: Handle | None = None
         self.shown = ""
         self.last = 0.0
@@ -171,19 +204,30 @@ class _Stream:
 
     def add(self, delta: str) -> None:
         self._text.add(delta)
+        self.length += len(delta)
         now = self.clock()
         if self.handle is None:
-            self.handle = self.output.show(self.bundle(self.text))
+            self.handle = self.output.show(delta_bundle(0, self.text) if self.deltas else self.bundle(self.text))
             self.shown, self.last = self.text, now
+            self.partial = self.deltas
             return
-        if now - self.last >= self.wait:
+        wait = self._delta_wait() if self.deltas else self.wait
+        elapsed = now - self.last
+        if elapsed >= wait or (self.deltas and elapsed >= self.interval
+                               and self.length - len(self.shown) >= DELTA_MIN_CHARS):
             self.flush()
         elif self.timer is None:
             try:
                 loop = asyncio.get_running_loop()
             except RuntimeError:
                 return  # no loop: the next delta or finish() flushes
-            self.timer = loop.call_later(self.wait - (now - self.last), self.flush)
+            self.timer = loop.call_later(wait - elapsed, self.flush)
+
+    def _delta_wait(self) -> float:
+        """The longest a delta update waits for ``DELTA_MIN_CHARS``: ``interval`` for a
+        short answer, up to ``DELTA_MAX_WAIT`` as it grows (each update's envelope is
+        then a small part of what it carries)."""
+        return min(DELTA_MAX_WAIT, max(self.interval, self.length / DELTA_SLOWDOWN_CHARS))
 
     def _cancel(self) -> None:
         if self.timer is not None:
@@ -191,8 +235,16 @@ class _Stream:
             self.timer = None
 
     def flush(self) -> None:
-        """A live update: the text so far, as the rendered HTML only."""
+        """A live update: the appended text (``deltas``), else the text so far as the
+        rendered HTML only."""
         self._cancel()
+        if self.handle is not None and self.deltas:
+            text, sent = self.text, len(self.shown)
+            if len(text) > sent:
+                self.handle.update(delta_bundle(sent, text[sent:]), kept=delta_bundle(0, text))
+                self.shown, self.last = text, self.clock()
+                self.updates += 1
+            return
         if self.handle is not None and self.text != self.shown:
             live = live_bundle(self.bundle(self.text))
             self.handle.update(live)
@@ -207,10 +259,19 @@ class _Stream:
         self._cancel()
         if self.handle is None:
             return
+        if final is None and self.deltas and self.bundle is markdown_bundle:
+            final = html_answer_bundle(self.text)  # the answer once, as HTML
         if final is not None or self.partial or self.text != self.shown:
             self.handle.update(final if final is not None else self.bundle(self.text))
             self.shown, self.partial = self.text, False
             self.updates += 1
+
+
+def delta_bundle(at: int, text: str) -> Bundle:
+    """A live update of a streamed answer as appended text (``_Stream`` with deltas):
+    ``text`` goes at character ``at`` of the answer so far (0: the whole text so far).
+    The short ``text/plain`` is for a front without the lab extension."""
+    return {STREAM_MIME: {"at": at, "text": text}, "text/plain": "Answering…"}
 
 
 def live_bundle(bundle: Bundle) -> Bundle:
@@ -276,7 +337,8 @@ class Renderer:
         self._end_thinking()
         if isinstance(event, TextDelta):
             if self._stream is None:
-                self._stream = _Stream(self.output, self.max_rate, self.clock)
+                self._stream = _Stream(self.output, self.max_rate, self.clock,
+                                       deltas=bool(getattr(self.output, "deltas", False)))
             self._stream.add(event.text)
             self._answer.add(event.text)
             return

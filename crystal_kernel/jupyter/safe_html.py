@@ -205,3 +205,20 @@ def markdown_bundle(text: str) -> dict[str, str]:
     """An answer as an output bundle: the cleaned HTML and the raw text. No
     ``text/markdown``: a front that renders it would trust whatever HTML it holds."""
     return {"text/plain": text, "text/html": markdown_html(text)}
+
+
+#: An answer longer than this keeps only a preview in ``text/plain`` in :func:`html_answer_bundle`.
+PREVIEW_CHARS = 200
+
+
+def html_answer_bundle(text: str) -> dict[str, str]:
+    """An answer for a front that shows HTML (JupyterLab with Crystal's extension): the
+    same cleaned HTML as :func:`markdown_bundle`, and, for a long answer, a ``text/plain``
+    that is a short preview ending with ``ANSWER_IN_HTML`` instead of a second copy of
+    the answer (readers take the text from the HTML: core/html_text.py)."""
+    from crystal_kernel.core.html_text import ANSWER_IN_HTML
+
+    bundle = markdown_bundle(text)
+    if len(text) > PREVIEW_CHARS + len(ANSWER_IN_HTML):
+        bundle["text/plain"] = text[:PREVIEW_CHARS].rstrip() + " … " + ANSWER_IN_HTML
+    return bundle

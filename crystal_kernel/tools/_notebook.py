@@ -20,6 +20,7 @@ from typing import Any
 
 from crystal_kernel.core.errors import ToolError
 from crystal_kernel.core.fsutil import atomic_write_text
+from crystal_kernel.core.html_text import ANSWER_IN_HTML, html_text
 from crystal_kernel.core.messages import ImagePart
 from crystal_kernel.tools.images import MAX_IMAGE_BYTES, MAX_IMAGES, sniff_image_type
 
@@ -262,7 +263,11 @@ def output_lines(output: dict[str, Any], images: list[ImagePart], attach: bool |
     label = "result" if kind == "execute_result" else "display"
     for mime in ("text/markdown", "text/plain"):
         if mime in data:
-            out += [f"→ {label} ({mime}):", clip(strip_ansi(joined(data[mime])).rstrip("\n"))]
+            text = joined(data[mime])
+            if mime == "text/plain" and text.rstrip().endswith(ANSWER_IN_HTML) and "text/html" in data:
+                # A Crystal answer kept once, as its HTML (render.py): read its text there.
+                mime, text = "text/html", html_text(joined(data["text/html"]))
+            out += [f"→ {label} ({mime}):", clip(strip_ansi(text).rstrip("\n"))]
             break
     for mime, value in data.items():
         if mime.startswith("image/"):

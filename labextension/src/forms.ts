@@ -249,7 +249,8 @@ async function checkLive(panel: NotebookPanel): Promise<void> {
       };
       // No such target (the kernel never loaded Crystal): nothing of Crystal is live.
       comm.onClose = () => finish(new Set<string>());
-      comm.open({});
+      // streamDeltas: this page renders answers streamed as appended text (stream.ts).
+      comm.open({ streamDeltas: true });
     } catch (error) {
       console.warn('Crystal: cannot ask the kernel what is live', error);
       finish(null);

@@ -342,3 +342,57 @@ def test_reload_of_a_never_saved_notebook_brings_the_running_cell_back(page, lab
     make_notebook(lab, "unsaved.ipynb", "crystal")
     open_notebook(page, lab, "unsaved.ipynb", "crystal")
     reload_unsaved_and_answer(page, lab, "unsaved.ipynb", "Ask me, then survive a reload", "unsaved-reload")
+
+
+STREAM_WORDS = 2500
+
+
+def streamed_answer() -> str:
+    head = "Start of the streamed answer.\n\n"
+    body = "".join(("\n\n" if i and i % 100 == 0 else "") + " word" for i in range(STREAM_WORDS))
+    return head + body + "\n\nEnd of the **streamed** answer."
+
+
+def test_reload_while_an_answer_streams_shows_the_whole_text_so_far_then_the_rendered_answer(page, lab):
+    """FORM-2 and TRUST-1: while a long answer streams, the cell shows its text flowing
+    (appended, as plain text); a page reloaded mid-stream shows the whole text so far
+    again (not only what arrived after the reload), the text keeps flowing, and the end
+    of the turn replaces it with the rendered Markdown."""
+    make_notebook(lab, "stream-reload.ipynb", "crystal")
+    open_notebook(page, lab, "stream-reload.ipynb", "crystal")
+    text = streamed_answer()
+    lab.server.add({"text": text, "chunk": 5, "delay": 0.004})  # ~2,500 events: 10 s or more
+    editor = page.locator(f"{NB} .jp-Cell .cm-content").last
+    editor.click()
+    page.keyboard.type("Stream a long answer through a reload", delay=DELAY)
+    page.keyboard.press("Control+s")  # the cell is saved; its outputs will not be
+    page.wait_for_timeout(1000)
+    page.keyboard.press("Shift+Enter")
+    streaming = page.locator(f"{NB} .jp-Cell .jp-crystal-streaming").first
+    streaming.wait_for(timeout=60_000)
+    page.wait_for_function("() => { const e = document.querySelector('.jp-crystal-streaming');"
+                           " return !!e && e.textContent.length > 2000; }", timeout=60_000)
+    before = len(streaming.text_content() or "")
+    shoot(page, "stream-before-reload")
+    page.on("dialog", lambda dialog: dialog.accept())
+    page.reload()
+    page.wait_for_function(READY.replace("k.status === 'idle'", "true"), arg="crystal", timeout=90_000)
+    cell = page.locator(f"{NB} .jp-Cell", has_text="Stream a long answer through a reload").first
+    again = cell.locator(".jp-crystal-streaming")
+    try:
+        again.wait_for(timeout=60_000)
+        seen = again.text_content() or ""
+        # The whole text so far, from its start: more than before the reload.
+        assert seen.startswith("Start of the streamed answer."), seen[:80]
+        assert len(seen) >= before
+        shoot(page, "stream-after-reload")
+        answer = cell.locator(".crystal-answer strong", has_text="streamed")
+        answer.wait_for(timeout=90_000)
+    except Exception:
+        shoot(page, "FAILED-stream-reload")
+        raise
+    assert cell.locator(".jp-crystal-streaming").count() == 0
+    shown = cell.locator(".crystal-answer").first.inner_text()
+    assert shown.split() == text.replace("**", "").split()
+    assert "Stream a long answer through a reload" in json.dumps(lab.server.bodies("chat")[-1]["messages"])
+    shoot(page, "stream-after-reload-rendered")

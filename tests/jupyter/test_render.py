@@ -176,3 +176,67 @@ def test_stream_updates_slow_down_as_the_answer_grows_and_the_final_bundle_is_wh
     assert 5 <= len(live) < 40
     # the last live updates are seconds apart (each waits its own size / the byte rate)
     assert len(live[-1]["text/html"]) / LIVE_BYTES_PER_SECOND > 1
+
+
+def test_stream_deltas_carry_only_the_appended_text_and_the_final_bundle_is_whole():
+    """With a front that renders them (the lab extension), live updates of an answer
+    carry only the text appended since the last one (at most DELTA_RATE a second), so
+    the bytes sent while it streams are its length plus a small envelope per update,
+    whatever its size; the final update is the same sanitized rendering as ever
+    (TRUST-1)."""
+    from crystal_kernel.core.html_text import ANSWER_IN_HTML, answer_text
+    from crystal_kernel.jupyter.render import DELTA_RATE, STREAM_MIME
+    from crystal_kernel.jupyter.safe_html import markdown_bundle
+
+    sent: list[dict] = []
+    shown_again: list[dict | None] = []
+
+    class Log(RecordingOutput):
+        def show(self, bundle, stale=None):
+            sent.append(dict(bundle))
+            handle = super().show(bundle, stale)
+
+            class _H:
+                def update(self, b, stale=None, kept=None):
+                    sent.append(dict(b))
+                    shown_again.append(kept)
+                    handle.update(b, stale)
+
+            return _H()
+
+    out, clock = Log(deltas=True), Clock()
+    r = Renderer(out, clock=clock, max_rate=15)
+    r.start(None)
+    piece = "word <b>x</b> " * 10
+    for i in range(2000):  # 280 KB over 20 simulated seconds
+        clock.now = i / 100
+        r.handle(TextDelta(text=piece))
+    r.handle(TurnEnd(session_id="s", stop_reason="end_turn"))
+    live, final = sent[:-1], sent[-1]
+    whole = piece * 2000
+    # The final output: the same sanitized HTML as ever, and the text not a second time.
+    assert final["text/html"] == markdown_bundle(whole)["text/html"]
+    assert "<b>" not in final["text/html"] and "&lt;b&gt;" in final["text/html"]
+    assert final["text/plain"].startswith("word <b>x</b>") and final["text/plain"].endswith(ANSWER_IN_HTML)
+    assert len(final["text/plain"]) < 300
+    assert answer_text(final).startswith("word <b>x</b> word")
+    assert all(STREAM_MIME in b and "text/html" not in b for b in live)
+    # The pieces join into the whole text, each starting where the last one ended.
+    text = ""
+    for b in live:
+        delta = b[STREAM_MIME]
+        assert delta["at"] == len(text)
+        text += delta["text"]
+    assert text == whole[:len(text)] and len(text) > len(whole) - 2 * len(piece) * 100 // DELTA_RATE
+    assert len(live) <= 20 * DELTA_RATE + 2
+    # What a reloaded page gets again is the whole text so far, not the last piece.
+    assert shown_again[-2][STREAM_MIME] == {"at": 0, "text": text}
+
+
+def test_stream_deltas_are_off_for_a_front_that_did_not_ask_for_them():
+    out, clock = RecordingOutput(), Clock()
+    r = Renderer(out, clock=clock, max_rate=15)
+    r.start(None)
+    r.handle(TextDelta(text="hello"))
+    r.handle(TurnEnd(session_id="s", stop_reason="end_turn"))
+    assert set(out.outputs[0]) == {"text/plain", "text/html"}

@@ -96,3 +96,25 @@ async def test_search_indexes_cell_sources_and_names_the_cells(workspace, ctx):
     assert "1. report.ipynb (cells 5)" in result.text
     none = await call("search", ctx, query="execution_count")
     assert "report.ipynb" not in none.text
+
+
+async def test_read_takes_a_long_answer_text_from_its_html(workspace, ctx):
+    """An answer shown in JupyterLab keeps its text once, as sanitized HTML (TRUST-1),
+    with a short text/plain preview: read gives the model the answer's text from the
+    HTML, Markdown marks for its structure, nothing of the markup."""
+    from crystal_kernel.jupyter.safe_html import html_answer_bundle
+
+    answer = ("## Plan\n\nFirst *read* the logs, then fix the parser.\n\n- step one\n- step two\n\n"
+              "```python\nparse(x < 2)\n```\n\n" + "More detail. " * 40 + "\n\nThe last line.")
+    bundle = html_answer_bundle(answer)
+    assert len(bundle["text/plain"]) < 300
+    nb = analysis_notebook()
+    nb.cells.append(new_code_cell("Plan the fix", outputs=[
+        new_output("display_data", data=bundle, metadata={"crystal": {"display": "d1"}})]))
+    write(workspace / "answer.ipynb", nb)
+    result = await call("read", ctx, path="answer.ipynb", offset=6)
+    assert result.ok, result.text
+    assert "→ display (text/html):\n## Plan\n\nFirst read the logs, then fix the parser.\n\n- step one\n- step two" \
+        in result.text
+    assert "```python\nparse(x < 2)\n```" in result.text and "The last line." in result.text
+    assert "<p>" not in result.text and "crystal-answer" not in result.text
