@@ -6,10 +6,11 @@ The kernel and the ``%crystal`` magics both pass :class:`IPythonOutput`; tests m
 :class:`RecordingOutput`. The renderer never imports IPython itself.
 
 What a turn shows, in order: a status line (updated with the token count), the answer
-as Markdown (one display per text segment, updated in place at most ``max_rate`` times
-a second whatever the token rate, less often as it grows: :class:`_Stream`), a card per tool call (running, approval, result),
-images as image outputs, notes, errors, and a closing line when the turn was
-interrupted or failed.
+as Markdown (one display per text segment, updated in place while it streams with only
+the appended text when the lab extension renders it, else at most ``max_rate`` times a
+second and less often as it grows: :class:`_Stream`), a card per tool call (running,
+approval, result), images as image outputs, notes, errors, and a closing line when the
+turn was interrupted or failed.
 """
 
 from __future__ import annotations
