@@ -27,6 +27,7 @@ from typing import Any
 from crystal_kernel.core.errors import UserError
 from crystal_kernel.core.events import Note
 from crystal_kernel.core.messages import ImagePart, Message, TextPart, ToolCallPart, ToolResultPart
+from crystal_kernel.core.prefix import PrefixFold
 from crystal_kernel.host.sidecall import SideCallError, complete_text, is_person_prompt, render_conversation
 
 # Share of the window the kept recent messages may take.
@@ -132,12 +133,17 @@ def message_tokens(message: Message) -> int:
 _schema_size = _IdentityCache(_text_size, 1024)
 
 
+# The messages' total of the last request, kept for its unchanged prefix: the step before
+# a request adds only its new messages instead of walking the whole transcript.
+_transcript_tokens = PrefixFold(lambda total, message: total + message_tokens(message), 0)
+
+
 def estimate_tokens(request: Any) -> int:
     """A rough size of a request: about four characters per token, images flat."""
     chars = len(request.system or "")
     for spec in request.tools or []:
         chars += len(spec.name) + len(spec.description) + _schema_size(spec.input_schema)
-    return chars // CHARS_PER_TOKEN + sum(message_tokens(m) for m in request.messages)
+    return chars // CHARS_PER_TOKEN + _transcript_tokens(request.messages)
 
 
 def context_window(session: Any) -> int:

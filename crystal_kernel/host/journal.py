@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import errno
 import json
+import operator
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -434,4 +435,4 @@ def _extends(current: list[Any], saved: list[Any]) -> bool:
         return False
     # The stored entries (a MessageLog's unread lines stay unread; their placeholders
     # keep their identity once read).
-    return all(a is b for a, b in zip(list.__iter__(current), list.__iter__(saved)))
+    return not any(map(operator.is_not, list.__iter__(current), list.__iter__(saved)))

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
 from crystal_kernel.core.messages import Message
+from crystal_kernel.core.prefix import PrefixFold
 from crystal_kernel.core.tool_types import ToolSpec
 
 
@@ -112,14 +113,21 @@ class Provider(Protocol):
 def refuse_text_tools(request: ModelRequest) -> None:
     """MODE-6: adapters refuse text-input tools and text tool calls in history."""
     from crystal_kernel.core.errors import NotSupported
-    from crystal_kernel.core.messages import ToolCallPart
 
     for spec in request.tools:
         if spec.input_kind != "json":
             raise NotSupported(f"Tool '{spec.name}' takes text input, which no provider maps.")
-    for message in request.messages:
-        for part in message.parts:
-            if isinstance(part, ToolCallPart) and part.input_kind != "json":
-                raise NotSupported(
-                    f"The transcript holds a text tool call to '{part.name}', which no provider maps."
-                )
+    _text_calls_refused(request.messages)
+
+
+def _refuse_text_calls(_: None, message: Message) -> None:
+    from crystal_kernel.core.errors import NotSupported
+    from crystal_kernel.core.messages import ToolCallPart
+
+    for part in message.parts:
+        if isinstance(part, ToolCallPart) and part.input_kind != "json":
+            raise NotSupported(f"The transcript holds a text tool call to '{part.name}', which no provider maps.")
+
+
+# The messages already checked (a refused one is not kept): each step checks the new ones.
+_text_calls_refused = PrefixFold(_refuse_text_calls, None)

@@ -154,26 +154,15 @@ def paired(messages: list[Message]) -> list[Message]:
     out: list[Message] = []
     for index, message in enumerate(pending):
         if message.role == "user":
-            previous = out[-1] if out else None
-            asked = {c.id for c in previous.tool_calls()} if previous and previous.role == "assistant" else set()
-            keep = [p for p in message.parts if not isinstance(p, ToolResultPart) or p.call_id in asked]
-            if len(keep) != len(message.parts):
-                message = message.model_copy(update={"parts": keep})
+            message = orphan_results_dropped(message, out[-1] if out else None)
             if message.parts:
                 out.append(message)
             continue
         out.append(message)
-        calls = message.tool_calls()
-        if not calls:
-            continue
         following = pending[index + 1] if index + 1 < len(pending) else None
         if following is not None and following.role != "user":
             following = None
-        answered = {r.call_id for r in following.tool_results()} if following is not None else set()
-        missing: list[ToolResultPart] = [
-            ToolResultPart(call_id=c.id, name=c.name, ok=False, text=INTERRUPTED_CALL)
-            for c in calls if c.id not in answered
-        ]
+        missing = missing_results(message, following)
         if not missing:
             continue
         if following is not None:
@@ -181,6 +170,25 @@ def paired(messages: list[Message]) -> list[Message]:
         else:
             out.append(Message(role="user", parts=list(missing)))
     return out
+
+
+def orphan_results_dropped(message: Message, previous: Message | None) -> Message:
+    """A user message without the results that answer no call of ``previous`` (the
+    message before it as sent): itself when there are none, else a copy."""
+    asked = {c.id for c in previous.tool_calls()} if previous and previous.role == "assistant" else set()
+    keep = [p for p in message.parts if not isinstance(p, ToolResultPart) or p.call_id in asked]
+    return message if len(keep) == len(message.parts) else message.model_copy(update={"parts": keep})
+
+
+def missing_results(message: Message, following: Message | None) -> list[ToolResultPart]:
+    """Failed results for the calls of ``message`` that ``following`` (the user message
+    after it, or None) does not answer."""
+    calls = message.tool_calls()
+    if not calls:
+        return []
+    answered = {r.call_id for r in following.tool_results()} if following is not None else set()
+    return [ToolResultPart(call_id=c.id, name=c.name, ok=False, text=INTERRUPTED_CALL)
+            for c in calls if c.id not in answered]
 
 
 def result_text(part: ToolResultPart) -> str:

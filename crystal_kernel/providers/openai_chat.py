@@ -39,6 +39,7 @@ from crystal_kernel.providers.base import (
 )
 from crystal_kernel.providers.common import omitted_images, paired, result_text
 from crystal_kernel.providers.sdk import SDKProvider, StreamReader
+from crystal_kernel.providers.wire_cache import JsonArray, PairedWire, encode_body, to_json
 
 OPENAI_URL = "https://api.openai.com/v1"
 # What the SDK's own create() passes for these endpoints: the API key as a bearer token.
@@ -61,11 +62,13 @@ def chat_messages(request: ModelRequest, images: bool) -> list[dict[str, Any]]:
     if request.system:
         out.append({"role": "system", "content": request.system})
     for message in paired(request.messages):
-        if message.role == "assistant":
-            out.append(_assistant(message))
-        else:
-            out.extend(_user(message, images))
+        out.extend(chat_entries(message, images))
     return out
+
+
+def chat_entries(message: Message, images: bool) -> list[dict[str, Any]]:
+    """One (paired) transcript message as Chat Completions messages."""
+    return [_assistant(message)] if message.role == "assistant" else _user(message, images)
 
 
 def _assistant(message: Message) -> dict[str, Any]:
@@ -135,16 +138,21 @@ def chat_tools(request: ModelRequest) -> list[dict[str, Any]]:
                                               "parameters": t.input_schema}} for t in request.tools]
 
 
-async def post_stream(client: AsyncOpenAI, path: str, body: dict[str, Any], cast_to: type, stream_cls: type) -> Any:
-    """POST ``body`` as it is and return the SDK's event stream.
+async def post_stream(client: AsyncOpenAI, path: str, body: dict[str, Any] | bytes, cast_to: type,
+                      stream_cls: type) -> Any:
+    """POST ``body`` as it is (a dict, or its JSON bytes) and return the SDK's event stream.
 
     ``create()`` first re-walks the whole body against the SDK's TypedDict parameter
     types (``openai/_utils/_transform.py``) on every request: with the full transcript
     sent each time, that made a turn 5x slower by turn 300. Our bodies are plain JSON
     built here, so they skip that step; everything after it is the same as in
     ``create()``: the client's HTTP connection pool, auth headers, error types and SSE
-    parsing into the SDK's event models.
+    parsing into the SDK's event models. Bytes go as the request's content, with the
+    same ``Content-Type: application/json`` header.
     """
+    if isinstance(body, bytes):
+        return await client.post(path, content=body, cast_to=cast_to, options=SDK_OPTIONS, stream=True,
+                                 stream_cls=stream_cls)
     return await client.post(path, body=body, cast_to=cast_to, options=SDK_OPTIONS, stream=True,
                              stream_cls=stream_cls)
 
@@ -158,10 +166,25 @@ class OpenAIChatProvider(SDKProvider):
     def make_client(self, *, api_key: str, base_url: str, timeout: float) -> AsyncOpenAI:
         return AsyncOpenAI(api_key=api_key, base_url=base_url, max_retries=0, timeout=timeout)
 
+    # The transcript's wire form, kept between requests (providers/wire_cache.py).
+    _wire: PairedWire | None = None
+    _wire_images: bool | None = None
+    # The last body's messages list and its JSON text, for open_stream.
+    _encoded: JsonArray | None = None
+
     def body(self, request: ModelRequest) -> dict[str, Any]:
-        """The request body (without ``stream``)."""
-        body: dict[str, Any] = {"model": request.model or self.model,
-                                "messages": chat_messages(request, self.capabilities.images)}
+        """The request body (without ``stream``); the same as ``chat_messages`` gives,
+        with the transcript's part converted once per message (wire_cache.py)."""
+        images = self.capabilities.images
+        if self._wire is None or self._wire_images != images:
+            self._wire, self._wire_images = PairedWire(lambda m: chat_entries(m, images)), images
+        messages, chunks = self._wire(request.messages)
+        if request.system:
+            system = {"role": "system", "content": request.system}
+            messages = [system, *messages]
+            chunks = [("," + to_json(system)).encode(), *chunks]
+        self._encoded = JsonArray(messages, chunks)
+        body: dict[str, Any] = {"model": request.model or self.model, "messages": messages}
         tools = chat_tools(request)
         if tools:
             body["tools"] = tools
@@ -173,9 +196,15 @@ class OpenAIChatProvider(SDKProvider):
             body["reasoning_effort"] = request.reasoning_effort
         return body
 
-    async def open_stream(self, body: dict[str, Any]) -> Any:
+    def payload(self, body: dict[str, Any]) -> bytes:
+        """The streamed body's JSON, as the SDK would encode it, with the kept text of
+        the transcript when ``body`` is the last one :meth:`body` made."""
         streamed = {**body, "stream": True, "stream_options": {"include_usage": True}}
-        return await post_stream(self.client, "/chat/completions", streamed, ChatCompletion,
+        return encode_body(streamed, {"messages": self._encoded} if self._encoded is not None else {})
+
+    async def open_stream(self, body: dict[str, Any] | bytes) -> Any:
+        payload = body if isinstance(body, bytes) else self.payload(body)
+        return await post_stream(self.client, "/chat/completions", payload, ChatCompletion,
                                  AsyncStream[ChatCompletionChunk])
 
     def reader(self, request: ModelRequest) -> ChatReader:

@@ -105,8 +105,14 @@ class SDKProvider:
         """The request body (without ``stream``)."""
         raise NotImplementedError
 
-    async def open_stream(self, body: dict[str, Any]) -> Any:
-        """Send ``body`` as a streamed request; the SDK's async event stream."""
+    def payload(self, body: dict[str, Any]) -> Any:
+        """What :meth:`open_stream` sends for ``body``, made once per request (retries
+        reuse it): the body itself, unless an adapter encodes it here."""
+        return body
+
+    async def open_stream(self, body: Any) -> Any:
+        """Send ``body`` (what :meth:`payload` made) as a streamed request; the SDK's
+        async event stream."""
         raise NotImplementedError
 
     def reader(self, request: ModelRequest) -> StreamReader:
@@ -116,8 +122,8 @@ class SDKProvider:
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamItem]:
         """Stream one reply. Cancelling the consumer closes the HTTP stream."""
         refuse_text_tools(request)
-        body = self.body(request)
-        events = await with_retries(lambda: self.open_stream(body), self.endpoint, self.retry, self.timeout)
+        payload = self.payload(self.body(request))
+        events = await with_retries(lambda: self.open_stream(payload), self.endpoint, self.retry, self.timeout)
         reader = self.reader(request)
         try:
             async for event in idle_bounded(events, self.timeout, self.endpoint):

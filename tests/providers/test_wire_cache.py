@@ -1,0 +1,76 @@
+"""The transcript's wire form kept between requests (providers/wire_cache.py) is what
+converting the whole transcript again gives, whatever happens to the transcript between
+two requests (growth, interrupted calls, orphan results, compaction's replacement), and
+the body bytes are exactly the SDK's own encoding (PROV-1 wire shape unchanged)."""
+
+from __future__ import annotations
+
+import json
+import random
+
+from openai._utils._json import openapi_dumps
+
+from crystal_kernel.core.messages import Message, TextPart, ToolCallPart, ToolResultPart
+from crystal_kernel.core.prefix import PrefixFold, common_prefix
+from crystal_kernel.providers.base import ModelRequest
+from crystal_kernel.providers.openai_chat import chat_entries, chat_messages
+from crystal_kernel.providers.wire_cache import JsonArray, PairedWire, encode_body
+
+
+def _message(rng: random.Random, i: int) -> Message:
+    r = rng.random()
+    if r < 0.3:
+        return Message.user_text(f"u{i} ü \"q\"\t")
+    if r < 0.55:  # calls whose ids may or may not be answered next
+        calls = [ToolCallPart(id=f"c{rng.randint(0, 30)}", name="read", arguments={"p": i})
+                 for _ in range(rng.randint(0, 2))]
+        return Message(role="assistant", parts=[TextPart(text=f"a{i}"), *calls])
+    if r < 0.85:  # results, some answering no call (dropped when sent)
+        return Message(role="user", parts=[ToolResultPart(call_id=f"c{rng.randint(0, 30)}", name="read",
+                                                          ok=rng.random() < 0.5, text=f"r{i} ✓")
+                                           for _ in range(rng.randint(1, 2))])
+    return Message(role="assistant", parts=[TextPart(text=f"t{i}")])
+
+
+def test_kept_wire_form_equals_converting_the_whole_transcript_each_time() -> None:
+    rng = random.Random(7)
+    for _ in range(120):
+        wire = PairedWire(lambda m: chat_entries(m, False))
+        messages: list[Message] = []
+        for _ in range(25):
+            op = rng.random()
+            if op < 0.7 or not messages:
+                messages = messages + [_message(rng, len(messages)) for _ in range(rng.randint(1, 3))]
+            elif op < 0.85:  # compaction-like: a shorter transcript
+                messages = messages[: rng.randint(0, len(messages))]
+            else:  # one message replaced
+                k = rng.randint(0, len(messages) - 1)
+                messages = [*messages[:k], _message(rng, k), *messages[k + 1:]]
+            entries, chunks = wire(messages)
+            expected = chat_messages(ModelRequest(model="m", system="", messages=messages, tools=[]), False)
+            assert entries == expected
+            assert json.loads(b"".join(JsonArray(entries, chunks).pieces())) == expected
+            body = {"model": "m", "messages": entries, "max_tokens": 5, "other": [1.5, None, "é"]}
+            assert encode_body(body, {"messages": JsonArray(entries, chunks)}) == openapi_dumps(body)
+
+
+def test_a_list_that_is_not_the_kept_one_is_encoded_whole() -> None:
+    body = {"messages": [{"role": "user", "content": "fresh"}]}
+    stale = JsonArray([{"role": "user", "content": "stale"}], [b',{"role":"user","content":"stale"}'])
+    assert encode_body(body, {"messages": stale}) == openapi_dumps(body)
+    assert encode_body({}, {}) == openapi_dumps({})
+
+
+def test_prefix_fold_adds_only_what_is_new_and_forgets_what_changed() -> None:
+    calls: list[int] = []
+
+    def step(total: int, item: list[int]) -> int:
+        calls.append(item[0])
+        return total + item[0]
+
+    a, b, c, d = [1], [2], [3], [4]
+    fold = PrefixFold(step, 0)
+    assert fold([a, b, c]) == 6 and calls == [1, 2, 3]
+    assert fold([a, b, c, d]) == 10 and calls == [1, 2, 3, 4]
+    assert fold([a, d]) == 5 and calls[-1] == 4 and len(calls) == 5
+    assert common_prefix([a, b], [a, [2]]) == 1 and common_prefix([a], [a, b]) == 1
