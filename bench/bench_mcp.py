@@ -50,7 +50,9 @@ async def _direct(action):
             async with ClientSession(read, write) as client:
                 await client.initialize()
                 await client.list_tools()
-            return await action(client)
+                # Inside the session: once its block ends the SDK closes the connection
+                # (every request after that fails with "Connection closed").
+                return await action(client)
 
 
 async def _calls(rounds: int) -> tuple[float, float]:

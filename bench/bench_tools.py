@@ -4,7 +4,8 @@ Rows:
 - grep: the grep tool (ripgrep + parsing, sorting, formatting) against the `rg` binary run
   directly with the same search. Target: within 1.3x.
 - glob: the glob tool (`rg --files`, glob filter, stat, newest-first sort) for `**/*.py`.
-  Reference: `rg --files` alone. Target: under 1 s.
+  Reference: `rg --files --glob '**/*.py'` (the same filter). Target: within 2x, and
+  under 1 s.
 - search first build: indexing the whole tree from nothing. Reference: one `rg` pass for
   the query words over the tree. Target: under 60 s.
 - search warm query: a query on the built, unchanged index. Reference: `rg` for the same
@@ -149,10 +150,12 @@ def main() -> list[dict]:
                                     if "many" in label else
                                     "the tool's own start, parsing and sort on top of the same rg run")
 
+        # The reference lists with the same filter (rg's own --glob; it overrides .gitignore,
+        # which this tree's ignored entries do not reach), so both print the 12,500 matches.
         ours, ref = paired(lambda: tool("glob", pattern="**/*.py"),
-                           lambda: subprocess.run([rg, *RG_BASE_FLAGS, "--files", str(root)],
+                           lambda: subprocess.run([rg, *RG_BASE_FLAGS, "--files", "--glob", "**/*.py", str(root)],
                                                   capture_output=True, check=True))
-        rows.append(row("glob **/*.py, 50k files", ours, ref, "s", {"ours_max": 1.0}))
+        rows.append(row("glob **/*.py, 50k files", ours, ref, "s", {"ratio_max": 2.0, "ours_max": 1.0}))
 
         query = "retry backoff connection reset"
         rg_query = ["-e", "retry", "-e", "backoff", "-e", "connection", "-e", "reset"]

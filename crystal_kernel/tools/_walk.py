@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -147,29 +148,54 @@ def _walk(folder: Path, stack: list[IgnoreFile], depth: int, max_depth: int | No
             yield path, False, depth
 
 
-async def list_relative(root: Path, *, use_rg: bool = True) -> list[str]:
+class FileListing:
     """Every file below ``root`` that the walking rules keep, as POSIX paths relative to
-    ``root`` (no ``Path`` objects: a 50,000-file listing is handled as plain strings).
-    Unordered."""
-    import asyncio
+    ``root`` (plain strings: a 50,000-file listing makes no ``Path`` objects), unordered.
 
-    rg = rg_binary() if use_rg else None
-    if rg is None:
-        prefix = len(str(root)) + 1
-        return await asyncio.to_thread(
-            lambda: [str(p)[prefix:].replace(os.sep, "/") for p, _, _ in walk(root)])
-    # Run in ``root`` with no path argument: rg prints paths relative to it, unprefixed.
-    proc = await asyncio.create_subprocess_exec(
-        rg, *RG_BASE_FLAGS, "--files", "--null", cwd=str(root),
-        stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.DEVNULL, start_new_session=True,
-    )
-    try:
-        out, _ = await proc.communicate()
-    except asyncio.CancelledError:
-        proc.kill()
-        raise
-    names = os.fsdecode(out).split("\0")
-    if names and not names[-1]:
-        names.pop()
-    return names
+    :meth:`batches` yields them as ``rg --files`` prints them, so a caller's work on one
+    batch overlaps rg's walk of the rest; it blocks (run it in a worker thread), and
+    :meth:`stop` (from any thread, e.g. a cancelled caller) kills rg so it ends at once."""
+
+    def __init__(self, root: Path, *, use_rg: bool = True) -> None:
+        self.root = root
+        self.rg = rg_binary() if use_rg else None
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._stopped = False
+
+    def batches(self) -> Iterator[list[str]]:
+        if self.rg is None:
+            prefix = len(str(self.root)) + 1
+            yield [str(p)[prefix:].replace(os.sep, "/") for p, _, _ in walk(self.root)]
+            return
+        # Run in ``root`` with no path argument: rg prints paths relative to it, unprefixed.
+        proc = self._proc = subprocess.Popen(
+            [self.rg, *RG_BASE_FLAGS, "--files", "--null"], cwd=str(self.root), stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, start_new_session=True)
+        if self._stopped:
+            self.stop()
+        assert proc.stdout is not None
+        out = proc.stdout.fileno()
+        pending = b""
+        try:
+            while chunk := os.read(out, 1 << 16):
+                data = pending + chunk
+                cut = data.rfind(b"\0")
+                if cut < 0:
+                    pending = data
+                    continue
+                pending = data[cut + 1 :]
+                # A NUL never falls inside a UTF-8 sequence: each batch decodes on its own.
+                yield os.fsdecode(data[:cut]).split("\0")
+            if pending:
+                yield [os.fsdecode(pending)]
+        finally:
+            self.stop()
+            proc.stdout.close()
+            proc.wait()
+
+    def stop(self) -> None:
+        self._stopped = True
+        proc = self._proc
+        if proc is not None and proc.poll() is None:
+            proc.kill()
+

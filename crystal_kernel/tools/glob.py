@@ -5,14 +5,15 @@ from __future__ import annotations
 import asyncio
 import os
 import re
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from pydantic import Field
 
-from crystal_kernel.core.access import is_credential_parts
+from crystal_kernel.core.access import CredentialCheck
 from crystal_kernel.core.errors import ToolError
 from crystal_kernel.tools._files import display_path
-from crystal_kernel.tools._walk import list_relative
+from crystal_kernel.tools._walk import FileListing
 from crystal_kernel.tools.base import Risk, Tool, ToolContext, ToolInput, ToolResult, truncate_output
 from crystal_kernel.tools.grep import compile_glob
 
@@ -33,42 +34,65 @@ def literal_suffix(pattern: str) -> str:
     return tail
 
 
+# ``*.py`` or ``**/*.py``: every listed path ending in the literal matches (``*`` is any
+# run without ``/``), so the suffix test alone decides.
+_SUFFIX_ONLY = re.compile(r"(?:\*\*/)?\*[^*?\[\]{}\\/]+")
+
+
+def _stat_some(fd: int, rels: list[str]) -> list[tuple[float, str]]:
+    """(-mtime, path) of each path relative to the folder ``fd``; vanished files left out."""
+    stat = os.stat
+    out = []
+    for rel in rels:
+        try:
+            out.append((-stat(rel, dir_fd=fd, follow_symlinks=False).st_mtime, rel))
+        except OSError:
+            continue
+    return out
+
+
 async def glob_files(root: Path, pattern: str, *, use_rg: bool = True,
-                     prefix: tuple[str, ...] = ()) -> list[tuple[float, str]]:
-    """Matching files as (mtime, path relative to ``root`` in POSIX form), newest first,
-    ties by path.
+                     prefix: tuple[str, ...] = ()) -> list[str]:
+    """Matching files as paths relative to ``root`` in POSIX form, newest first, ties by
+    path.
 
     Built for 50,000-file trees: the listing stays relative strings, the literal suffix
-    and then the (linear-time) glob regex filter it, and only matches are stat'ed.
-    ``prefix``: root's components below its allowed folder (the credential rules apply
-    to the path in that folder, TRUST-4)."""
-    regex = compile_glob(pattern)
+    and then the (linear-time) glob regex filter it, and only matches are stat'ed. Each
+    batch of rg's output is filtered as it arrives and its matches are stat'ed by two
+    worker threads (``stat`` releases the GIL), so the stats overlap rg's walk of the rest
+    instead of following it: one stat per match is needed to sort newest first.
+    ``prefix``: root's components below its allowed folder (the credential rules apply to
+    the path in that folder, TRUST-4)."""
+    simple = _SUFFIX_ONLY.fullmatch(pattern) is not None
+    regex = None if simple else compile_glob(pattern)
+    match = regex.match if regex is not None else None
     suffix = literal_suffix(pattern.rstrip("/"))
-    names = await list_relative(root, use_rg=use_rg)
+    is_credential = CredentialCheck(prefix)
+    listing = FileListing(root, use_rg=use_rg)
 
-    def stat_all() -> list[tuple[float, str]]:
-        match = regex.match if regex is not None else None
+    def find() -> list[str]:
         fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
-        stat = os.stat
-        out: list[tuple[float, str]] = []
         try:
-            for rel in names:
-                if suffix and not rel.endswith(suffix):
-                    continue
-                if match is not None and not match(rel):
-                    continue
-                if is_credential_parts(prefix + tuple(rel.split("/"))):
-                    continue
-                try:
-                    out.append((stat(rel, dir_fd=fd, follow_symlinks=False).st_mtime, rel))
-                except OSError:
-                    continue
+            with ThreadPoolExecutor(2, thread_name_prefix="glob-stat") as pool:
+                parts = []
+                for batch in listing.batches():
+                    if suffix:
+                        batch = [rel for rel in batch if rel.endswith(suffix)]
+                    if match is not None:
+                        batch = [rel for rel in batch if match(rel)]
+                    parts.append(pool.submit(_stat_some, fd, [rel for rel in batch if not is_credential(rel)]))
+                # (-mtime, path): a plain tuple sort gives newest first, ties by path.
+                found = [item for part in parts for item in part.result()]
         finally:
             os.close(fd)
-        out.sort(key=lambda item: (-item[0], item[1]))
-        return out
+        found.sort()
+        return [rel for _, rel in found]
 
-    return await asyncio.to_thread(stat_all)
+    try:
+        return await asyncio.to_thread(find)
+    except asyncio.CancelledError:
+        listing.stop()  # the worker thread then sees the end of rg's output
+        raise
 
 
 class GlobTool(Tool):
@@ -87,7 +111,7 @@ class GlobTool(Tool):
         if not found:
             return ToolResult(ok=True, text=f"No files match '{args.pattern}' in {display_path(root, ctx.workspace)}.")
         # Path objects only for what is shown: a match may be one of 50,000.
-        lines = [display_path(root / rel, ctx.workspace) for _, rel in found[:MAX_FILES]]
+        lines = [display_path(root / rel, ctx.workspace) for rel in found[:MAX_FILES]]
         text = "\n".join(lines)
         if len(found) > MAX_FILES:
             text += (
