@@ -4,9 +4,11 @@ commands (what a person reads in any front)."""
 from __future__ import annotations
 
 from datetime import datetime
+from typing import TYPE_CHECKING
 
-from crystal_kernel.jobs.buffer import LogChunk
-from crystal_kernel.jobs.job import JobInfo
+if TYPE_CHECKING:  # annotations only: the job machinery loads when a job starts
+    from crystal_kernel.jobs.buffer import LogChunk
+    from crystal_kernel.jobs.job import JobInfo
 
 COMMAND_WIDTH = 60
 

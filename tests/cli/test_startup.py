@@ -121,10 +121,11 @@ sys.argv = ['crystal', *sys.argv[1:]]
 sys.exit(main())
 """
 
-# Needed only once a tool stops a process tree, an MCP server is configured, or a front
+# Needed only once a tool stops a process tree or starts a job, an MCP server is configured, or a front
 # other than the terminal runs: none of it before the first request.
 NOT_BEFORE_FIRST_REQUEST = {"psutil", "httpx", "mcp", "aiohttp", "IPython", "ipykernel", "jupyter_client",
-                            "nbformat", "crystal_kernel.mcp.manager"}
+                            "nbformat", "crystal_kernel.mcp.manager", "crystal_kernel.jobs.manager",
+                            "crystal_kernel.jobs.job"}
 
 
 @pytest.mark.parametrize("provider", ["openai", "anthropic"])
