@@ -240,3 +240,46 @@ def test_allowed_once_line_shows_the_command_as_code_not_math():
                               risk="high", authority="person")
     html = ApprovalForm(request, lambda d: None).summary_bundle(PersonDecision(outcome="allow_once"))["text/html"]
     assert NO_MATH in html and "Allowed once: <code>bash echo $(date) $HOME</code>" in html
+
+
+def test_trust1_streamed_answer_deltas_carry_text_only_and_the_final_html_is_inert():
+    """With the lab extension's streamed answers (render.py, deltas), every live update of
+    a payload answer, and what a reloaded page gets again, carries the model's text only
+    under STREAM_MIME (which the extension shows as a text node), never as HTML or
+    Markdown; the final output is the sanitized rendering, inert."""
+    from crystal_kernel.jupyter.render import STREAM_MIME
+
+    sent: list[dict] = []
+
+    class Log(RecordingOutput):
+        def show(self, bundle, stale=None):
+            sent.append(dict(bundle))
+            handle = super().show(bundle, stale)
+
+            class _H:
+                def update(self, b, stale=None, kept=None):
+                    sent.append(dict(b))
+                    if kept is not None:
+                        sent.append(dict(kept))
+                    handle.update(b, stale)
+
+            return _H()
+
+    now = [0.0]
+    r = Renderer(Log(deltas=True), max_rate=1000, clock=lambda: now[0])
+    r.start(None)
+    text = ""
+    for payload in PAYLOADS * 3:
+        now[0] += 0.3  # past the update interval: each payload goes out in its own update
+        r.handle(TextDelta(text=payload + "\n\n"))
+        text += payload + "\n\n"
+    r.handle(TurnEnd(session_id="s", stop_reason="end_turn"))
+    r.close()
+    live, final = sent[:-1], sent[-1]
+    assert len(live) > len(PAYLOADS)
+    for bundle in live:
+        assert set(bundle) == {STREAM_MIME, "text/plain"}, bundle.keys()
+        assert "<" not in bundle["text/plain"]
+    assert max((b[STREAM_MIME]["text"] for b in live if b[STREAM_MIME]["at"] == 0), key=len) in text
+    assert_bundle_inert(final)
+    assert "crystal-answer" in final["text/html"]
