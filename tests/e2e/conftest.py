@@ -305,16 +305,25 @@ def browser():
         b.close()
 
 
-@pytest.fixture
-def page(browser, lab):
+@contextmanager
+def blank_page(browser) -> Iterator:
+    """A page in a fresh browser context (closed afterwards) that has loaded nothing yet."""
     context = browser.new_context(viewport={"width": 1400, "height": 900})
     page = context.new_page()
     page.set_default_timeout(20_000)
-    page.goto(f"{lab.url}lab?token={lab.token}")
-    page.wait_for_function("() => window.jupyterapp && window.jupyterapp.started !== undefined", timeout=60_000)
-    page.wait_for_selector("#jp-main-dock-panel", timeout=60_000)
-    yield page
-    context.close()
+    try:
+        yield page
+    finally:
+        context.close()
+
+
+@pytest.fixture
+def page(browser, lab):
+    with blank_page(browser) as page:
+        page.goto(f"{lab.url}lab?token={lab.token}")
+        page.wait_for_function("() => window.jupyterapp && window.jupyterapp.started !== undefined", timeout=60_000)
+        page.wait_for_selector("#jp-main-dock-panel", timeout=60_000)
+        yield page
 
 
 @pytest.fixture

@@ -11,10 +11,18 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.conftest import DELAY, NB, READY, run_saved_then_reload
+from tests.e2e.conftest import DELAY, NB, READY, blank_page, run_saved_then_reload
 
 ROOT = Path(__file__).resolve().parents[2]
 SCREENSHOTS = ROOT / "build" / "screenshots"
+
+
+@pytest.fixture
+def page(browser, lab):
+    """Each test opens its own notebook's address (open_notebook): its fresh page does not
+    load the lab once before that."""
+    with blank_page(browser) as page:
+        yield page
 
 
 def shoot(page, name: str) -> None:
