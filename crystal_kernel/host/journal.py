@@ -37,7 +37,7 @@ from typing import Any
 from crystal_kernel.core.errors import UserError
 from crystal_kernel.core.fsutil import MAX_FILE_DEPTH, atomic_write_text
 from crystal_kernel.core.message_log import MessageLog, RawMessage
-from crystal_kernel.core.secrets import redact
+from crystal_kernel.core.secrets import redact, secret_values
 from crystal_kernel.core.textsafe import clean_value, nesting_depth
 
 JOURNAL_VERSION = 2
@@ -54,11 +54,12 @@ _TAIL_CHUNK = 1 << 16
 _LIST_SCAN_LIMIT = 8 << 20
 
 
-def dumps_line(value: Any) -> str:
+def dumps_line(value: Any, secrets: list[tuple[str, str]] | None = None) -> str:
     """One compact JSON line (no newline). Known key values never reach the file
     (TRUST-4, whatever a tool printed); lone surrogates become visible escapes rather
-    than failing the save."""
-    value = redact(value)
+    than failing the save. ``secrets``: what ``secret_values()`` gives, looked up once
+    for all of a save's lines."""
+    value = redact(value, secrets)
     text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
     try:
         text.encode("utf-8")
@@ -102,7 +103,7 @@ def split_document(doc: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
 
 
 def message_lines(history: list[Any], transcript: list[Any], old_history: list[Any],
-                  old_transcript: list[Any]) -> list[str]:
+                  old_transcript: list[Any], secrets: list[tuple[str, str]] | None = None) -> list[str]:
     """Lines for messages appended since ``old_*`` (both lists must extend their old
     selves). A message in both lists (the same object) is written once."""
     new_history = history[len(old_history):]
@@ -111,7 +112,7 @@ def message_lines(history: list[Any], transcript: list[Any], old_history: list[A
     lines: list[str] = []
 
     def emit(message: Any, to: str) -> None:
-        lines.append(dumps_line({"t": "msg", "to": to, "m": _dump(message)}))
+        lines.append(dumps_line({"t": "msg", "to": to, "m": _dump(message)}, secrets))
 
     # Both lists keep their order on replay: history-only messages are written just before
     # the next shared one (a compaction summary is transcript-only and comes first).
@@ -405,7 +406,8 @@ class JournalWriter:
             return None  # compaction replaced the transcript's head: a snapshot
         if set(meta) - {UNKNOWN_LINES_KEY} != set(self._meta) - {UNKNOWN_LINES_KEY}:
             return None
-        lines = message_lines(history, transcript, self._history, self._transcript)
+        secrets = secret_values()  # once per save, not once per line (the environment is read)
+        lines = message_lines(history, transcript, self._history, self._transcript, secrets)
         for key, items in lists.items():
             count, last = self._lists.get(key, (0, None))
             start = 0
@@ -414,17 +416,17 @@ class JournalWriter:
                 if start < 0:
                     return None
             if start < len(items):
-                lines.append(dumps_line({"t": "add", "k": key, "items": items[start:], "len": len(items)}))
+                lines.append(dumps_line({"t": "add", "k": key, "items": items[start:], "len": len(items)}, secrets))
         dumped: dict[str, str] = {}
         changed: dict[str, Any] = {}
         for key, value in meta.items():
             if key == UNKNOWN_LINES_KEY:
                 dumped[key] = self._meta.get(key, "")
                 continue
-            text = dumped[key] = dumps_line(value)
+            text = dumped[key] = dumps_line(value, secrets)
             if key in ALWAYS_SET or text != self._meta.get(key):
                 changed[key] = value
-        lines.append(dumps_line({"t": "set", "k": changed}))
+        lines.append(dumps_line({"t": "set", "k": changed}, secrets))
         return lines, dumped
 
 
