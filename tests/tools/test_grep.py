@@ -4,8 +4,10 @@ count; without rg the tool fails with one line (no backtracking fallback, ROBUST
 
 from __future__ import annotations
 
+import asyncio
 import os
 import re
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -176,8 +178,8 @@ async def test_binary_file_refused(ctx, workspace: Path):
 
 
 async def test_many_matches_are_counted_exactly_while_only_the_first_lines_are_read(ctx, workspace: Path):
-    """Counts come from rg --count, the listing stops after the lines that can be shown
-    (ROBUST-3 bounds): totals stay exact past STORE_LINES."""
+    """Past the lines that can be shown only counts are kept (ROBUST-3 bounds), from the
+    same rg run: totals stay exact past STORE_LINES."""
     from crystal_kernel.tools.grep import STORE_LINES
 
     per_file = STORE_LINES // 2 + 7
@@ -189,3 +191,24 @@ async def test_many_matches_are_counted_exactly_while_only_the_first_lines_are_r
     # Which file's lines rg writes first is rg's (threaded) order; each shows from line 1.
     assert re.match(r"big[012]\.txt:\n1:hit 0\n2:hit 1\n", result.text), result.text[:200]
     assert sum(1 for line in result.text.splitlines() if re.match(r"\d+:hit", line)) == 100
+
+
+async def test_totals_past_the_kept_lines_count_match_lines_only_with_context(ctx, workspace: Path):
+    """With context lines, the lines counted past STORE_LINES are the match lines (not
+    the context lines around them nor the ``--`` separators): the totals equal
+    ``rg --count``'s for the same search (ROBUST-3)."""
+    from crystal_kernel.tools.grep import STORE_LINES
+
+    per_file = STORE_LINES // 2
+    for n in range(3):
+        # A match every fourth line: each has context lines and groups are separated by --.
+        (workspace / f"ctx{n}.txt").write_text("".join(f"{'hit' if i % 4 == 0 else 'pad'} {i}\n"
+                                                       for i in range(4 * per_file)))
+    result = await call("grep", ctx, pattern="^hit", context=1)
+    assert result.ok
+    counted = (await asyncio.to_thread(subprocess.run, [rg_binary(), "--count", "--no-filename", "^hit",
+                                                        str(workspace)], capture_output=True, text=True,
+                                       check=True)).stdout.split()
+    total = sum(int(c) for c in counted)
+    assert total == 3 * per_file
+    assert f"[{total} matches in 3 files; {total - 100} more matches" in result.text, result.text[-300:]
