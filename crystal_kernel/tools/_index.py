@@ -22,6 +22,10 @@ from crystal_kernel.core import paths
 from crystal_kernel.core.access import is_credential_parts
 from crystal_kernel.core.errors import ToolError
 from crystal_kernel.core.fsutil import ensure_folder_inside, open_inside
+
+# Re-exported: the counter lives apart so that the file tools need not load the index.
+from crystal_kernel.tools._changes import generation as generation
+from crystal_kernel.tools._changes import note_change as note_change
 from crystal_kernel.tools._files import looks_binary
 from crystal_kernel.tools._walk import RG_BASE_FLAGS, rg_binary, walk
 from crystal_kernel.tools._watch import FolderWatch, folders_of, open_watch
@@ -309,7 +313,6 @@ class SearchIndex:
 _indexes: dict[Path, SearchIndex] = {}
 MAX_OPEN_INDEXES = 8
 _indexes_lock = threading.Lock()
-_generation: dict[Path, int] = {}
 
 
 def index_for(workspace: Path) -> SearchIndex:
@@ -322,13 +325,3 @@ def index_for(workspace: Path) -> SearchIndex:
             oldest = next(iter(_indexes))
             _indexes.pop(oldest).close()
         return index
-
-
-def note_change(workspace: Path) -> None:
-    """Called by tools that change files (write, edit, bash) so the next search refreshes."""
-    key = Path(os.path.realpath(workspace))
-    _generation[key] = _generation.get(key, 0) + 1
-
-
-def generation(workspace: Path) -> int:
-    return _generation.get(Path(os.path.realpath(workspace)), 0)

@@ -25,7 +25,7 @@ from pathlib import Path
 from pydantic import Field
 
 from crystal_kernel.core.errors import ToolError
-from crystal_kernel.tools._index import note_change
+from crystal_kernel.tools._changes import note_change
 from crystal_kernel.tools._process import BoundedOutput, kill_process_tree
 from crystal_kernel.tools.base import Classification, Risk, Tool, ToolContext, ToolInput, ToolResult
 

@@ -10,8 +10,8 @@ from typing import Literal
 from pydantic import Field
 
 from crystal_kernel.core.errors import ToolError
+from crystal_kernel.tools._changes import note_change
 from crystal_kernel.tools._files import display_path, write_allowed
-from crystal_kernel.tools._index import note_change
 from crystal_kernel.tools._notebook import Notebook, is_notebook, load_notebook
 from crystal_kernel.tools._notebook_edit import Change, apply_edit
 from crystal_kernel.tools.base import (

@@ -7,7 +7,6 @@ import asyncio
 from pydantic import Field
 
 from crystal_kernel.core.errors import ToolError
-from crystal_kernel.tools._index import generation, index_for, split_words
 from crystal_kernel.tools._notebook_search import matching_cells, read_sources
 from crystal_kernel.tools.base import Risk, Tool, ToolContext, ToolInput, ToolResult, truncate_output
 
@@ -29,6 +28,10 @@ class SearchTool(Tool):
     async def run(self, args: SearchInput, ctx: ToolContext) -> ToolResult:
         if not any(ch.isalnum() for ch in args.query):
             raise ToolError("The query has no words to search for.")
+        # Here, not at the top: the index (sqlite3, inotify through ctypes) loads with the
+        # first search, not on every `crystal run` start.
+        from crystal_kernel.tools._index import generation, index_for, split_words
+
         index = index_for(ctx.workspace)
         gen = generation(ctx.workspace)
         await asyncio.to_thread(index.refresh, generation=gen)

@@ -7,8 +7,8 @@ import asyncio
 from pydantic import Field
 
 from crystal_kernel.core.errors import ToolError
+from crystal_kernel.tools._changes import note_change
 from crystal_kernel.tools._files import display_path, looks_binary, read_head, unified_diff, write_allowed
-from crystal_kernel.tools._index import note_change
 from crystal_kernel.tools.base import FileChange, Risk, Tool, ToolContext, ToolInput, ToolResult, truncate_output
 
 

@@ -121,11 +121,11 @@ sys.argv = ['crystal', *sys.argv[1:]]
 sys.exit(main())
 """
 
-# Needed only once a tool stops a process tree or starts a job, an MCP server is configured, or a front
+# Needed only once a tool stops a process tree, starts a job or searches, an MCP server is configured, or a front
 # other than the terminal runs: none of it before the first request.
 NOT_BEFORE_FIRST_REQUEST = {"psutil", "httpx", "mcp", "aiohttp", "IPython", "ipykernel", "jupyter_client",
                             "nbformat", "crystal_kernel.mcp.manager", "crystal_kernel.jobs.manager",
-                            "crystal_kernel.jobs.job"}
+                            "crystal_kernel.jobs.job", "crystal_kernel.tools._index", "sqlite3"}
 
 
 @pytest.mark.parametrize("provider", ["openai", "anthropic"])
