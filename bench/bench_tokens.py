@@ -85,9 +85,15 @@ def headless_body(tmp: Path) -> dict[str, Any]:
 
 async def _notebook_body(tmp: Path) -> dict[str, Any]:
     from crystal_kernel.core.config import load_config
+    from crystal_kernel.core.events import ErrorEvent
     from crystal_kernel.host.loop import run_turn
     from crystal_kernel.host.session import Session
+    from crystal_kernel.jupyter import notebook_plugin
     from crystal_kernel.providers.registry import make_provider
+
+    # The notebook tools (python, variables, cell_output) are the jupyter front's own: the
+    # kernel registers them at start (jupyter/kernel.py), and so must this stand-in for it.
+    notebook_plugin.register()
 
     workspace = tmp / "nb"
     workspace.mkdir()
@@ -101,10 +107,12 @@ async def _notebook_body(tmp: Path) -> dict[str, Any]:
         os.environ.setdefault("BENCH_KEY", "bench-key")
         session = Session(workspace=workspace, config=config, provider=make_provider(config, workspace=workspace),
                           person_present=True, notebook=True)
-        async for _ in run_turn(session, "say ok"):
-            pass
+        errors = [event.message async for event in run_turn(session, "say ok") if isinstance(event, ErrorEvent)]
         await session.close()
-        return server.bodies("chat")[0]
+        bodies = server.bodies("chat")
+        if not bodies:
+            raise RuntimeError(f"the notebook session sent no chat request: {'; '.join(errors) or 'no error event'}")
+        return bodies[0]
 
 
 def breakdown(body: dict[str, Any]) -> dict[str, Any]:
