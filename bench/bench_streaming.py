@@ -34,6 +34,7 @@ import psutil
 from bench._support import row
 from bench.bench_notebook_turn import _env, _start, _stop
 from crystal_kernel.jupyter.kernelspec import kernel_json
+from crystal_kernel.jupyter.render import STREAM_MIME
 from crystal_kernel.testing.llm_server import LLMServer
 
 TOKENS = int(os.environ.get("BENCH_STREAM_TOKENS", "20000"))
@@ -66,9 +67,12 @@ def run_cell(driver: Any, km: Any, code: str, shown: Any) -> dict[str, float]:
 def crystal_shown(msg: dict[str, Any], state: dict[str, Any]) -> bool:
     # The answer's display is rendered HTML (TRUST-1: never text/markdown); the last
     # token is visible once an update's HTML holds it.
+    # While it streams, a live update's appended text (STREAM_MIME) shows it first.
     if msg["msg_type"] in ("display_data", "update_display_data"):
         data = msg["content"]["data"]
-        return str(data.get("text/plain", "")).endswith(LAST) or "finalword." in str(data.get("text/html", ""))
+        piece = data.get(STREAM_MIME)
+        return (str(data.get("text/plain", "")).endswith(LAST) or "finalword." in str(data.get("text/html", ""))
+                or (isinstance(piece, dict) and str(piece.get("text", "")).endswith(LAST)))
     return False
 
 
