@@ -46,22 +46,30 @@ def cell_editor(page, index: int):
     return page.locator(".jp-Notebook .jp-Cell").nth(index).locator(".cm-content")
 
 
-# A lab with collaboration, a Python kernel and a turn: slow on a busy 2-core machine.
-@pytest.mark.timeout(600)
-def test_agent_edit_appears_live_and_keeps_the_persons_unsaved_typing(page, lab):
+def write_share_notebook(lab, name: str) -> str:
+    """A Python notebook ``name`` in the lab's root whose %%crystal cell asks to fix the
+    share cell (id ``share``) next to a notes cell (id ``notes``); the model is scripted
+    to fix it with notebook_edit. Returns the fixed source."""
     nb = new_notebook(metadata={"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}})
     nb.cells = [new_code_cell("%load_ext crystal_kernel"),
                 new_code_cell("share = (revenue_by_region / revenue_by_region.sum()).round(3)"),
                 new_code_cell("# notes:"),
                 new_code_cell("%%crystal --approval full\nFix the share cell: the totals are in `totals`.")]
     nb.cells[1].id, nb.cells[2].id = "share", "notes"
-    nbformat.write(nb, str(lab.root / "analysis.ipynb"))
+    nbformat.write(nb, str(lab.root / name))
     fixed = "share = (totals / totals.sum()).round(3)"
     lab.server.add(
         {"tool_calls": [{"name": "notebook_edit", "arguments": {
-            "path": "analysis.ipynb", "action": "replace", "cell_id": "share", "source": fixed}}]},
+            "path": name, "action": "replace", "cell_id": "share", "source": fixed}}]},
         {"text": "Fixed the share cell."},
     )
+    return fixed
+
+
+# A lab with collaboration, a Python kernel and a turn: slow on a busy 2-core machine.
+@pytest.mark.timeout(600)
+def test_agent_edit_appears_live_and_keeps_the_persons_unsaved_typing(page, lab):
+    fixed = write_share_notebook(lab, "analysis.ipynb")
     page.evaluate("() => window.jupyterapp.commands.execute('docmanager:open', {path: 'analysis.ipynb'})")
     page.wait_for_function(PYTHON_READY, timeout=90_000)
     settle(page)

@@ -7,27 +7,14 @@ from __future__ import annotations
 
 import nbformat
 import pytest
-from nbformat.v4 import new_code_cell, new_notebook
 
-from tests.e2e.test_live_notebook_edit import PYTHON_READY, SOURCES, cell_editor
+from tests.e2e.test_live_notebook_edit import PYTHON_READY, SOURCES, cell_editor, write_share_notebook
 
 
 @pytest.mark.timeout(600)
 def test_file_write_under_an_open_notebook_asks_before_the_persons_save(page, lab):
-    nb = new_notebook(metadata={"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}})
-    nb.cells = [new_code_cell("%load_ext crystal_kernel"),
-                new_code_cell("share = (revenue_by_region / revenue_by_region.sum()).round(3)"),
-                new_code_cell("# notes:"),
-                new_code_cell("%%crystal --approval full\nFix the share cell: the totals are in `totals`.")]
-    nb.cells[1].id, nb.cells[2].id = "share", "notes"
+    fixed = write_share_notebook(lab, "plain.ipynb")
     path = lab.root / "plain.ipynb"
-    nbformat.write(nb, str(path))
-    fixed = "share = (totals / totals.sum()).round(3)"
-    lab.server.add(
-        {"tool_calls": [{"name": "notebook_edit", "arguments": {
-            "path": "plain.ipynb", "action": "replace", "cell_id": "share", "source": fixed}}]},
-        {"text": "Fixed the share cell."},
-    )
     page.evaluate("() => window.jupyterapp.commands.execute('docmanager:open', {path: 'plain.ipynb'})")
     page.wait_for_function(PYTHON_READY, timeout=90_000)
     assert page.evaluate("() => window.jupyterapp.shell.currentWidget.context.model.collaborative") is False
