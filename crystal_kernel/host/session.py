@@ -107,6 +107,9 @@ _OWN_KEYS = {
 class Session:
     """One agent session in one workspace."""
 
+    # The catalog and its specs (see _tool_specs).
+    _specs: tuple[list[Tool], list[Any]] | None = None
+
     def __init__(
         self,
         *,
@@ -257,12 +260,21 @@ class Session:
             model=self.provider.model,
             system=self.system_text(),
             messages=list(self.transcript),
-            tools=[t.spec() for t in self.tools()],
+            tools=self._tool_specs(),
             purpose=purpose,
             max_output_tokens=self.config.max_output_tokens,
             # Side requests (compaction) use the provider's default: they need no thinking.
             reasoning_effort=self.config.reasoning_effort if purpose == "turn" else None,
         )
+
+    def _tool_specs(self) -> list[Any]:
+        """The catalog's specs, made once per catalog (a new catalog is a new list): a
+        spec's schema is a fresh deep copy, and this runs before every model step."""
+        tools = self.tools()
+        kept = self._specs
+        if kept is None or kept[0] is not tools:
+            kept = self._specs = (tools, [t.spec() for t in tools])
+        return list(kept[1])
 
     # ----- switches (between turns) ---------------------------------------------------
     def _refuse_while_busy(self, what: str) -> None:

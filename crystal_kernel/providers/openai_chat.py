@@ -28,6 +28,7 @@ from openai.types.chat.chat_completion import ChatCompletion
 from openai.types.chat.chat_completion_chunk import ChatCompletionChunk
 
 from crystal_kernel.core.messages import ImagePart, Message, TextPart, ToolCallPart, ToolResultPart
+from crystal_kernel.core.prefix import common_prefix
 from crystal_kernel.providers.base import (
     Finished,
     ModelRequest,
@@ -171,6 +172,9 @@ class OpenAIChatProvider(SDKProvider):
     _wire_images: bool | None = None
     # The last body's messages list and its JSON text, for open_stream.
     _encoded: JsonArray | None = None
+    # The last catalog's specs, and its tools list with its JSON text (a session keeps
+    # its specs per catalog: the same objects every step until the catalog changes).
+    _tools: tuple[list[Any], JsonArray] | None = None
 
     def body(self, request: ModelRequest) -> dict[str, Any]:
         """The request body (without ``stream``); the same as ``chat_messages`` gives,
@@ -185,9 +189,8 @@ class OpenAIChatProvider(SDKProvider):
             chunks = [("," + to_json(system)).encode(), *chunks]
         self._encoded = JsonArray(messages, chunks)
         body: dict[str, Any] = {"model": request.model or self.model, "messages": messages}
-        tools = chat_tools(request)
-        if tools:
-            body["tools"] = tools
+        if request.tools:
+            body["tools"] = self._tools_for(request)
         if request.max_output_tokens:
             # api.openai.com wants max_completion_tokens; local servers know max_tokens.
             key = "max_completion_tokens" if self.base_url is None else "max_tokens"
@@ -196,11 +199,21 @@ class OpenAIChatProvider(SDKProvider):
             body["reasoning_effort"] = request.reasoning_effort
         return body
 
+    def _tools_for(self, request: ModelRequest) -> list[dict[str, Any]]:
+        kept = self._tools
+        if kept is None or len(kept[0]) != len(request.tools) or common_prefix(kept[0], request.tools) < len(kept[0]):
+            tools = chat_tools(request)
+            kept = self._tools = (list(request.tools), JsonArray(tools, [("," + to_json(t)).encode() for t in tools]))
+        return kept[1].value
+
     def payload(self, body: dict[str, Any]) -> bytes:
         """The streamed body's JSON, as the SDK would encode it, with the kept text of
-        the transcript when ``body`` is the last one :meth:`body` made."""
+        the transcript (and of the tools) when ``body`` is the last one :meth:`body` made."""
         streamed = {**body, "stream": True, "stream_options": {"include_usage": True}}
-        return encode_body(streamed, {"messages": self._encoded} if self._encoded is not None else {})
+        known = {"messages": self._encoded} if self._encoded is not None else {}
+        if self._tools is not None:
+            known["tools"] = self._tools[1]
+        return encode_body(streamed, known)
 
     async def open_stream(self, body: dict[str, Any] | bytes) -> Any:
         payload = body if isinstance(body, bytes) else self.payload(body)
