@@ -143,7 +143,7 @@ def estimate_tokens(request: Any) -> int:
     chars = len(request.system or "")
     for spec in request.tools or []:
         chars += len(spec.name) + len(spec.description) + _schema_size(spec.input_schema)
-    return chars // CHARS_PER_TOKEN + _transcript_tokens(request.messages)
+    return chars // CHARS_PER_TOKEN + int(_transcript_tokens(request.messages))
 
 
 def context_window(session: Any) -> int:
