@@ -10,13 +10,16 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from acp import text_block, tool_content
 from acp.schema import ElicitationFormSessionMode, PermissionOption, ToolCallUpdate
 
 from crystal_kernel.acp.mapping import diff_content, proposed_change, tool_kind, tool_locations, tool_title
 from crystal_kernel.core.interaction import ApprovalRequest, PersonDecision, Question
+
+if TYPE_CHECKING:
+    from crystal_kernel.host.session import Session
 
 # How long a permission request waits for its tool call to be announced first.
 ANNOUNCE_WAIT_SECONDS = 5.0
@@ -100,7 +103,7 @@ class AcpInteraction:
 
     person_present = True
 
-    def __init__(self, conn: Any, session: Any, acp_session_id: str, *, elicitation: bool,
+    def __init__(self, conn: Any, session: Session, acp_session_id: str, *, elicitation: bool,
                  announced: Callable[[str], asyncio.Event]):
         self.conn = conn
         self.session = session

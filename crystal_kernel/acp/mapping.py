@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlparse
 
 from acp import (
@@ -27,6 +27,9 @@ from acp.schema import ToolCallLocation, ToolKind
 
 from crystal_kernel.core.events import ToolResultEvent
 from crystal_kernel.core.messages import ImagePart, Message, Part, TextPart, ToolCallPart, ToolResultPart
+
+if TYPE_CHECKING:
+    from crystal_kernel.host.session import Session
 
 # Diffs are sent as whole texts; beyond this (old + new) the result text is shown instead.
 MAX_DIFF_CHARS = 1_000_000
@@ -73,7 +76,7 @@ def tool_title(name: str, args: dict[str, Any]) -> str:
     return name
 
 
-def tool_locations(session: Any, name: str, args: dict[str, Any]) -> list[ToolCallLocation]:
+def tool_locations(session: Session, name: str, args: dict[str, Any]) -> list[ToolCallLocation]:
     """Absolute paths a file tool touches, with the first line for read's offset."""
     tool = session.tool(name)
     names = getattr(tool, "path_arguments", ()) if tool is not None else ()
@@ -101,7 +104,7 @@ def diff_content(change: dict[str, Any] | None) -> list[Any] | None:
     return [tool_diff_content(change["path"], new, old)]
 
 
-def proposed_change(session: Any, name: str, args: dict[str, Any]) -> dict[str, Any] | None:
+def proposed_change(session: Session, name: str, args: dict[str, Any]) -> dict[str, Any] | None:
     """What edit/write would do, computed before approval so the person sees the diff.
 
     The tool itself decides later; a file that cannot be read or an edit that does not
@@ -199,7 +202,7 @@ def _replay_text(text: str) -> str:
     return text[:MAX_REPLAY_OUTPUT] + f"\n[... {len(text) - MAX_REPLAY_OUTPUT} characters more]"
 
 
-def replay_updates(session: Any, history: list[Message]) -> Iterator[Any]:
+def replay_updates(session: Session, history: list[Message]) -> Iterator[Any]:
     """The session updates that show a saved conversation again (``session/load``):
     user chunks, agent chunks, and each tool call with its result."""
     for message in history[-MAX_REPLAY_MESSAGES:]:

@@ -3,11 +3,14 @@ options ``mode`` and ``approval``, and the slash commands offered as ACP command
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from acp.schema import AvailableCommand, SessionConfigOptionSelect, SessionMode, SessionModeState
 
 from crystal_kernel.core.config import APPROVAL_MODES
+
+if TYPE_CHECKING:
+    from crystal_kernel.host.session import Session
 
 MODES = {
     "plan": ("Plan", "Read and search only; write the plan as todos."),
@@ -42,7 +45,7 @@ COMMANDS: dict[str, tuple[str, str | None]] = {
 }
 
 
-def mode_state(session: Any) -> SessionModeState:
+def mode_state(session: Session) -> SessionModeState:
     """ACP session modes are Crystal's product modes."""
     return SessionModeState(
         current_mode_id=session.mode,
@@ -57,7 +60,7 @@ def _select(option_id: str, name: str, current: str, table: dict[str, tuple[str,
     })
 
 
-def config_options(session: Any) -> list[SessionConfigOptionSelect]:
+def config_options(session: Session) -> list[SessionConfigOptionSelect]:
     """``mode`` mirrors the session mode (for clients that prefer config options);
     ``approval`` is the approval mode, which ACP session modes cannot express."""
     approvals = {k: APPROVALS.get(k, (k.title(), "")) for k in APPROVAL_MODES}

@@ -14,9 +14,12 @@ import json
 import signal
 import sys
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from crystal_kernel.core.errors import UserError
+
+if TYPE_CHECKING:
+    from crystal_kernel.host.session import Session
 
 EXIT_USAGE = 2
 
@@ -123,7 +126,7 @@ def cmd_run(ns: argparse.Namespace) -> int:
     return asyncio.run(_run_turn(session, prompt, ns.format))
 
 
-async def _run_turn(session: Any, prompt: str, fmt: str) -> int:
+async def _run_turn(session: Session, prompt: str, fmt: str) -> int:
     from crystal_kernel.host.commands import is_command, run_command
     from crystal_kernel.host.loop import run_turn
 
@@ -170,7 +173,7 @@ def result_preview(text: str) -> str:
     return "\n".join([lines[0]] + [f"  {line}" if line else "" for line in lines[1:]]) if lines else ""
 
 
-def stop_explanation(reason: str | None, session: Any) -> str:
+def stop_explanation(reason: str | None, session: Session) -> str:
     """One line saying why a turn ended early."""
     if reason in ("max_tokens", "length", "max_output_tokens"):
         limit = getattr(session.config, "max_output_tokens", None)

@@ -194,13 +194,13 @@ def cmd_call(ns: argparse.Namespace) -> int:
     from crystal_kernel.core.config import load_config
     from crystal_kernel.core.interaction import NoPerson
     from crystal_kernel.host.session import Session
-    from crystal_kernel.tools.base import ToolContext, ToolResult
+    from crystal_kernel.tools.base import ToolResult
 
     home, workspace = _paths(ns)
     session = Session(workspace=workspace, config=load_config(home), provider=_NoModel(ns.images),  # type: ignore[arg-type]
                       person_present=False)
     tool = _find(ns, context=session)
-    ctx = ToolContext(session=session, interaction=NoPerson(), call_id="cli", images_ok=ns.images)
+    ctx = session.tool_context(NoPerson(), call_id="cli", images_ok=ns.images)
 
     async def go() -> ToolResult:
         try:

@@ -22,7 +22,7 @@ import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from crystal_kernel.core.events import ApprovalEvent, Outcome, ReviewVerdict
 from crystal_kernel.core.interaction import ApprovalRequest, Interaction
@@ -37,6 +37,9 @@ from crystal_kernel.host.approval import (
     verdict_from,
 )
 from crystal_kernel.tools.base import Classification
+
+if TYPE_CHECKING:
+    from crystal_kernel.host.session import Session
 
 # Strings longer than this are shortened in the audit log (a write's content, say).
 AUDIT_VALUE_LIMIT = 2000
@@ -72,10 +75,10 @@ def _short(value: Any) -> Any:
     return value
 
 
-def get_reviewer(session: Any) -> Any:
+def get_reviewer(session: Session) -> Any:
     """The session's reviewer; review and audit modes get the model reviewer on first use,
     so every front (kernel, magics, CLI, ACP) has one without wiring it itself."""
-    reviewer = getattr(session, "reviewer", None)
+    reviewer = session.reviewer
     if reviewer is None:
         from crystal_kernel.host.review import ModelReviewer
 
@@ -84,7 +87,7 @@ def get_reviewer(session: Any) -> Any:
     return reviewer
 
 
-async def run_reviewer(session: Any, call: ToolCallPart, c: Classification) -> ReviewVerdict:
+async def run_reviewer(session: Session, call: ToolCallPart, c: Classification) -> ReviewVerdict:
     """Ask the reviewer; an exception or an overrun is a failed verdict (ask)."""
     from crystal_kernel.host.review import review_timeout
 
@@ -107,7 +110,7 @@ async def run_reviewer(session: Any, call: ToolCallPart, c: Classification) -> R
 
 
 async def decide(
-    session: Any,
+    session: Session,
     interaction: Interaction,
     call: ToolCallPart,
     classification: Classification,
@@ -176,7 +179,7 @@ async def decide(
     return await _ask_person(session, interaction, call, c, verdict, asked_by, ask_reason, record)
 
 
-async def _ask_person(session: Any, interaction: Interaction, call: ToolCallPart, c: Classification,
+async def _ask_person(session: Session, interaction: Interaction, call: ToolCallPart, c: Classification,
                       verdict: ReviewVerdict | None, asked_by: str, ask_reason: str | None,
                       record: Callable[..., None]) -> Decision:
     """The person decides (``ask``); nobody present is a deny by the host."""
@@ -218,7 +221,7 @@ HOST_OWNED_REASON = ("It changes a file that steers Crystal (.crystal/ or Crysta
                      "the person may allow that.")
 
 
-async def _ask_person_only(session: Any, interaction: Interaction, call: ToolCallPart, c: Classification,
+async def _ask_person_only(session: Session, interaction: Interaction, call: ToolCallPart, c: Classification,
                            record: Callable[..., None]) -> Decision:
     """TRUST-3: ask the person, every time; deny when nobody is there."""
     record("ask", "host", HOST_OWNED_REASON)

@@ -6,10 +6,13 @@ from __future__ import annotations
 import importlib
 import shlex
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from crystal_kernel.core.commands import CommandResult
 from crystal_kernel.core.errors import UserError
+
+if TYPE_CHECKING:
+    from crystal_kernel.host.session import Session
 
 Handler = Callable[[Any, list[str]], "str | CommandResult | Awaitable[str | CommandResult]"]
 
@@ -53,7 +56,7 @@ def command_names() -> list[str]:
     return sorted(set(_BUILTIN) | set(DELEGATED))
 
 
-async def run_command(session: Any, line: str) -> CommandResult:
+async def run_command(session: Session, line: str) -> CommandResult:
     """Run one slash command line on a session."""
     try:
         words = shlex.split(line.strip())
@@ -76,11 +79,11 @@ async def run_command(session: Any, line: str) -> CommandResult:
     return result if isinstance(result, CommandResult) else CommandResult(str(result))
 
 
-def _help(session: Any, args: list[str]) -> str:
+def _help(session: Session, args: list[str]) -> str:
     return HELP
 
 
-def save_preference(session: Any, **changes: Any) -> str:
+def save_preference(session: Session, **changes: Any) -> str:
     """FL-5, SPEC §11: ``/model``, ``/mode``, ``/approval`` and ``/reasoning`` are a person's choices and
     stick: they are saved to config.json (atomically, unknown keys kept, the old
     ``promptSet``/``promptAttachments`` keys dropped). Process flags never are. Returns
@@ -105,21 +108,21 @@ def _shown_path(path: Any) -> str:
         return str(path)
 
 
-def _mode(session: Any, args: list[str]) -> str:
+def _mode(session: Session, args: list[str]) -> str:
     if not args:
         return f"Mode: {session.mode}"
     session.set_mode(args[0])
     return f"Mode is now {session.mode}." + save_preference(session, mode=session.mode)
 
 
-def _approval(session: Any, args: list[str]) -> str:
+def _approval(session: Session, args: list[str]) -> str:
     if not args:
         return f"Approval: {session.approval}"
     session.set_approval(args[0])
     return f"Approval mode is now {session.approval}." + save_preference(session, approval=session.approval)
 
 
-def _model(session: Any, args: list[str]) -> str:
+def _model(session: Session, args: list[str]) -> str:
     if not args:
         return f"Model: {session.provider.name}:{session.provider.model}"
     provider_name, model = switch_model(session, args[0])
@@ -127,7 +130,7 @@ def _model(session: Any, args: list[str]) -> str:
             + save_preference(session, provider=provider_name, model=model))
 
 
-def switch_model(session: Any, spec: str) -> tuple[str, str]:
+def switch_model(session: Session, spec: str) -> tuple[str, str]:
     """Point the session at ``[PROVIDER:]MODEL`` (not saved); returns (provider, model).
     A provider that cannot be made (unknown name, no key) changes nothing."""
     from crystal_kernel.core.config import PROVIDERS
@@ -150,7 +153,7 @@ def switch_model(session: Any, spec: str) -> tuple[str, str]:
     return provider_name, model
 
 
-def _reasoning(session: Any, args: list[str]) -> str:
+def _reasoning(session: Session, args: list[str]) -> str:
     """/reasoning [EFFORT]: show or set the reasoning effort; saved as the person's default
     like /model (``default`` saves null: the provider decides)."""
     from crystal_kernel.core.config import check_reasoning_effort
@@ -166,21 +169,25 @@ def _reasoning(session: Any, args: list[str]) -> str:
             + save_preference(session, reasoning_effort=effort))
 
 
-def _cd(session: Any, args: list[str]) -> str:
+def _cd(session: Session, args: list[str]) -> str:
     if len(args) != 1:
         raise UserError("Usage: /cd DIR")
     session.change_directory(args[0])
     return f"Workspace is now {session.workspace}."
 
 
-def _access(session: Any, args: list[str]) -> str:
+def _access(session: Session, args: list[str]) -> str:
     from crystal_kernel.core.errors import ToolError
 
     if args and session.busy:  # listing works during a turn; changes wait for its end
         raise UserError("Cannot change directory access while a turn is running.")
     if args and args[0] == "add" and len(args) in (2, 3):
-        mode = args[2] if len(args) == 3 else "rw"
-        if mode not in ("ro", "rw"):
+        mode: Literal["ro", "rw"]
+        if len(args) == 2 or args[2] == "rw":
+            mode = "rw"
+        elif args[2] == "ro":
+            mode = "ro"
+        else:
             raise UserError("Usage: /access add DIR [ro|rw]")
         try:
             rule = session.access.add(args[1], mode)
@@ -200,14 +207,14 @@ def _access(session: Any, args: list[str]) -> str:
     return "\n".join(lines)
 
 
-def _todos(session: Any, args: list[str]) -> str:
+def _todos(session: Session, args: list[str]) -> str:
     if not session.todos:
         return "No todos."
     marks = {"pending": "[ ]", "in_progress": "[~]", "completed": "[x]"}
     return "\n".join(f"{marks[t.status]} {t.content}" for t in session.todos)
 
 
-def _sessions(session: Any, args: list[str]) -> CommandResult:
+def _sessions(session: Session, args: list[str]) -> CommandResult:
     rows = session.store.list()
     if not rows:
         return CommandResult("No saved sessions in this workspace.", kind="sessions")
@@ -216,7 +223,7 @@ def _sessions(session: Any, args: list[str]) -> CommandResult:
     return CommandResult("\n".join(lines), data={"sessions": [r.__dict__ for r in rows]}, kind="sessions")
 
 
-def _resume(session: Any, args: list[str]) -> str:
+def _resume(session: Session, args: list[str]) -> str:
     if session.busy:
         raise UserError("Cannot resume while a turn is running.")
     target = args[0] if args else session.store.latest()
@@ -226,7 +233,7 @@ def _resume(session: Any, args: list[str]) -> str:
     return f"Resumed session {session.id} ({len(session.transcript)} messages)."
 
 
-def _fork(session: Any, args: list[str]) -> CommandResult:
+def _fork(session: Session, args: list[str]) -> CommandResult:
     """The front swaps to ``data["session"]``; the old session stays saved."""
     if session.busy:
         raise UserError("Cannot fork while a turn is running.")
@@ -235,13 +242,14 @@ def _fork(session: Any, args: list[str]) -> CommandResult:
                          data={"session": child}, kind="fork")
 
 
-async def _tools(session: Any, args: list[str]) -> str:
+async def _tools(session: Session, args: list[str]) -> str:
     lines = []
     for t in await session.prepare_tools():
         first = t.description.strip().splitlines()[0] if t.description.strip() else ""
         lines.append(f"{t.name:14} {first[:90]}")
-        if getattr(t, "source", None):  # MCP tools: which server, and its state now
-            lines.append(f"{'':14} from {t.source}: {getattr(t, 'state', '')}")
+        source = getattr(t, "source", None)
+        if source:  # MCP tools: which server, and its state now
+            lines.append(f"{'':14} from {source}: {getattr(t, 'state', '')}")
     if session.flags.disable_tool:
         lines.append("Disabled: " + ", ".join(session.flags.disable_tool))
     return "\n".join(lines)

@@ -22,13 +22,16 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from crystal_kernel.core.errors import UserError
 from crystal_kernel.core.events import Note
 from crystal_kernel.core.messages import ImagePart, Message, TextPart, ToolCallPart, ToolResultPart
 from crystal_kernel.core.prefix import PrefixFold
 from crystal_kernel.host.sidecall import SideCallError, complete_text, is_person_prompt, render_conversation
+
+if TYPE_CHECKING:
+    from crystal_kernel.host.session import Session
 
 # Share of the window the kept recent messages may take.
 KEEP_FRACTION = 0.25
@@ -146,18 +149,18 @@ def estimate_tokens(request: Any) -> int:
     return chars // CHARS_PER_TOKEN + int(_transcript_tokens(request.messages))
 
 
-def context_window(session: Any) -> int:
+def context_window(session: Session) -> int:
     """config contextWindow when set (it overrides the capability table), else the
     provider's; a server that refused a request as too long lowers both (loop.py)."""
     configured = session.config.context_window
     return int(configured) if configured else int(session.capabilities.context_window)
 
 
-def threshold_tokens(session: Any) -> int:
+def threshold_tokens(session: Session) -> int:
     return int(context_window(session) * float(session.config.compaction_threshold))
 
 
-def keep_budget_tokens(session: Any, request: Any) -> int:
+def keep_budget_tokens(session: Session, request: Any) -> int:
     """How many tokens of recent messages to keep: a quarter of the window, and never
     more than half of what the threshold leaves beside the system text and tools, so
     the next request lands well below the threshold."""
@@ -205,7 +208,7 @@ def choose_cut(messages: list[Message], keep_budget: int, *, manual: bool) -> in
 
 # ----- the request ------------------------------------------------------------------
 
-def todos_text(session: Any) -> str:
+def todos_text(session: Session) -> str:
     todos = list(getattr(session, "todos", []) or [])
     if not todos:
         return ""
@@ -214,7 +217,7 @@ def todos_text(session: Any) -> str:
     return "Current todo list (kept by the session):\n" + "\n".join(lines)
 
 
-def compaction_slots(session: Any, head: list[Message], prior: str | None, *, manual: bool,
+def compaction_slots(session: Session, head: list[Message], prior: str | None, *, manual: bool,
                      focus: str | None) -> dict[str, str]:
     """The five PH-7 slots of compaction.user."""
     window_chars = context_window(session) * CHARS_PER_TOKEN
@@ -235,7 +238,7 @@ def compaction_slots(session: Any, head: list[Message], prior: str | None, *, ma
     }
 
 
-def _summary_message(summary: str, session: Any, summarised: int) -> Message:
+def _summary_message(summary: str, session: Session, summarised: int) -> Message:
     text = ("[This conversation was compacted to fit the context window. Summary of the earlier part:]\n\n"
             + summary.strip())
     todos = todos_text(session)
@@ -246,7 +249,7 @@ def _summary_message(summary: str, session: Any, summarised: int) -> Message:
                          "time": datetime.now(timezone.utc).isoformat(timespec="seconds")})
 
 
-async def compact(session: Any, *, manual: bool = False, focus: str | None = None) -> CompactionResult:
+async def compact(session: Session, *, manual: bool = False, focus: str | None = None) -> CompactionResult:
     """Summarise the older part of ``session.transcript``.
 
     Raises :class:`NothingToCompact`, or :class:`SideCallError` when the model gave no
@@ -278,7 +281,7 @@ async def compact(session: Any, *, manual: bool = False, focus: str | None = Non
     return CompactionResult(len(head), len(messages) - cut, before, after)
 
 
-async def auto_compact(session: Any, request: Any, emit: Callable[[Any], None] | None = None) -> bool:
+async def auto_compact(session: Session, request: Any, emit: Callable[[Any], None] | None = None) -> bool:
     """Compact before ``request`` when it nears the window; True when it did.
 
     A failure is a note and the request goes out as it is.
@@ -286,34 +289,34 @@ async def auto_compact(session: Any, request: Any, emit: Callable[[Any], None] |
     size = estimate_tokens(request)
     if size < threshold_tokens(session):
         return False
-    if len(session.transcript) < getattr(session, "_compaction_retry_at", 0):
+    if len(session.transcript) < session.compaction_retry_at:
         return False
     try:
         result = await compact(session)
     except NothingToCompact:
-        if not getattr(session, "_compaction_warned", False):
-            session._compaction_warned = True
+        if not session.compaction_warned:
+            session.compaction_warned = True
             _note(session, emit, f"The conversation (about {size} tokens) is near the context window "
                                  f"({context_window(session)}), and nothing older is left to summarise.")
         return False
     except SideCallError as exc:
         # Try again only once the conversation has grown a little, not on every step.
-        session._compaction_retry_at = len(session.transcript) + RETRY_AFTER_MESSAGES
+        session.compaction_retry_at = len(session.transcript) + RETRY_AFTER_MESSAGES
         _note(session, emit, f"Compaction failed ({exc}); the conversation was kept as it was.")
         return False
-    session._compaction_warned = False
+    session.compaction_warned = False
     _note(session, emit, result.describe())
     return True
 
 
-def _note(session: Any, emit: Callable[[Any], None] | None, text: str) -> None:
+def _note(session: Session, emit: Callable[[Any], None] | None, text: str) -> None:
     if emit is not None:
         emit(Note(text=text))
     else:
         session.note(text)
 
 
-async def compact_command(session: Any, args: list[str]) -> str:
+async def compact_command(session: Session, args: list[str]) -> str:
     """/compact [FOCUS…]: summarise older turns now."""
     if session.busy:
         raise UserError("Cannot compact while a turn is running.")

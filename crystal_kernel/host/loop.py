@@ -45,7 +45,7 @@ from crystal_kernel.providers.base import (
     UsageChunk,
 )
 from crystal_kernel.providers.common import context_overflow
-from crystal_kernel.tools.base import ToolContext, ToolResult, truncate_output
+from crystal_kernel.tools.base import ToolResult, truncate_output
 
 NO_IMAGES = "This model cannot accept tool images."
 # The window a refusal names: "maximum context length is 2048 tokens", "n_ctx: 4096", …
@@ -287,8 +287,8 @@ class Turn:
         if tool is None or call.raw_arguments is not None:
             return False
         try:
-            classification = tool.classify(tool.parse(call.arguments), ToolContext(
-                session=session, interaction=self.interaction, call_id=call.id, images_ok=session.capabilities.images))
+            classification = tool.classify(tool.parse(call.arguments), session.tool_context(
+                self.interaction, call_id=call.id, images_ok=session.capabilities.images))
         except Exception:
             return False
         return (is_plain_read(classification) and host_outcome(session.approval, classification) == "allow"
@@ -340,8 +340,8 @@ class Turn:
             args = tool.parse(call.arguments)
         except ToolError as exc:
             return self._result(call, ToolResult.fail(str(exc)))
-        ctx = ToolContext(session=session, interaction=self.interaction, call_id=call.id,
-                          images_ok=session.capabilities.images, progress=self._progress_for(call))
+        ctx = session.tool_context(self.interaction, call_id=call.id, images_ok=session.capabilities.images,
+                                   progress=self._progress_for(call))
         try:
             classification = tool.classify(args, ctx)
         except ToolError as exc:

@@ -27,9 +27,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from crystal_kernel.core.interaction import ApprovalRequest, Interaction, NoPerson, PersonDecision, Question
+
+if TYPE_CHECKING:
+    from crystal_kernel.host.session import Session
 
 #: ``on_answer(kind, asked, answer)``: kind "questions" (asked: list[Question], answer:
 #: list[list[str]] | None) or "approval" (asked: ApprovalRequest, answer: PersonDecision).
@@ -38,21 +41,21 @@ AnswerHook = Callable[[str, Any, Any], None]
 _OUTCOMES = ("allow_once", "allow_session", "deny")
 
 
-def _replay_provider(session: Any) -> Any:
+def _replay_provider(session: Session) -> Any:
     from crystal_kernel.providers.replay import ReplayProvider
 
     provider = getattr(session, "provider", None)
     return provider if isinstance(provider, ReplayProvider) else None
 
 
-def _recording_provider(session: Any) -> Any:
+def _recording_provider(session: Session) -> Any:
     from crystal_kernel.providers.replay import RecordingProvider
 
     provider = getattr(session, "provider", None)
     return provider if isinstance(provider, RecordingProvider) else None
 
 
-def replays_person(session: Any) -> bool:
+def replays_person(session: Session) -> bool:
     """True when ``session`` replays a cassette, so recorded answers can stand in for a person."""
     return _replay_provider(session) is not None
 
@@ -206,7 +209,7 @@ def _newest_call(provider: Any, name: str) -> str | None:
     return None
 
 
-def person_for(session: Any, live: Interaction | None, *, on_answer: AnswerHook | None = None,
+def person_for(session: Session, live: Interaction | None, *, on_answer: AnswerHook | None = None,
                before_ask: Callable[[], Any] | None = None) -> Interaction:
     """The Interaction a front should use for a turn.
 
@@ -225,7 +228,7 @@ def person_for(session: Any, live: Interaction | None, *, on_answer: AnswerHook 
     return live
 
 
-def adopt_replayed_person(session: Any, unattended: bool) -> None:
+def adopt_replayed_person(session: Session, unattended: bool) -> None:
     """An unattended session under replay still offers the question tool: the cassette
     answers it (the recorded run offered it, and the replay must match that run)."""
     if unattended and replays_person(session) and not session.person_present:

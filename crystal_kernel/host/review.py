@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
@@ -28,13 +28,16 @@ from crystal_kernel.host.approval import failed_verdict, host_risk_level, verdic
 from crystal_kernel.host.sidecall import SideCallError, complete_text, escape_json_tags, render_conversation
 from crystal_kernel.tools.base import Classification
 
+if TYPE_CHECKING:
+    from crystal_kernel.host.session import Session
+
 DEFAULT_REVIEW_TIMEOUT = 60.0
 # Bounds on what one review request carries.
 CONVERSATION_LIMIT = 30_000
 ARGUMENTS_LIMIT = 12_000
 
 
-def review_timeout(session: Any) -> float:
+def review_timeout(session: Session) -> float:
     """Seconds one review may take: config ``reviewTimeoutSeconds`` (default 60)."""
     raw = getattr(session.config, "raw", {}) or {}
     value = raw.get("reviewTimeoutSeconds", DEFAULT_REVIEW_TIMEOUT)
@@ -129,7 +132,7 @@ def review_fingerprint(workspace: Any) -> str:
     return digest.hexdigest()
 
 
-def workspace_review_files_ok(session: Any) -> bool:
+def workspace_review_files_ok(session: Session) -> bool:
     """False when a workspace file behind the reviewer's text changed since the session
     started: the acting model may have written it (TRUST-3), so the reviewer then reads
     only Home and built-in texts, and the person gets a note."""
@@ -145,7 +148,7 @@ def workspace_review_files_ok(session: Any) -> bool:
     return False
 
 
-def review_texts(session: Any, tool: str, arguments: dict[str, Any], c: Classification) -> tuple[str, str]:
+def review_texts(session: Session, tool: str, arguments: dict[str, Any], c: Classification) -> tuple[str, str]:
     """The review system text and user text for one call (REV-3, PH-7). The workspace's
     review texts count only as they were when the session started (TRUST-3)."""
     from crystal_kernel.prompts.compose import compose_named
@@ -171,7 +174,7 @@ class ModelReviewer:
         self._provider: Any = None
         self._spec: str | None = None
 
-    def provider_for(self, session: Any) -> Any:
+    def provider_for(self, session: Session) -> Any:
         """The session's provider, or the one ``reviewModel`` names (built once)."""
         spec = session.config.review_model
         if not spec:
@@ -184,7 +187,7 @@ class ModelReviewer:
         self._spec = spec
         return self._provider
 
-    async def review(self, session: Any, tool: str, arguments: dict[str, Any], c: Classification) -> ReviewVerdict:
+    async def review(self, session: Session, tool: str, arguments: dict[str, Any], c: Classification) -> ReviewVerdict:
         try:
             provider = self.provider_for(session)
         except Exception as exc:  # a bad reviewModel: ask, and say why

@@ -7,6 +7,7 @@ run turns on it through :func:`crystal_kernel.host.loop.run_turn`.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -19,7 +20,7 @@ from crystal_kernel.core.message_log import MessageLog, RawMessage
 from crystal_kernel.core.messages import Message, load_transcript
 from crystal_kernel.core.todos import Todo
 from crystal_kernel.core.tool_types import ToolSource
-from crystal_kernel.host.approval import SessionAllowances
+from crystal_kernel.host.approval import Reviewer, SessionAllowances
 from crystal_kernel.host.grants import sign as sign_grants
 from crystal_kernel.host.grants import verify as verify_grants
 from crystal_kernel.host.journal import LIST_KEYS, JournalWriter
@@ -29,8 +30,10 @@ from crystal_kernel.host.store import DOCUMENT_VERSION, SessionStore, new_sessio
 from crystal_kernel.providers.base import Capabilities, ModelRequest, Provider
 
 if TYPE_CHECKING:
+    from crystal_kernel.core.interaction import Interaction
     from crystal_kernel.jobs.manager import JobManager
-    from crystal_kernel.tools.base import Tool
+    from crystal_kernel.mcp.manager import McpManager
+    from crystal_kernel.tools.base import LiveNotebookEdit, Tool, ToolContext
 
 
 @dataclass
@@ -108,7 +111,7 @@ class Session:
     """One agent session in one workspace."""
 
     # The catalog and its specs (see _tool_specs).
-    _specs: tuple[list[Tool], list[Any]] | None = None
+    _specs: tuple[list[Tool[Any]], list[Any]] | None = None
 
     def __init__(
         self,
@@ -162,30 +165,40 @@ class Session:
         self.created = now_iso()
         self.forked_from: str | None = None
         self.busy = False
-        self.reviewer: Any = None
-        # The IPython shell, when a notebook front hosts this session (notebook tools use it).
+        # The reviewer of review and audit modes (host/approval_flow.py makes the model
+        # reviewer on first use); fronts may put their own in place.
+        self.reviewer: Reviewer | None = None
+        # The IPython shell, when a notebook front hosts this session (notebook tools use
+        # it). Typed loosely: the host never imports IPython.
         self.notebook_shell: Any = None
         # The .ipynb file the kernel or the magics run in, when Jupyter says (JPY_SESSION_NAME);
         # named in the system text so the model can read and edit "this notebook".
         self.notebook_path: str | None = None
         # Set by the kernel and the magics: applies a notebook_edit to the notebook's shared
         # document when it is open with real-time collaboration (jupyter/live_notebook.py).
-        self.live_notebook_edit: Any = None
+        self.live_notebook_edit: LiveNotebookEdit | None = None
         self._extra_doc: dict[str, Any] = {}
         # Appends each save's changes to the session journal (host/journal.py).
         self._writer: JournalWriter | None = None
         self._notes: list[str] = []
         self._said_once: set[str] = set()
         self._system: str | None = None
-        self._tools: list[Tool] | None = None
+        self._tools: list[Tool[Any]] | None = None
         self._jobs: JobManager | None = None
         # The lock on this session's document (host/session_lock.py), once claimed.
         self._lock: SessionLock | None = None
         # The session's MCP servers (crystal_kernel/mcp/manager.py), made at the first
         # catalog build that finds an mcp.json; kept across rebuilds, closed in close().
-        self.mcp_servers: Any = None
+        self.mcp_servers: McpManager | None = None
         # MCP server entries an ACP client passed for this session (mcp/config.client_server).
         self.client_mcp_servers: list[Any] = []
+        # Automatic compaction (host/compaction.py): after a failure, the transcript length
+        # at which to try again; and whether "nothing left to summarise" was said already.
+        self.compaction_retry_at = 0
+        self.compaction_warned = False
+        # Untrusted workspace files a notebook front has offered a Trust button for
+        # (jupyter/trust_view.py): (path, digest) pairs, each shown once per session.
+        self.trust_offered: set[tuple[str, str]] = set()
         # TRUST-3: the workspace review texts as the session found them (host/review.py).
         self.review_baseline: str | None = _review_baseline(self.workspace)
 
@@ -210,7 +223,7 @@ class Session:
     def capabilities(self) -> Capabilities:
         return self.provider.capabilities
 
-    def tools(self) -> list[Tool]:
+    def tools(self) -> list[Tool[Any]]:
         """The catalog for the current mode (MODE-1/2), cached until refreshed. Built here
         only by callers without an event loop (it blocks while MCP servers start); the
         turn loop and the commands await :meth:`prepare_tools` first."""
@@ -218,7 +231,7 @@ class Session:
             self._tools = self.tool_source.tools_now(self)
         return self._tools
 
-    async def prepare_tools(self) -> list[Tool]:
+    async def prepare_tools(self) -> list[Tool[Any]]:
         """Build the catalog if it is not built, entering the tool source first. Whatever
         must start (MCP servers) starts on its own loop: the caller's event loop keeps
         serving meanwhile (a kernel answers widgets and interrupts)."""
@@ -232,11 +245,32 @@ class Session:
                 self._tools = tools
         return self._tools
 
-    def tool(self, name: str) -> Tool | None:
+    def tool(self, name: str) -> Tool[Any] | None:
         for t in self.tools():
             if t.name == name:
                 return t
         return None
+
+    def tool_context(self, interaction: Interaction, *, call_id: str = "", images_ok: bool = True,
+                     progress: Callable[[float, float | None, str | None], None] | None = None) -> ToolContext:
+        """What one tool call may use: the parts of this session, never the session itself
+        (a tool, a plugin's included, cannot switch modes, approve, or read the transcript)."""
+        from crystal_kernel.tools.base import ToolContext
+
+        def open_jobs() -> JobManager:
+            return self.jobs
+
+        def compose_prompt(name: str, extra: dict[str, str] | None) -> str:
+            from crystal_kernel.prompts.compose import compose_named
+
+            return compose_named(name, self, extra)
+
+        return ToolContext(
+            access=self.access, config=self.config, interaction=interaction, call_id=call_id,
+            images_ok=images_ok, progress=progress, session_id=self.id, approval=self.approval,
+            todos=self.todos, open_jobs=open_jobs, notebook_shell=self.notebook_shell,
+            live_notebook_edit=self.live_notebook_edit, model=self.provider, compose_prompt=compose_prompt,
+        )
 
     def system_text(self) -> str:
         """The active system message; composed once, replaced by refresh_system()."""
@@ -300,6 +334,15 @@ class Session:
         self._refuse_while_busy("change the model")
         self.provider = provider
         self.refresh_system()
+
+    def swap_clients(self, provider: Provider, reviewer: Reviewer | None) -> tuple[Provider, Reviewer | None]:
+        """Put ``provider`` and ``reviewer`` in place and return the ones they replace.
+        For a front that runs a turn on another event loop (the magics' worker): HTTP
+        clients belong to the loop that opened them. Same model, so the system text and
+        the catalog stay; unlike :meth:`set_provider` this is allowed around a turn."""
+        replaced = self.provider, self.reviewer
+        self.provider, self.reviewer = provider, reviewer
+        return replaced
 
     def change_directory(self, directory: str) -> None:
         """/cd: a new workspace root for this session."""

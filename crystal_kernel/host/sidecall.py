@@ -9,17 +9,20 @@ from __future__ import annotations
 
 import asyncio
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from crystal_kernel.core.messages import ImagePart, Message, TextPart, ToolCallPart, ToolResultPart
 from crystal_kernel.providers.base import ModelRequest, TextChunk, UsageChunk
+
+if TYPE_CHECKING:
+    from crystal_kernel.host.session import Session
 
 
 class SideCallError(Exception):
     """A side request failed; the message is one English line."""
 
 
-def make_side_provider(session: Any, spec: str) -> Any:
+def make_side_provider(session: Session, spec: str) -> Any:
     """A provider for a side model named ``[PROVIDER:]MODEL`` (``reviewModel``,
     ``topicModel``): a bare model name uses the session's provider settings. With
     ``record`` on it records into the same cassette as the session."""
@@ -36,7 +39,7 @@ def make_side_provider(session: Any, spec: str) -> Any:
 
 
 async def complete_text(
-    session: Any,
+    session: Session,
     provider: Any,
     *,
     system: str,

@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from crystal_kernel import plugins
 from crystal_kernel.core import paths
@@ -29,6 +29,9 @@ from crystal_kernel.tools.base import Authority, Classification, Risk, Tool, Too
 from crystal_kernel.tools.catalog import RESERVED_NAMES, CatalogOptions, build_catalog, check_disabled
 from crystal_kernel.tools.exec_manifest import NAME_PATTERN, ManifestError, parse_tool, read_set
 from crystal_kernel.tools.exec_sets import ExecTool, ExecToolSet
+
+if TYPE_CHECKING:
+    from crystal_kernel.host.session import Session
 
 CATALOGS = frozenset({"plan", "work"})
 MANIFEST = "tools.json"
@@ -238,11 +241,11 @@ class SessionTools:
             except Exception:
                 pass  # the supervisor still ends a stdio server when this process ends
 
-    async def get_tools(self, session: Any) -> list[Tool]:
+    async def get_tools(self, session: Session) -> list[Tool]:
         found, notes = await discover_external_tools_async(session.home, session.workspace, context=session)
         return await asyncio.to_thread(self._catalog, session, found, notes)
 
-    def tools_now(self, session: Any) -> list[Tool]:
+    def tools_now(self, session: Session) -> list[Tool]:
         """The same catalog for a caller without an event loop (blocks while servers start)."""
         found, notes = discover_external_tools(session.home, session.workspace, context=session)
         return self._catalog(session, found, notes)
@@ -250,7 +253,7 @@ class SessionTools:
     def check_disabled(self, names: Iterable[str]) -> list[str]:
         return check_disabled(names)
 
-    def _catalog(self, session: Any, found: list[Tool], notes: list[str]) -> list[Tool]:
+    def _catalog(self, session: Session, found: list[Tool], notes: list[str]) -> list[Tool]:
         from crystal_kernel.prompts.skills import discover_skills
 
         servers = getattr(session, "mcp_servers", None)

@@ -17,15 +17,18 @@ from __future__ import annotations
 
 import asyncio
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from crystal_kernel.host.sidecall import SideCallError, complete_text, render_conversation
+
+if TYPE_CHECKING:
+    from crystal_kernel.host.session import Session
 
 TOPIC_TIMEOUT = 20.0
 MAX_TOPIC = 80
 
 
-def topic_naming_enabled(session: Any) -> bool:
+def topic_naming_enabled(session: Session) -> bool:
     if os.environ.get("CRYSTAL_TOPIC_NAMING", "").strip().lower() in ("0", "off", "false", "no"):
         return False
     return bool(getattr(session.config, "topic_naming", True))
@@ -44,7 +47,7 @@ def clean_topic(text: str) -> str:
     return line
 
 
-def topic_provider(session: Any) -> Any:
+def topic_provider(session: Session) -> Any:
     """``topicModel``'s provider (made for this one request), else the session's. Under
     replay always the session's: the cassette holds whatever answered when recording."""
     spec = getattr(session.config, "topic_model", None)
@@ -55,7 +58,7 @@ def topic_provider(session: Any) -> Any:
     return make_side_provider(session, spec)
 
 
-async def name_session(session: Any) -> bool:
+async def name_session(session: Session) -> bool:
     """Name ``session`` when it has finished its first turn and has no topic yet.
 
     Never raises and never cancels the caller's bookkeeping: the loop calls it while

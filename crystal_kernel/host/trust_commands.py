@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from crystal_kernel.core.errors import UserError
 from crystal_kernel.core.trust import (
@@ -17,6 +17,9 @@ from crystal_kernel.core.trust import (
     trust_all,
     workspace_states,
 )
+
+if TYPE_CHECKING:
+    from crystal_kernel.host.session import Session
 
 
 def trust_file(home: Path, workspace: Path, name: str) -> WorkspaceFile:
@@ -53,7 +56,7 @@ def cmd_trust(ns: argparse.Namespace) -> int:
     return 0
 
 
-def trust_command(session: Any, args: list[str]) -> str:
+def trust_command(session: Session, args: list[str]) -> str:
     """``/trust`` lists, ``/trust FILE`` trusts one file, ``/trust all`` every untrusted one.
     The catalog is rebuilt, so trusted servers and tools are offered from the next request."""
     if len(args) > 1:

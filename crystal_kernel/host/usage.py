@@ -15,7 +15,10 @@ from __future__ import annotations
 
 import fnmatch
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from crystal_kernel.host.session import Session
 
 
 @dataclass(frozen=True)
@@ -54,11 +57,11 @@ def price_for(prices: dict[str, Any] | None, model: str, provider: str | None = 
     return None
 
 
-def _provider_name(session: Any) -> str | None:
+def _provider_name(session: Session) -> str | None:
     return getattr(session.provider, "name", None)
 
 
-def cost_breakdown(session: Any) -> tuple[float | None, list[str]]:
+def cost_breakdown(session: Session) -> tuple[float | None, list[str]]:
     """(cost of the priced models, models without a price)."""
     usage = session.usage
     rows = dict(getattr(usage, "by_model", {}) or {})
@@ -78,7 +81,7 @@ def cost_breakdown(session: Any) -> tuple[float | None, list[str]]:
     return total, unknown
 
 
-def turn_cost(session: Any, turn: dict[str, Any]) -> float | None:
+def turn_cost(session: Session, turn: dict[str, Any]) -> float | None:
     price = price_for(session.config.prices or {}, str(turn.get("model") or session.provider.model),
                       _provider_name(session))
     if price is None:
@@ -90,7 +93,7 @@ def _money(value: float | None) -> str:
     return "no price" if value is None else f"${value:.4f}"
 
 
-def usage_report(session: Any) -> dict[str, Any]:
+def usage_report(session: Session) -> dict[str, Any]:
     """Structured usage for rich fronts (the sidebar) and tests."""
     u = session.usage
     cost, unknown = cost_breakdown(session)
@@ -104,7 +107,7 @@ def usage_report(session: Any) -> dict[str, Any]:
     }
 
 
-def usage_command(session: Any, args: list[str]) -> Any:
+def usage_command(session: Session, args: list[str]) -> Any:
     """/usage: tokens for the last turn and the session, with cost where prices are known."""
     from crystal_kernel.core.commands import CommandResult
 

@@ -8,7 +8,7 @@ that can update its output live iterates :func:`follow_logs` from ``nextOffset``
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Any, Protocol
 
 from crystal_kernel.core.commands import CommandResult
 from crystal_kernel.core.errors import ToolError, UserError
@@ -20,11 +20,18 @@ COMMAND_LOG_BYTES = 256 * 1024
 FOLLOW_POLL_SECONDS = 1.0
 
 
+class JobsOwner(Protocol):
+    """What the job commands read of a session: its background jobs."""
+
+    @property
+    def jobs(self) -> JobManager: ...
+
+
 def _words(args: list[str] | str) -> list[str]:
     return args.split() if isinstance(args, str) else list(args)
 
 
-def jobs_rows(session: Any) -> list[dict[str, Any]]:
+def jobs_rows(session: JobsOwner) -> list[dict[str, Any]]:
     """One dict per job (the status-file keys plus ``result``), oldest first."""
     rows = []
     for info in session.jobs.status():
@@ -34,7 +41,7 @@ def jobs_rows(session: Any) -> list[dict[str, Any]]:
     return rows
 
 
-def jobs_command(session: Any, args: list[str] | str) -> CommandResult:
+def jobs_command(session: JobsOwner, args: list[str] | str) -> CommandResult:
     """/jobs: the session's jobs as a table."""
     if _words(args):
         raise UserError("Usage: /jobs")
@@ -61,7 +68,7 @@ def parse_logs_args(args: list[str] | str) -> tuple[str, bool]:
     return rest[0], follow
 
 
-def logs_command(session: Any, args: list[str] | str) -> CommandResult:
+def logs_command(session: JobsOwner, args: list[str] | str) -> CommandResult:
     """/logs JOB [--follow]: the newest output of a job. With --follow, ``data`` says
     so and gives ``nextOffset`` for :func:`follow_logs`; a front that cannot update
     live shows the text as a snapshot."""
@@ -107,7 +114,7 @@ async def follow_logs(manager: JobManager, job_id: str, from_offset: int | None 
         await manager.wait_output(job_id, chunk.total, FOLLOW_POLL_SECONDS)
 
 
-async def stop_command(session: Any, args: list[str] | str) -> CommandResult:
+async def stop_command(session: JobsOwner, args: list[str] | str) -> CommandResult:
     """/stop JOB: stop a job and its whole process tree."""
     words = _words(args)
     if len(words) != 1:

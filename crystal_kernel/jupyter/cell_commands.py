@@ -10,10 +10,13 @@ continuing this notebook's last session, and ``/fork`` switching the kernel to t
 from __future__ import annotations
 
 import shlex
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from crystal_kernel.core.errors import UserError
 from crystal_kernel.jupyter.notebook_turn import KERNEL_HELP, CellOutcome
+
+if TYPE_CHECKING:
+    from crystal_kernel.host.session import Session
 
 
 def _show_text(text: str) -> None:
@@ -68,7 +71,7 @@ async def run_line(kernel: Any, line: str) -> None:
         offer_trust(kernel.ensure_session(), IPythonOutput())  # TRUST-2: a Trust button
 
 
-def _notebook_session(kernel: Any, session: Any) -> str | None:
+def _notebook_session(kernel: Any, session: Session) -> str | None:
     from crystal_kernel.jupyter.notebook_map import last_session
     from crystal_kernel.jupyter.render import IPythonOutput, Renderer
 
@@ -82,7 +85,7 @@ def _notebook_session(kernel: Any, session: Any) -> str | None:
     return target
 
 
-def _show_jobs(kernel: Any, session: Any) -> None:
+def _show_jobs(kernel: Any, session: Session) -> None:
     from crystal_kernel.jupyter.jobs_view import JobsTable, jobs_table
     from crystal_kernel.jupyter.render import IPythonOutput
 
@@ -95,7 +98,7 @@ def _show_jobs(kernel: Any, session: Any) -> None:
         kernel.spawn(table.keep_fresh())
 
 
-def _show_logs(kernel: Any, session: Any, args: list[str]) -> None:
+def _show_logs(kernel: Any, session: Session, args: list[str]) -> None:
     from crystal_kernel.jupyter.jobs_view import LogView, parse_logs_args
     from crystal_kernel.jupyter.render import IPythonOutput
 

@@ -18,7 +18,7 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ipykernel.ipkernel import IPythonKernel
 from traitlets import List
@@ -26,6 +26,9 @@ from traitlets import List
 from crystal_kernel import __version__ as _version
 from crystal_kernel.jupyter.notebook_turn import CellOutcome, attach_notebook, run_notebook_turn
 from crystal_kernel.jupyter.options import KernelOptions
+
+if TYPE_CHECKING:
+    from crystal_kernel.host.session import Session
 
 _OPTIONS: KernelOptions | None = None
 
@@ -122,7 +125,7 @@ class CrystalKernel(IPythonKernel):
             self._attach(session)
         return self.crystal
 
-    def _attach(self, session: Any) -> None:
+    def _attach(self, session: Session) -> None:
         attach_notebook(session, self.shell, self.notebook)
         self.crystal = session
 

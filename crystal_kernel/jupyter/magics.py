@@ -21,7 +21,7 @@ import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, magics_class, no_var_expand
@@ -31,6 +31,9 @@ from crystal_kernel.jupyter.magics_args import MagicOptions, interpolate, merged
 from crystal_kernel.jupyter.magics_sync import SyncForm, raise_for, running_loop
 from crystal_kernel.jupyter.nbrun import NOTEBOOK_RUN_ENV
 from crystal_kernel.jupyter.notebook_turn import TurnOutcome, attach_notebook, run_notebook_turn
+
+if TYPE_CHECKING:
+    from crystal_kernel.host.session import Session
 
 MAGICS_HELP = """
 With %load_ext crystal_kernel:
@@ -116,7 +119,7 @@ class MagicsHost(SyncForm):
         return open_session(workspace, overrides=overrides, flags=flags,
                             person_present=not self.options.unattended, notebook=True)
 
-    def _attach(self, session: Any) -> None:
+    def _attach(self, session: Session) -> None:
         from crystal_kernel.host.recorded_person import adopt_replayed_person
 
         adopt_replayed_person(session, self.options.unattended)  # replay: the cassette answers
@@ -183,7 +186,7 @@ class MagicsHost(SyncForm):
             session.refresh_system()
         return []
 
-    async def _retire(self, session: Any) -> None:
+    async def _retire(self, session: Session) -> None:
         """Close a replaced session: its jobs stop; its clients close on their own loop."""
         if self._main_loop is not None and running_loop() is not self._main_loop:
             if session.has_jobs:

@@ -12,10 +12,13 @@ when the model accepts them.
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from crystal_kernel.core.errors import ToolError
 from crystal_kernel.core.messages import ImagePart, Part, TextPart
+
+if TYPE_CHECKING:
+    from crystal_kernel.host.session import Session
 
 MAX_FILES = 10
 MAX_FILE_CHARS = 100_000
@@ -34,7 +37,7 @@ def find_mentions(text: str) -> list[str]:
     return out
 
 
-def _existing(session: Any, raw: str) -> str | None:
+def _existing(session: Session, raw: str) -> str | None:
     """The mention as an existing path, trimming trailing punctuation if needed."""
     candidate = raw
     while candidate:
@@ -47,7 +50,7 @@ def _existing(session: Any, raw: str) -> str | None:
     return None
 
 
-def attach_mentions(session: Any, text: str) -> tuple[str | list[Part], list[str]]:
+def attach_mentions(session: Session, text: str) -> tuple[str | list[Part], list[str]]:
     """The turn prompt for a cell (plain text, or parts with the attached files) and the
     notes to show the person."""
     notes: list[str] = []
@@ -79,7 +82,7 @@ def attach_mentions(session: Any, text: str) -> tuple[str | list[Part], list[str
     return [TextPart(text=text), *parts], notes
 
 
-def _read(session: Any, shown: str, resolved: Any) -> tuple[list[Part], str | None]:
+def _read(session: Session, shown: str, resolved: Any) -> tuple[list[Part], str | None]:
     from crystal_kernel.tools.images import sniff_image_type
 
     try:

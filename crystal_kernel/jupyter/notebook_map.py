@@ -13,12 +13,15 @@ It is rewritten atomically; unknown fields survive; a corrupt file is left as it
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from crystal_kernel.core import paths
 from crystal_kernel.core.errors import UserError
 from crystal_kernel.core.fsutil import atomic_write_json, read_json_object
 from crystal_kernel.host.store import now_iso
+
+if TYPE_CHECKING:
+    from crystal_kernel.host.session import Session
 
 FILE = "notebooks.json"
 MAX_ENTRIES = 500
@@ -46,7 +49,7 @@ def last_session(workspace: Path, notebook: str | None) -> str | None:
     return None
 
 
-def remember_session(session: Any, notebook: str | None) -> str | None:
+def remember_session(session: Session, notebook: str | None) -> str | None:
     """Record a live session as its notebook's (kernel and magics alike). The map is a
     convenience for /resume, never a reason to fail a turn: an error comes back as text."""
     if session is None or not notebook:

@@ -1,6 +1,6 @@
 """Notebook tools (SPEC §11): ``python``, ``variables`` and ``cell_output``.
 
-They reach the IPython shell of the notebook through ``ctx.session.notebook_shell``,
+They reach the IPython shell of the notebook through ``ctx.notebook_shell``,
 which the Crystal kernel and the ``%crystal`` magics set. ``python`` runs code in the
 notebook's own namespace: what it prints and displays shows in the cell as it would in
 a normal cell, and the text plus images go back to the model (bounded).
@@ -85,7 +85,7 @@ def clear_interrupt() -> None:
 
 
 def shell_of(ctx: ToolContext) -> Any:
-    shell = getattr(ctx.session, "notebook_shell", None)
+    shell = ctx.notebook_shell
     if shell is None:
         raise ToolError("This session is not attached to a notebook, so there is no Python namespace.")
     return shell

@@ -13,7 +13,10 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from crystal_kernel.host.session import Session
 
 KERNEL_HELP = """
 In this kernel:
@@ -52,7 +55,7 @@ class CellOutcome:
         return cls()
 
 
-def attach_notebook(session: Any, shell: Any, notebook: str | None) -> None:
+def attach_notebook(session: Session, shell: Any, notebook: str | None) -> None:
     """Give a session what only a notebook has: the IPython shell (notebook tools), the
     notebook's path, and live editing of notebooks open in JupyterLab."""
     from crystal_kernel.jupyter import notebook_plugin
@@ -65,7 +68,7 @@ def attach_notebook(session: Any, shell: Any, notebook: str | None) -> None:
     session.refresh_system()
 
 
-def final_text(session: Any, start: int) -> str:
+def final_text(session: Session, start: int) -> str:
     """The text of the turn's last answer (history is never shortened by compaction)."""
     for message in reversed(session.history[start:]):
         if message.role == "assistant":
@@ -73,7 +76,7 @@ def final_text(session: Any, start: int) -> str:
     return ""
 
 
-async def run_notebook_turn(session: Any, text: str, *, notes: list[str], interactive: bool,
+async def run_notebook_turn(session: Session, text: str, *, notes: list[str], interactive: bool,
                             ask_timeout: float | None, log: Any, offer_trust: bool,
                             track: Callable[[Any], None], stopped: Callable[[], bool] = lambda: False) -> TurnOutcome:
     """Run one turn of ``session`` on ``text`` and draw it in the current cell.

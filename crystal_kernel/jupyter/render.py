@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from crystal_kernel.core.events import (
     ApprovalEvent,
@@ -46,6 +46,9 @@ from crystal_kernel.jupyter.cards import (
     thinking_bundle,
 )
 from crystal_kernel.jupyter.safe_html import html_answer_bundle
+
+if TYPE_CHECKING:
+    from crystal_kernel.host.session import Session
 
 DEFAULT_MAX_RATE = 15.0  # display updates per second while text streams
 #: Bytes a second a streaming display may re-send while it grows (see :class:`_Stream`).
@@ -123,7 +126,7 @@ class RecordingOutput:
         return _H()
 
 
-def status_of(session: Any) -> Status:
+def status_of(session: Session) -> Status:
     """The status line of a session: mode, approval, provider:model, prompt set, tokens."""
     label = "default"
     try:

@@ -11,7 +11,10 @@ must always go out.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from crystal_kernel.host.session import Session
 
 
 def kernel_status(kernel: Any) -> dict[str, Any]:
@@ -33,7 +36,7 @@ def _prompt_set(home: Any, workspace: Any, flags: Any) -> str:
         return getattr(flags, "prompt_set", None) or "default"
 
 
-def _from_session(session: Any) -> dict[str, Any]:
+def _from_session(session: Session) -> dict[str, Any]:
     provider = session.provider
     return {
         "session": session.id,

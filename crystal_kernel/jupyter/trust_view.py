@@ -7,14 +7,15 @@ next model request. Only the person's click writes trust; no tool can.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from crystal_kernel.core.trust import TrustStore, WorkspaceFile, file_digest, workspace_states
 
-_OFFERED_ATTR = "_crystal_trust_offered"
+if TYPE_CHECKING:
+    from crystal_kernel.host.session import Session
 
 
-def offer_trust(session: Any, output: Any) -> list[Any]:
+def offer_trust(session: Session, output: Any) -> list[Any]:
     """Show a note and a Trust button for each untrusted workspace file not shown yet in
     this kernel. Returns the buttons (tests click them through the kernel's comms)."""
     import ipywidgets as w
@@ -25,7 +26,7 @@ def offer_trust(session: Any, output: Any) -> list[Any]:
         pending = [s for s in workspace_states(session.home, session.workspace) if not s.trusted]
     except Exception:  # a listing problem must never break a cell
         return []
-    offered: set[tuple[str, str]] = getattr(session, _OFFERED_ATTR, set())
+    offered = session.trust_offered
     buttons = []
     for state in pending:
         key = (str(state.path), state.digest)
@@ -38,14 +39,10 @@ def offer_trust(session: Any, output: Any) -> list[Any]:
         button.on_click(lambda b, s=state: _trust(session, s, b))
         output.show(button._repr_mimebundle_())
         buttons.append(button)
-    try:
-        setattr(session, _OFFERED_ATTR, offered)
-    except AttributeError:
-        pass
     return buttons
 
 
-def _trust(session: Any, state: WorkspaceFile, button: Any) -> None:
+def _trust(session: Session, state: WorkspaceFile, button: Any) -> None:
     """The click: trust the version that was shown, never a later one."""
     button.disabled = True
     if file_digest(state.kind, state.path) != state.digest:

@@ -26,7 +26,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from crystal_kernel.core.interaction import ApprovalRequest, PersonDecision, Question
 from crystal_kernel.jupyter.approval_form import BOX as _BOX
@@ -36,6 +36,9 @@ from crystal_kernel.jupyter.approval_form import form_html as _html
 from crystal_kernel.jupyter.cards import Bundle, esc, summarize_arguments
 from crystal_kernel.jupyter.front_ends import GRACE_SECONDS, headless_log_line
 from crystal_kernel.jupyter.safe_html import html_bundle
+
+if TYPE_CHECKING:
+    from crystal_kernel.host.session import Session
 
 _LOG = logging.getLogger("crystal_kernel.forms")
 _LOG.addHandler(logging.NullHandler())  # without the kernel's log: say nothing, never print into the cell
@@ -347,7 +350,7 @@ def _close_tree(widget: Any) -> None:
     widget.close()
 
 
-def live_forms(session: Any, output: Any, *, ask_timeout: float | None,
+def live_forms(session: Session, output: Any, *, ask_timeout: float | None,
                before_ask: Callable[[], Any] | None, log: logging.Logger | None = None) -> WidgetInteraction | None:
     """The widget forms of one notebook turn, or None when nobody will answer them
     (``personTimeoutSeconds: 0``). ``ask_timeout`` (the ``--ask-timeout`` flag) wins

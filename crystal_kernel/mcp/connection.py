@@ -29,11 +29,14 @@ import os
 import shutil
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from crystal_kernel.core.errors import ToolError
 from crystal_kernel.jobs import supervisor as _supervisor
 from crystal_kernel.mcp.config import ServerConfig
+
+if TYPE_CHECKING:
+    from mcp.client.session import ClientSession
 
 # Bounds (seconds). Stopping: the SDK waits 2 s for a stdio server to leave after its
 # stdin closes, then 2 s after SIGTERM; the supervisor adds its own grace.
@@ -71,7 +74,7 @@ class ServerConnection:
         self.closed = False
         self.tools: list[Any] | None = None  # the last tools/list answer (mcp_types.Tool)
         self.server_name = ""
-        self._session: Any = None
+        self._session: ClientSession | None = None
         self._task: asyncio.Task[None] | None = None
         self._ready: asyncio.Future[None] | None = None
         self._wake: asyncio.Event | None = None
@@ -373,7 +376,7 @@ class ServerConnection:
             self._wake.set()
 
 
-async def _list_all(session: Any) -> list[Any]:
+async def _list_all(session: ClientSession) -> list[Any]:
     """Every page of tools/list (bounded)."""
     import mcp_types
 

@@ -27,23 +27,23 @@ from crystal_kernel.prompts.selection import PromptSelection, resolve_selection
 ATTACH_ACTIONS = ("enable", "disable", "up", "down")
 
 
-def _selection(session: Any) -> tuple[Any, PromptSelection]:
+def _selection(session: object) -> tuple[Any, PromptSelection]:
     ctx = context_from_session(session)
     return ctx, resolve_selection(ctx.home, ctx.workspace, getattr(session, "flags", None))
 
 
-def _refresh(session: Any) -> None:
+def _refresh(session: object) -> None:
     refresh = getattr(session, "refresh_system", None)
     if callable(refresh):
         refresh()
 
 
-def _refuse_while_busy(session: Any, what: str) -> None:
+def _refuse_while_busy(session: object, what: str) -> None:
     if getattr(session, "busy", False):
         raise UserError(f"Cannot {what} while a turn is running; try again when it ends.")
 
 
-def promptset_command(session: Any, args: list[str]) -> str:
+def promptset_command(session: object, args: list[str]) -> str:
     """``/promptset`` lists sets and the effective Work/Plan/Review sources;
     ``/promptset NAME`` (or ``default``) switches by writing prompt.json."""
     ctx, selection = _selection(session)
@@ -61,7 +61,7 @@ def promptset_command(session: Any, args: list[str]) -> str:
     return message
 
 
-def promptattach_command(session: Any, args: list[str]) -> str:
+def promptattach_command(session: object, args: list[str]) -> str:
     """``/promptattach`` lists attachments; ``/promptattach enable|disable|up|down NAME``
     edits the winning folder's prompt.json (PA-9: no source prefix)."""
     ctx, selection = _selection(session)

@@ -106,7 +106,7 @@ def tidy(text: str) -> str:
 _shown: weakref.WeakKeyDictionary[Any, set[str]] = weakref.WeakKeyDictionary()
 
 
-def _emit(session: Any, notes: list[str]) -> None:
+def _emit(session: object, notes: list[str]) -> None:
     note = getattr(session, "note", None)
     if note is None:
         return
@@ -124,7 +124,7 @@ def _emit(session: Any, notes: list[str]) -> None:
 _started: weakref.WeakSet[Any] = weakref.WeakSet()
 
 
-def session_selection(session: Any, ctx: PromptContext, notes: list[str]) -> PromptSelection:
+def session_selection(session: object, ctx: PromptContext, notes: list[str]) -> PromptSelection:
     """The session's selection. The first time for a session object, a forced name that
     is not discovered raises UserError (FL-3: it fails startup); later it is a note."""
     try:
@@ -140,12 +140,12 @@ def session_selection(session: Any, ctx: PromptContext, notes: list[str]) -> Pro
     return selection
 
 
-def compose_system(session: Any) -> str:
+def compose_system(session: object) -> str:
     """The Work or Plan system text for ``session.mode``."""
     return compose_named("plan" if getattr(session, "mode", "work") == "plan" else "work", session)
 
 
-def compose_named(name: str, session: Any, extra: dict[str, str] | None = None,
+def compose_named(name: str, session: object, extra: dict[str, str] | None = None,
                   workspace_files: bool = True) -> str:
     """Any named prompt for a session, with the PH-7 per-call slots in ``extra``."""
     notes: list[str] = []

@@ -232,7 +232,7 @@ def _get(obj: Any, *names: str, default: Any = None) -> Any:
     return default
 
 
-def context_from_session(session: Any) -> PromptContext:
+def context_from_session(session: object) -> PromptContext:
     """A fresh :class:`PromptContext` from a session (attributes read with defaults)."""
     workspace = Path(_get(session, "workspace", "access.workspace", default=os.getcwd()))
     home = Path(_get(session, "home", "config.home", default=home_dir()))
@@ -257,7 +257,7 @@ def context_from_session(session: Any) -> PromptContext:
     )
 
 
-def session_skills_text(session: Any, disabled: list[str]) -> str:
+def session_skills_text(session: object, disabled: list[str]) -> str:
     """The ``{{skills}}`` slot: "" when skills are off or the skill tool is disabled."""
     if "skill" in disabled or _get(session, "config.skills", default=True) is False:
         return ""

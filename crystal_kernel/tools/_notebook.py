@@ -229,7 +229,7 @@ def error_text(output: dict[str, Any]) -> str:
     return head + ("\n" + clip("\n".join(lines)) if trace else "")
 
 
-def _image(mime: str, value: Any, images: list[ImagePart], attach: bool) -> str:
+def _image(mime: str, value: Any, images: list[ImagePart], attach: bool | None) -> str:
     data = joined(value)
     size = len(data) * 3 // 4
     note = f"→ {mime} image, about {size} bytes"
@@ -258,7 +258,8 @@ def output_lines(output: dict[str, Any], images: list[ImagePart], attach: bool |
         return ["→ error: " + error_text(output)]
     if kind not in ("execute_result", "display_data"):
         return [f"→ {kind} output"]
-    data = output.get("data") if isinstance(output.get("data"), dict) else {}
+    raw = output.get("data")
+    data: dict[str, Any] = raw if isinstance(raw, dict) else {}
     out: list[str] = []
     label = "result" if kind == "execute_result" else "display"
     for mime in ("text/markdown", "text/plain"):

@@ -1,5 +1,5 @@
 """The session's background shell tools (SPEC §4, MODE-2): bash_start, bash_status,
-bash_logs, bash_stop. They drive ``ctx.session.jobs`` (a
+bash_logs, bash_stop. They drive ``ctx.jobs`` (a
 :class:`crystal_kernel.jobs.manager.JobManager`).
 
 Risk: bash_start runs a command, so it is EXECUTE (and, like bash, the command is what
@@ -66,7 +66,7 @@ class BashStartTool(Tool):
         return Classification(self.risk, pattern=args.command)
 
     async def run(self, args: BashStartInput, ctx: ToolContext) -> ToolResult:
-        info = ctx.session.jobs.start(args.command, cwd=ctx.workspace)
+        info = ctx.jobs.start(args.command, cwd=ctx.workspace)
         _note_change(ctx)
         return ToolResult(ok=True, text=(
             f"Started background job {info.id} (pid {info.pid}) in {ctx.workspace}.\n"
@@ -81,7 +81,7 @@ class BashStatusTool(Tool):
     risk = Risk.READ
 
     async def run(self, args: BashStatusInput, ctx: ToolContext) -> ToolResult:
-        jobs = ctx.session.jobs
+        jobs = ctx.jobs
         if args.wait_seconds:
             if args.job_id is None:
                 raise ToolError("wait_seconds needs a job_id.")
@@ -100,7 +100,7 @@ class BashLogsTool(Tool):
     risk = Risk.READ
 
     async def run(self, args: BashLogsInput, ctx: ToolContext) -> ToolResult:
-        jobs = ctx.session.jobs
+        jobs = ctx.jobs
         budget = max(256, ctx.config.tool_output_limit - 400)  # room for the header
         limit = min(args.limit or budget, budget)
         chunk = jobs.logs(args.job_id, args.offset, limit)
@@ -116,7 +116,7 @@ class BashStopTool(Tool):
     risk = Risk.WRITE
 
     async def run(self, args: BashStopInput, ctx: ToolContext) -> ToolResult:
-        jobs = ctx.session.jobs
+        jobs = ctx.jobs
         before = jobs.status(args.job_id)
         info = await jobs.astop(args.job_id)
         _note_change(ctx)

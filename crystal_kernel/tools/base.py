@@ -11,15 +11,18 @@ from __future__ import annotations
 
 import copy
 import inspect
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from crystal_kernel.core.access import AccessRules
+from crystal_kernel.core.config import Config
 from crystal_kernel.core.errors import ToolError
+from crystal_kernel.core.todos import Todo
 from crystal_kernel.core.tool_types import (
     Authority,
     Classification,
@@ -32,21 +35,35 @@ from crystal_kernel.core.tool_types import (
 
 if TYPE_CHECKING:
     from crystal_kernel.core.interaction import Interaction
+    from crystal_kernel.jobs.manager import JobManager
+    from crystal_kernel.providers.base import Provider
 
 # A plugin's tool needs only this module (docs/plugins.md): the call vocabulary that
 # lives in core is re-exported here for tool authors.
 __all__ = [
-    "Authority", "Classification", "EmptyInput", "FileChange", "Risk", "Tool", "ToolContext", "ToolInput",
-    "ToolResult", "ToolSpec", "format_validation_error", "input_schema", "truncate_output",
+    "Authority", "Classification", "ComposePrompt", "EmptyInput", "FileChange", "LiveNotebookEdit", "Risk",
+    "Tool", "ToolContext", "ToolInput", "ToolResult", "ToolSpec", "format_validation_error", "input_schema",
+    "truncate_output",
 ]
+
+# Applies a notebook_edit (its arguments) to the shared document of a notebook open with
+# real-time collaboration; None or {"live": False} when it is not open (jupyter/live_notebook.py).
+LiveNotebookEdit = Callable[[Path, dict[str, Any]], Awaitable["dict[str, Any] | None"]]
+# Composes a named prompt (image.system, image.user, ...) for the session, with the
+# per-call slots (PH-7) in the dict.
+ComposePrompt = Callable[[str, "dict[str, str] | None"], str]
 
 
 @dataclass
 class ToolContext:
-    """What a running tool may use."""
+    """What a running tool may use: the parts of the session it needs, never the session.
 
-    # The host's Session: tools sit below the host and never import it (docs/architecture.md).
-    session: Any
+    The host builds one per call (``Session.tool_context``); a test or a script builds
+    one from the parts. Tools sit below the host and never import it
+    (docs/architecture.md)."""
+
+    access: AccessRules
+    config: Config
     interaction: Interaction
     call_id: str = ""
     # Whether the model of this turn accepts images (EX-12, view_image).
@@ -54,18 +71,49 @@ class ToolContext:
     # Report progress (progress, total, message) to the fronts; callable from any
     # thread (MCP calls run on their own loop). None: nobody listens.
     progress: Callable[[float, float | None, str | None], None] | None = None
+    # EX-2: what a child process learns about the session (CRYSTAL_SESSION, CRYSTAL_APPROVAL).
+    session_id: str = ""
+    approval: str = "default"
+    # The session's todo list (MODE-5): todowrite replaces its items in place.
+    todos: list[Todo] = field(default_factory=list)
+    # The session's background jobs (SPEC §4), made on first use; None: no jobs here.
+    open_jobs: Callable[[], JobManager] | None = None
+    # The IPython shell of the notebook hosting the session (notebook tools), if any.
+    # Typed loosely: below the jupyter front nothing imports IPython.
+    notebook_shell: Any = None
+    live_notebook_edit: LiveNotebookEdit | None = None
+    # The session's model (describe_image asks it when no imageModel is set) and the
+    # session's prompt composer; None where no session composes (a bare context).
+    model: Provider | None = None
+    compose_prompt: ComposePrompt | None = None
 
     @property
     def workspace(self) -> Path:
-        return self.session.access.workspace
+        return self.access.workspace
 
     @property
-    def access(self):
-        return self.session.access
+    def home(self) -> Path:
+        """Crystal Home (config.json, trust, the person's own tool sets and skills)."""
+        return self.config.home
 
     @property
-    def config(self):
-        return self.session.config
+    def jobs(self) -> JobManager:
+        """The session's background jobs; ToolError where the host offers none."""
+        if self.open_jobs is None:
+            raise ToolError("Background jobs are not available here.")
+        return self.open_jobs()
+
+    if not TYPE_CHECKING:  # hidden from the type checker: ``ctx.anything`` stays an error there
+
+        def __getattr__(self, name: str) -> Any:
+            # Only for names the context lacks: a tool written when the context carried
+            # the whole Session learns what replaced it (docs/plugins.md).
+            if name == "session":
+                raise AttributeError(
+                    "ToolContext has no 'session': a tool receives the parts it uses (ctx.workspace, "
+                    "ctx.access, ctx.config, ctx.home, ctx.todos, ctx.jobs, ctx.session_id, ...); "
+                    "see docs/plugins.md.")
+            raise AttributeError(f"'ToolContext' object has no attribute '{name}'")
 
 
 class ToolInput(BaseModel):
@@ -78,9 +126,13 @@ class EmptyInput(ToolInput):
     pass
 
 
-class Tool:
+InputT = TypeVar("InputT", bound=BaseModel)
+
+
+class Tool(Generic[InputT]):
     """Base class of built-in tools. Subclasses set ``name``, ``Input``, ``risk`` and
-    implement ``run``; the description is read from ``<name>.md`` beside the module."""
+    implement ``run``; the description is read from ``<name>.md`` beside the module.
+    ``Tool[MyInput]`` types ``run`` and ``classify`` with the tool's own input model."""
 
     name: ClassVar[str]
     Input: ClassVar[type[BaseModel]] = EmptyInput
@@ -92,7 +144,11 @@ class Tool:
 
     @property
     def description(self) -> str:
-        return _description_for(type(self))
+        cls = type(self)
+        text = _descriptions.get(cls)
+        if text is None:
+            text = _descriptions[cls] = _read_description(cls, cls.name)
+        return text
 
     def input_schema(self) -> dict[str, Any]:
         return input_schema(self.Input)
@@ -100,14 +156,14 @@ class Tool:
     def spec(self) -> ToolSpec:
         return ToolSpec(self.name, self.description, self.input_schema(), self.input_kind)
 
-    def parse(self, arguments: dict[str, Any]) -> BaseModel:
+    def parse(self, arguments: dict[str, Any]) -> InputT:
         """Validate arguments; a failure is a ToolError the model can act on."""
         try:
-            return self.Input.model_validate(arguments)
+            return self.Input.model_validate(arguments)  # type: ignore[return-value]
         except ValidationError as exc:
             raise ToolError(format_validation_error(self.name, exc)) from None
 
-    def classify(self, args: BaseModel, ctx: ToolContext) -> Classification:
+    def classify(self, args: InputT, ctx: ToolContext) -> Classification:
         authority = Authority.WORKSPACE
         pattern = None
         host_owned = False
@@ -117,13 +173,13 @@ class Tool:
                 pattern = str(value)
                 if not ctx.access.in_workspace(value):
                     authority = Authority.OUTSIDE
-                if self.risk >= Risk.WRITE and ctx.access.is_host_owned(value, getattr(ctx.session, "home", None)):
+                if self.risk >= Risk.WRITE and ctx.access.is_host_owned(value, ctx.home):
                     host_owned = True
         if host_owned:  # TRUST-3: outside-level authority that always asks the person
             authority = Authority.OUTSIDE
         return Classification(self.risk, authority, self.external, pattern, host_owned=host_owned)
 
-    async def run(self, args: Any, ctx: ToolContext) -> ToolResult:  # pragma: no cover
+    async def run(self, args: InputT, ctx: ToolContext) -> ToolResult:  # pragma: no cover
         raise NotImplementedError
 
 
@@ -185,11 +241,14 @@ def format_validation_error(tool: str, exc: ValidationError) -> str:
     return f"Invalid arguments for {tool}: " + "; ".join(problems)
 
 
-@cache
-def _description_for(cls: type) -> str:
+# Descriptions by tool class: read once (the catalog asks for them on every request).
+_descriptions: dict[type, str] = {}
+
+
+def _read_description(cls: type, name: str) -> str:
     module_file = Path(inspect.getfile(cls))
-    md = module_file.with_name(f"{cls.name}.md")
+    md = module_file.with_name(f"{name}.md")
     if md.exists():
         return md.read_text(encoding="utf-8").strip()
     doc = inspect.getdoc(cls)
-    return doc or cls.name
+    return doc or name

@@ -5,13 +5,11 @@ is configured; the prompts are the named image.system / image.user (with
 
 from __future__ import annotations
 
-from typing import Any
-
 from pydantic import Field
 
 from crystal_kernel.core.errors import ProviderError, ToolError
 from crystal_kernel.core.messages import Message, TextPart
-from crystal_kernel.providers.base import ModelRequest, TextChunk
+from crystal_kernel.providers.base import ModelRequest, Provider, TextChunk
 from crystal_kernel.tools._image_file import load_image
 from crystal_kernel.tools.base import Risk, Tool, ToolContext, ToolInput, ToolResult, truncate_output
 
@@ -26,24 +24,26 @@ class DescribeImageInput(ToolInput):
     )
 
 
-def image_prompts(session: Any, question: str) -> tuple[str, str]:
+def image_prompts(ctx: ToolContext, question: str) -> tuple[str, str]:
     """The composed image.system and image.user texts for this session."""
-    from crystal_kernel.prompts.compose import compose_named
+    if ctx.compose_prompt is None:
+        raise ToolError("describe_image needs a session to compose its prompts.")
+    return ctx.compose_prompt("image.system", None), ctx.compose_prompt("image.user", {"question": question})
 
-    return compose_named("image.system", session), compose_named("image.user", session, {"question": question})
 
-
-def image_provider(session: Any) -> tuple[Any, bool]:
+def image_provider(ctx: ToolContext) -> tuple[Provider, bool]:
     """The provider to ask, and whether this tool created it (and must close it)."""
-    config = session.config
+    config = ctx.config
     if config.image_model:
         from crystal_kernel.providers.registry import make_provider
 
-        return make_provider(config, workspace=session.workspace, model=config.image_model), True
-    return session.provider, False
+        return make_provider(config, workspace=ctx.workspace, model=config.image_model), True
+    if ctx.model is None:
+        raise ToolError("There is no model to describe the image; set imageModel in config.json.")
+    return ctx.model, False
 
 
-class DescribeImageTool(Tool):
+class DescribeImageTool(Tool[DescribeImageInput]):
     name = "describe_image"
     Input = DescribeImageInput
     risk = Risk.READ
@@ -51,10 +51,9 @@ class DescribeImageTool(Tool):
 
     async def run(self, args: DescribeImageInput, ctx: ToolContext) -> ToolResult:
         image = await load_image(args.path, ctx)
-        session = ctx.session
         question = (args.question or "").strip() or DEFAULT_QUESTION
-        system, user = image_prompts(session, question)
-        provider, owned = image_provider(session)
+        system, user = image_prompts(ctx, question)
+        provider, owned = image_provider(ctx)
         try:
             if not provider.capabilities.images:
                 raise ToolError(

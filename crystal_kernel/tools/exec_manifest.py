@@ -45,7 +45,7 @@ class ExecToolManifest(BaseModel):
     stdin: bool = True
     output: Literal["content", "text"] = "content"
     timeout_seconds: int | float | Literal["unlimited"] = Field(DEFAULT_TIMEOUT_SECONDS, alias="timeoutSeconds")
-    catalogs: list[Literal["plan", "work"]] = Field(default_factory=lambda: ["work"])
+    catalogs: list[Literal["plan", "work"]] = Field(default_factory=lambda: list[Literal["plan", "work"]](["work"]))
     input_kind: Literal["json", "text"] = Field("json", alias="inputKind")
 
     @field_validator("name")

@@ -61,16 +61,15 @@ async def content_result(name: str, outcome: ProcessOutcome, limit: int, workspa
     """EX-10 … EX-13: one JSON object with optional text and images; stderr appended."""
     stderr = _decode(outcome.stderr, outcome.stderr_total, "stderr")
     stdout, cut = _stdout_for_parsing(outcome, limit)
+    error: json.JSONDecodeError | None = None
     try:
         data: Any = json.loads(stdout)
     except json.JSONDecodeError as exc:
         data, error = None, exc
-    else:
-        error = None
 
     if outcome.returncode != 0:
         # EX-11: failed, no images; keep the tool's own words when it gave any.
-        body = data.get("text") if isinstance(data, dict) and isinstance(data.get("text"), str) else stdout
+        body: str = data["text"] if isinstance(data, dict) and isinstance(data.get("text"), str) else stdout
         return ToolResult.fail(truncate_output(_join(_join(_exit_text(name, outcome.returncode), body), stderr), limit))
 
     if error is not None or not isinstance(data, dict):

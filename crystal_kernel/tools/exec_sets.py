@@ -162,19 +162,18 @@ class ExecTool(Tool):
         tool_data, project_data = self.data_dirs(ctx)
         extra = {
             "CRYSTAL_WORKSPACE": str(ctx.workspace),
-            "CRYSTAL_SESSION": str(ctx.session.id),
-            "CRYSTAL_APPROVAL": str(ctx.session.approval),
+            "CRYSTAL_SESSION": ctx.session_id,
+            "CRYSTAL_APPROVAL": ctx.approval,
             "CRYSTAL_TOOL_DATA": tool_data,
             "CRYSTAL_PROJECT_DATA": project_data,
         }
-        config = getattr(ctx.session, "config", None)
         if os.supports_bytes_environ:
-            return child_environment_bytes(config, extra=extra)
-        return child_environment(config, extra=extra)
+            return child_environment_bytes(ctx.config, extra=extra)
+        return child_environment(ctx.config, extra=extra)
 
     def data_dirs(self, ctx: ToolContext) -> tuple[str, str]:
         """``{home}/data/tools/<set>`` and ``<workspace>/.crystal/data/tools/<set>``."""
-        home = getattr(ctx.session, "home", None) or ctx.config.home
+        home = str(ctx.home)
         name = self.tool_set.name
         return (os.path.join(home, "data", "tools", name),
                 str(paths.tool_data_dir(ctx.workspace, name)))

@@ -83,7 +83,7 @@ class NotebookEditTool(Tool):
                             "(create one with write).")
         if not path.is_file():
             raise ToolError(f"'{args.path}' is not a regular file.")
-        live = getattr(ctx.session, "live_notebook_edit", None)
+        live = ctx.live_notebook_edit
         if live is not None:
             # Open in JupyterLab with real-time collaboration: edit the shared document, so the
             # person sees the change at once and their unsaved edits stay.

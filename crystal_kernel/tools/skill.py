@@ -20,7 +20,7 @@ class SkillTool(Tool):
     risk = Risk.READ
 
     async def run(self, args: SkillInput, ctx: ToolContext) -> ToolResult:
-        skills = discover_skills(ctx.session.home, ctx.workspace)
+        skills = discover_skills(ctx.home, ctx.workspace)
         for skill in skills:
             if skill.name == args.name:
                 try:

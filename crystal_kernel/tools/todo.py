@@ -55,8 +55,8 @@ class TodoWriteTool(Tool):
                 raise ToolError(f"Todo {i} is {len(content)} characters long; keep each under {MAX_CONTENT_CHARS}.")
             new.append(Todo(content=content, status=item.status))
         # Replace in place: fronts and the session document hold the same list object.
-        ctx.session.todos[:] = new
-        return ToolResult(ok=True, text=render_todos(ctx.session.todos))
+        ctx.todos[:] = new
+        return ToolResult(ok=True, text=render_todos(ctx.todos))
 
 
 class TodoReadTool(Tool):
@@ -65,4 +65,4 @@ class TodoReadTool(Tool):
     risk = Risk.READ
 
     async def run(self, args: EmptyInput, ctx: ToolContext) -> ToolResult:
-        return ToolResult(ok=True, text=render_todos(ctx.session.todos))
+        return ToolResult(ok=True, text=render_todos(ctx.todos))

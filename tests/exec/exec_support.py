@@ -42,9 +42,14 @@ class StandInSession:
     def note(self, text: str) -> None:
         self.notes.append(text)
 
+    def tool_context(self, interaction: Any, *, call_id: str = "", images_ok: bool = True) -> ToolContext:
+        """Built from the parts alone, as a script or a plugin's test would."""
+        return ToolContext(access=self.access, config=self.config, interaction=interaction, call_id=call_id,
+                           images_ok=images_ok, session_id=self.id, approval=self.approval)
+
 
 def make_ctx(session: Any, images_ok: bool = True) -> ToolContext:
-    return ToolContext(session=session, interaction=NoPerson(), call_id="call-1", images_ok=images_ok)
+    return session.tool_context(NoPerson(), call_id="call-1", images_ok=images_ok)
 
 
 def write_set(root: Path, name: str, manifest: dict[str, Any], files: dict[str, str] | None = None) -> Path:

@@ -36,7 +36,7 @@ async def session(workspace: Path, tmp_path: Path):
 
 
 def _ctx(session: Session) -> ToolContext:
-    return ToolContext(session=session, interaction=NoPerson(), call_id="call-1")
+    return session.tool_context(NoPerson(), call_id="call-1")
 
 
 async def call(name: str, session: Session, **arguments: Any) -> ToolResult:

@@ -19,7 +19,7 @@ from crystal_kernel.core.interaction import NoPerson
 from crystal_kernel.host.session import Session
 from crystal_kernel.providers.base import Capabilities
 from crystal_kernel.testing.scripted import ScriptedProvider
-from crystal_kernel.tools.base import ToolContext, ToolResult
+from crystal_kernel.tools.base import ToolResult
 
 PY = sys.executable
 SERVERS = Path(__file__).parent / "servers"
@@ -60,7 +60,7 @@ async def call(session: Session, name: str, arguments: dict[str, Any], *, images
     """Parse and run as the loop would (a ToolError becomes a failed result)."""
     tool = session.tool(name)
     assert tool is not None, f"{name} not in {[t.name for t in session.tools()]}"
-    ctx = ToolContext(session=session, interaction=NoPerson(), call_id="c1", images_ok=images_ok)
+    ctx = session.tool_context(NoPerson(), call_id="c1", images_ok=images_ok)
     try:
         return await tool.run(tool.parse(arguments), ctx)
     except ToolError as exc:

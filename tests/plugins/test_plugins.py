@@ -67,20 +67,11 @@ def crystal_tools(context):
 '''
 
 
-class Ctx:
-    """The parts of a session a plugin tool reads here (workspace and access)."""
-
-    def __init__(self, workspace: Path, home: Path):
-        self.workspace = workspace
-        self.home = home
-        self.id = "s1"
-        self.approval = "default"
-        self.config = Config(home=home)
-        self.access = AccessRules(workspace)
-
-
 def ctx_for(workspace: Path, home: Path) -> ToolContext:
-    return ToolContext(session=Ctx(workspace, home), interaction=NoPerson())
+    """A context built from the documented parts alone (docs/plugins.md), as a plugin's
+    own tests would: no session anywhere."""
+    return ToolContext(access=AccessRules(workspace), config=Config(home=home), interaction=NoPerson(),
+                       session_id="s1", approval="default")
 
 
 def test_entry_point_plugin_is_loaded(install_plugin):

@@ -91,7 +91,7 @@ def make_world(root: Path) -> tuple[Session, ToolContext]:
     home.mkdir(exist_ok=True)
     session = Session(workspace=ws, config=Config(home=home, approval="full"), provider=ScriptedProvider(),
                       person_present=False)
-    return session, ToolContext(session=session, interaction=NoPerson(), call_id="c1", images_ok=True)
+    return session, session.tool_context(NoPerson(), call_id="c1", images_ok=True)
 
 
 async def run_once(tool_name: str, arguments: dict[str, Any], ctx: ToolContext) -> ToolResult:

@@ -20,7 +20,7 @@ from crystal_kernel.core.trust import trust_all
 from crystal_kernel.host.session import Session
 from crystal_kernel.host.tool_sources import discover_external_tools
 from crystal_kernel.testing.scripted import ScriptedProvider
-from crystal_kernel.tools.base import ToolContext, ToolResult
+from crystal_kernel.tools.base import ToolResult
 from crystal_kernel.tools.catalog import load_builtin
 
 SECRET = "TOP SECRET outside the workspace"
@@ -72,7 +72,7 @@ def fill(path: str, world) -> str:
 
 async def call(tool_name: str, world, /, **arguments) -> ToolResult:
     tool = load_builtin(tool_name)
-    ctx = ToolContext(session=world["session"], interaction=NoPerson(), call_id="c1", images_ok=True)
+    ctx = world["session"].tool_context(NoPerson(), call_id="c1", images_ok=True)
     try:
         args = tool.parse(arguments)
         tool.classify(args, ctx)
@@ -152,7 +152,7 @@ async def test_exec_tool_image_paths_stay_inside(world, path):
     trust_all(world["home"], world["ws"])  # the person trusts the set (TRUST-2)
     tools, notes = discover_external_tools(world["home"], world["ws"], context=world["session"])
     tool = {t.name: t for t in tools}["make_image"]
-    ctx = ToolContext(session=world["session"], interaction=NoPerson(), call_id="c1", images_ok=True)
+    ctx = world["session"].tool_context(NoPerson(), call_id="c1", images_ok=True)
     try:
         result = await tool.run(tool.parse({"path": fill(path, world)}), ctx)
     except ToolError as exc:
@@ -173,6 +173,6 @@ async def test_exec_tool_image_inside_the_workspace_is_attached(world):
     trust_all(world["home"], world["ws"])  # the person trusts the set (TRUST-2)
     tools, _ = discover_external_tools(world["home"], world["ws"], context=world["session"])
     tool = {t.name: t for t in tools}["make_image"]
-    ctx = ToolContext(session=world["session"], interaction=NoPerson(), call_id="c1", images_ok=True)
+    ctx = world["session"].tool_context(NoPerson(), call_id="c1", images_ok=True)
     result = await tool.run(tool.parse({"path": "pic.png"}), ctx)
     assert result.ok and len(result.images) == 1

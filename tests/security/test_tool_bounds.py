@@ -122,7 +122,7 @@ from crystal_kernel.tools.base import ToolContext
 from crystal_kernel.tools.read import ReadTool
 session = Session(workspace=Path({str(big.parent)!r}), config=load_config(), provider=ScriptedProvider([]),
                   person_present=False)
-ctx = ToolContext(session=session, interaction=None)
+ctx = session.tool_context(None)
 before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 tool = ReadTool()
 result = asyncio.run(tool.run(tool.parse({{"path": "one-line.txt"}}), ctx))

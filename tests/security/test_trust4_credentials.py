@@ -12,7 +12,6 @@ from crystal_kernel.core.errors import ToolError
 from crystal_kernel.core.interaction import NoPerson
 from crystal_kernel.host.bootstrap import open_session
 from crystal_kernel.testing.scripted import ScriptedProvider
-from crystal_kernel.tools.base import ToolContext
 
 TOKEN = "ghp_SECRETTOKEN1234567890"
 SECRET_FILES = [".envrc", "prod.tfstate", "prod.tfstate.backup", "server.ppk", ".yarnrc.yml", ".npmrc",
@@ -22,7 +21,7 @@ SECRET_FILES = [".envrc", "prod.tfstate", "prod.tfstate.backup", "server.ppk", "
 
 async def call(session, name: str, arguments: dict):
     tool = session.tool(name)
-    ctx = ToolContext(session=session, interaction=NoPerson(), call_id="c1")
+    ctx = session.tool_context(NoPerson(), call_id="c1")
     try:
         return await tool.run(tool.parse(arguments), ctx)
     except ToolError as exc:

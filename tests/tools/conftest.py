@@ -42,7 +42,7 @@ def session(workspace: Path, home: Path, provider: ScriptedProvider) -> Session:
 
 @pytest.fixture
 def ctx(session: Session) -> ToolContext:
-    return ToolContext(session=session, interaction=NoPerson(), call_id="call-1")
+    return session.tool_context(NoPerson(), call_id="call-1")
 
 
 async def call(tool_name: str, ctx: ToolContext, /, **arguments: Any) -> ToolResult:

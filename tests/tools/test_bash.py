@@ -66,7 +66,7 @@ async def test_timeout_kills_whole_tree(ctx, workspace: Path):
 
 
 async def test_configured_timeout_is_default(ctx):
-    ctx.session.config.bash_timeout_seconds = 0.3
+    ctx.config.bash_timeout_seconds = 0.3
     result = await call("bash", ctx, command="sleep 30")
     assert not result.ok and "timed out after 0.3 seconds" in result.text
 
@@ -130,7 +130,7 @@ async def test_shell_killed_by_signal_reports_it(ctx):
 
 
 async def test_huge_output_is_bounded(ctx):
-    ctx.session.config.tool_output_limit = 2000
+    ctx.config.tool_output_limit = 2000
     result = await call("bash", ctx, command="echo FIRST; seq 1 2000000; echo LAST")
     assert result.ok
     assert result.text.startswith("FIRST")
@@ -140,7 +140,7 @@ async def test_huge_output_is_bounded(ctx):
 
 
 async def test_small_overflow_is_cut_with_note(ctx):
-    ctx.session.config.tool_output_limit = 100
+    ctx.config.tool_output_limit = 100
     result = await call("bash", ctx, command="printf 'a%.0s' $(seq 1 150)")
     assert "output cut" in result.text and "150 bytes" in result.text
 
@@ -183,7 +183,7 @@ from crystal_kernel.tools.catalog import load_builtin
 
 workspace, home = Path(sys.argv[1]), Path(sys.argv[2])
 session = Session(workspace=workspace, config=Config(home=home), provider=ScriptedProvider(), person_present=False)
-ctx = ToolContext(session=session, interaction=NoPerson(), call_id="call-1")
+ctx = session.tool_context(NoPerson(), call_id="call-1")
 tool = load_builtin("bash")
 command = "sleep 300 & echo $! > sleep.pid; setsid sleep 300 & echo $! > setsid.pid; sleep 300"
 asyncio.run(tool.run(tool.parse({"command": command}), ctx))

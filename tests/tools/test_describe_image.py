@@ -50,12 +50,12 @@ async def test_configured_image_model_is_used(ctx, workspace: Path, provider, mo
     from crystal_kernel.tools import describe_image as module
 
     (workspace / "a.png").write_bytes(PNG)
-    ctx.session.config.image_model = "vision-model"
+    ctx.config.image_model = "vision-model"
     built = {}
     real = module.image_provider
 
-    def spy(session):
-        p, owned = real(session)
+    def spy(context):
+        p, owned = real(context)
         built["model"], built["owned"] = p.model, owned
         return p, owned
 
@@ -85,6 +85,6 @@ async def test_refusals(ctx, workspace: Path):
 
 async def test_truncated(ctx, workspace: Path, provider):
     (workspace / "a.png").write_bytes(PNG)
-    ctx.session.config.tool_output_limit = 100
+    ctx.config.tool_output_limit = 100
     provider.add(text_reply("word " * 200))
     assert "characters cut" in (await call("describe_image", ctx, path="a.png")).text

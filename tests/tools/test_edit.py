@@ -89,7 +89,7 @@ async def test_access_refusals(ctx, workspace: Path, tmp_path: Path):
 
 
 async def test_diff_truncated(ctx, workspace: Path):
-    ctx.session.config.tool_output_limit = 300
+    ctx.config.tool_output_limit = 300
     (workspace / "f.txt").write_text("a\n" * 500)
     result = await call("edit", ctx, path="f.txt", old_string="a\n", new_string="b\n", replace_all=True)
     assert result.ok and "characters cut" in result.text

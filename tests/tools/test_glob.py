@@ -68,7 +68,7 @@ async def test_no_match_and_refusals(ctx, workspace: Path, tmp_path: Path):
 
 
 async def test_output_truncated(ctx, workspace: Path):
-    ctx.session.config.tool_output_limit = 200
+    ctx.config.tool_output_limit = 200
     for i in range(50):
         (workspace / f"file_with_a_long_name_{i:03d}.txt").write_text("x")
     result = await call("glob", ctx, pattern="*.txt")

@@ -150,7 +150,7 @@ async def test_results_bounded_with_count(ctx, workspace: Path):
 
 async def test_long_lines_cut_and_output_limit(ctx, workspace: Path):
     (workspace / "long.txt").write_text(("x" * 2000 + "\n") * 50)
-    ctx.session.config.tool_output_limit = 3000
+    ctx.config.tool_output_limit = 3000
     result = await call("grep", ctx, pattern="x")
     assert "[... line cut]" in result.text and "characters cut" in result.text
 

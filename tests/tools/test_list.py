@@ -45,6 +45,6 @@ async def test_bounded(ctx, workspace: Path, monkeypatch):
         (workspace / f"f{i:02d}").write_text("")
     result = await call("list", ctx)
     assert "[... 15 more entries not shown]" in result.text
-    ctx.session.config.tool_output_limit = 50
+    ctx.config.tool_output_limit = 50
     monkeypatch.setattr(list_module, "MAX_ENTRIES", 1000)
     assert "characters cut" in (await call("list", ctx)).text

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from nbformat.v4 import new_code_cell, new_output
 
-from crystal_kernel.tools.base import ToolContext
 from tests.tools.conftest import call
 from tests.tools.nbfixtures import analysis_notebook, png_bytes, write
 
@@ -34,7 +33,7 @@ async def test_read_shows_cells_outputs_and_errors_not_json(workspace, ctx):
 
 async def test_read_lists_images_without_attaching_for_a_text_only_model(workspace, session):
     write(workspace / "a.ipynb", analysis_notebook())
-    ctx = ToolContext(session=session, interaction=None, call_id="c", images_ok=False)
+    ctx = session.tool_context(None, call_id="c", images_ok=False)
     result = await call("read", ctx, path="a.ipynb")
     assert result.ok and result.images == []
     assert "(not attached: this model takes no images)" in result.text

@@ -80,7 +80,7 @@ async def test_long_lines_are_cut(ctx, workspace: Path):
 
 
 async def test_output_truncated_to_tool_output_limit(ctx, workspace: Path):
-    ctx.session.config.tool_output_limit = 1000
+    ctx.config.tool_output_limit = 1000
     (workspace / "w.txt").write_text("".join(f"{'y' * 50}\n" for _ in range(500)))
     result = await call("read", ctx, path="w.txt")
     assert result.ok

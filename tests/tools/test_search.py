@@ -115,7 +115,7 @@ async def test_refusals_and_no_match(ctx, workspace: Path):
 async def test_output_truncated(ctx, workspace: Path):
     for i in range(30):
         (workspace / f"doc{i}.md").write_text("common word " * 50)
-    ctx.session.config.tool_output_limit = 300
+    ctx.config.tool_output_limit = 300
     result = await call("search", ctx, query="common word", limit=30)
     assert "characters cut" in result.text
 

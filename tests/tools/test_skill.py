@@ -64,7 +64,7 @@ async def test_unknown_skill(ctx, home: Path):
 
 async def test_body_truncated(ctx, home: Path):
     add_skill(home / "skills", "big", "description: big", body="x" * 5000)
-    ctx.session.config.tool_output_limit = 1000
+    ctx.config.tool_output_limit = 1000
     assert "characters cut" in (await call("skill", ctx, name="big")).text
 
 

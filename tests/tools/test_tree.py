@@ -46,7 +46,7 @@ async def test_bounded(ctx, workspace: Path, monkeypatch):
         (workspace / f"f{i:02d}").write_text("")
     result = await call("tree", ctx)
     assert "[... 7 more entries not shown" in result.text
-    ctx.session.config.tool_output_limit = 20
+    ctx.config.tool_output_limit = 20
     monkeypatch.setattr(tree_module, "MAX_ENTRIES", 500)
     assert "characters cut" in (await call("tree", ctx)).text
 

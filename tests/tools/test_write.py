@@ -95,7 +95,7 @@ async def test_refuses_credentials(ctx, workspace: Path):
 
 
 async def test_diff_truncated_to_tool_output_limit(ctx, workspace: Path):
-    ctx.session.config.tool_output_limit = 500
+    ctx.config.tool_output_limit = 500
     result = await call("write", ctx, path="big.txt", content="line\n" * 1000)
     assert result.ok and "characters cut" in result.text
     assert (workspace / "big.txt").read_text() == "line\n" * 1000
