@@ -335,15 +335,6 @@ class Session:
         self.provider = provider
         self.refresh_system()
 
-    def swap_clients(self, provider: Provider, reviewer: Reviewer | None) -> tuple[Provider, Reviewer | None]:
-        """Put ``provider`` and ``reviewer`` in place and return the ones they replace.
-        For a front that runs a turn on another event loop (the magics' worker): HTTP
-        clients belong to the loop that opened them. Same model, so the system text and
-        the catalog stay; unlike :meth:`set_provider` this is allowed around a turn."""
-        replaced = self.provider, self.reviewer
-        self.provider, self.reviewer = provider, reviewer
-        return replaced
-
     def change_directory(self, directory: str) -> None:
         """/cd: a new workspace root for this session."""
         self._refuse_while_busy("change the workspace")
