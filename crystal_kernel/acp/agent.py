@@ -33,18 +33,25 @@ from acp import (
 )
 from acp.helpers import update_available_commands, update_current_mode
 from acp.schema import (
+    AcpMcpServer,
     AgentCapabilities,
     AuthenticateResponse,
+    CloseSessionResponse,
     ConfigOptionUpdate,
+    ForkSessionResponse,
+    HttpMcpServer,
     Implementation,
     InitializeResponse,
     ListSessionsResponse,
     LoadSessionResponse,
+    McpServerStdio,
     NewSessionResponse,
     PromptResponse,
+    ResumeSessionResponse,
     SessionInfo,
     SetSessionConfigOptionResponse,
     SetSessionModeResponse,
+    SseMcpServer,
     Usage,
     UsageUpdate,
 )
@@ -87,6 +94,8 @@ STOP_REASONS: dict[StopReason, AcpStopReason] = {
     "end_turn": "end_turn", "max_steps": "max_turn_requests", "cancelled": "cancelled",
     "max_tokens": "max_tokens", "refusal": "refusal", "error": "end_turn"}
 LIST_PAGE = 100
+# The MCP servers a client may pass with a session (mapping.client_servers reads them).
+McpServers = list[HttpMcpServer | SseMcpServer | AcpMcpServer | McpServerStdio] | None
 
 
 def _user_error(exc: Exception) -> RequestError:
@@ -215,8 +224,8 @@ class CrystalAgent:
     async def _send_commands(self, session_id: str) -> None:
         await self._send(session_id, update_available_commands(available_commands()))
 
-    async def new_session(self, cwd: str, mcp_servers: Any = None, additional_directories: Any = None,
-                          **kwargs: Any) -> NewSessionResponse:
+    async def new_session(self, cwd: str, additional_directories: list[str] | None = None,
+                          mcp_servers: McpServers = None, **kwargs: Any) -> NewSessionResponse:
         entry = self._open(cwd, additional_directories=additional_directories, mcp_servers=mcp_servers)
         session = entry.session
         self.sessions[session.id] = entry
@@ -239,8 +248,8 @@ class CrystalAgent:
         self.sessions[session_id] = entry
         return entry
 
-    async def load_session(self, cwd: str, session_id: str, mcp_servers: Any = None,
-                           additional_directories: Any = None, **kwargs: Any) -> LoadSessionResponse:
+    async def load_session(self, cwd: str, session_id: str, mcp_servers: McpServers = None,
+                           additional_directories: list[str] | None = None, **kwargs: Any) -> LoadSessionResponse:
         entry = await self._reopen(cwd, session_id, mcp_servers=mcp_servers,
                                    additional_directories=additional_directories)
         session = entry.session
@@ -252,10 +261,8 @@ class CrystalAgent:
         await self._send_commands(session_id)
         return LoadSessionResponse(modes=mode_state(session), config_options=config_options(session))
 
-    async def resume_session(self, cwd: str, session_id: str, mcp_servers: Any = None,
-                             additional_directories: Any = None, **kwargs: Any) -> Any:
-        from acp.schema import ResumeSessionResponse
-
+    async def resume_session(self, session_id: str, cwd: str, additional_directories: list[str] | None = None,
+                             mcp_servers: McpServers = None, **kwargs: Any) -> ResumeSessionResponse:
         entry = await self._reopen(cwd, session_id, mcp_servers=mcp_servers,
                                    additional_directories=additional_directories)
         return ResumeSessionResponse(modes=mode_state(entry.session),
@@ -278,9 +285,12 @@ class CrystalAgent:
             next_cursor=more,
         )
 
-    async def close_session(self, session_id: str, **kwargs: Any) -> Any:
-        from acp.schema import CloseSessionResponse
+    async def fork_session(self, session_id: str, cwd: str, additional_directories: list[str] | None = None,
+                           mcp_servers: McpServers = None, **kwargs: Any) -> ForkSessionResponse:
+        """Not offered (no ``fork`` capability): the answer to any unknown method."""
+        raise RequestError.method_not_found("session/fork")
 
+    async def close_session(self, session_id: str, **kwargs: Any) -> CloseSessionResponse:
         entry = self.sessions.pop(session_id, None)
         if entry is not None:
             if entry.turn is not None:

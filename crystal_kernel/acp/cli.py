@@ -142,13 +142,16 @@ async def serve(options: Any, in_fd: int, out_fd: int) -> None:
     reader.on_end(lambda: ending.append(asyncio.ensure_future(end_of_input())))
     loop = asyncio.get_running_loop()
     main = asyncio.current_task()
+    assert main is not None  # this coroutine runs as asyncio.run's task
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         loop.add_signal_handler(sig, main.cancel)
     try:
         # Unstable protocol parts used: elicitation (questions), session/close and resume.
         await run_agent(agent, writer, reader, use_unstable_protocol=True, observers=[unanswered.observe])
     except asyncio.CancelledError:
-        main.uncancel()  # a signal: shut down normally below
+        # A signal: shut down normally below (3.11+ counts cancellations; 3.10 needs nothing).
+        if sys.version_info >= (3, 11):
+            main.uncancel()
     finally:
         for task in ending:
             task.cancel()

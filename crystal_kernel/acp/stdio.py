@@ -14,8 +14,11 @@ import os
 import queue
 import stat
 import threading
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any, SupportsIndex
+
+if TYPE_CHECKING:
+    from asyncio.streams import _ReaduntilBuffer  # typeshed's name for what readuntil takes
 
 READ_CHUNK = 64 * 1024
 # Writer flow control: pause the protocol above HIGH queued bytes, resume below LOW.
@@ -191,7 +194,7 @@ class InputReader(asyncio.StreamReader):
         # Set when a read left no whole line unread (see lines_read).
         self._drained = asyncio.Event()
 
-    async def readuntil(self, separator: bytes = b"\n") -> bytes:
+    async def readuntil(self, separator: _ReaduntilBuffer = b"\n") -> bytes:
         try:
             return await super().readuntil(separator)
         finally:
@@ -204,8 +207,8 @@ class InputReader(asyncio.StreamReader):
             self._drained.clear()
             await self._drained.wait()
 
-    def feed_data(self, data: bytes) -> None:
-        if data:
+    def feed_data(self, data: Iterable[SupportsIndex]) -> None:
+        if isinstance(data, (bytes, bytearray)) and data:  # what the transport hands over
             self._line_open = not data.endswith(b"\n")
         super().feed_data(data)
 

@@ -144,16 +144,6 @@ def cmd_attachments(ns: argparse.Namespace) -> int:
     return _emit(ns, {"ok": True, "message": message}, message)
 
 
-class _ExportProvider:
-    """Stands in for the session's provider: the prompts read only its name and model,
-    and an export must not need an API key or reach a model."""
-
-    def __init__(self, name: str, model: str) -> None:
-        from crystal_kernel.providers.base import Capabilities
-
-        self.name, self.model, self.capabilities = name, model, Capabilities()
-
-
 # A new session's id is made when it starts; the export shows where it goes.
 EXPORT_SESSION_ID = "{{session_id}}"
 
@@ -167,11 +157,13 @@ def cmd_export(ns: argparse.Namespace) -> int:
     from crystal_kernel.host.bootstrap import flags_from_args, overrides_from_args
     from crystal_kernel.host.session import Session
     from crystal_kernel.prompts.compose import compose_named
+    from crystal_kernel.providers.base import NoModel
 
     home, workspace = _home(ns), _workspace(ns)
     config = load_config(home, overrides_from_args(ns))
     session = Session(workspace=workspace, config=config, person_present=False,
-                      provider=_ExportProvider(config.provider, config.effective_model),
+                      provider=NoModel(config.provider, config.effective_model,
+                                       why="crystal prompts export sends no request."),
                       flags=flags_from_args(ns), session_id=EXPORT_SESSION_ID)
     text = compose_named(ns.name, session)
     for note in dict.fromkeys(session.drain_notes()):

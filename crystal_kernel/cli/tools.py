@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from crystal_kernel.core import paths
-from crystal_kernel.core.errors import ProviderError, ToolError, UserError
-from crystal_kernel.providers.base import Capabilities
+from crystal_kernel.core.errors import ToolError, UserError
+from crystal_kernel.providers.base import NoModel
 
 # `crystal tools list` shows at most this many characters of a description's first line.
 LIST_WIDTH = 80
@@ -169,21 +169,6 @@ def cmd_show(ns: argparse.Namespace) -> int:
     return 0
 
 
-class _NoModel:
-    """The provider of a ``tools call`` session: there is no model, only its image
-    capability (``--images``) matters to the tools."""
-
-    name = "none"
-    model = "none"
-
-    def __init__(self, images: bool):
-        self.capabilities = Capabilities(images=images)
-
-    async def stream(self, request: Any) -> Any:  # pragma: no cover - never called
-        raise ProviderError("crystal tools call has no model.")
-        yield  # makes this an async generator
-
-
 def cmd_call(ns: argparse.Namespace) -> int:
     try:
         arguments = json.loads(ns.arguments)
@@ -197,7 +182,7 @@ def cmd_call(ns: argparse.Namespace) -> int:
     from crystal_kernel.tools.base import ToolResult
 
     home, workspace = _paths(ns)
-    session = Session(workspace=workspace, config=load_config(home), provider=_NoModel(ns.images),  # type: ignore[arg-type]
+    session = Session(workspace=workspace, config=load_config(home), provider=NoModel(images=ns.images, why="crystal tools call has no model."),
                       person_present=False)
     tool = _find(ns, context=session)
     ctx = session.tool_context(NoPerson(), call_id="cli", images_ok=ns.images)

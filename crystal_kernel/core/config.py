@@ -7,6 +7,7 @@ stored: ``apiKeyEnv`` names the variable that holds one.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -139,15 +140,15 @@ def _read_config_file(path: Path) -> dict[str, Any]:
 
 
 def load_config(home: Path | None = None, overrides: dict[str, Any] | None = None,
-                environ: dict[str, str] | None = None) -> Config:
+                environ: Mapping[str, str] | None = None) -> Config:
     """config.json, then CRYSTAL_* variables, then ``overrides`` (camelCase keys, from flags)."""
     home = Path(home) if home else home_dir()
-    environ = os.environ if environ is None else environ
+    env: Mapping[str, str] = os.environ if environ is None else environ
     raw = _read_config_file(home / "config.json")
     merged: dict[str, Any] = {k: v for k, v in raw.items() if k not in DROPPED_KEYS}
     for var, key in ENV_OVERRIDES.items():
-        if environ.get(var):
-            merged[key] = environ[var]
+        if env.get(var):
+            merged[key] = env[var]
     for key, value in (overrides or {}).items():
         if value is not None:
             merged[key] = value
@@ -211,7 +212,7 @@ def check_reasoning_effort(value: Any, where: str = "Config key 'reasoningEffort
         return None
     if value not in REASONING_EFFORTS:
         raise UserError(f"{where} must be one of {', '.join(REASONING_EFFORTS)} (or default), not {value!r}.")
-    return value
+    return str(value)
 
 
 def known_keys() -> tuple[str, ...]:

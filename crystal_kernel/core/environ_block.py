@@ -48,6 +48,7 @@ def scrub_initial_environment(names: Iterable[str]) -> list[str]:
     block change. Returns the names whose value was overwritten."""
     if not sys.platform.startswith("linux"):
         return []
+    names = list(names)  # iterated twice
     wanted = {os.fsencode(n) for n in names}
     if not wanted:
         return []
@@ -66,10 +67,10 @@ def scrub_initial_environment(names: Iterable[str]) -> list[str]:
     done: list[str] = []
     offset = 0
     for entry in block.split(b"\0"):
-        name, sep, value = entry.partition(b"=")
-        if sep and name in wanted and value.strip(b"*"):
-            at = start + offset + len(name) + 1
-            ctypes.memmove(at, b"*" * len(value), len(value))
-            done.append(os.fsdecode(name))
+        key, sep, raw = entry.partition(b"=")
+        if sep and key in wanted and raw.strip(b"*"):
+            at = start + offset + len(key) + 1
+            ctypes.memmove(at, b"*" * len(raw), len(raw))
+            done.append(os.fsdecode(key))
         offset += len(entry) + 1
     return done

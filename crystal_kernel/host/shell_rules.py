@@ -21,7 +21,7 @@ import os
 import shlex
 from dataclasses import dataclass
 
-from crystal_kernel.host.shell_parse import SimpleCommand, parse_shell
+from crystal_kernel.host.shell_parse import SimpleCommand, Word, parse_shell
 
 # Tools whose ``command`` argument is run by a shell: a forbidden rule naming one of
 # them covers all of them.
@@ -120,70 +120,75 @@ def _unwrap(simple: SimpleCommand, view: ShellView, budget: list[int], depth: in
     if budget[0] <= 0 or depth > 12:
         _set_unsure(view, "the command wraps other commands too deeply")
         return
-    inner = _inner_commands(name, words)
-    for kind, value in inner:
-        if kind == "argv":
-            sub_words = value  # type: ignore[assignment]
-            if sub_words:
-                _unwrap(SimpleCommand(sub_words, simple.source), view, budget, depth + 1)
-        else:
-            text, dynamic = value  # type: ignore[misc]
-            if dynamic:
+    for inner in _inner_commands(name, words):
+        if isinstance(inner, _Line):
+            if inner.dynamic:
                 _set_unsure(view, f"'{name}' runs a command line that comes from an expansion")
                 continue
-            nested = parse_shell(text)
+            nested = parse_shell(inner.text)
             if nested.unsure:
                 _set_unsure(view, nested.unsure)
             view.literal.extend(nested.commands)
             for sub in nested.commands:
                 _unwrap(sub, view, budget, depth + 1)
+        elif inner:
+            _unwrap(SimpleCommand(inner, simple.source), view, budget, depth + 1)
 
 
-def _inner_commands(name: str, words: list) -> list[tuple[str, object]]:
-    """The commands a wrapper runs: ("argv", words) or ("text", (command line, dynamic))."""
+@dataclass(frozen=True)
+class _Line:
+    """A command line a wrapper runs as text (``bash -c TEXT``, ``eval``); ``dynamic``
+    when it comes from an expansion, so it cannot be read."""
+
+    text: str
+    dynamic: bool
+
+
+def _inner_commands(name: str, words: list[Word]) -> list[list[Word] | _Line]:
+    """The commands a wrapper runs: the words of one (``sudo rm …``) or a line to parse."""
     rest = words[1:]
     if name in _SHELLS or (name == "busybox" and rest and rest[0].text in _SHELLS):
         if name == "busybox":
             rest = rest[1:]
         return _shell_c(rest)
     if name == "eval":
-        return [("text", (" ".join(w.text for w in rest), any(w.dynamic for w in rest)))] if rest else []
+        return [_Line(" ".join(w.text for w in rest), any(w.dynamic for w in rest))] if rest else []
     if name == "env":
         return _env(rest)
     if name == "watch":
         i = _skip_options(rest, frozenset({"-n", "--interval", "-d", "-q"}))
         tail = rest[i:]
-        return [("text", (" ".join(w.text for w in tail), any(w.dynamic for w in tail)))] if tail else []
+        return [_Line(" ".join(w.text for w in tail), any(w.dynamic for w in tail))] if tail else []
     if name == "find":
-        out: list[tuple[str, object]] = []
+        found: list[list[Word] | _Line] = []
         i = 0
         while i < len(rest):
             if rest[i].text in ("-exec", "-execdir", "-ok", "-okdir"):
                 j = i + 1
                 while j < len(rest) and rest[j].text not in (";", "+"):
                     j += 1
-                out.append(("argv", rest[i + 1:j]))
+                found.append(rest[i + 1:j])
                 i = j
             i += 1
-        return out
-    out = []
+        return found
+    out: list[list[Word] | _Line] = []
     if name in _STRING_OPTIONS:
         short, long = _STRING_OPTIONS[name]
         for k, w in enumerate(rest):
             if w.text == short and k + 1 < len(rest):
-                out.append(("text", (rest[k + 1].text, rest[k + 1].dynamic)))
+                out.append(_Line(rest[k + 1].text, rest[k + 1].dynamic))
             elif w.text.startswith(long + "="):
-                out.append(("text", (w.text[len(long) + 1:], w.dynamic)))
+                out.append(_Line(w.text[len(long) + 1:], w.dynamic))
     if name in _WRAPPERS:
         i = _skip_options(rest, _WRAPPERS[name], numeric_ok=name == "nice")
-        out.append(("argv", rest[i:]))
+        out.append(rest[i:])
     elif name in _ONE_POSITIONAL:
         i = _skip_options(rest, _ONE_POSITIONAL[name]) + 1
-        out.append(("argv", rest[i:]))
+        out.append(rest[i:])
     return out
 
 
-def _shell_c(rest: list) -> list[tuple[str, object]]:
+def _shell_c(rest: list[Word]) -> list[list[Word] | _Line]:
     has_c = False
     i = 0
     while i < len(rest):
@@ -203,11 +208,11 @@ def _shell_c(rest: list) -> list[tuple[str, object]]:
             continue
         break
     if has_c and i < len(rest):
-        return [("text", (rest[i].text, rest[i].dynamic))]
+        return [_Line(rest[i].text, rest[i].dynamic)]
     return []
 
 
-def _env(rest: list) -> list[tuple[str, object]]:
+def _env(rest: list[Word]) -> list[list[Word] | _Line]:
     i = 0
     while i < len(rest):
         t = rest[i].text
@@ -226,15 +231,15 @@ def _env(rest: list) -> list[tuple[str, object]]:
                 value = t.split("=", 1)[1] if t.startswith("--") else t[2:]
                 dynamic, after = rest[i].dynamic, i + 1
             tail = " ".join(shlex.quote(w.text) for w in rest[after:])
-            return [("text", (value + " " + tail, dynamic))]
+            return [_Line(value + " " + tail, dynamic)]
         elif t.startswith("-") or _is_assignment(t):
             i += 1
         else:
             break
-    return [("argv", rest[i:])]
+    return [rest[i:]]
 
 
-def _skip_options(words: list, with_value: frozenset[str], numeric_ok: bool = False) -> int:
+def _skip_options(words: list[Word], with_value: frozenset[str], numeric_ok: bool = False) -> int:
     i = 0
     while i < len(words):
         t = words[i].text

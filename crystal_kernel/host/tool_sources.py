@@ -216,8 +216,8 @@ def discover_external_tools(home: Path, workspace: Path, *, context: Any = None)
 def _origin(tool: Tool) -> str:
     if isinstance(tool, ExecTool):
         return str(tool.tool_set.manifest_path)
-    if getattr(tool, "mcp_server", None) is not None:
-        return str(tool.origin)
+    if getattr(tool, "mcp_server", None) is not None:  # an McpTool names its server
+        return str(getattr(tool, "origin", "an MCP server"))
     return f"plugin '{getattr(tool, 'plugin', '?')}'"
 
 

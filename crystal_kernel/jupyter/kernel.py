@@ -58,7 +58,7 @@ class CrystalKernel(IPythonKernel):
         "codemirror_mode": "markdown",
         "pygments_lexer": "markdown",
     }
-    help_links = List([]).tag(config=True)
+    help_links: List[Any] = List([]).tag(config=True)
 
     def __init__(self, **kwargs: Any):
         super().__init__(**kwargs)
@@ -89,7 +89,7 @@ class CrystalKernel(IPythonKernel):
 
     # ----- kernel_info ------------------------------------------------------------------------
     @property
-    def kernel_info(self) -> dict[str, Any]:  # type: ignore[override]
+    def kernel_info(self) -> dict[str, Any]:
         info = dict(super().kernel_info)
         info["supported_features"] = []  # no debugger: cells are not Python
         info["language_info"] = self.language_info
@@ -147,6 +147,7 @@ class CrystalKernel(IPythonKernel):
             return await super().do_execute(code, silent, store_history, user_expressions, allow_stdin,
                                             cell_meta=cell_meta, cell_id=cell_id)
         shell = self.shell
+        assert shell is not None  # IPythonKernel makes its shell when it starts
         count = shell.execution_count
         if store_history and not silent:
             shell.execution_count += 1
@@ -252,12 +253,14 @@ class CrystalKernel(IPythonKernel):
             # like a normal cell would be. A real signal (not _thread.interrupt_main) so
             # that a blocking call such as time.sleep returns; our SIGINT handler, set for
             # the cell, raises KeyboardInterrupt there.
-            signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
+            main = threading.main_thread().ident
+            if main is not None:  # the main thread has run this process from its start
+                signal.pthread_kill(main, signal.SIGINT)
         loop = self._loop
         if loop is not None and not loop.is_closed():
             loop.call_soon_threadsafe(self._cancel_current)
 
-    async def interrupt_request(self, stream: Any, ident: Any, parent: Any) -> None:  # type: ignore[override]
+    async def interrupt_request(self, stream: Any, ident: Any, parent: Any) -> None:
         # Runs on the control thread (interrupt_mode "message"). Unlike ipykernel's, it
         # sends no SIGINT to the process group: tool processes are stopped by the turn.
         if not self.session:
@@ -274,7 +277,7 @@ class CrystalKernel(IPythonKernel):
             yield
 
     # ----- completion, inspection --------------------------------------------------------------------
-    async def do_complete(self, code: str, cursor_pos: int | None) -> dict[str, Any]:  # type: ignore[override]
+    async def do_complete(self, code: str, cursor_pos: int | None) -> dict[str, Any]:
         from crystal_kernel.jupyter.completion import complete
 
         cursor = len(code) if cursor_pos is None else cursor_pos
@@ -286,15 +289,15 @@ class CrystalKernel(IPythonKernel):
 
         return complete(code, cursor, self.workspace, job_ids)
 
-    async def do_inspect(self, code: str, cursor_pos: int, detail_level: int = 0,  # type: ignore[override]
+    async def do_inspect(self, code: str, cursor_pos: int, detail_level: int = 0,
                          omit_sections: Any = ()) -> dict[str, Any]:
         return {"status": "ok", "found": False, "data": {}, "metadata": {}}
 
-    def do_is_complete(self, code: str) -> dict[str, Any]:
+    async def do_is_complete(self, code: str) -> dict[str, Any]:
         return {"status": "complete"}
 
     # ----- shutdown ----------------------------------------------------------------------------------
-    async def do_shutdown(self, restart: bool) -> dict[str, Any]:  # type: ignore[override]
+    async def do_shutdown(self, restart: bool) -> dict[str, Any]:
         for task in list(self._background):
             task.cancel()
         if self.crystal is not None:

@@ -19,14 +19,15 @@ import contextvars
 import ctypes
 import threading
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from abc import ABC, abstractmethod
+from collections.abc import AsyncIterator, Callable, Coroutine
 from contextlib import asynccontextmanager
 from typing import Any
 
 from IPython.core.error import UsageError
 
 from crystal_kernel.core.errors import UserError
-from crystal_kernel.jupyter.magics_args import interpolate, plan
+from crystal_kernel.jupyter.magics_args import MagicOptions, interpolate, plan
 from crystal_kernel.jupyter.notebook_turn import TurnOutcome
 
 SYNC_NOTE = ("Synchronous call (x = %crystal …): no widgets here, so questions are unavailable and calls "
@@ -55,7 +56,7 @@ def raise_in_thread(ident: int, exc_type: type[BaseException] = KeyboardInterrup
     return done == 1
 
 
-def run_blocking(make: Callable[[], Awaitable[Any]], on_interrupt: Callable[[int], None]) -> tuple[Any, bool]:
+def run_blocking(make: Callable[[], Coroutine[Any, Any, Any]], on_interrupt: Callable[[int], None]) -> tuple[Any, bool]:
     """Run ``make()`` on a worker thread's event loop and wait for it.
 
     Returns (its value, whether an interrupt arrived). Its exception is re-raised here.
@@ -107,14 +108,47 @@ def running_loop() -> asyncio.AbstractEventLoop | None:
         return None
 
 
-class SyncForm:
+class SyncForm(ABC):
     """The synchronous form's part of :class:`crystal_kernel.jupyter.magics.MagicsHost`
-    (a mixin: it uses the host's session, options and turn machinery)."""
+    (a mixin: it uses the host's session, options and turn machinery, declared here)."""
 
     shell: Any
+    crystal: Any  # the host's Session, None until the first turn or command opens it
     _main_loop: asyncio.AbstractEventLoop | None
     _turn_loop: asyncio.AbstractEventLoop | None
     _stop_requested: bool
+
+    @abstractmethod
+    def skipped_in_notebook_run(self) -> bool:
+        """Whether a prompt is skipped because a notebook run is replaying this cell."""
+
+    @abstractmethod
+    def _refuse_if_busy(self) -> None:
+        """A UserError while a turn runs."""
+
+    @abstractmethod
+    async def apply(self, opts: MagicOptions) -> list[str]:
+        """Apply the magic's option flags to the session; the lines that say what changed."""
+
+    @abstractmethod
+    def _show_status(self, lines: list[str]) -> None:
+        """Show the status line (an option-only call)."""
+
+    @abstractmethod
+    async def _commands(self, lines: list[str]) -> None:
+        """Run slash commands and show their answers."""
+
+    @abstractmethod
+    def ensure_session(self, opts: MagicOptions | None = None) -> Any:
+        """The host's session, opened on first use."""
+
+    @abstractmethod
+    async def _turn_run(self, text: str, notes: list[str], interactive: bool) -> TurnOutcome:
+        """One turn, rendered into the cell."""
+
+    @abstractmethod
+    def _cancel_turn(self) -> None:
+        """Cancel the running turn (on the turn's loop)."""
 
     def run_sync(self, line: str, body: str | None) -> str | None:
         """Run the magic synchronously: the final answer's text for a turn, None for

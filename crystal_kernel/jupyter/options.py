@@ -18,7 +18,7 @@ from __future__ import annotations
 import argparse
 import os
 import shlex
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -86,16 +86,16 @@ class KernelOptions:
         return flags_from_args(self.namespace)
 
 
-def parse(argv: Sequence[str], environ: dict[str, str] | None = None) -> tuple[KernelOptions, list[str]]:
+def parse(argv: Sequence[str], environ: Mapping[str, str] | None = None) -> tuple[KernelOptions, list[str]]:
     """Split Crystal's flags from the kernel app's; UserError for bad Crystal flags.
 
     Flags in CRYSTAL_ARGS must all be Crystal's; anything else there is refused.
     """
     from crystal_kernel.host.bootstrap import overrides_from_args
 
-    environ = os.environ if environ is None else environ
+    env: Mapping[str, str] = os.environ if environ is None else environ
     try:
-        env_args = shlex.split(environ.get(ENV, ""))
+        env_args = shlex.split(env.get(ENV, ""))
     except ValueError as exc:
         raise UserError(f"{ENV} cannot be parsed: {exc}.") from None
     p = parser()

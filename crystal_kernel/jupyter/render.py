@@ -78,9 +78,10 @@ class Handle(Protocol):
 
 
 class Output(Protocol):
-    """Where rendered bundles go. ``show`` adds an output and returns its handle."""
+    """Where rendered bundles go. ``show`` adds an output and returns its handle;
+    ``stale`` is what a live output says once its kernel is gone."""
 
-    def show(self, bundle: Bundle) -> Handle: ...
+    def show(self, bundle: Bundle, stale: Bundle | None = None) -> Handle: ...
 
 
 class IPythonOutput:

@@ -19,6 +19,7 @@ import json
 import os
 import shutil
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -102,7 +103,7 @@ def write_home(home: Path, config: dict[str, Any]) -> Path:
     return home
 
 
-def write_kernelspec(folder: Path, flags: list[str] = ()) -> Path:
+def write_kernelspec(folder: Path, flags: Sequence[str] = ()) -> Path:
     """Kernelspecs for this Python under ``folder``: ``crystal`` and ``python3`` (so that
     a ``python3`` kernelspec of another Python in the person's Jupyter folders, which
     would not have Crystal installed, is never picked). Returns ``folder``."""
@@ -141,12 +142,13 @@ def _client_class() -> type:
 
         def on_comm_open_jupyter_widget(self, msg: dict[str, Any]) -> Any:
             state = msg["content"]["data"]["state"]
-            if (state.get("_model_name") == "ButtonModel" and self.answers
+            kc = self.kc  # set while the notebook runs, which is when widgets open
+            if (kc is not None and state.get("_model_name") == "ButtonModel" and self.answers
                     and state.get("description") == self.answers[0]):
                 self.clicked.append(self.answers.pop(0))
-                click = self.kc.session.msg("comm_msg", {"comm_id": msg["content"]["comm_id"],
-                                                         "data": {"method": "custom", "content": {"event": "click"}}})
-                self.kc.shell_channel.send(click)
+                click = kc.session.msg("comm_msg", {"comm_id": msg["content"]["comm_id"],
+                                                    "data": {"method": "custom", "content": {"event": "click"}}})
+                kc.shell_channel.send(click)
             return super().on_comm_open_jupyter_widget(msg)
 
     return PersonClient

@@ -44,7 +44,7 @@ _LOG = logging.getLogger("crystal_kernel.forms")
 _LOG.addHandler(logging.NullHandler())  # without the kernel's log: say nothing, never print into the cell
 
 
-def _settle(future: asyncio.Future, value: Any) -> None:
+def _settle(future: asyncio.Future[Any], value: Any) -> None:
     """Resolve ``future`` from a widget callback, whatever thread the callback runs on."""
     if future.done():
         return
@@ -56,7 +56,13 @@ def _settle(future: asyncio.Future, value: Any) -> None:
     if running is loop:
         future.set_result(value)
     else:
-        loop.call_soon_threadsafe(lambda: future.done() or future.set_result(value))
+        loop.call_soon_threadsafe(_resolve_now, future, value)
+
+
+def _resolve_now(future: asyncio.Future[Any], value: Any) -> None:
+    """On the future's own loop: it may have been settled since the callback was queued."""
+    if not future.done():
+        future.set_result(value)
 
 
 def _bundle_of(widget: Any) -> Bundle:
@@ -193,7 +199,8 @@ class QuestionForm:
                 picked = [b.description for b in self.checkboxes[qi] if b.value]
                 out.append(picked + ([typed] if typed else []))
             else:
-                out.append([typed] if typed else ([self.choice[qi]] if self.choice[qi] else []))
+                chosen = self.choice[qi]
+                out.append([typed] if typed else ([chosen] if chosen else []))
         return out
 
     def summary_html(self, answers: list[list[str]] | None, title: str = "Answered") -> str:

@@ -131,3 +131,23 @@ def _refuse_text_calls(_: None, message: Message) -> None:
 
 # The messages already checked (a refused one is not kept): each step checks the new ones.
 _text_calls_refused = PrefixFold(_refuse_text_calls, None)
+
+
+class NoModel:
+    """The provider of a session that never asks a model (``crystal prompts export``,
+    ``crystal tools call``): the prompts and tools read its name, model and capabilities
+    (``images`` for tool results); needing no API key, it refuses to stream."""
+
+    def __init__(self, name: str = "none", model: str = "none", *, images: bool = True,
+                 why: str = "This session has no model.") -> None:
+        self.name, self.model, self.capabilities = name, model, Capabilities(images=images)
+        self._why = why
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamItem]:
+        from crystal_kernel.core.errors import ProviderError
+
+        raise ProviderError(self._why)
+        yield  # an async generator, as the protocol's stream is
+
+    async def aclose(self) -> None:
+        """Nothing to close: it holds no connection."""
