@@ -80,13 +80,13 @@ def load_exec_set(source: str, folder: Path, notes: list[str], home: Path | None
     return tools
 
 
-class PluginTool(Tool):
+class PluginTool(Tool[Any]):
     """A plugin's in-process tool under the external rules: floor write + workspace,
     ``external`` set, and a plugin bug turned into a failed result the model reads."""
 
     external = True
 
-    def __init__(self, inner: Tool, plugin: str, catalogs: frozenset[str]):
+    def __init__(self, inner: Tool[Any], plugin: str, catalogs: frozenset[str]):
         self.inner = inner
         self.plugin = plugin
         self.name = inner.name  # type: ignore[misc]
@@ -155,9 +155,9 @@ def plugin_tools(context: Any, notes: list[str]) -> list[PluginTool]:
     return out
 
 
-def accept(tools: Iterable[Tool], origin_of: Any, notes: list[str], taken: dict[str, str]) -> list[Tool]:
+def accept(tools: Iterable[Tool[Any]], origin_of: Any, notes: list[str], taken: dict[str, str]) -> list[Tool[Any]]:
     """Apply the naming rules in order; ``taken`` maps names to who has them."""
-    kept: list[Tool] = []
+    kept: list[Tool[Any]] = []
     for tool in tools:
         where = origin_of(tool)
         if not NAME_PATTERN.match(tool.name):
@@ -179,30 +179,30 @@ def accept(tools: Iterable[Tool], origin_of: Any, notes: list[str], taken: dict[
 
 
 async def discover_external_tools_async(home: Path, workspace: Path, *,
-                                        context: Any = None) -> tuple[list[Tool], list[str]]:
+                                        context: Any = None) -> tuple[list[Tool[Any]], list[str]]:
     """:func:`discover_external_tools` for a session on an event loop: exec sets are read
     (and hashed for trust) off the loop, MCP servers start on their own loop."""
     from crystal_kernel.mcp import discover_mcp_tools_async
 
     notes: list[str] = list(plugins.load_notes())
 
-    def exec_sets() -> list[Tool]:
+    def exec_sets() -> list[Tool[Any]]:
         return [t for source, folder in set_folders(home, workspace) for t in load_exec_set(source, folder, notes, home)]
 
-    found: list[Tool] = await asyncio.to_thread(exec_sets)
+    found: list[Tool[Any]] = await asyncio.to_thread(exec_sets)
     found.extend(plugin_tools(context, notes))  # on the loop: a plugin may expect it
     found.extend(await discover_mcp_tools_async(home, workspace, context, notes))
     return accept(found, _origin, notes, {}), notes
 
 
-def discover_external_tools(home: Path, workspace: Path, *, context: Any = None) -> tuple[list[Tool], list[str]]:
+def discover_external_tools(home: Path, workspace: Path, *, context: Any = None) -> tuple[list[Tool[Any]], list[str]]:
     """Every external tool for a session, with English notes about what was skipped.
 
     ``context`` is handed to plugins' ``crystal_tools`` hook (the session, usually).
     Filter the result by ``tool.catalogs`` for the mode and pass it to
     :func:`crystal_kernel.tools.catalog.build_catalog` as ``external``."""
     notes: list[str] = list(plugins.load_notes())
-    found: list[Tool] = []
+    found: list[Tool[Any]] = []
     for source, folder in set_folders(home, workspace):
         found.extend(load_exec_set(source, folder, notes, home))
     found.extend(plugin_tools(context, notes))
@@ -213,7 +213,7 @@ def discover_external_tools(home: Path, workspace: Path, *, context: Any = None)
     return accept(found, _origin, notes, {}), notes
 
 
-def _origin(tool: Tool) -> str:
+def _origin(tool: Tool[Any]) -> str:
     if isinstance(tool, ExecTool):
         return str(tool.tool_set.manifest_path)
     if getattr(tool, "mcp_server", None) is not None:  # an McpTool names its server
@@ -241,11 +241,11 @@ class SessionTools:
             except Exception:
                 pass  # the supervisor still ends a stdio server when this process ends
 
-    async def get_tools(self, session: Session) -> list[Tool]:
+    async def get_tools(self, session: Session) -> list[Tool[Any]]:
         found, notes = await discover_external_tools_async(session.home, session.workspace, context=session)
         return await asyncio.to_thread(self._catalog, session, found, notes)
 
-    def tools_now(self, session: Session) -> list[Tool]:
+    def tools_now(self, session: Session) -> list[Tool[Any]]:
         """The same catalog for a caller without an event loop (blocks while servers start)."""
         found, notes = discover_external_tools(session.home, session.workspace, context=session)
         return self._catalog(session, found, notes)
@@ -253,7 +253,7 @@ class SessionTools:
     def check_disabled(self, names: Iterable[str]) -> list[str]:
         return check_disabled(names)
 
-    def _catalog(self, session: Session, found: list[Tool], notes: list[str]) -> list[Tool]:
+    def _catalog(self, session: Session, found: list[Tool[Any]], notes: list[str]) -> list[Tool[Any]]:
         from crystal_kernel.prompts.skills import discover_skills
 
         servers = getattr(session, "mcp_servers", None)
