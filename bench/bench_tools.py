@@ -145,10 +145,11 @@ def main() -> list[dict]:
                                lambda argv=argv: subprocess.run(argv, capture_output=True, check=True))
             rows.append(row(label, ours, ref, "s", {"ratio_max": 1.3}))
             if not rows[-1]["met"]:
-                rows[-1]["note"] = ("more match lines than the tool shows: it reads the first 5,000, stops rg and runs "
-                                    "rg --count for the totals, so the tree is searched twice where rg searches once"
+                rows[-1]["note"] = ("one rg run; past the 5,000 lines kept, each output line is counted for its file "
+                                    "in Python; plus the notebook listing (a walk of the tree beside the search)"
                                     if "many" in label else
-                                    "the tool's own start, parsing and sort on top of the same rg run")
+                                    "on top of the same rg run: the job supervisor's Python start, the notebook "
+                                    "listing (a walk of the tree beside the search) and parsing")
 
         # The reference lists with the same filter (rg's own --glob; it overrides .gitignore,
         # which this tree's ignored entries do not reach), so both print the 12,500 matches.
