@@ -28,7 +28,6 @@ from crystal_kernel.core.interaction import NoPerson
 from crystal_kernel.host.session import Session
 from crystal_kernel.host.tool_sources import discover_external_tools
 from crystal_kernel.testing.scripted import ScriptedProvider
-from crystal_kernel.tools.base import ToolContext
 
 ARGS = {"q": "hello", "n": 3}
 
@@ -78,7 +77,7 @@ async def _run() -> list[dict]:
         _sets(home)
         config = load_config(home, overrides={"approval": "full"})
         session = Session(workspace=workspace, config=config, provider=ScriptedProvider([]), person_present=False)
-        ctx = ToolContext(session=session, interaction=NoPerson(), images_ok=True)
+        ctx = session.tool_context(NoPerson(), images_ok=True)
         tools, notes = discover_external_tools(home, workspace)
         assert not notes, notes
         by_name = {t.name: t for t in tools}

@@ -24,7 +24,6 @@ from crystal_kernel.core.config import load_config
 from crystal_kernel.core.interaction import NoPerson
 from crystal_kernel.host.session import Session
 from crystal_kernel.testing.scripted import ScriptedProvider
-from crystal_kernel.tools.base import ToolContext
 
 SERVER = Path(__file__).resolve().parents[1] / "tests" / "mcp" / "servers" / "stdio_server.py"
 ARGS = {"text": "hello"}
@@ -59,7 +58,7 @@ async def _calls(rounds: int) -> tuple[float, float]:
     with tempfile.TemporaryDirectory() as tmp:
         session = _session(Path(tmp))
         tool = session.tool("demo_echo")
-        ctx = ToolContext(session=session, interaction=NoPerson(), call_id="b")
+        ctx = session.tool_context(NoPerson(), call_id="b")
 
         async def measure(client):
             ours, ref = [], []

@@ -34,7 +34,6 @@ from crystal_kernel.host.session import Session
 from crystal_kernel.testing.scripted import ScriptedProvider
 from crystal_kernel.tools._index import SearchIndex
 from crystal_kernel.tools._walk import RG_BASE_FLAGS, rg_binary
-from crystal_kernel.tools.base import ToolContext
 from crystal_kernel.tools.catalog import load_builtin
 
 FILES = 50_000
@@ -124,7 +123,7 @@ def main() -> list[dict]:
         print(f"generated {FILES} files in {time.perf_counter() - start:.1f} s", flush=True)
         session = Session(workspace=root, config=Config(home=home), provider=ScriptedProvider(),
                           person_present=False)
-        ctx = ToolContext(session=session, interaction=NoPerson())
+        ctx = session.tool_context(NoPerson())
         loop = asyncio.new_event_loop()
 
         def tool(name: str, **arguments):
