@@ -11,6 +11,7 @@ folder that holds them, below it, and from every parent folder of the starting p
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -33,6 +34,15 @@ def rg_binary() -> str | None:
     one on PATH."""
     here = shutil.which("rg", path=str(Path(sys.executable).parent))
     return here or shutil.which("rg")
+
+
+def _hidden(rel: str) -> bool:
+    """A relative path with a hidden component (a name starting with a dot)."""
+    return rel.startswith(".") or "/." in rel
+
+
+# A name suffix rg can take in a glob as it is: no character that means more in a glob.
+_PLAIN_SUFFIX = re.compile(r"[^*?\[\]{}\\!,:/]+")
 
 
 @dataclass(frozen=True)
@@ -156,9 +166,12 @@ class FileListing:
     batch overlaps rg's walk of the rest; it blocks (run it in a worker thread), and
     :meth:`stop` (from any thread, e.g. a cancelled caller) kills rg so it ends at once."""
 
-    def __init__(self, root: Path, *, use_rg: bool = True) -> None:
+    def __init__(self, root: Path, *, use_rg: bool = True, name_suffix: str = "") -> None:
         self.root = root
         self.rg = rg_binary() if use_rg else None
+        # Only names ending so are wanted: rg filters them with a file type, which (unlike
+        # its --glob) never overrides the ignore files. A hint: the Python walk lists all.
+        self.name_suffix = name_suffix
         self._proc: subprocess.Popen[bytes] | None = None
         self._stopped = False
 
@@ -168,8 +181,14 @@ class FileListing:
             yield [str(p)[prefix:].replace(os.sep, "/") for p, _, _ in walk(self.root)]
             return
         # Run in ``root`` with no path argument: rg prints paths relative to it, unprefixed.
+        argv = [self.rg, *RG_BASE_FLAGS, "--files", "--null"]
+        # A file type lets rg's hidden files through (not its ignore files): they are
+        # taken out below, as the listing without a type leaves them out.
+        typed = _PLAIN_SUFFIX.fullmatch(self.name_suffix) is not None
+        if typed:
+            argv += ["--type-add", f"crystalsuffix:*{self.name_suffix}", "--type", "crystalsuffix"]
         proc = self._proc = subprocess.Popen(
-            [self.rg, *RG_BASE_FLAGS, "--files", "--null"], cwd=str(self.root), stdin=subprocess.DEVNULL,
+            argv, cwd=str(self.root), stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, start_new_session=True)
         if self._stopped:
             self.stop()
@@ -185,9 +204,12 @@ class FileListing:
                     continue
                 pending = data[cut + 1 :]
                 # A NUL never falls inside a UTF-8 sequence: each batch decodes on its own.
-                yield os.fsdecode(data[:cut]).split("\0")
+                batch = os.fsdecode(data[:cut]).split("\0")
+                yield [rel for rel in batch if not _hidden(rel)] if typed else batch
             if pending:
-                yield [os.fsdecode(pending)]
+                rel = os.fsdecode(pending)
+                if not (typed and _hidden(rel)):
+                    yield [rel]
         finally:
             self.stop()
             proc.stdout.close()

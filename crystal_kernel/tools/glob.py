@@ -68,7 +68,7 @@ async def glob_files(root: Path, pattern: str, *, use_rg: bool = True,
     match = regex.match if regex is not None else None
     suffix = literal_suffix(pattern.rstrip("/"))
     is_credential = CredentialCheck(prefix)
-    listing = FileListing(root, use_rg=use_rg)
+    listing = FileListing(root, use_rg=use_rg, name_suffix=suffix)
 
     def find() -> list[str]:
         fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)

@@ -24,7 +24,8 @@ async def test_newest_first(ctx, workspace: Path):
 
 
 @pytest.mark.parametrize("pattern", ["**/*.py", "*.py", "src/*.py", "src/**/*.py", "*.{md,txt}", "*.log",
-                                     "sub/*", "**/nested/*", "?rlf.txt", "[su]*/*.py"])
+                                     "sub/*", "**/nested/*", "?rlf.txt", "[su]*/*.py", "**/app.py",
+                                     "*pp.py", "**/keep.log", "src/**/mod.py", "*.pem", "**/.gitignore"])
 async def test_rg_listing_equals_python_walk(workspace: Path, pattern: str):
     make_tree(workspace)
     assert await glob_files(workspace, pattern) == await glob_files(workspace, pattern, use_rg=False)
