@@ -253,6 +253,9 @@ class CrystalAgent:
         entry = await self._reopen(cwd, session_id, mcp_servers=mcp_servers,
                                    additional_directories=additional_directories)
         session = entry.session
+        # The replay looks tools up by name: build the catalog without blocking the loop
+        # (a slow MCP server starting must not stop this agent answering meanwhile).
+        await session.prepare_tools()
         # The protocol: the whole conversation is streamed back before the response.
         for update in replay_updates(session, session.history):
             await self._send(session_id, update)

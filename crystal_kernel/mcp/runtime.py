@@ -2,9 +2,9 @@
 
 Why a loop of its own, on a long-lived daemon thread:
 
-- ``Session.tools()`` is synchronous and runs inside the front's event loop (kernel,
-  CLI). Starting servers and listing their tools there would need that same loop, so
-  the catalog build waits on this loop instead, with a bound.
+- The fronts' event loops (kernel, CLI, ACP) must keep serving while servers start:
+  ``Session.prepare_tools()`` awaits the start here, and the synchronous
+  ``Session.tools()`` (for callers without a loop) waits on this loop with a bound.
 - The SDK's transports are anyio task groups that must be entered and left by one
   task; each connection keeps one task here for its whole life.
 - Stdio servers run under the jobs supervisor with ``PR_SET_PDEATHSIG``, which Linux
