@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from crystal_kernel.tools._notebook import MAX_NOTEBOOK_BYTES, cell_sources
-from crystal_kernel.tools._walk import RG_BASE_FLAGS, rg_binary, walk
+from crystal_kernel.tools._walk import RG_BASE_FLAGS, hidden_path, rg_binary, walk
 
 MAX_NOTEBOOKS = 5000
 
@@ -24,11 +24,15 @@ def notebook_files(root: Path) -> list[Path]:
     rg = rg_binary()
     if rg:
         try:
-            out = subprocess.run([rg, *RG_BASE_FLAGS, "--files", "--null", "--iglob", "*.ipynb", "--", str(root)],
-                                 capture_output=True, timeout=60).stdout
+            # A file type, not --iglob: a glob overrides the ignore files (a git-ignored
+            # notebook would be searched); a type keeps them but lets hidden files through,
+            # which are taken out as the walk leaves them out. Run in root: relative paths.
+            out = subprocess.run([rg, *RG_BASE_FLAGS, "--files", "--null", "--type-add", "nb:*.[iI][pP][yY][nN][bB]",
+                                  "--type", "nb"], cwd=str(root), capture_output=True, timeout=60).stdout
         except (OSError, subprocess.TimeoutExpired):
             out = b""
-        return sorted(Path(os.fsdecode(p)) for p in out.split(b"\0") if p)[:MAX_NOTEBOOKS]
+        names = (rel for rel in os.fsdecode(out).split("\0") if rel and not hidden_path(rel))
+        return sorted(root / rel for rel in names)[:MAX_NOTEBOOKS]
     found = (p for p, _, _ in walk(root) if p.suffix.lower() == ".ipynb")
     return [p for _, p in zip(range(MAX_NOTEBOOKS), found)]
 

@@ -36,7 +36,7 @@ def rg_binary() -> str | None:
     return here or shutil.which("rg")
 
 
-def _hidden(rel: str) -> bool:
+def hidden_path(rel: str) -> bool:
     """A relative path with a hidden component (a name starting with a dot)."""
     return rel.startswith(".") or "/." in rel
 
@@ -205,10 +205,10 @@ class FileListing:
                 pending = data[cut + 1 :]
                 # A NUL never falls inside a UTF-8 sequence: each batch decodes on its own.
                 batch = os.fsdecode(data[:cut]).split("\0")
-                yield [rel for rel in batch if not _hidden(rel)] if typed else batch
+                yield [rel for rel in batch if not hidden_path(rel)] if typed else batch
             if pending:
                 rel = os.fsdecode(pending)
-                if not (typed and _hidden(rel)):
+                if not (typed and hidden_path(rel)):
                     yield [rel]
         finally:
             self.stop()

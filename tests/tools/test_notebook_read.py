@@ -86,6 +86,27 @@ async def test_grep_matches_cell_sources_and_reports_cell_numbers(workspace, ctx
     assert "cell 2 line 1- rows = [3, 4, 5]\ncell 2 line 2: print(sum(rows))" in context.text
 
 
+async def test_grep_keeps_the_ignore_files_and_hidden_folders_for_notebooks(workspace, ctx):
+    """Notebooks are listed with the walking rules every other file follows: a git-ignored
+    or hidden notebook is not searched (rg's --iglob used to override .gitignore)."""
+    from crystal_kernel.tools._notebook_search import notebook_files
+    from crystal_kernel.tools._walk import walk
+
+    nb = analysis_notebook()
+    nb.cells[4].source = 'print("needle")'
+    for rel in ("kept.ipynb", "sub/Upper.IPYNB", "ignored.ipynb", "out/inside.ipynb", ".hidden/h.ipynb", ".dot.ipynb"):
+        (workspace / rel).parent.mkdir(parents=True, exist_ok=True)
+        write(workspace / rel, nb)
+    (workspace / ".gitignore").write_text("ignored.ipynb\nout/\n")
+    result = await call("grep", ctx, pattern="needle")
+    assert result.ok, result.text
+    assert "kept.ipynb:" in result.text and "sub/Upper.IPYNB:" in result.text
+    for left_out in ("ignored.ipynb", "inside.ipynb", "h.ipynb", ".dot.ipynb"):
+        assert left_out not in result.text, result.text
+    walked = sorted(p for p, _, _ in walk(workspace) if p.suffix.lower() == ".ipynb")
+    assert notebook_files(workspace) == walked
+
+
 async def test_search_indexes_cell_sources_and_names_the_cells(workspace, ctx):
     nb = analysis_notebook()
     nb.cells[4].source = "revenue_by_region = compute_quarterly_revenue(rows)"
