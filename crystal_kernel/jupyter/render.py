@@ -106,22 +106,29 @@ class IPythonOutput:
 
 class RecordingOutput:
     """An in-memory Output: ``outputs[i]`` is the latest bundle of the i-th display and
-    ``updates`` counts updates per display (for tests and headless use)."""
+    ``updates`` counts updates per display; ``sent`` is every bundle shown or updated, in
+    order, and ``kept`` the bundle each update keeps for a reloaded page (for tests and
+    headless use)."""
 
     def __init__(self, deltas: bool = False) -> None:
         self.outputs: list[Bundle] = []
         self.updates: list[int] = []
+        self.sent: list[Bundle] = []
+        self.kept: list[Bundle | None] = []
         self.deltas = deltas
 
     def show(self, bundle: Bundle, stale: Bundle | None = None) -> Handle:
         index = len(self.outputs)
         self.outputs.append(dict(bundle))
+        self.sent.append(dict(bundle))
         self.updates.append(0)
         outer = self
 
         class _H:
             def update(self, b: Bundle, stale: Bundle | None = None, kept: Bundle | None = None) -> None:
                 outer.outputs[index] = dict(b)
+                outer.sent.append(dict(b))
+                outer.kept.append(kept)
                 outer.updates[index] += 1
 
         return _H()

@@ -39,9 +39,8 @@ class McpManager:
         listing); a session awaits :meth:`atools_for` instead."""
         if self.closed:
             return []
-        wanted, fresh = self._reconcile(configs, workspace)
+        wanted, fresh, bound = self._plan(configs, workspace)
         if fresh:
-            bound = max(c.config.startup_timeout for c in fresh) + STOP_SECONDS
             try:
                 runtime.run_sync(_start_all(fresh, bound), bound + 2)
             except TimeoutError:
@@ -53,14 +52,21 @@ class McpManager:
         loop while the caller's loop keeps serving (a kernel answers widgets, timers run)."""
         if self.closed:
             return []
-        wanted, fresh = self._reconcile(configs, workspace)
+        wanted, fresh, bound = self._plan(configs, workspace)
         if fresh:
-            bound = max(c.config.startup_timeout for c in fresh) + STOP_SECONDS
             try:
                 await runtime.run(_start_all(fresh, bound), bound + 2)
             except TimeoutError:
                 pass  # each connection records its own failure below
         return self._collect(wanted, fresh, notes)
+
+    def _plan(self, configs: list[ServerConfig],
+              workspace: Path) -> tuple[dict[str, ServerConnection], list[ServerConnection], float]:
+        """:meth:`_reconcile`, and how long starting the fresh ones may take together (the
+        largest startup timeout, plus the time to stop one that overran)."""
+        wanted, fresh = self._reconcile(configs, workspace)
+        bound = max((c.config.startup_timeout for c in fresh), default=0.0) + STOP_SECONDS
+        return wanted, fresh, bound
 
     def _reconcile(self, configs: list[ServerConfig],
                    workspace: Path) -> tuple[dict[str, ServerConnection], list[ServerConnection]]:

@@ -142,23 +142,7 @@ def test_stream_updates_slow_down_as_the_answer_grows_and_the_final_bundle_is_wh
     from crystal_kernel.jupyter.render import LIVE_BYTES_PER_SECOND
     from crystal_kernel.jupyter.safe_html import markdown_bundle
 
-    class Log(RecordingOutput):
-        def __init__(self):
-            super().__init__()
-            self.sent: list[dict] = []
-
-        def show(self, bundle, stale=None):
-            handle = super().show(bundle, stale)
-            log = self
-
-            class _H:
-                def update(self, b, stale=None):
-                    log.sent.append(dict(b))
-                    handle.update(b, stale)
-
-            return _H()
-
-    out, clock = Log(), Clock()
+    out, clock = RecordingOutput(), Clock()
     r = Renderer(out, clock=clock, max_rate=15)
     r.start(None)
     piece = "word <b>x</b> " * 10  # 140 characters a delta
@@ -166,7 +150,7 @@ def test_stream_updates_slow_down_as_the_answer_grows_and_the_final_bundle_is_wh
         clock.now = i / 100
         r.handle(TextDelta(text=piece))
     r.handle(TurnEnd(session_id="s", stop_reason="end_turn"))
-    live, final = out.sent[:-1], out.sent[-1]
+    live, final = out.sent[1:-1], out.sent[-1]  # the updates after the first show
     assert all(set(b) == {"text/html"} for b in live)
     assert final == markdown_bundle(piece * 2000)
     assert "<b>" not in final["text/html"] and "&lt;b&gt;" in final["text/html"]
@@ -188,23 +172,7 @@ def test_stream_deltas_carry_only_the_appended_text_and_the_final_bundle_is_whol
     from crystal_kernel.jupyter.render import DELTA_RATE, STREAM_MIME
     from crystal_kernel.jupyter.safe_html import markdown_bundle
 
-    sent: list[dict] = []
-    shown_again: list[dict | None] = []
-
-    class Log(RecordingOutput):
-        def show(self, bundle, stale=None):
-            sent.append(dict(bundle))
-            handle = super().show(bundle, stale)
-
-            class _H:
-                def update(self, b, stale=None, kept=None):
-                    sent.append(dict(b))
-                    shown_again.append(kept)
-                    handle.update(b, stale)
-
-            return _H()
-
-    out, clock = Log(deltas=True), Clock()
+    out, clock = RecordingOutput(deltas=True), Clock()
     r = Renderer(out, clock=clock, max_rate=15)
     r.start(None)
     piece = "word <b>x</b> " * 10
@@ -212,6 +180,7 @@ def test_stream_deltas_carry_only_the_appended_text_and_the_final_bundle_is_whol
         clock.now = i / 100
         r.handle(TextDelta(text=piece))
     r.handle(TurnEnd(session_id="s", stop_reason="end_turn"))
+    sent, shown_again = out.sent, out.kept
     live, final = sent[:-1], sent[-1]
     whole = piece * 2000
     # The final output: the same sanitized HTML as ever, and the text not a second time.

@@ -249,24 +249,9 @@ def test_trust1_streamed_answer_deltas_carry_text_only_and_the_final_html_is_ine
     Markdown; the final output is the sanitized rendering, inert."""
     from crystal_kernel.jupyter.render import STREAM_MIME
 
-    sent: list[dict] = []
-
-    class Log(RecordingOutput):
-        def show(self, bundle, stale=None):
-            sent.append(dict(bundle))
-            handle = super().show(bundle, stale)
-
-            class _H:
-                def update(self, b, stale=None, kept=None):
-                    sent.append(dict(b))
-                    if kept is not None:
-                        sent.append(dict(kept))
-                    handle.update(b, stale)
-
-            return _H()
-
+    out = RecordingOutput(deltas=True)
     now = [0.0]
-    r = Renderer(Log(deltas=True), max_rate=1000, clock=lambda: now[0])
+    r = Renderer(out, max_rate=1000, clock=lambda: now[0])
     r.start(None)
     text = ""
     for payload in PAYLOADS * 3:
@@ -275,7 +260,8 @@ def test_trust1_streamed_answer_deltas_carry_text_only_and_the_final_html_is_ine
         text += payload + "\n\n"
     r.handle(TurnEnd(session_id="s", stop_reason="end_turn"))
     r.close()
-    live, final = sent[:-1], sent[-1]
+    # What went out live, and what a reloaded page gets again (each update's kept bundle).
+    live, final = out.sent[:-1] + [k for k in out.kept if k is not None], out.sent[-1]
     assert len(live) > len(PAYLOADS)
     for bundle in live:
         assert set(bundle) == {STREAM_MIME, "text/plain"}, bundle.keys()
