@@ -187,16 +187,14 @@ class CrystalAgent:
             raise _user_error(exc) from None
         if not self.elicitation_forms:
             # No form to show: the question tool is not offered at all (docs/acp.md).
-            session.questions_available = False
-            session.refresh_system()
+            session.set_questions_available(False)
         for directory in additional_directories or []:
             try:
                 session.access.add(directory, "rw")
             except Exception as exc:
                 session.note(f"Additional directory {directory} was not added: {exc}")
         if mcp_servers:
-            session.client_mcp_servers = client_servers(mcp_servers, session.note)
-            session.refresh_system()
+            session.use_client_mcp_servers(client_servers(mcp_servers, session.note))
         entry = AcpSession(session=session)
         entry.interaction = AcpInteraction(self.conn, session, session.id, elicitation=self.elicitation_forms,
                                            announced=entry.announced_event)

@@ -7,7 +7,8 @@ run turns on it through :func:`crystal_kernel.host.loop.run_turn`.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -334,6 +335,59 @@ class Session:
         self._refuse_while_busy("change the model")
         self.provider = provider
         self.refresh_system()
+
+    def set_questions_available(self, available: bool) -> None:
+        """False when a person answers approvals but cannot answer question forms (ACP
+        without elicitation): the question tool is then left out of the catalog."""
+        self.questions_available = available
+        self.refresh_system()
+
+    def set_flags(self, flags: ProcessFlags) -> None:
+        """New process flags for the next turns (the magics' options); the caller has
+        checked them. The system text and catalog are rebuilt."""
+        self.flags = flags
+        self.refresh_system()
+
+    def use_client_mcp_servers(self, servers: list[Any]) -> None:
+        """The MCP server entries an ACP client passed for this session
+        (mcp/config.client_server); they start with the next catalog."""
+        self.client_mcp_servers = list(servers)
+        self.refresh_system()
+
+    def attach_notebook(self, shell: Any, path: str | None, live_edit: LiveNotebookEdit | None) -> None:
+        """What only a notebook front has: the IPython shell (notebook tools), the
+        notebook's path (named in the system text), and live editing of notebooks open
+        with real-time collaboration."""
+        self.notebook_shell, self.notebook_path, self.live_notebook_edit = shell, path, live_edit
+        self.refresh_system()
+
+    @asynccontextmanager
+    async def lend_provider(self, provider: Provider, *, without_person: bool) -> AsyncIterator[None]:
+        """Run with ``provider`` (and no reviewer) in place, then put the session's own
+        back and close the borrowed ones: HTTP connections belong to the loop that
+        opened them, so a worker loop (the magics' sync path) brings its own.
+        ``without_person``: nobody answers questions meanwhile (the question tool is not
+        offered)."""
+        saved_provider, saved_reviewer, saved_person = self.provider, self.reviewer, self.person_present
+        self.provider, self.reviewer = provider, None
+        if without_person and saved_person:
+            self.person_present = False
+            self.refresh_system()
+        try:
+            yield
+        finally:
+            if self.provider is provider:
+                self.provider = saved_provider
+            reviewer, self.reviewer = self.reviewer, saved_reviewer
+            for closer in (getattr(reviewer, "aclose", None), getattr(provider, "aclose", None)):
+                if closer is not None:
+                    try:
+                        await closer()
+                    except Exception:
+                        pass
+            if self.person_present != saved_person:
+                self.person_present = saved_person
+                self.refresh_system()
 
     def change_directory(self, directory: str) -> None:
         """/cd: a new workspace root for this session."""

@@ -182,8 +182,7 @@ class MagicsHost(SyncForm):
 
             session.config.reasoning_effort = check_reasoning_effort(opts.reasoning, "--reasoning")
         if new_flags is not None:
-            session.flags = new_flags
-            session.refresh_system()
+            session.set_flags(new_flags)
         return []
 
     async def _retire(self, session: Session) -> None:

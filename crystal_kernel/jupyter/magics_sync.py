@@ -211,24 +211,6 @@ class SyncForm(ABC):
         connections belong to the loop that opened them. No person answers here."""
         from crystal_kernel.providers.registry import make_provider
 
-        saved_provider, saved_reviewer, saved_person = session.provider, session.reviewer, session.person_present
-        temp = make_provider(session.config, workspace=session.workspace)
-        session.provider, session.reviewer = temp, None
-        if person and saved_person:
-            session.person_present = False  # the question tool is not offered
-            session.refresh_system()
-        try:
+        async with session.lend_provider(make_provider(session.config, workspace=session.workspace),
+                                         without_person=person):
             yield
-        finally:
-            if session.provider is temp:
-                session.provider = saved_provider
-            reviewer, session.reviewer = session.reviewer, saved_reviewer
-            for closer in (getattr(reviewer, "aclose", None), getattr(temp, "aclose", None)):
-                if closer is not None:
-                    try:
-                        await closer()
-                    except Exception:
-                        pass
-            if session.person_present != saved_person:
-                session.person_present = saved_person
-                session.refresh_system()

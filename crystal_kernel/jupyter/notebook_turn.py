@@ -62,10 +62,7 @@ def attach_notebook(session: Session, shell: Any, notebook: str | None) -> None:
     from crystal_kernel.jupyter.live_notebook import live_edit
 
     notebook_plugin.register()  # the notebook tools come from this front
-    session.notebook_shell = shell
-    session.notebook_path = notebook
-    session.live_notebook_edit = live_edit
-    session.refresh_system()
+    session.attach_notebook(shell, notebook, live_edit)
 
 
 def final_text(session: Session, start: int) -> str:
