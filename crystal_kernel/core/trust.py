@@ -1,22 +1,30 @@
-"""Workspace trust (TRUST-2): configuration that comes from the workspace and can run
-programs or reach the network is used only after the person trusts that file.
+"""Workspace trust (TRUST-2, TRUST-5): what the host reads from a workspace's
+``.crystal/`` that can run code or steer a decision is used only once the person has
+trusted that exact content.
 
-Files that need trust (:func:`workspace_files`): ``<workspace>/.crystal/mcp.json`` and
-every workspace exec tool set ``<workspace>/.crystal/tools/<dir>/tools.json``. Home
-configuration is the person's own and always trusted; so is a workspace file that lies
-inside Home (a workspace at ``~`` has ``~/.crystal`` as both).
+Files that need trust (:func:`workspace_candidates`):
+
+- ``mcp`` ``<workspace>/.crystal/mcp.json`` (its servers run);
+- ``exec`` every workspace exec tool set ``.crystal/tools/<dir>/tools.json``, hashed
+  as its whole closure (core/trust_digest.py: every file, links resolved, no folder
+  skipped; a link leading outside the set is refused);
+- ``prompt`` every workspace text the reviewer reads: ``.crystal/prompts/review.md``,
+  ``review.user.md`` and each attachment's ``review.md`` (``.txt`` too);
+- ``cassette`` every ``.crystal/cassettes/*.json``: its recorded person answers stand
+  in for the person only when trusted (host/recorded_person.py).
+
+Home configuration is the person's own and always trusted; so is a workspace file that
+lies inside Home (a workspace at ``~`` has ``~/.crystal`` as both).
 
 What the person trusted is kept in ``{home}/trust.json`` (written atomically; unknown
-keys survive), keyed by the file's resolved path, with a SHA-256 of what it runs: the
-file for ``mcp.json``, the whole set folder for an exec set (so a changed script needs
-trust again). A changed file is untrusted until trusted again. Only the person's own
-commands write trust: ``crystal trust``, ``/trust`` and the kernel's Trust button;
-no tool does (and ``{home}`` is outside every workspace, TRUST-3).
+keys survive), keyed by the file's resolved path, with a SHA-256 of its content. A
+changed file is untrusted until trusted again. Only the person's own commands write
+trust: ``crystal trust``, ``/trust`` and the kernel's Trust button; no tool does (and
+``{home}`` is outside every workspace, TRUST-3).
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from dataclasses import dataclass
@@ -27,14 +35,19 @@ from typing import Any, Literal
 from crystal_kernel.core import paths
 from crystal_kernel.core.errors import UserError
 from crystal_kernel.core.fsutil import atomic_write_json, read_json_object
+from crystal_kernel.core.trust_digest import Digest, bytes_digest, set_digest
 
 TRUST_FILE = "trust.json"
-Kind = Literal["mcp", "exec"]
-# Bounds on hashing an exec set folder: beyond them, names and sizes stand in for content.
-MAX_HASHED_FILES = 2000
-MAX_HASHED_BYTES = 64 * 1024 * 1024
-# Folders inside a set that are caches, not code a person reviews.
-_SKIPPED_DIRS = frozenset({"__pycache__", "node_modules", ".git", ".venv", ".mypy_cache", ".pytest_cache"})
+Kind = Literal["mcp", "exec", "prompt", "cassette"]
+# The workspace prompt files the reviewer reads (REV-3), by file name.
+REVIEW_PROMPTS = ("review", "review.user")
+PROMPT_SUFFIXES = (".md", ".txt")
+_WHAT_IS_LEFT_UNUSED: dict[str, str] = {
+    "mcp": "its servers were not started and their tools are not offered",
+    "exec": "its tools are not offered",
+    "prompt": "the reviewer does not read it and uses the Home or built-in text instead",
+    "cassette": "its recorded person answers are not used: approvals are denied and questions dismissed",
+}
 
 
 @dataclass(frozen=True)
@@ -47,17 +60,26 @@ class WorkspaceFile:
     trusted: bool
     # True when an earlier version was trusted and the file changed since.
     changed: bool = False
+    # Why it cannot be trusted at all as it is (a link leading out, too big, unreadable).
+    problem: str | None = None
 
     @property
     def label(self) -> str:
-        return "MCP servers" if self.kind == "mcp" else f"exec tool set '{self.path.parent.name}'"
+        if self.kind == "mcp":
+            return "MCP servers configuration"
+        if self.kind == "exec":
+            return f"exec tool set '{self.path.parent.name}'"
+        if self.kind == "prompt":
+            return "review prompt"
+        return "cassette"
 
     def note(self) -> str:
         """The one-line note a listing shows for an untrusted file."""
-        what = ("its servers were not started and their tools are not offered" if self.kind == "mcp"
-                else "its tools are not offered")
+        what = _WHAT_IS_LEFT_UNUSED[self.kind]
+        if self.problem:
+            return f"Workspace {self.label} {self.path} cannot be trusted: {self.problem}; {what}."
         why = "changed since you trusted it" if self.changed else "is not trusted yet"
-        return (f"Workspace {self.label} configuration {self.path} {why}; {what}. Read it, then trust it with "
+        return (f"Workspace {self.label} {self.path} {why}; {what}. Read it, then trust it with "
                 f"`crystal trust {self.path}`, `/trust {self.path}` or the Trust button in the kernel.")
 
 
@@ -65,46 +87,15 @@ def trust_path(home: Path) -> Path:
     return Path(home) / TRUST_FILE
 
 
+def content_digest(kind: Kind, path: Path) -> Digest:
+    """What the file makes Crystal run or read, hashed: the file itself (mcp.json, a
+    review prompt, a cassette), or the exec set's whole closure (core/trust_digest.py)."""
+    return set_digest(Path(path)) if kind == "exec" else bytes_digest(Path(path))
+
+
 def file_digest(kind: Kind, path: Path) -> str:
-    """SHA-256 of what the file makes Crystal run: the file itself (mcp.json), or every
-    file of the exec set's folder (tools.json and the programs beside it)."""
-    path = Path(path)
-    if kind == "mcp":
-        try:
-            return hashlib.sha256(path.read_bytes()).hexdigest()
-        except OSError:
-            return ""
-    return _folder_digest(path.parent)
-
-
-def _folder_digest(folder: Path) -> str:
-    digest = hashlib.sha256()
-    budget, count = MAX_HASHED_BYTES, 0
-    for root, dirs, files in os.walk(folder, followlinks=False):
-        dirs[:] = sorted(d for d in dirs if d not in _SKIPPED_DIRS)
-        for name in sorted(files):
-            if name.endswith((".pyc", ".pyo")):
-                continue
-            full = os.path.join(root, name)
-            rel = os.path.relpath(full, folder)
-            try:
-                st = os.lstat(full)
-            except OSError:
-                continue
-            digest.update(rel.encode("utf-8", "surrogateescape") + b"\0")
-            count += 1
-            if os.path.islink(full):
-                digest.update(b"link:" + os.fsencode(os.readlink(full)) + b"\0")
-            elif count <= MAX_HASHED_FILES and st.st_size <= budget:
-                try:
-                    with open(full, "rb") as handle:
-                        digest.update(hashlib.sha256(handle.read()).digest())
-                    budget -= st.st_size
-                except OSError:
-                    digest.update(b"unreadable\0")
-            else:
-                digest.update(f"size:{st.st_size}:{st.st_mtime_ns}".encode())
-    return digest.hexdigest()
+    """The SHA-256 of :func:`content_digest`; "" when it cannot be trusted as it is."""
+    return content_digest(kind, path).sha256
 
 
 def _inside(path: Path, root: Path) -> bool:
@@ -118,9 +109,9 @@ def needs_trust(home: Path, path: Path) -> bool:
 
 
 def workspace_candidates(workspace: Path) -> list[tuple[Kind, Path]]:
-    """Every workspace configuration file that exists and can execute: mcp.json, then
-    the exec sets' tools.json in folder order."""
-    crystal = paths.host_dir(workspace)
+    """Every workspace file that can run code or steer a decision: mcp.json, the exec
+    sets' tools.json in folder order, the review prompts, then the cassettes."""
+    crystal = paths.host_dir(os.path.abspath(workspace))
     out: list[tuple[Kind, Path]] = []
     mcp = crystal / "mcp.json"
     if mcp.is_file():
@@ -130,7 +121,41 @@ def workspace_candidates(workspace: Path) -> list[tuple[Kind, Path]]:
     except OSError:
         sets = []
     out.extend(("exec", p / "tools.json") for p in sets if (p / "tools.json").is_file())
+    out.extend(("prompt", p) for p in review_prompt_files(workspace))
+    try:
+        cassettes = sorted(p for p in paths.cassettes_dir(workspace).glob("*.json") if p.is_file())
+    except OSError:
+        cassettes = []
+    out.extend(("cassette", p) for p in cassettes)
     return out
+
+
+def review_prompt_files(workspace: Path) -> list[Path]:
+    """The workspace files the reviewer's texts are made of (REV-3): the review
+    overrides and each prompt attachment's review file (the ones that exist)."""
+    crystal = paths.host_dir(workspace)
+    folders = [crystal / "prompts"]
+    try:
+        folders += sorted(p for p in (crystal / "prompt-attachments").iterdir()
+                          if p.is_dir() and not p.name.startswith("."))
+    except OSError:
+        pass
+    found: list[Path] = []
+    for index, folder in enumerate(folders):
+        for name in REVIEW_PROMPTS if index == 0 else ("review",):
+            for suffix in PROMPT_SUFFIXES:
+                candidate = folder / f"{name}{suffix}"
+                if candidate.is_file():
+                    found.append(candidate)
+    return found
+
+
+def needs_content_trust(home: Path, workspace: Path | None, path: Path) -> bool:
+    """True for a file inside the workspace (and not inside Home): a cloned repository
+    or a tool may have written it. A file elsewhere was named by the person."""
+    if workspace is None or not needs_trust(home, path):
+        return False
+    return _inside(Path(os.path.realpath(path)), Path(os.path.realpath(workspace)))
 
 
 class TrustStore:
@@ -159,27 +184,31 @@ class TrustStore:
 
     def state(self, kind: Kind, path: Path) -> WorkspaceFile:
         """Whether ``path`` is trusted as it is now."""
-        real = Path(os.path.realpath(path))
-        digest = file_digest(kind, real)
-        if not needs_trust(self.home, real):
-            return WorkspaceFile(kind, real, digest, True)
-        entry = self.entry(real)
+        # The path as named, not resolved: a link at the set folder or file is refused.
+        named = Path(os.path.abspath(path))
+        if not needs_trust(self.home, named):
+            return WorkspaceFile(kind, named, file_digest(kind, Path(os.path.realpath(named))), True)
+        found = content_digest(kind, named)
+        digest = found.sha256
+        entry = self.entry(named)
         if entry is None:
-            return WorkspaceFile(kind, real, digest, False)
+            return WorkspaceFile(kind, named, digest, False, problem=found.problem)
         ok = bool(digest) and entry.get("sha256") == digest and entry.get("kind") == kind
-        return WorkspaceFile(kind, real, digest, ok, changed=not ok)
+        return WorkspaceFile(kind, named, digest, ok, changed=not ok, problem=found.problem)
 
     def trust(self, kind: Kind, path: Path) -> WorkspaceFile:
         """Record the person's trust in ``path`` as it is now (the person's command only)."""
         real = Path(os.path.realpath(path))
-        digest = file_digest(kind, real)
+        named = Path(os.path.abspath(path))
+        found = content_digest(kind, named)
+        digest = found.sha256
         if not digest:
-            raise UserError(f"Cannot read {real} to trust it.")
+            raise UserError(f"Cannot trust {named}: {found.problem or 'it cannot be read'}.")
         data = self._read()
         data["files"][str(real)] = {"kind": kind, "sha256": digest,
                                     "trusted": datetime.now(timezone.utc).isoformat(timespec="seconds")}
         atomic_write_json(self.path, data, inside=self.path.parent)
-        return WorkspaceFile(kind, real, digest, True)
+        return WorkspaceFile(kind, named, digest, True)
 
     def forget(self, path: Path) -> bool:
         data = self._read()
@@ -212,25 +241,31 @@ def find_candidate(workspace: Path, name: str) -> tuple[Kind, Path]:
     to the workspace. UserError when it is not one that needs trust."""
     given = Path(name).expanduser()
     options = [given] if given.is_absolute() else [Path(workspace) / given, Path.cwd() / given]
-    candidates = {Path(os.path.realpath(p)): kind for kind, p in workspace_candidates(workspace)}
+    # By resolved path, but the path handed back is the one the workspace names (a
+    # link at a set folder must be seen as one by the digest).
+    candidates = {Path(os.path.realpath(p)): (kind, p) for kind, p in workspace_candidates(workspace)}
     for option in options:
         real = Path(os.path.realpath(option))
         for probe in (real, real / "tools.json", real / "mcp.json"):
+            probe = Path(os.path.realpath(probe))
             if probe in candidates:
-                return candidates[probe], probe
-    names = ", ".join(str(p) for p in candidates) or "none in this workspace"
+                return candidates[probe]
+    names = ", ".join(str(p) for _, p in candidates.values()) or "none in this workspace"
     raise UserError(f"'{name}' is not a workspace configuration file that needs trust "
-                    f"(.crystal/mcp.json or .crystal/tools/<dir>/tools.json; found: {names}).")
+                    f"(.crystal/mcp.json, .crystal/tools/<dir>/tools.json, .crystal/prompts/review*.md, "
+                    f"an attachment's review.md or .crystal/cassettes/*.json; found: {names}).")
 
 
 def describe(states: list[WorkspaceFile]) -> str:
     """A listing for `crystal trust list` and `/trust`."""
     if not states:
-        return "No workspace configuration here needs trust (.crystal/mcp.json, .crystal/tools/<dir>/tools.json)."
+        return ("No workspace configuration here needs trust (.crystal/mcp.json, .crystal/tools/<dir>/tools.json, "
+                "review prompts, cassettes).")
     lines = []
     for s in states:
-        mark = "trusted" if s.trusted else ("changed" if s.changed else "untrusted")
-        lines.append(f"{mark:9}  {s.kind:4}  {s.path}{_servers(s)}")
+        mark = "trusted" if s.trusted else ("refused" if s.problem else "changed" if s.changed else "untrusted")
+        why = f"  ({s.problem})" if s.problem and not s.trusted else ""
+        lines.append(f"{mark:9}  {s.kind:8}  {s.path}{_servers(s)}{why}")
     if any(not s.trusted for s in states):
         lines.append("Read a file, then trust it with `crystal trust FILE` or `/trust FILE` (`/trust all` for every one).")
     return "\n".join(lines)

@@ -32,7 +32,7 @@ HELP = """Commands:
 /sessions  /resume ID  /fork   saved sessions
 /usage                         tokens (and cost) so far
 /tools                         the tools this session offers
-/trust [list | FILE | all]     trust workspace MCP servers and exec tool sets"""
+/trust [list | FILE | all]     trust workspace MCP servers, exec sets, review prompts, cassettes"""
 
 # name -> "module:function" for handlers that live beside their feature.
 DELEGATED = {

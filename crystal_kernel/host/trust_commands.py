@@ -1,4 +1,4 @@
-"""The person's ways to trust workspace configuration (TRUST-2): ``crystal trust
+"""The person's ways to trust workspace configuration (TRUST-2, TRUST-5): ``crystal trust
 [--workspace DIR] [list|FILE]`` and the ``/trust [list|FILE|all]`` slash command (the
 kernel's Trust button calls :func:`trust_file` too). Nothing else writes trust."""
 
@@ -34,8 +34,9 @@ def trusted_text(state: WorkspaceFile) -> str:
 
 def add_subparsers(subparsers: Any) -> None:
     """Register ``crystal trust``."""
-    p = subparsers.add_parser("trust", help="list or trust workspace configuration that runs programs "
-                                            "(.crystal/mcp.json, .crystal/tools/<dir>/tools.json)")
+    p = subparsers.add_parser("trust", help="list or trust workspace configuration that runs programs or "
+                                            "steers a decision (.crystal/mcp.json, .crystal/tools/<dir>/, "
+                                            "review prompts, cassettes)")
     p.add_argument("target", nargs="?", default="list", metavar="list|FILE",
                    help="list (default), or the file (or exec set folder) to trust")
     p.add_argument("--workspace", metavar="DIR", default=".", help="workspace root (default .)")

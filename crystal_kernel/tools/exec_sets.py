@@ -18,6 +18,7 @@ Timeout, cancellation and a failed stdin write kill the whole process tree
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import shutil
@@ -30,6 +31,7 @@ from pydantic import RootModel
 from crystal_kernel.core import paths
 from crystal_kernel.core.errors import ToolError
 from crystal_kernel.core.fsutil import ensure_folder_inside
+from crystal_kernel.core.trust import is_trusted
 from crystal_kernel.tools.base import Authority, Classification, Risk, Tool, ToolContext, ToolResult
 from crystal_kernel.tools.child_process import run_process
 from crystal_kernel.tools.exec_manifest import ExecToolManifest, has_separator
@@ -180,6 +182,12 @@ class ExecTool(Tool):
 
     async def run(self, args: Any, ctx: ToolContext) -> ToolResult:
         arguments = args.root if isinstance(args, ExternalArguments) else dict(args)
+        if self.tool_set.source != "home":
+            # TRUST-5: the set's closure is hashed again before every run, so a file
+            # written (or a link re-pointed) since the catalog was built runs nothing.
+            state = await asyncio.to_thread(is_trusted, Path(ctx.home), "exec", self.tool_set.manifest_path)
+            if not state.trusted:
+                return ToolResult.fail(state.note())
         argv = self.final_argv(arguments)
         env = self.child_env(ctx)
         for folder in self.data_dirs(ctx):  # EX-3: lazily, failures not reported
