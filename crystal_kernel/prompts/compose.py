@@ -6,6 +6,11 @@ enabled attachments by order, each bound with the same values (PA-6); then plugi
 ``on_prompt`` appends; then plugin ``rewrite_prompt``. Other named prompts are the
 resolved body, bound. The workspace instruction block is the ``{{instructions_section}}``
 (or raw ``{{instructions}}``) slot, which the Review prompts never receive (REV-3).
+
+The Review texts take a workspace override or attachment only when the person trusted
+that file's content (TRUST-5, ``crystal trust``): a cloned repository must not write the
+reviewer's instructions. Work, Plan and the other prompts read workspace overrides as
+project instructions, like AGENTS.md (docs/security.md says why).
 """
 
 from __future__ import annotations
@@ -13,15 +18,18 @@ from __future__ import annotations
 import re
 import weakref
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 from crystal_kernel.core.errors import UserError
+from crystal_kernel.core.trust import TrustStore, needs_content_trust
 from crystal_kernel.prompts import hooks
 from crystal_kernel.prompts.attachments import attachment_text
 from crystal_kernel.prompts.context import PromptContext, context_from_session
+from crystal_kernel.prompts.manifest import find_prompt_file
 from crystal_kernel.prompts.names import ATTACHABLE, EXTRA_SLOTS, NAMED_PROMPTS
 from crystal_kernel.prompts.placeholders import Binder
-from crystal_kernel.prompts.promptsets import resolve_prompt
+from crystal_kernel.prompts.promptsets import resolve_prompt, workspace_overrides
 from crystal_kernel.prompts.selection import PromptSelection, resolve_selection
 
 # PH-4: the {{mode}} value of each named prompt (None: the session's mode).
@@ -33,6 +41,17 @@ PROMPT_MODE: dict[str, str | None] = {
     "image.system": "image", "image.user": "image",
 }
 NO_INSTRUCTIONS = ("review", "review.user")  # REV-3
+
+
+def _trusted_prompt(home: Path, workspace: Path, path: Path, notes: list[str]) -> bool:
+    """TRUST-5: a workspace file the reviewer would read is used only when the person
+    trusted exactly this content; otherwise one note says how to trust it."""
+    if not needs_content_trust(home, workspace, path):
+        return True
+    state = TrustStore(home).state("prompt", path)
+    if not state.trusted:
+        notes.append(state.note())
+    return state.trusted
 
 
 def disabled_tools_note(names: list[str]) -> str:
@@ -53,10 +72,20 @@ def compose(name: str, ctx: PromptContext, selection: PromptSelection,
     if name not in NAMED_PROMPTS:
         raise UserError(f"Unknown prompt '{name}'; use one of: {', '.join(NAMED_PROMPTS)}.")
     notes = notes if notes is not None else []
-    resolved = resolve_prompt(name, ctx.home, ctx.workspace if workspace_files else None,
-                              selection.set_folder, notes)
+    workspace = ctx.workspace if workspace_files else None
+    if name in NO_INSTRUCTIONS and workspace is not None:
+        # TRUST-5: what the reviewer reads from the workspace counts only as trusted content.
+        override = find_prompt_file(workspace_overrides(workspace), name)
+        if override is not None and not _trusted_prompt(ctx.home, workspace, override, notes):
+            workspace = None
+    resolved = resolve_prompt(name, ctx.home, workspace, selection.set_folder, notes)
     if not workspace_files:
         selection = replace(selection, attachments=[f for f in selection.attachments if f.source != "workspace"])
+    elif name in NO_INSTRUCTIONS:
+        selection = replace(selection, attachments=[
+            f for f in selection.attachments
+            if f.source != "workspace" or (path := f.file_for("review")) is None
+            or _trusted_prompt(ctx.home, ctx.workspace, path, notes)])
 
     mode = PROMPT_MODE[name] or ctx.mode
     if ctx.mode != mode:  # PH-4; plugins see the same mode through the context

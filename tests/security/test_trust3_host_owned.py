@@ -7,6 +7,7 @@ workspace; the reviewer never reads review texts changed during the session."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,7 @@ import pytest
 from crystal_kernel.core.errors import ToolError, UserError
 from crystal_kernel.core.events import ApprovalEvent, Note, ToolResultEvent
 from crystal_kernel.core.interaction import PersonDecision
+from crystal_kernel.core.trust import TrustStore
 from crystal_kernel.host.bootstrap import open_session
 from crystal_kernel.host.commands import run_command
 from crystal_kernel.host.loop import run_turn
@@ -178,6 +180,8 @@ async def test_reviewer_ignores_review_texts_changed_during_the_session(workspac
     prompts = workspace / ".crystal" / "prompts"
     prompts.mkdir(parents=True)
     (prompts / "review.md").write_text("PERSON-REVIEW-TEXT: be strict.\n")
+    # The person trusted their review text (TRUST-5: an untrusted one is never read).
+    TrustStore(Path(os.environ["CRYSTAL_HOME"])).trust("prompt", prompts / "review.md")
     verdict = json.dumps({"risk_level": "low", "user_authorization": "medium", "harm_unrequested": False,
                           "rationale": "ok"})
     provider = ScriptedProvider([
