@@ -6,11 +6,13 @@ stored: ``apiKeyEnv`` names the variable that holds one.
 
 from __future__ import annotations
 
+import difflib
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from crystal_kernel.core.errors import UserError
 from crystal_kernel.core.fsutil import atomic_write_json, read_json_object
@@ -79,6 +81,9 @@ class Config:
     # TRUST-4: children (bash, jobs, exec tools, MCP servers) get the model key variables.
     pass_keys_to_tools: bool = False
     raw: dict[str, Any] = field(default_factory=dict)
+    # One line per key of config.json Crystal does not know (a misspelling, or a newer
+    # version's key): the fronts show them as notes. The keys stay in the file.
+    notes: list[str] = field(default_factory=list)
 
     @property
     def path(self) -> Path:
@@ -152,7 +157,7 @@ def load_config(home: Path | None = None, overrides: dict[str, Any] | None = Non
     for key, value in (overrides or {}).items():
         if value is not None:
             merged[key] = value
-    config = Config(home=home, raw=raw)
+    config = Config(home=home, raw=raw, notes=unknown_key_notes(raw, home / "config.json"))
     for key, value in merged.items():
         attr = _ATTR.get(key)
         if attr is not None:
@@ -203,7 +208,29 @@ def _check(key: str, value: Any) -> Any:
     if key in ("provider", "model", "baseUrl", "apiKeyEnv", "reviewModel", "imageModel", "topicModel"):
         if not isinstance(value, str) or not value:
             raise bad("a non-empty string")
+    if key == "baseUrl":
+        return check_base_url(value)
     return value
+
+
+def check_base_url(value: str) -> str:
+    """A model server URL the HTTP client can use: http(s)://HOST[:PORT][/PATH]. A
+    mistake here is a configuration error (one line, nothing sent), never a network
+    failure to retry."""
+    where = "The base URL (--base-url, baseUrl or CRYSTAL_BASE_URL)"
+    text = value.strip()
+    parts = urlsplit(text)
+    if parts.scheme.lower() not in ("http", "https"):
+        if "://" in text:
+            raise UserError(f"{where} '{value}' must start with http:// or https://, not {parts.scheme}://.")
+        raise UserError(f"{where} '{value}' has no http:// or https://; write it as http://{text}.")
+    try:
+        port = parts.port  # ValueError for a port that is not a number 0-65535
+    except ValueError:
+        port = -1
+    if not parts.hostname or port == -1 or any(c.isspace() for c in text):
+        raise UserError(f"{where} '{value}' is not a valid URL; write it as e.g. http://localhost:11434/v1.")
+    return text
 
 
 def check_reasoning_effort(value: Any, where: str = "Config key 'reasoningEffort'") -> str | None:
@@ -216,4 +243,37 @@ def check_reasoning_effort(value: Any, where: str = "Config key 'reasoningEffort
 
 
 def known_keys() -> tuple[str, ...]:
+    """The config.json keys the Config fields read."""
     return tuple(_CAMEL.values())
+
+
+# config.json keys read elsewhere than the Config fields (replay.py, host/review.py).
+OTHER_KEYS = ("cassette", "reviewTimeoutSeconds")
+
+
+def closest_key(key: str, known: Sequence[str]) -> str | None:
+    """The known key ``key`` is most likely a misspelling of (difflib, case-blind); a
+    candidate with the same letters wins (``modle`` is ``model`` with two letters
+    swapped, though ``mode`` is as close by edit count)."""
+    lowered = {k.lower(): k for k in known}
+    close = difflib.get_close_matches(key.lower(), list(lowered), n=3, cutoff=0.6)
+    same_letters = [c for c in close if sorted(c) == sorted(key.lower())]
+    best = same_letters or close
+    return lowered[best[0]] if best else None
+
+
+def unknown_key_notes(raw: Mapping[str, Any], path: Path) -> list[str]:
+    """One line per key of ``raw`` that Crystal does not read, naming the closest known
+    key when one is close (difflib): a misspelt ``modle`` would otherwise be silently
+    ignored. The old FL-5 keys are dropped without a word."""
+    known = [*known_keys(), *OTHER_KEYS]
+    notes = []
+    for key in raw:
+        if key in known or key in DROPPED_KEYS:
+            continue
+        guess = closest_key(key, known)
+        if guess:
+            notes.append(f"unknown key '{key}' in {path} — did you mean '{guess}'?")
+        else:
+            notes.append(f"unknown key '{key}' in {path} is ignored (kept in the file; see docs/configuration.md).")
+    return notes

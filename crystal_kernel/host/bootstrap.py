@@ -106,6 +106,8 @@ def open_session(
         person_present=person_present, notebook=notebook, session_id=session_id,
         tool_source=SessionTools(),  # built-ins, exec sets, plugin tool sets, MCP servers
     )
+    for note in config.notes:  # unknown config.json keys: said once, the file is left as it is
+        session.note(note, once=True)
     if resume:
         session.resume(resume)
     elif session_id and session.store.exists(session_id):

@@ -52,7 +52,18 @@ def connection_errors() -> tuple[type[BaseException], ...]:
     return _loaded(_SDKS, "APIConnectionError") + _loaded(_HTTP_CLIENTS, "TransportError") + (OSError,)
 
 
+# What a retry can fix: a busy, overloaded or briefly failing server. 501 (Not
+# Implemented) and 505 are answers about what the server is, not about its load.
 RETRY_STATUSES = {408, 409, 429, 500, 502, 503, 504, 529}
+NOT_RETRIED_5XX = {501, 505}
+# The answers of a server that is not this protocol's model server at all (a web page,
+# Jupyter, ``python -m http.server``): no such path, or no POST there.
+NOT_A_MODEL_SERVER = {404, 405, 501}
+
+
+def retryable_status(status: int) -> bool:
+    """Whether another attempt may get a different answer (429, 5xx but 501/505)."""
+    return status in RETRY_STATUSES or (status >= 500 and status not in NOT_RETRIED_5XX)
 
 
 @dataclass(frozen=True)
@@ -67,9 +78,14 @@ class Endpoint:
 
 
 # For a 404 on a protocol's path: which provider the server probably speaks instead.
-_INSTEAD = {"openai-responses": "openai (Chat Completions)", "anthropic": "openai (Chat Completions)",
-            "openai": "a baseUrl ending in /v1"}
+_INSTEAD = {"openai-responses": "openai (Chat Completions)", "anthropic": "openai (Chat Completions)"}
 _PATHS = {"openai": "/chat/completions", "openai-responses": "/responses", "anthropic": "/v1/messages"}
+# What the base URL of each protocol looks like, for the hint of a wrong one.
+_KIND = {"openai": "an OpenAI Chat Completions", "openai-responses": "an OpenAI Responses",
+         "anthropic": "an Anthropic Messages"}
+_BASE_HINT = {"openai": "the server's /v1 address, e.g. http://localhost:11434/v1",
+              "openai-responses": "the server's /v1 address, e.g. https://api.openai.com/v1",
+              "anthropic": "the server's address without /v1, e.g. https://api.anthropic.com"}
 
 
 def one_line(text: str, limit: int = 240) -> str:
@@ -117,8 +133,31 @@ def _status(exc: BaseException) -> int | None:
     return status
 
 
+def _not_a_model_server(status: int, where: Endpoint, detail: str) -> ProviderError:
+    """A 404/405/501 on the protocol's own path: the base URL points elsewhere."""
+    path = _PATHS.get(where.provider or "", "")
+    hint = _BASE_HINT.get(where.provider or "", "the model server's address")
+    said = f" ({detail})" if detail else ""
+    return ProviderError(f"The server at {where.url} is not {_KIND.get(where.provider or '', 'a')} model server: POST "
+                         f"{where.url.rstrip('/')}{path} answered HTTP {status}{said}; is --base-url (baseUrl) "
+                         f"{hint}?", status=status)
+
+
+def _reason(exc: BaseException) -> str:
+    """Why a connection failed, from the error under the SDK's, without end punctuation
+    (the sentence around it supplies its own)."""
+    cause = exc.__cause__ or exc.__context__
+    reason = one_line(str(cause), 120) if cause and str(cause) else "connection failed"
+    return reason.rstrip(" .") or "connection failed"
+
+
 def map_error(exc: BaseException, where: Endpoint, *, attempts: int = 1) -> ProviderError:
-    """One English line for an SDK exception raised before the answer started."""
+    """One English line for an SDK exception raised before the answer started.
+
+    ``retryable`` is set only for what another attempt can fix: a timeout, a dropped
+    connection, 429 and 5xx other than 501/505. A configuration mistake (a URL the HTTP
+    client cannot use, a server that is not a model server, a refused key) fails at once.
+    """
     status = _status(exc)
     detail = _server_message(exc)
     suffix = f": {detail}" if detail else "."
@@ -126,14 +165,16 @@ def map_error(exc: BaseException, where: Endpoint, *, attempts: int = 1) -> Prov
     if status is None:
         if isinstance(exc, timeout_errors()):
             return ProviderError(f"The model server at {where.url} did not answer in time{tries}.", retryable=True)
+        if _in_chain(exc, _loaded(_HTTP_CLIENTS, "UnsupportedProtocol") + _loaded(_HTTP_CLIENTS, "InvalidURL")):
+            return ProviderError(f"The model server URL '{where.url}' cannot be used ({_reason(exc)}); set "
+                                 "--base-url (baseUrl) to an address that starts with http:// or https://.")
         if _in_chain(exc, ConnectionRefusedError):
             return ProviderError(f"Cannot reach the model server at {where.url}: connection refused.")
         if _in_chain(exc, socket.gaierror):
             return ProviderError(f"Cannot reach the model server at {where.url}: its host name does not resolve.")
         if isinstance(exc, connection_errors()):
-            cause = exc.__cause__ or exc.__context__
-            reason = one_line(str(cause), 120) if cause and str(cause) else "connection failed"
-            return ProviderError(f"Cannot reach the model server at {where.url}: {reason}{tries}.", retryable=True)
+            return ProviderError(f"Cannot reach the model server at {where.url}{tries}: {_reason(exc)}.",
+                                 retryable=True)
         return ProviderError(f"The model request failed: {one_line(str(exc) or type(exc).__name__)}.")
     if status == 401:
         key = f" in {where.key_env}" if where.key_env else ""
@@ -141,20 +182,24 @@ def map_error(exc: BaseException, where: Endpoint, *, attempts: int = 1) -> Prov
                              f"(or name another variable with apiKeyEnv){suffix}", status=status)
     if status == 403:
         return ProviderError(f"The model server denied access to model '{where.model}' (403){suffix}", status=status)
-    if status == 404 and where.provider in _PATHS and not _unknown_model(detail, where, exc):
+    if status == 404 and where.provider in _INSTEAD and not _unknown_model(detail, where, exc):
         # A chat-only server (llama.cpp, Ollama, vLLM builds without it) has no /responses.
         return ProviderError(f"The model server at {where.url} has no {_PATHS[where.provider]} endpoint (404): "
                              f"it does not speak the {where.provider} protocol; try provider "
-                             f"{_INSTEAD[where.provider]}{suffix}", status=status)
+                             f"{_INSTEAD[where.provider]}, or check --base-url (baseUrl){suffix}", status=status)
+    if status in NOT_A_MODEL_SERVER and not (status == 404 and _unknown_model(detail, where, exc)):
+        return _not_a_model_server(status, where, detail)
     if status == 404:
         return ProviderError(f"The model server at {where.url} does not know model '{where.model}' (404); "
                              f"check the model name and baseUrl{suffix}", status=status)
     if status == 429:
-        return ProviderError(f"The model server is rate limiting requests (429){tries}{suffix}",
+        return ProviderError(f"The model server at {where.url} is rate limiting requests (429){tries}{suffix}",
                              retryable=True, status=status)
-    if status in RETRY_STATUSES or status >= 500:
-        return ProviderError(f"The model server failed (HTTP {status}){tries}{suffix}", retryable=True, status=status)
-    return ProviderError(f"The model server rejected the request (HTTP {status}){suffix}", status=status)
+    if status >= 500:
+        return ProviderError(f"The model server at {where.url} failed (HTTP {status}){tries}{suffix}",
+                             retryable=retryable_status(status), status=status)
+    return ProviderError(f"The model server at {where.url} rejected the request (HTTP {status}){suffix}",
+                         status=status, retryable=retryable_status(status))
 
 
 def map_stream_error(exc: BaseException, where: Endpoint) -> ProviderError:

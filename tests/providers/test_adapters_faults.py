@@ -50,7 +50,7 @@ async def test_500_is_retried_a_bounded_number_of_times(kind: str, server: LLMSe
     server.add(*[{"status": 500, "message": "boom"}] * 5)
     got, error = await collect_until_error(adapter(kind))
     assert got == []
-    assert str(error) == "The model server failed (HTTP 500) after 3 attempts: boom"
+    assert str(error) == f"The model server at {error_url(server, kind)} failed (HTTP 500) after 3 attempts: boom"
     assert len(server.bodies()) == 3  # one try + two retries (RetryPolicy(retries=2))
 
 
