@@ -16,7 +16,9 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from crystal_kernel.cli.terminal import say
 from crystal_kernel.core.errors import UserError
+from crystal_kernel.core.textsafe import terminal_json, terminal_safe
 
 if TYPE_CHECKING:
     from crystal_kernel.host.session import Session
@@ -99,7 +101,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         result = ns.handler(ns)
         return int(result or 0)
     except UserError as exc:
-        print(f"crystal: {exc}", file=sys.stderr)
+        say(f"crystal: {exc}", err=True)
         return EXIT_USAGE
     except KeyboardInterrupt:
         return 130
@@ -145,12 +147,12 @@ async def _run_turn(session: Session, prompt: str, fmt: str) -> int:
             out.event(event)
         if turn.stop_reason == "error":
             # The model service failed (or a bug): one line on stderr, exit 2 (SPEC §11).
-            print(f"crystal: {turn.error}", file=sys.stderr)
+            say(f"crystal: {turn.error}", err=True)
             return EXIT_USAGE
         code = {"end_turn": 0, "max_steps": 0, "cancelled": 130}.get(turn.stop_reason or "", 1)
         if code == 1 and fmt == "text":
             # jsonl says it in turn_end; text mode must not exit 1 without a word.
-            print(f"crystal: {stop_explanation(turn.stop_reason, session)}", file=sys.stderr)
+            say(f"crystal: {stop_explanation(turn.stop_reason, session)}", err=True)
         return code
     finally:
         await session.close()
@@ -185,7 +187,10 @@ def stop_explanation(reason: str | None, session: Session) -> str:
 
 
 class _Printer:
-    """text: the answer on stdout, tool activity on stderr; jsonl: one event per line."""
+    """text: the answer on stdout, tool activity on stderr; jsonl: one event per line.
+
+    In text mode everything not written by Crystal is printed through terminal_safe
+    (TRUST-6): a model's or a tool's escape sequences show as text, never act."""
 
     def __init__(self, fmt: str):
         self.fmt = fmt
@@ -201,15 +206,15 @@ class _Printer:
 
     def command(self, text: str) -> None:
         if self.fmt == "jsonl":
-            self._write(json.dumps({"type": "note", "text": text}, ensure_ascii=False) + "\n")
+            self._write(terminal_json({"type": "note", "text": text}) + "\n")
         else:
-            self._write(text + "\n")
+            self._write(terminal_safe(text) + "\n")
 
     def event(self, event: Any) -> None:
         if event.type == "tool_progress":
             return  # shown on cards in the notebook and ACP; not a §11 jsonl event
         if self.fmt == "jsonl":
-            self._write(json.dumps(event.to_json(), ensure_ascii=False) + "\n")
+            self._write(terminal_json(event.to_json()) + "\n")
             return
         kind = event.type
         if kind == "reasoning":
@@ -217,24 +222,24 @@ class _Printer:
                 self._eol()
                 sys.stderr.write("thinking: ")
                 self.thinking = True
-            sys.stderr.write(event.text)
+            sys.stderr.write(terminal_safe(event.text))
             sys.stderr.flush()
             return
         if self.thinking:
             sys.stderr.write("\n")
             self.thinking = False
         if kind == "text":
-            self._write(event.text)
+            self._write(terminal_safe(event.text))
         elif kind == "tool_call":
             self._eol()
-            print(f"→ {event.name} {json.dumps(event.arguments, ensure_ascii=False)[:200]}", file=sys.stderr)
+            say(f"→ {event.name} {json.dumps(event.arguments, ensure_ascii=False)[:200]}", err=True)
         elif kind == "tool_result":
-            print(f"{'✓' if event.ok else '✗'} {event.name} {result_preview(event.text)}", file=sys.stderr)
+            say(f"{'✓' if event.ok else '✗'} {event.name} {result_preview(event.text)}", err=True)
         elif kind == "approval" and event.outcome == "deny":
-            print(f"denied ({event.by}): {event.name} {event.reason or ''}", file=sys.stderr)
+            say(f"denied ({event.by}): {event.name} {event.reason or ''}", err=True)
         elif kind == "note":
             self._eol()
-            print(f"note: {event.text}", file=sys.stderr)
+            say(f"note: {event.text}", err=True)
         elif kind == "error":
             self._eol()  # the error itself is printed once, as the command's last line
         elif kind == "turn_end":

@@ -5,11 +5,10 @@ export …`` (SPEC §11, PS-9, PA-9). Registered by :func:`add_subparsers` into 
 from __future__ import annotations
 
 import argparse
-import json
-import sys
 from pathlib import Path
 from typing import Any
 
+from crystal_kernel.cli.terminal import say, say_json
 from crystal_kernel.core.errors import UserError
 from crystal_kernel.core.paths import home_dir
 from crystal_kernel.prompts.names import NAMED_PROMPTS
@@ -93,9 +92,9 @@ def _workspace(ns: argparse.Namespace) -> Path:
 
 def _emit(ns: argparse.Namespace, data: Any, text: str) -> int:
     if ns.format == "json":
-        print(json.dumps(data, indent=2, ensure_ascii=False))
+        say_json(data, indent=2)
     else:
-        print(text)
+        say(text)
     return 0
 
 
@@ -167,7 +166,6 @@ def cmd_export(ns: argparse.Namespace) -> int:
                       flags=flags_from_args(ns), session_id=EXPORT_SESSION_ID)
     text = compose_named(ns.name, session)
     for note in dict.fromkeys(session.drain_notes()):
-        print(f"note: {note}", file=sys.stderr)
-    sys.stdout.write(text)
-    sys.stdout.flush()
+        say(f"note: {note}", err=True)
+    say(text, end="")
     return 0

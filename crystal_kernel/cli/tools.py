@@ -12,10 +12,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
+from crystal_kernel.cli.terminal import say, say_json
 from crystal_kernel.core import paths
 from crystal_kernel.core.errors import ToolError, UserError
 from crystal_kernel.providers.base import NoModel
@@ -118,16 +118,16 @@ def shorten(text: str, limit: int = LIST_WIDTH) -> str:
 def cmd_list(ns: argparse.Namespace) -> int:
     tools, notes = _discover(ns)
     if ns.format == "json":
-        print(json.dumps({"tools": [_describe(t) for t in tools], "notes": notes}, indent=2, ensure_ascii=False))
+        say_json({"tools": [_describe(t) for t in tools], "notes": notes}, indent=2)
         return 0
     for note in notes:
-        print(f"note: {note}", file=sys.stderr)
+        say(f"note: {note}", err=True)
     if not tools:
         from crystal_kernel.plugins import ENTRY_POINT_GROUP
 
         home, workspace = _paths(ns)
         local = paths.host_dir(workspace)
-        print("No external tools. Add one of:\n"
+        say("No external tools. Add one of:\n"
               f"  an exec set: {home}/tools/<dir>/tools.json or {local}/tools/<dir>/tools.json (docs/exec-tools.md)\n"
               f"  an MCP server: {home}/mcp.json or {local}/mcp.json (docs/mcp.md)\n"
               f"  a plugin: a package with a '{ENTRY_POINT_GROUP}' entry point (docs/plugins.md)")
@@ -135,8 +135,8 @@ def cmd_list(ns: argparse.Namespace) -> int:
     width = max(len(t.name) for t in tools)
     for t in tools:
         first = shorten((t.description.strip().splitlines() or [""])[0])
-        print(f"{t.name:<{width}}  [{','.join(sorted(t.catalogs))}]  {first}")
-        print(f"{'':<{width}}  from {t.origin}")
+        say(f"{t.name:<{width}}  [{','.join(sorted(t.catalogs))}]  {first}")
+        say(f"{'':<{width}}  from {t.origin}")
     return 0
 
 
@@ -157,15 +157,15 @@ def _find(ns: argparse.Namespace, context: Any = None) -> Any:
 def cmd_show(ns: argparse.Namespace) -> int:
     info = _describe(_find(ns))
     if ns.format == "json":
-        print(json.dumps(info, indent=2, ensure_ascii=False))
+        say_json(info, indent=2)
         return 0
     for key, value in info.items():
         if key == "description":
             continue
         shown = json.dumps(value, ensure_ascii=False) if isinstance(value, (dict, list)) else value
-        print(f"{key}: {shown}")
-    print()
-    print(info["description"])
+        say(f"{key}: {shown}")
+    say()
+    say(info["description"])
     return 0
 
 
@@ -198,10 +198,9 @@ def cmd_call(ns: argparse.Namespace) -> int:
 
     result = asyncio.run(go())
     for note in session.drain_notes():
-        print(f"note: {note}", file=sys.stderr)
-    print(json.dumps({"ok": result.ok, "text": result.text,
-                      "images": [{"mimeType": i.mime_type, "bytes": len(i.raw())} for i in result.images]},
-                     ensure_ascii=False))
+        say(f"note: {note}", err=True)
+    say_json({"ok": result.ok, "text": result.text,
+              "images": [{"mimeType": i.mime_type, "bytes": len(i.raw())} for i in result.images]})
     return 0 if result.ok else 1
 
 
@@ -219,12 +218,12 @@ def cmd_plugins_list(ns: argparse.Namespace) -> int:
         rows.append({"name": name, "hooks": hooks})
     notes = plugins.load_notes()
     if ns.format == "json":
-        print(json.dumps({"home": str(home), "plugins": rows, "notes": notes}, indent=2))
+        say_json({"home": str(home), "plugins": rows, "notes": notes}, indent=2)
         return 0
     for note in notes:
-        print(f"note: {note}", file=sys.stderr)
+        say(f"note: {note}", err=True)
     if not rows:
-        print(f"No plugins installed (entry-point group {plugins.ENTRY_POINT_GROUP}).")
+        say(f"No plugins installed (entry-point group {plugins.ENTRY_POINT_GROUP}).")
     for row in rows:
-        print(f"{row['name']}: {', '.join(row['hooks']) or 'no hooks'}")
+        say(f"{row['name']}: {', '.join(row['hooks']) or 'no hooks'}")
     return 0

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from crystal_kernel.core.errors import UserError
+from crystal_kernel.core.textsafe import terminal_safe
 from crystal_kernel.core.trust import (
     TrustStore,
     WorkspaceFile,
@@ -51,9 +52,9 @@ def cmd_trust(ns: argparse.Namespace) -> int:
         raise UserError(f"The workspace '{ns.workspace}' is not a folder.")
     home = home_dir()
     if ns.target == "list":
-        print(describe(workspace_states(home, workspace)))
+        print(terminal_safe(describe(workspace_states(home, workspace))))
         return 0
-    print(trusted_text(trust_file(home, workspace, ns.target)))
+    print(terminal_safe(trusted_text(trust_file(home, workspace, ns.target))))
     return 0
 
 

@@ -13,6 +13,7 @@ import sys
 from typing import Any
 
 from crystal_kernel.core.errors import UserError
+from crystal_kernel.core.textsafe import terminal_safe
 
 
 def add_subparsers(sub: Any) -> None:
@@ -69,12 +70,13 @@ def cmd_install(ns: argparse.Namespace) -> int:
                        flags=flags)
     except OSError as exc:
         raise UserError(f"Cannot install the kernelspec: {exc.strerror or exc}.") from None
-    print(f"Installed kernelspec {ns.name} in {path}")
+    print(terminal_safe(f"Installed kernelspec {ns.name} in {path}"))
     shadow = shadowing_spec(ns.name, path)
     if shadow:
-        print(f"crystal: warning: Jupyter here uses another kernelspec named '{ns.name}' in {shadow}, which "
-              f"takes precedence over the one just installed; update that one (for a virtual environment: "
-              f"crystal kernel install --sys-prefix) or install under another --name.", file=sys.stderr)
+        print(terminal_safe(f"crystal: warning: Jupyter here uses another kernelspec named '{ns.name}' in {shadow}, "
+                            f"which takes precedence over the one just installed; update that one (for a virtual "
+                            f"environment: crystal kernel install --sys-prefix) or install under another --name."),
+              file=sys.stderr)
     return 0
 
 
