@@ -21,15 +21,27 @@ question order (``null``: the person dismissed the form).
 
 :func:`person_for` picks the right one; :func:`replays_person` tells a front that an
 unattended session may still offer the question tool (the cassette answers it).
+
+TRUST-5: a cassette inside the workspace's ``.crystal/`` (``.crystal/cassettes/*.json``,
+where the default one is read without the person naming it) can come with a cloned
+repository, so its recorded person answers stand in for the person
+only when the person trusted that exact file (``crystal trust``); otherwise every ask is
+dismissed or denied as with nobody there, and one note says how to trust it. The same
+holds for a reviewer's verdict replayed from it (host/review.py). A cassette in Home, or
+one the person named (``$CRYSTAL_CASSETTE``, Home's config) outside ``.crystal/``, is
+the person's own choice.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from crystal_kernel.core import paths
 from crystal_kernel.core.interaction import ApprovalRequest, Interaction, NoPerson, PersonDecision, Question
+from crystal_kernel.core.trust import TrustStore, needs_content_trust
 
 if TYPE_CHECKING:
     from crystal_kernel.host.session import Session
@@ -60,6 +72,21 @@ def replays_person(session: Session) -> bool:
     return _replay_provider(session) is not None
 
 
+def untrusted_cassette(session: Session) -> str | None:
+    """The note to give when ``session`` replays a workspace cassette the person has not
+    trusted as it is now (TRUST-5); None when its recorded answers may be used."""
+    replay = _replay_provider(session)
+    if replay is None:
+        return None
+    path = replay.path if replay.path.is_absolute() else Path(session.workspace) / replay.path
+    # The workspace's .crystal/ is where a repository ships configuration (and where the
+    # default cassette is read without the person naming it).
+    if not needs_content_trust(session.home, paths.host_dir(session.workspace), path):
+        return None
+    state = TrustStore(session.home).state("cassette", path)
+    return None if state.trusted else state.note()
+
+
 def _same_questions(arguments: Any, questions: list[Question]) -> bool:
     asked = arguments.get("questions") if isinstance(arguments, dict) else None
     if not isinstance(asked, list) or len(asked) != len(questions):
@@ -74,10 +101,12 @@ class ReplayedPerson:
     person_present = True
 
     def __init__(self, provider: Any, *, on_answer: AnswerHook | None = None,
-                 before_ask: Callable[[], Any] | None = None) -> None:
+                 before_ask: Callable[[], Any] | None = None, untrusted: str | None = None) -> None:
         self.provider = provider
         self.on_answer = on_answer
         self.before_ask = before_ask
+        # TRUST-5: why the cassette's answers may not be used (None: they may).
+        self.untrusted = untrusted
         self._used: set[int] = set()  # ids of person entries already given
 
     def _interactions(self) -> list[dict[str, Any]]:
@@ -88,6 +117,8 @@ class ReplayedPerson:
         return ([last] if last is not None else []) + [i for i in everything if i is not last]
 
     def _entry(self, call_id: str | None, want: str) -> dict[str, Any] | None:
+        if self.untrusted is not None:
+            return None
         for interaction in self._interactions():
             for entry in interaction.get("person") or []:
                 if (isinstance(entry, dict) and want in entry and id(entry) not in self._used
@@ -139,7 +170,11 @@ class ReplayedPerson:
     async def ask_approval(self, request: ApprovalRequest) -> PersonDecision:
         await self._prepare()
         entry = self._entry(request.call_id, "approval")
-        if entry is None or entry.get("approval") not in _OUTCOMES:
+        if self.untrusted is not None:
+            decision = PersonDecision(outcome="deny", reason="No person is present and the recording's answers "
+                                      "are not trusted, so it was denied. Say what you wanted to do instead.",
+                                      answered_by="the recording")
+        elif entry is None or entry.get("approval") not in _OUTCOMES:
             decision = PersonDecision(outcome="deny", reason="The recording holds no decision for this call, "
                                       "so it was denied. Say what you wanted to do instead.",
                                       answered_by="the recording")
@@ -220,7 +255,10 @@ def person_for(session: Session, live: Interaction | None, *, on_answer: AnswerH
     if live is None:
         replay = _replay_provider(session)
         if replay is not None:
-            return ReplayedPerson(replay, on_answer=on_answer, before_ask=before_ask)
+            untrusted = untrusted_cassette(session)
+            if untrusted is not None:
+                session.note(untrusted, once=True)
+            return ReplayedPerson(replay, on_answer=on_answer, before_ask=before_ask, untrusted=untrusted)
         return NoPerson()
     recording = _recording_provider(session)
     if recording is not None and live.person_present:

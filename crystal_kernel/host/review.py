@@ -25,6 +25,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 from crystal_kernel.core import paths
 from crystal_kernel.core.events import ReviewVerdict
 from crystal_kernel.host.approval import failed_verdict, host_risk_level, verdict_from
+from crystal_kernel.host.recorded_person import untrusted_cassette
 from crystal_kernel.host.sidecall import SideCallError, complete_text, escape_json_tags, render_conversation
 from crystal_kernel.tools.base import Classification
 
@@ -192,6 +193,10 @@ class ModelReviewer:
             provider = self.provider_for(session)
         except Exception as exc:  # a bad reviewModel: ask, and say why
             return failed_verdict(c, f"the reviewing model could not be set up: {str(exc).splitlines()[0]}")
+        untrusted = untrusted_cassette(session)
+        if untrusted is not None:  # TRUST-5: a planted cassette must not play the reviewer
+            session.note(untrusted, once=True)
+            return failed_verdict(c, "the reviewer's answer would come from a cassette that is not trusted")
         try:
             system, user = review_texts(session, tool, arguments, c)
         except Exception as exc:
