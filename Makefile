@@ -6,7 +6,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test bench lab clean install system-deps interop
+.PHONY: demo test bench lab clean install system-deps interop mutants
 
 install: $(STAMP)
 
@@ -33,6 +33,12 @@ demo: $(DEMO_STAMP)
 
 test: $(STAMP) system-deps
 	$(PY) -m crystal_kernel.testing.run_tests
+
+# Not part of `make test`: applies each hand mutant of the approval core listed in
+# tests/security/mutants/catalog.py and checks that its tests fail (docs/mutants.md).
+# IDS="A29 F12" checks only those.
+mutants: $(STAMP)
+	$(PY) tests/security/mutants/run_mutants.py $(IDS)
 
 # Browser tests drive Debian's chromium (never `playwright install`). The labextension
 # build needs Node.js >= 20.19 with npm on PATH.
