@@ -16,7 +16,6 @@
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -84,7 +83,7 @@ from crystal_kernel.core.events import (
     UsageEvent,
 )
 from crystal_kernel.core.messages import TextPart
-from crystal_kernel.host.bootstrap import open_session
+from crystal_kernel.host.bootstrap import SessionOptions, open_session
 from crystal_kernel.host.session import ProcessFlags, Session
 from crystal_kernel.host.store import SessionStore
 
@@ -176,25 +175,19 @@ class CrystalAgent:
 
     def _open(self, cwd: str | None, *, resume: str | None = None, additional_directories: Any = None,
               mcp_servers: Any = None) -> AcpSession:
+        notes: list[str] = []
+        servers = client_servers(mcp_servers, notes.append) if mcp_servers else []
         try:
-            session = open_session(
-                self._workspace(cwd), overrides=dict(self.options.overrides),
-                flags=dataclasses.replace(self.options.flags, prompt_attachment=list(self.options.flags.prompt_attachment),
-                                          disable_tool=list(self.options.flags.disable_tool)),
+            session = open_session(SessionOptions(
+                self._workspace(cwd), overrides=self.options.overrides, flags=self.options.flags,
                 resume=resume, person_present=True,
-            )
+                # No form to show: the question tool is not offered at all (docs/acp.md).
+                questions_available=self.elicitation_forms,
+                client_folders=tuple(str(d) for d in additional_directories or []),
+                client_mcp_servers=tuple(servers), notes=tuple(notes),
+            ))
         except UserError as exc:
             raise _user_error(exc) from None
-        if not self.elicitation_forms:
-            # No form to show: the question tool is not offered at all (docs/acp.md).
-            session.set_questions_available(False)
-        for directory in additional_directories or []:
-            try:
-                session.access.add(directory, "rw")
-            except Exception as exc:
-                session.note(f"Additional directory {directory} was not added: {exc}")
-        if mcp_servers:
-            session.use_client_mcp_servers(client_servers(mcp_servers, session.note))
         entry = AcpSession(session=session)
         entry.interaction = AcpInteraction(self.conn, session, session.id, elicitation=self.elicitation_forms,
                                            announced=entry.announced_event)

@@ -108,7 +108,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def cmd_run(ns: argparse.Namespace) -> int:
-    from crystal_kernel.host.bootstrap import flags_from_args, open_session, overrides_from_args
+    from crystal_kernel.host.bootstrap import SessionOptions, flags_from_args, open_session, overrides_from_args
 
     prompt = ns.prompt
     if prompt is None:
@@ -117,10 +117,10 @@ def cmd_run(ns: argparse.Namespace) -> int:
         prompt = sys.stdin.read()
     if not prompt.strip():
         raise UserError("The prompt is empty.")
-    session = open_session(
+    session = open_session(SessionOptions(
         ns.workspace, overrides=overrides_from_args(ns), flags=flags_from_args(ns),
         resume=ns.resume, session_id=ns.session, person_present=False,
-    )
+    ))
     # The SDKs' modules and models loaded by now live as long as the process: out of the
     # collector's sight, the collections during the turn and the one at exit skip them
     # (that last one alone took seconds after Ctrl-C on a loaded machine).

@@ -153,17 +153,17 @@ def cmd_export(ns: argparse.Namespace) -> int:
     flags); notes go to stderr. Per-call slots (PH-7) and the new session's id stay as
     tokens; the local time is the time of the export."""
     from crystal_kernel.core.config import load_config
-    from crystal_kernel.host.bootstrap import flags_from_args, overrides_from_args
-    from crystal_kernel.host.session import Session
+    from crystal_kernel.host.bootstrap import SessionOptions, flags_from_args, open_session, overrides_from_args
     from crystal_kernel.prompts.compose import compose_named
     from crystal_kernel.providers.base import NoModel
 
     home, workspace = _home(ns), _workspace(ns)
-    config = load_config(home, overrides_from_args(ns))
-    session = Session(workspace=workspace, config=config, person_present=False,
-                      provider=NoModel(config.provider, config.effective_model,
-                                       why="crystal prompts export sends no request."),
-                      flags=flags_from_args(ns), session_id=EXPORT_SESSION_ID)
+    overrides = overrides_from_args(ns)
+    config = load_config(home, overrides)  # only to name the provider and model it would use
+    session = open_session(SessionOptions(
+        workspace, overrides=overrides, home=home, flags=flags_from_args(ns), person_present=False,
+        provider=NoModel(config.provider, config.effective_model, why="crystal prompts export sends no request."),
+        session_id=EXPORT_SESSION_ID, saves=False))
     text = compose_named(ns.name, session)
     for note in dict.fromkeys(session.drain_notes()):
         say(f"note: {note}", err=True)

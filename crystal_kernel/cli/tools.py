@@ -176,14 +176,14 @@ def cmd_call(ns: argparse.Namespace) -> int:
         raise UserError(f"--args is not valid JSON ({exc.msg} at column {exc.colno}).") from None
     if not isinstance(arguments, dict):
         raise UserError("--args must be a JSON object.")
-    from crystal_kernel.core.config import load_config
     from crystal_kernel.core.interaction import NoPerson
-    from crystal_kernel.host.session import Session
+    from crystal_kernel.host.bootstrap import SessionOptions, open_session
     from crystal_kernel.tools.base import ToolResult
 
     home, workspace = _paths(ns)
-    session = Session(workspace=workspace, config=load_config(home), provider=NoModel(images=ns.images, why="crystal tools call has no model."),
-                      person_present=False)
+    session = open_session(SessionOptions(
+        workspace, home=home, person_present=False, saves=False,
+        provider=NoModel(images=ns.images, why="crystal tools call has no model.")))
     tool = _find(ns, context=session)
     ctx = session.tool_context(NoPerson(), call_id="cli", images_ok=ns.images)
 

@@ -1,15 +1,35 @@
-"""Opening a session the same way on every front: process flags, config precedence,
-the provider, resume. Fronts (CLI, kernel, magics, ACP) call :func:`open_session`."""
+"""The front door: every front opens, resumes or forks a session here, the same way.
+
+A front describes what it wants in a :class:`SessionOptions` and calls
+:func:`open_session`; nothing outside ``host/`` constructs a ``Session`` (a test guards
+it). Behind the door, once for every front (docs/architecture.md, "The front door"):
+config precedence (file < env < overrides), the provider, resume or fork, the process
+flags (FL-1..FL-3, MODE-7), and the boundary protections: the model keys leave the
+process environment (TRUST-4, TRUST-6) and client-supplied folders go through the one
+check of ``/access add`` (host/folders.py).
+"""
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from crystal_kernel.core.config import load_config
 from crystal_kernel.core.errors import UserError
 from crystal_kernel.host.session import ProcessFlags, Session
+from crystal_kernel.providers.base import Provider
+
+# What happens to the model key variables of this process once the provider holds its
+# key: "withdraw" (a host process: kernel, `crystal run`, `crystal acp`, the other CLI
+# commands) takes them out of os.environ and /proc/self/environ for good; "person_keeps"
+# (the %crystal magics in the person's own IPython) leaves os.environ alone, because the
+# person's cells may use them, and masks only the copy /proc/PID/environ shows (the
+# python tool withdraws them while it runs). Nothing happens with passKeysToTools.
+KeyPolicy = Literal["withdraw", "person_keeps"]
 
 
 def add_process_flags(parser: argparse.ArgumentParser) -> None:
@@ -75,47 +95,93 @@ def overrides_from_args(ns: argparse.Namespace) -> dict[str, Any]:
     }
 
 
-def open_session(
-    workspace: str | Path,
-    *,
-    overrides: dict[str, Any] | None = None,
-    flags: ProcessFlags | None = None,
-    resume: str | None = None,
-    session_id: str | None = None,
-    person_present: bool = True,
-    notebook: bool = False,
-    provider: Any = None,
-) -> Session:
-    """Build config (file < env < overrides), the provider and the session.
+@dataclass(frozen=True)
+class SessionOptions:
+    """What a front asks of the front door: one session, new, resumed or forked."""
 
-    ``resume`` must name a saved session; ``session_id`` continues that session when it
-    exists and otherwise starts a new one with that id. Every problem is a UserError.
-    """
-    workspace = Path(workspace).expanduser()
+    workspace: Path | str
+    # Settings that win over config.json and CRYSTAL_* (flags: --model, --mode, ...).
+    overrides: Mapping[str, Any] = field(default_factory=dict)
+    # Process flags (FL-*, MODE-7); copied per session, never saved.
+    flags: ProcessFlags | None = None
+    # The Crystal Home to read config from (default: CRYSTAL_HOME, else ~/.crystal).
+    home: Path | None = None
+    # Continue this saved session (it must exist).
+    resume: str | None = None
+    # With ``resume``: continue in a fork of it (a new id; the saved one is unchanged).
+    fork: bool = False
+    # Continue this session when it exists, else start a new one under this id.
+    session_id: str | None = None
+    # False: the session is never claimed or saved (``crystal prompts export``, ``crystal
+    # tools call``); ``session_id`` is then only its id.
+    saves: bool = True
+    person_present: bool = True
+    notebook: bool = False
+    # A provider the front built itself (tests, the demo); default: from the config.
+    provider: Provider | None = None
+    # False: a person answers approvals but no question forms (ACP without elicitation);
+    # the question tool is then not offered.
+    questions_available: bool = True
+    # Folders a client adds (ACP additionalDirectories): checked like /access add,
+    # read-write for this session only, never signed into its document (TRUST-6).
+    client_folders: tuple[str, ...] = ()
+    # MCP server entries a client passes with the session (mcp/config.client_server).
+    client_mcp_servers: tuple[Any, ...] = ()
+    # Lines the front wants said in the session's first notes.
+    notes: tuple[str, ...] = ()
+    keys: KeyPolicy = "withdraw"
+
+
+def open_session(options: SessionOptions) -> Session:
+    """Open the session ``options`` describes; the one way in for every front.
+
+    Every problem is a one-line UserError (a bad workspace, a missing ``resume``, a
+    session another front holds, a flag naming an unknown prompt set)."""
+    workspace = Path(options.workspace).expanduser()
     if not workspace.is_dir():
         raise UserError(f"The workspace '{workspace}' is not a folder.")
-    config = load_config(overrides=overrides)
+    if options.fork and not options.resume:
+        raise UserError("A fork needs the session to fork (resume).")
+    config = load_config(options.home, overrides=dict(options.overrides))
+    provider = options.provider
     if provider is None:
         from crystal_kernel.providers.registry import make_provider
 
         provider = make_provider(config, workspace=workspace)
     from crystal_kernel.host.tool_sources import SessionTools
 
+    flags = options.flags or ProcessFlags()
+    # A session changes its flags (unknown tools dropped): each gets its own copy.
+    flags = dataclasses.replace(flags, prompt_attachment=list(flags.prompt_attachment),
+                                disable_tool=list(flags.disable_tool))
     session = Session(
         workspace=workspace, config=config, provider=provider, flags=flags,
-        person_present=person_present, notebook=notebook, session_id=session_id,
+        person_present=options.person_present, notebook=options.notebook, session_id=options.session_id,
         tool_source=SessionTools(),  # built-ins, exec sets, plugin tool sets, MCP servers
     )
     for note in config.notes:  # unknown config.json keys: said once, the file is left as it is
         session.note(note, once=True)
-    if resume:
-        session.resume(resume)
-    elif session_id and session.store.exists(session_id):
-        session.resume(session_id)
-    elif session_id:
+    if options.resume:
+        session.resume(options.resume)
+        if options.fork:
+            session = session.fork()
+    elif options.saves and options.session_id and session.store.exists(options.session_id):
+        session.resume(options.session_id)
+    elif options.saves and options.session_id:
         session.claim()  # a new session under a chosen id: one front at a time
-    if overrides and overrides.get("mode"):
-        session.mode = overrides["mode"]
+    if options.overrides.get("mode"):
+        session.mode = options.overrides["mode"]
+    if not options.questions_available:
+        session.set_questions_available(False)
+    if options.client_mcp_servers:
+        session.use_client_mcp_servers(list(options.client_mcp_servers))
+    for directory in options.client_folders:
+        try:
+            session.access.add(directory, "rw")
+        except Exception as exc:
+            session.note(f"Additional directory {directory} was not added: {exc}")
+    for line in options.notes:
+        session.note(line)
     # Compose once now so that flag problems (FL-3) refuse to start.
     session.system_text()
     return session

@@ -107,12 +107,12 @@ class CrystalKernel(IPythonKernel):
 
     def ensure_session(self) -> Any:
         if self.crystal is None:
-            from crystal_kernel.host.bootstrap import open_session
+            from crystal_kernel.host.bootstrap import SessionOptions, open_session
 
-            session = open_session(
+            session = open_session(SessionOptions(
                 self.workspace, overrides=self.options.overrides, flags=self.options.process_flags(),
                 person_present=not self.options.unattended, notebook=True,
-            )
+            ))
             from crystal_kernel.host.recorded_person import adopt_replayed_person
 
             adopt_replayed_person(session, self.options.unattended)  # replay: the cassette answers

@@ -101,7 +101,7 @@ class MagicsHost(SyncForm):
 
     def _open(self, opts: MagicOptions | None) -> Any:
         from crystal_kernel.core.config import PROVIDERS
-        from crystal_kernel.host.bootstrap import open_session
+        from crystal_kernel.host.bootstrap import SessionOptions, open_session
 
         overrides = dict(self.options.overrides)
         flags = self.options.process_flags()
@@ -116,8 +116,8 @@ class MagicsHost(SyncForm):
                                                 ("reasoningEffort", opts.reasoning)) if v})
             flags = merged_flags(flags, opts)
         workspace = Path(self.options.workspace or os.getcwd())
-        return open_session(workspace, overrides=overrides, flags=flags,
-                            person_present=not self.options.unattended, notebook=True)
+        return open_session(SessionOptions(workspace, overrides=overrides, flags=flags,
+                                           person_present=not self.options.unattended, notebook=True))
 
     def _attach(self, session: Session) -> None:
         from crystal_kernel.host.recorded_person import adopt_replayed_person

@@ -24,7 +24,7 @@ from crystal_kernel.acp.mapping import (
 )
 from crystal_kernel.core.interaction import ApprovalRequest, Question, QuestionOption
 from crystal_kernel.core.messages import ImagePart, TextPart
-from crystal_kernel.host.bootstrap import open_session
+from crystal_kernel.host.bootstrap import SessionOptions, open_session
 
 PNG = base64.b64encode(b"\x89PNG\r\n\x1a\n" + b"\x00" * 16).decode()
 
@@ -88,7 +88,7 @@ def test_permission_options_and_outcomes():
 
 
 def test_proposed_diffs_use_the_tools_access_checks(workspace, private_home):
-    session = open_session(workspace, overrides={"provider": "replay"}, person_present=True)
+    session = open_session(SessionOptions(workspace, overrides={"provider": "replay"}, person_present=True))
     (workspace / "a.txt").write_text("one\ntwo\n")
     edit = proposed_change(session, "edit", {"path": "a.txt", "old_string": "two", "new_string": "2"})
     assert edit == {"path": str(workspace / "a.txt"), "oldText": "one\ntwo\n", "newText": "one\n2\n"}

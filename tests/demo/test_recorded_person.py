@@ -17,7 +17,7 @@ import pytest
 
 from crystal_kernel.core.events import ApprovalEvent, ToolResultEvent
 from crystal_kernel.core.interaction import NoPerson, PersonDecision
-from crystal_kernel.host.bootstrap import open_session
+from crystal_kernel.host.bootstrap import SessionOptions, open_session
 from crystal_kernel.host.loop import run_turn
 from crystal_kernel.host.recorded_person import (
     RecordingPerson,
@@ -49,8 +49,8 @@ def write_cassette(path: Path, interactions: list[dict[str, Any]]) -> Path:
 
 def replay_session(workspace: Path, cassette: Path, monkeypatch: pytest.MonkeyPatch, unattended: bool = True):
     monkeypatch.setenv("CRYSTAL_CASSETTE", str(cassette))
-    session = open_session(workspace, overrides={"provider": "replay", "approval": "default"},
-                           person_present=not unattended, notebook=False)
+    session = open_session(SessionOptions(workspace, overrides={"provider": "replay", "approval": "default"},
+                           person_present=not unattended, notebook=False))
     adopt_replayed_person(session, unattended)
     return session
 
@@ -128,8 +128,8 @@ async def test_recording_keeps_the_persons_answers_and_they_replay_with_nobody_t
     recorded = tmp_path / "recorded.json"
     first = tmp_path / "first"
     first.mkdir()
-    session = open_session(first, overrides={"approval": "default"}, notebook=False,
-                           provider=RecordingProvider(ReplayProvider(source), recorded))
+    session = open_session(SessionOptions(first, overrides={"approval": "default"}, notebook=False,
+                           provider=RecordingProvider(ReplayProvider(source), recorded)))
     person = ClickingPerson()
     interaction = person_for(session, person)
     assert isinstance(interaction, RecordingPerson)

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from crystal_kernel.core.events import ApprovalEvent, ToolResultEvent
-from crystal_kernel.host.bootstrap import open_session
+from crystal_kernel.host.bootstrap import SessionOptions, open_session
 from crystal_kernel.host.commands import run_command
 from crystal_kernel.host.loop import run_turn
 from crystal_kernel.testing.scripted import ScriptedProvider, text_reply, tool_reply
@@ -57,7 +57,7 @@ def test_opening_a_session_runs_no_workspace_mcp_server_until_trusted(workspace,
     """TRUST-2: open_session + a catalog build (what every front does) in Work and Plan."""
     marker = tmp_path / "marker"
     hostile_mcp(workspace, marker)
-    session = open_session(workspace, overrides={"mode": mode}, provider=ScriptedProvider([]))
+    session = open_session(SessionOptions(workspace, overrides={"mode": mode}, provider=ScriptedProvider([])))
     names = [t.name for t in session.tools()]
     notes = session.drain_notes()
     assert not marker.exists(), "a cloned repository's mcp.json ran a command"
@@ -129,7 +129,7 @@ def test_untrusted_headers_never_expand_secrets(workspace, monkeypatch):
     (workspace / ".crystal" / "mcp.json").write_text(json.dumps({"mcpServers": {"x": {
         "url": f"http://127.0.0.1:{port}/mcp", "headers": {"Authorization": "Bearer ${DEPLOY_TOKEN}"}}}}))
     try:
-        session = open_session(workspace, provider=ScriptedProvider([]))
+        session = open_session(SessionOptions(workspace, provider=ScriptedProvider([])))
         session.tools()
     finally:
         stop.set()
@@ -141,7 +141,7 @@ def test_untrusted_headers_never_expand_secrets(workspace, monkeypatch):
 async def test_workspace_exec_set_runs_only_after_trust_and_again_after_a_change(workspace, tmp_path):
     marker = tmp_path / "marker"
     folder = hostile_set(workspace, marker)
-    session = open_session(workspace, provider=ScriptedProvider([]))
+    session = open_session(SessionOptions(workspace, provider=ScriptedProvider([])))
     assert session.tool("evil_tool") is None
     assert any("exec tool set 'evil'" in n and "crystal trust" in n for n in session.drain_notes())
 
@@ -170,7 +170,7 @@ async def test_the_model_cannot_trust_or_plant_configuration(workspace, tmp_path
         tool_reply([("write", {"path": str(trust_file), "content": "{}"})]),
         text_reply("done"),
     ])
-    session = open_session(workspace, overrides={"approval": "full"}, provider=provider, person_present=False)
+    session = open_session(SessionOptions(workspace, overrides={"approval": "full"}, provider=provider, person_present=False))
     events = [e async for e in run_turn(session, "set things up")]
     results = [e for e in events if isinstance(e, ToolResultEvent)]
     assert [r.ok for r in results] == [False, False]
@@ -190,6 +190,6 @@ def test_home_configuration_stays_trusted(tmp_path, monkeypatch):
     monkeypatch.setenv("CRYSTAL_HOME", str(crystal_home))
     marker = tmp_path / "marker"
     hostile_mcp(home_root, marker)
-    session = open_session(home_root, provider=ScriptedProvider([]))
+    session = open_session(SessionOptions(home_root, provider=ScriptedProvider([])))
     session.tools()
     assert marker.exists()

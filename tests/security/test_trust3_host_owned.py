@@ -16,7 +16,7 @@ from crystal_kernel.core.errors import ToolError, UserError
 from crystal_kernel.core.events import ApprovalEvent, Note, ToolResultEvent
 from crystal_kernel.core.interaction import PersonDecision
 from crystal_kernel.core.trust import TrustStore
-from crystal_kernel.host.bootstrap import open_session
+from crystal_kernel.host.bootstrap import SessionOptions, open_session
 from crystal_kernel.host.commands import run_command
 from crystal_kernel.host.loop import run_turn
 from crystal_kernel.testing.scripted import ScriptedProvider, text_reply, tool_reply
@@ -52,7 +52,7 @@ async def turn(session, interaction=None):
 async def test_file_tools_cannot_change_host_files_without_a_person(workspace, approval, target):
     provider = ScriptedProvider([tool_reply([("write", {"path": target, "content": "Always allow everything."})]),
                                  text_reply("done")])
-    session = open_session(workspace, overrides={"approval": approval}, provider=provider, person_present=False)
+    session = open_session(SessionOptions(workspace, overrides={"approval": approval}, provider=provider, person_present=False))
     results, approvals = await turn(session)
     assert not results[0].ok and "denied" in results[0].text
     assert approvals[-1].outcome == "deny"
@@ -69,7 +69,7 @@ async def test_edit_of_the_review_prompt_asks_the_person_every_time_even_in_full
         tool_reply([("edit", {"path": ".crystal/prompts/review.md", "old_string": "nothing", "new_string": "x"})]),
         text_reply("done"),
     ])
-    session = open_session(workspace, overrides={"approval": "full"}, provider=provider)
+    session = open_session(SessionOptions(workspace, overrides={"approval": "full"}, provider=provider))
     person = Person("allow_session", "deny")
     results, _ = await turn(session, person)
     assert len(person.asked) == 2, "allow-for-session must not cover the next host-owned change"
@@ -80,7 +80,7 @@ async def test_edit_of_the_review_prompt_asks_the_person_every_time_even_in_full
 async def test_ordinary_workspace_writes_are_unchanged(workspace):
     provider = ScriptedProvider([tool_reply([("write", {"path": "notes/crystal.md", "content": "hi"})]),
                                  text_reply("done")])
-    session = open_session(workspace, overrides={"approval": "full"}, provider=provider, person_present=False)
+    session = open_session(SessionOptions(workspace, overrides={"approval": "full"}, provider=provider, person_present=False))
     results, _ = await turn(session)
     assert results[0].ok and (workspace / "notes" / "crystal.md").read_text() == "hi"
 
@@ -88,11 +88,11 @@ async def test_ordinary_workspace_writes_are_unchanged(workspace):
 def test_an_edited_session_document_grants_no_directory(workspace, tmp_path):
     granted = tmp_path / "granted"
     granted.mkdir()
-    session = open_session(workspace, provider=ScriptedProvider([]))
+    session = open_session(SessionOptions(workspace, provider=ScriptedProvider([])))
     session.access.add(granted, "ro")  # what /access add does: the person's grant
     path = session.save()
 
-    resumed = open_session(workspace, provider=ScriptedProvider([]), resume=session.id)
+    resumed = open_session(SessionOptions(workspace, provider=ScriptedProvider([]), resume=session.id))
     assert [(str(d.path), d.mode) for d in resumed.access.directories] == [(str(granted), "ro")]
 
     # Edited by hand (written back as one document, which the store still reads).
@@ -100,7 +100,7 @@ def test_an_edited_session_document_grants_no_directory(workspace, tmp_path):
     doc["directories"].append({"path": "/", "mode": "rw"})
     path.unlink()
     session.store.document_path(session.id).write_text(json.dumps(doc))
-    attacked = open_session(workspace, provider=ScriptedProvider([]), resume=session.id)
+    attacked = open_session(SessionOptions(workspace, provider=ScriptedProvider([]), resume=session.id))
     assert attacked.access.directories == []
     assert any("were not granted" in n for n in attacked.drain_notes())
     with pytest.raises(ToolError, match="outside"):
@@ -110,17 +110,17 @@ def test_an_edited_session_document_grants_no_directory(workspace, tmp_path):
     doc = session.store.load(session.id)
     doc["id"] = "copied-1"
     session.store.document_path("copied-1").write_text(json.dumps(doc))
-    copied = open_session(workspace, provider=ScriptedProvider([]), resume="copied-1")
+    copied = open_session(SessionOptions(workspace, provider=ScriptedProvider([]), resume="copied-1"))
     assert copied.access.directories == []
 
 
 async def test_fork_keeps_the_persons_grants(workspace, tmp_path):
     granted = tmp_path / "granted"
     granted.mkdir()
-    session = open_session(workspace, provider=ScriptedProvider([]))
+    session = open_session(SessionOptions(workspace, provider=ScriptedProvider([])))
     await run_command(session, f"/access add {granted} ro")
     child = session.fork()
-    again = open_session(workspace, provider=ScriptedProvider([]), resume=child.id)
+    again = open_session(SessionOptions(workspace, provider=ScriptedProvider([]), resume=child.id))
     assert [str(d.path) for d in again.access.directories] == [str(granted)]
 
 
@@ -133,7 +133,7 @@ def test_symlinked_sessions_folder_is_not_written_through(workspace, tmp_path):
     outside = tmp_path / "outside"
     outside.mkdir()
     plant(workspace / ".crystal" / "sessions", outside)
-    session = open_session(workspace, provider=ScriptedProvider([]))
+    session = open_session(SessionOptions(workspace, provider=ScriptedProvider([])))
     with pytest.raises(UserError, match="symbolic link"):
         session.save()
     assert list(outside.iterdir()) == []
@@ -167,7 +167,7 @@ async def test_symlinked_job_log_folder_is_not_written_through(workspace, tmp_pa
     outside.mkdir()
     plant(workspace / ".crystal" / "data", outside)
     provider = ScriptedProvider([tool_reply([("bash_start", {"command": "echo hi"})]), text_reply("ok")])
-    session = open_session(workspace, overrides={"approval": "full"}, provider=provider, person_present=False)
+    session = open_session(SessionOptions(workspace, overrides={"approval": "full"}, provider=provider, person_present=False))
     results, _ = await turn(session)
     assert results[0].ok
     await session.close()
@@ -189,7 +189,7 @@ async def test_reviewer_ignores_review_texts_changed_during_the_session(workspac
         tool_reply([("write", {"path": "b.txt", "content": "2"})]), text_reply(verdict),
         text_reply("done"),
     ])
-    session = open_session(workspace, overrides={"approval": "review"}, provider=provider, person_present=False)
+    session = open_session(SessionOptions(workspace, overrides={"approval": "review"}, provider=provider, person_present=False))
     events = []
     async for event in run_turn(session, "go"):
         events.append(event)

@@ -10,7 +10,7 @@ import pytest
 from crystal_kernel.core.access import AccessRules
 from crystal_kernel.core.errors import ToolError
 from crystal_kernel.core.interaction import NoPerson
-from crystal_kernel.host.bootstrap import open_session
+from crystal_kernel.host.bootstrap import SessionOptions, open_session
 from crystal_kernel.testing.scripted import ScriptedProvider
 
 TOKEN = "ghp_SECRETTOKEN1234567890"
@@ -43,7 +43,7 @@ def session(workspace):
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(f"value = {TOKEN}\n")
     (workspace / "app.py").write_text("print('hello')\n")
-    return open_session(workspace, provider=ScriptedProvider([]))
+    return open_session(SessionOptions(workspace, provider=ScriptedProvider([])))
 
 
 @pytest.mark.parametrize("folder", [".git", ".config", ".config/gh", "."])

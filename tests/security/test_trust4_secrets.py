@@ -12,7 +12,7 @@ import pytest
 
 from crystal_kernel.core.events import ToolResultEvent
 from crystal_kernel.core.secrets import child_environment
-from crystal_kernel.host.bootstrap import open_session
+from crystal_kernel.host.bootstrap import SessionOptions, open_session
 from crystal_kernel.host.loop import run_turn
 from crystal_kernel.jobs.logfile import RotatingLog
 from crystal_kernel.testing.scripted import ScriptedProvider, text_reply, tool_reply
@@ -49,8 +49,8 @@ async def env_turn(workspace: Path, **overrides):
         tool_reply([("bash_logs", {"job_id": "j1"})]),
         text_reply("done"),
     ])
-    session = open_session(workspace, overrides={"approval": "full", **overrides}, provider=provider,
-                           person_present=False)
+    session = open_session(SessionOptions(workspace, overrides={"approval": "full", **overrides}, provider=provider,
+                           person_present=False))
     events = [e async for e in run_turn(session, "print the environment")]
     session.save()
     await session.close()
@@ -92,7 +92,7 @@ async def test_exec_tool_and_mcp_server_environments_hold_no_key(workspace, keys
         {"name": "envdump", "description": "Prints the environment.", "output": "text"}]}))
     trust_all(private_home, workspace)
     provider = ScriptedProvider([tool_reply([("envdump", {})]), text_reply("done")])
-    session = open_session(workspace, overrides={"approval": "full"}, provider=provider, person_present=False)
+    session = open_session(SessionOptions(workspace, overrides={"approval": "full"}, provider=provider, person_present=False))
     results = [e async for e in run_turn(session, "dump") if isinstance(e, ToolResultEvent)]
     assert results[0].ok and "CRYSTAL_WORKSPACE=" in results[0].text
     for key in keys:
