@@ -137,6 +137,9 @@ def open_session(options: SessionOptions) -> Session:
 
     Every problem is a one-line UserError (a bad workspace, a missing ``resume``, a
     session another front holds, a flag naming an unknown prompt set)."""
+    if not isinstance(options, SessionOptions):
+        raise TypeError("open_session takes one SessionOptions (host/bootstrap.py), e.g. "
+                        "open_session(SessionOptions(workspace, provider=...)).")
     workspace = Path(options.workspace).expanduser()
     if not workspace.is_dir():
         raise UserError(f"The workspace '{workspace}' is not a folder.")

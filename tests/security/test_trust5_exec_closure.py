@@ -21,7 +21,7 @@ import pytest
 from crystal_kernel.core import trust_digest
 from crystal_kernel.core.events import ToolResultEvent
 from crystal_kernel.core.trust import TrustStore, workspace_states
-from crystal_kernel.host.bootstrap import open_session
+from crystal_kernel.host.bootstrap import SessionOptions, open_session
 from crystal_kernel.host.commands import run_command
 from crystal_kernel.host.loop import run_turn
 from crystal_kernel.testing.scripted import ScriptedProvider, text_reply, tool_reply
@@ -59,7 +59,7 @@ def crystal_trust(workspace: Path, target: str) -> subprocess.CompletedProcess:
 
 
 def offered(workspace: Path) -> bool:
-    session = open_session(workspace, provider=ScriptedProvider([]))
+    session = open_session(SessionOptions(workspace, provider=ScriptedProvider([])))
     return session.tool("kit_tool") is not None
 
 
@@ -129,9 +129,9 @@ async def test_replacing_a_file_in_a_skipped_folder_untrusts_the_set(workspace, 
     write_program(target, HONEST)
     done = crystal_trust(workspace, str(folder))
     assert done.returncode == 0, done.stderr
-    session = open_session(workspace, provider=ScriptedProvider([
+    session = open_session(SessionOptions(workspace, provider=ScriptedProvider([
         tool_reply([("kit_tool", {})]), text_reply("done")]), overrides={"approval": "full"},
-        person_present=False)
+        person_present=False))
     assert session.tool("kit_tool") is not None
 
     write_program(target, evil_code(marker))  # after trust, under the catalog already built
@@ -149,7 +149,7 @@ async def test_writing_through_an_inner_link_untrusts_the_set(workspace, tmp_pat
     (folder / "impl").mkdir()
     (folder / "impl" / "real.py").write_text(HONEST)
     (folder / "run.py").symlink_to(folder / "impl" / "real.py")
-    session = open_session(workspace, provider=ScriptedProvider([]))
+    session = open_session(SessionOptions(workspace, provider=ScriptedProvider([])))
     assert "Trusted" in (await run_command(session, "/trust all")).text
     assert session.tool("kit_tool") is not None
     (folder / "run.py").write_text(evil_code(marker))  # writes through the link

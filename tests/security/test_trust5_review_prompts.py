@@ -19,7 +19,7 @@ import pytest
 
 from crystal_kernel.core.events import Note
 from crystal_kernel.core.trust import TrustStore
-from crystal_kernel.host.bootstrap import open_session
+from crystal_kernel.host.bootstrap import SessionOptions, open_session
 from crystal_kernel.host.loop import run_turn
 from crystal_kernel.testing.scripted import ScriptedProvider, text_reply, tool_reply
 
@@ -38,8 +38,8 @@ def crystal(*args: str, cwd: Path) -> subprocess.CompletedProcess:
 async def review_requests(workspace: Path) -> tuple[list, list[str]]:
     provider = ScriptedProvider([tool_reply([("bash", {"command": ATTACK})]), text_reply(VERDICT),
                                  text_reply("done")])
-    session = open_session(workspace, overrides={"approval": "review"}, provider=provider,
-                           person_present=False)
+    session = open_session(SessionOptions(workspace, overrides={"approval": "review"}, provider=provider,
+                           person_present=False))
     events = [e async for e in run_turn(session, "tidy the repository")]
     await session.close()
     notes = [e.text for e in events if isinstance(e, Note)]
@@ -89,5 +89,5 @@ async def test_work_prompt_overrides_stay_project_instructions(workspace):
     target = workspace / ".crystal" / "prompts" / "work.md"
     target.parent.mkdir(parents=True)
     target.write_text("PROJECT-WORK-TEXT\n")
-    session = open_session(workspace, provider=ScriptedProvider([]))
+    session = open_session(SessionOptions(workspace, provider=ScriptedProvider([])))
     assert "PROJECT-WORK-TEXT" in session.system_text()
