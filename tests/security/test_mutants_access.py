@@ -12,7 +12,7 @@ import pytest
 from crystal_kernel.core.access import AccessRules
 from crystal_kernel.core.errors import ToolError
 from crystal_kernel.core.events import ApprovalEvent, ToolResultEvent
-from crystal_kernel.host.bootstrap import open_session
+from crystal_kernel.host.bootstrap import SessionOptions, open_session
 from crystal_kernel.host.loop import run_turn
 from crystal_kernel.testing.scripted import ScriptedProvider, text_reply, tool_reply
 
@@ -24,7 +24,7 @@ async def _turn(session) -> tuple[list[ToolResultEvent], list[ApprovalEvent]]:
 
 def _session(workspace: Path, approval: str, *calls):
     provider = ScriptedProvider([*(tool_reply([c]) for c in calls), text_reply("done")])
-    return open_session(workspace, overrides={"approval": approval}, provider=provider, person_present=False)
+    return open_session(SessionOptions(workspace, overrides={"approval": approval}, provider=provider, person_present=False))
 
 
 def test_a_sibling_folder_sharing_the_name_prefix_is_outside__X01(tmp_path):

@@ -10,13 +10,13 @@ import stat
 from pathlib import Path
 
 from crystal_kernel.core.paths import home_dir
-from crystal_kernel.host.bootstrap import open_session
+from crystal_kernel.host.bootstrap import SessionOptions, open_session
 from crystal_kernel.host.grants import KEY_FILE, sign, verify
 from crystal_kernel.testing.scripted import ScriptedProvider
 
 
 def _granted_session(workspace: Path, granted: Path, mode: str = "ro"):
-    session = open_session(workspace, provider=ScriptedProvider([]))
+    session = open_session(SessionOptions(workspace, provider=ScriptedProvider([])))
     session.access.add(granted, mode)  # what /access add does: the person's grant
     path = session.save()
     return session, path
@@ -31,7 +31,7 @@ def _rewrite(session, path: Path, doc: dict, session_id: str | None = None) -> N
 
 
 def _resume(workspace: Path, session_id: str):
-    return open_session(workspace, provider=ScriptedProvider([]), resume=session_id)
+    return open_session(SessionOptions(workspace, provider=ScriptedProvider([]), resume=session_id))
 
 
 def test_a_document_whose_signature_was_removed_grants_nothing__G01(workspace, tmp_path):
@@ -76,7 +76,7 @@ def test_a_signed_list_moved_to_another_workspace_grants_nothing__G04(workspace,
     other = tmp_path / "other-ws"
     other.mkdir()
     doc["workspace"] = str(other)
-    target = open_session(other, provider=ScriptedProvider([]))
+    target = open_session(SessionOptions(other, provider=ScriptedProvider([])))
     target.store.document_path(session.id).parent.mkdir(parents=True, exist_ok=True)
     target.store.document_path(session.id).write_text(json.dumps(doc))
     moved = _resume(other, session.id)

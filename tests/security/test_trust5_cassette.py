@@ -21,7 +21,7 @@ from typing import Any
 
 from crystal_kernel.core import paths
 from crystal_kernel.core.events import Note, ToolResultEvent
-from crystal_kernel.host.bootstrap import open_session
+from crystal_kernel.host.bootstrap import SessionOptions, open_session
 from crystal_kernel.host.loop import run_turn
 from crystal_kernel.host.recorded_person import adopt_replayed_person, person_for
 
@@ -45,8 +45,8 @@ def plant(workspace: Path, *, review: bool = False) -> Path:
 
 
 async def replay(workspace: Path, approval: str) -> tuple[list[Any], list[str]]:
-    session = open_session(workspace, overrides={"provider": "replay", "approval": approval},
-                           person_present=False, notebook=False)
+    session = open_session(SessionOptions(workspace, overrides={"provider": "replay", "approval": approval},
+                           person_present=False, notebook=False))
     adopt_replayed_person(session, unattended=True)
     events = [e async for e in run_turn(session, "Tidy up.", person_for(session, None))]
     await session.close()
