@@ -89,8 +89,8 @@ class PluginTool(Tool[Any]):
     def __init__(self, inner: Tool[Any], plugin: str, catalogs: frozenset[str]):
         self.inner = inner
         self.plugin = plugin
-        self.name = inner.name  # type: ignore[misc]
-        self.input_kind = getattr(inner, "input_kind", "json")  # type: ignore[misc]
+        self.name = inner.name
+        self.input_kind = getattr(inner, "input_kind", "json")
         self.catalogs = catalogs
 
     @property

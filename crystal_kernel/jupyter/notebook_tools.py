@@ -249,7 +249,7 @@ class PythonInput(ToolInput):
     code: str = Field(description="Python code (IPython syntax).")
 
 
-class PythonTool(Tool):
+class PythonTool(Tool[PythonInput]):
     name = "python"
     Input = PythonInput
     risk = Risk.EXECUTE
@@ -286,7 +286,7 @@ def short_repr(value: Any) -> str:
     return text if len(text) <= 100 else text[:99] + "…"
 
 
-class VariablesTool(Tool):
+class VariablesTool(Tool[EmptyInput]):
     name = "variables"
     Input = EmptyInput
     risk = Risk.READ
@@ -314,7 +314,7 @@ class CellOutputInput(ToolInput):
     n: int | None = Field(default=None, description="The execution count, as in Out[n].")
 
 
-class CellOutputTool(Tool):
+class CellOutputTool(Tool[CellOutputInput]):
     name = "cell_output"
     Input = CellOutputInput
     risk = Risk.READ

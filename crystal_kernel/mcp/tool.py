@@ -24,9 +24,11 @@ if TYPE_CHECKING:
 GUARD_SECONDS = 10.0
 
 
-class McpTool(Tool):
+class McpTool(Tool[ExternalArguments]):
     """``SERVER_TOOL``: runs ``tools/call`` on the server's connection."""
 
+    # The arguments as the model sent them, checked against the tool's own JSON schema (parse).
+    Input = ExternalArguments
     external = True
     risk = Risk.WRITE
 
@@ -34,7 +36,7 @@ class McpTool(Tool):
         self.manager = manager
         self.connection = connection
         self.remote_name: str = remote.name
-        self.name = tool_name(connection.config.name, remote.name)  # type: ignore[misc]
+        self.name = tool_name(connection.config.name, remote.name)
         self.catalogs: frozenset[str] = connection.config.catalogs
         self.mcp_server: str = connection.config.name
         self._description = (remote.description or remote.title or "").strip()

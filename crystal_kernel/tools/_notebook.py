@@ -82,7 +82,8 @@ class Notebook:
 
     @property
     def cells(self) -> list[dict[str, Any]]:
-        return self.data["cells"]
+        cells: list[dict[str, Any]] = self.data["cells"]
+        return cells
 
     @property
     def has_ids(self) -> bool:

@@ -53,7 +53,7 @@ BATCH_BYTES = 8 << 20
 _LINE_NUMBER = re.compile(rb"^(\d+):", re.MULTILINE)
 
 
-def _matched_lines(proc: subprocess.Popen) -> set[int]:
+def _matched_lines(proc: subprocess.Popen[bytes]) -> set[int]:
     assert proc.stdout is not None and proc.stderr is not None
     out = proc.stdout.read()
     proc.stderr.read()

@@ -41,7 +41,7 @@ def _alive(proc: psutil.Process) -> bool:
     import psutil
 
     try:
-        return proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
+        return bool(proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE)  # psutil is untyped
     except psutil.Error:
         return False
 

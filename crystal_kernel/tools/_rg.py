@@ -38,7 +38,7 @@ class SearchTimedOut(ToolError):
     """ripgrep was stopped by its time limit: whatever it found is incomplete."""
 
 
-def _feed(proc: subprocess.Popen, data: bytes) -> None:
+def _feed(proc: subprocess.Popen[bytes], data: bytes) -> None:
     assert proc.stdin is not None
     try:
         proc.stdin.write(data)
@@ -51,7 +51,7 @@ def _feed(proc: subprocess.Popen, data: bytes) -> None:
             pass
 
 
-async def run_rg(argv: list[str], collect: Callable[[subprocess.Popen], T], *, timeout: float,
+async def run_rg(argv: list[str], collect: Callable[[subprocess.Popen[bytes]], T], *, timeout: float,
                  data: bytes | None = None) -> T:
     """Start ``argv`` (rg and its arguments) under the job supervisor, so it dies with
     the host however the host dies; ``collect(proc)`` reads its output in a worker thread

@@ -57,7 +57,7 @@ class BashStopInput(ToolInput):
     job_id: str = Field(description="A job id such as j1.")
 
 
-class BashStartTool(Tool):
+class BashStartTool(Tool[BashStartInput]):
     name = "bash_start"
     Input = BashStartInput
     risk = Risk.EXECUTE
@@ -75,7 +75,7 @@ class BashStartTool(Tool):
         ))
 
 
-class BashStatusTool(Tool):
+class BashStatusTool(Tool[BashStatusInput]):
     name = "bash_status"
     Input = BashStatusInput
     risk = Risk.READ
@@ -94,7 +94,7 @@ class BashStatusTool(Tool):
         return ToolResult(ok=True, text=truncate_output(text, ctx.config.tool_output_limit))
 
 
-class BashLogsTool(Tool):
+class BashLogsTool(Tool[BashLogsInput]):
     name = "bash_logs"
     Input = BashLogsInput
     risk = Risk.READ
@@ -110,7 +110,7 @@ class BashLogsTool(Tool):
         return ToolResult(ok=True, text=truncate_output(text, ctx.config.tool_output_limit), display="terminal")
 
 
-class BashStopTool(Tool):
+class BashStopTool(Tool[BashStopInput]):
     name = "bash_stop"
     Input = BashStopInput
     risk = Risk.WRITE

@@ -134,11 +134,19 @@ class Tool(Generic[InputT]):
     implement ``run``; the description is read from ``<name>.md`` beside the module.
     ``Tool[MyInput]`` types ``run`` and ``classify`` with the tool's own input model."""
 
-    name: ClassVar[str]
-    Input: ClassVar[type[BaseModel]] = EmptyInput
+    # Set on the class by a built-in tool, per instance by a tool made at run time
+    # (an exec set's or an MCP server's).
+    name: str
+    if TYPE_CHECKING:
+        # The tool's own input model: ``Tool[MyInput]`` sets ``Input = MyInput``, so
+        # ``parse`` returns a ``MyInput``.
+        Input: type[InputT]
+    else:
+        # A tool that takes no arguments may leave it out.
+        Input = EmptyInput
     risk: ClassVar[Risk] = Risk.READ
     external: ClassVar[bool] = False
-    input_kind: ClassVar[Literal["json", "text"]] = "json"
+    input_kind: Literal["json", "text"] = "json"
     # Path-bearing argument names; their authority decides the call's authority.
     path_arguments: ClassVar[tuple[str, ...]] = ()
 
@@ -159,7 +167,7 @@ class Tool(Generic[InputT]):
     def parse(self, arguments: dict[str, Any]) -> InputT:
         """Validate arguments; a failure is a ToolError the model can act on."""
         try:
-            return self.Input.model_validate(arguments)  # type: ignore[return-value]
+            return self.Input.model_validate(arguments)
         except ValidationError as exc:
             raise ToolError(format_validation_error(self.name, exc)) from None
 
@@ -211,7 +219,7 @@ def _input_schema(model: type[BaseModel]) -> dict[str, Any]:
             return [inline(v) for v in node]
         return node
 
-    out = inline(schema)
+    out: dict[str, Any] = inline(schema)  # a dict inlines to a dict
     out.setdefault("properties", {})
     out["type"] = "object"
     return out

@@ -58,7 +58,7 @@ def _environment(config: object = None) -> dict[str, str]:
                              extra={"GIT_PAGER": "cat"}, keep_home=True)
 
 
-class BashTool(Tool):
+class BashTool(Tool[BashInput]):
     name = "bash"
     Input = BashInput
     risk = Risk.EXECUTE
@@ -260,7 +260,7 @@ def _parse(line: bytes, key: str) -> int | None:
     return None
 
 
-async def _finish(proc: asyncio.subprocess.Process, status: _StatusPipe, reader: asyncio.Future) -> int:
+async def _finish(proc: asyncio.subprocess.Process, status: _StatusPipe, reader: asyncio.Future[None]) -> int:
     """The shell has exited: tell the supervisor to stop what is left, wait for it, and
     return how many processes it had to stop."""
     if not status.pending_line():  # usually "left 0" came with the exit: nothing to stop
@@ -279,7 +279,7 @@ async def _finish(proc: asyncio.subprocess.Process, status: _StatusPipe, reader:
     return left
 
 
-async def _reap(proc: asyncio.subprocess.Process, reader: asyncio.Future) -> None:
+async def _reap(proc: asyncio.subprocess.Process, reader: asyncio.Future[None]) -> None:
     try:
         await asyncio.wait_for(proc.wait(), 0.5)
     except asyncio.TimeoutError:
@@ -289,7 +289,7 @@ async def _reap(proc: asyncio.subprocess.Process, reader: asyncio.Future) -> Non
         reader.cancel()
 
 
-async def _stop(proc: asyncio.subprocess.Process, status: _StatusPipe, reader: asyncio.Future) -> None:
+async def _stop(proc: asyncio.subprocess.Process, status: _StatusPipe, reader: asyncio.Future[None]) -> None:
     """Stop the tree through the supervisor (KILL it ourselves if it does not finish),
     reap it and finish reading; safe to await while cancelled."""
 

@@ -9,6 +9,8 @@ the agent without the tool. The jupyter front registers its notebook tools itsel
 
 from __future__ import annotations
 
+from typing import Any
+
 from crystal_kernel.plugins import hookimpl
 from crystal_kernel.tools.background import BashLogsTool, BashStartTool, BashStatusTool, BashStopTool
 from crystal_kernel.tools.base import Tool
@@ -29,7 +31,7 @@ from crystal_kernel.tools.tree import TreeTool
 from crystal_kernel.tools.view_image import ViewImageTool
 from crystal_kernel.tools.write import WriteTool
 
-TOOLS: tuple[type[Tool], ...] = (
+TOOLS: tuple[type[Tool[Any]], ...] = (
     ReadTool, ListTool, TreeTool, GlobTool, GrepTool, SearchTool, TodoWriteTool, TodoReadTool, QuestionTool,
     SkillTool, EditTool, WriteTool, BashTool, BashStartTool, BashStatusTool, BashLogsTool, BashStopTool,
     NotebookEditTool, NotebookRunTool, ViewImageTool, DescribeImageTool,
@@ -37,5 +39,5 @@ TOOLS: tuple[type[Tool], ...] = (
 
 
 @hookimpl
-def crystal_builtin_tools() -> dict[str, type[Tool]]:
+def crystal_builtin_tools() -> dict[str, type[Tool[Any]]]:
     return {cls.name: cls for cls in TOOLS}

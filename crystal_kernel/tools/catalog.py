@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 from crystal_kernel import plugins
 from crystal_kernel.core.errors import UserError
@@ -45,11 +46,11 @@ def check_disabled(names: Iterable[str]) -> list[str]:
     return out
 
 
-def builtin_classes() -> dict[str, type[Tool]]:
+def builtin_classes() -> dict[str, type[Tool[Any]]]:
     """The registered tool class of each built-in name. The hook is called directly, not
     through ``call_each``: a built-in that raises is a bug and must be seen."""
     plugins.register_builtin(builtins, "builtin-tools")
-    found: dict[str, type[Tool]] = {}
+    found: dict[str, type[Tool[Any]]] = {}
     for answer in plugins.plugin_manager().hook.crystal_builtin_tools():
         for name, cls in answer.items():
             if name in RESERVED_NAMES:
@@ -57,7 +58,7 @@ def builtin_classes() -> dict[str, type[Tool]]:
     return found
 
 
-def load_builtin(name: str) -> Tool:
+def load_builtin(name: str) -> Tool[Any]:
     """A fresh instance of a built-in tool; a name no part registered is an error."""
     cls = builtin_classes().get(name)
     if cls is None:
@@ -98,7 +99,7 @@ def builtin_names(options: CatalogOptions) -> list[str]:
     return names
 
 
-def build_catalog(options: CatalogOptions, external: Iterable[Tool] = ()) -> list[Tool]:
+def build_catalog(options: CatalogOptions, external: Iterable[Tool[Any]] = ()) -> list[Tool[Any]]:
     """Built-ins in order, then external tools whose catalogs include the mode. External
     tools must not reuse reserved names. A built-in the mode needs that no part has
     registered raises :class:`LookupError`."""

@@ -46,7 +46,7 @@ class _Child:
     """Event-loop callbacks around one Popen; ``done`` resolves when stdin is finished,
     both streams reached end of file and the child exited."""
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, popen: subprocess.Popen, payload: bytes | None,
+    def __init__(self, loop: asyncio.AbstractEventLoop, popen: subprocess.Popen[bytes], payload: bytes | None,
                  max_bytes: int, outcome: ProcessOutcome):
         self.loop = loop
         self.popen = popen

@@ -19,7 +19,7 @@ class EditInput(ToolInput):
     replace_all: bool = Field(default=False, description="Replace every occurrence.")
 
 
-class EditTool(Tool):
+class EditTool(Tool[EditInput]):
     name = "edit"
     Input = EditInput
     risk = Risk.WRITE

@@ -61,17 +61,19 @@ class ExecToolSet:
         return self.directory.name
 
 
-class ExecTool(Tool):
+class ExecTool(Tool[ExternalArguments]):
     """One tool of an exec set, offered to the model like any other (external)."""
 
+    # The arguments as the model sent them, checked against the tool's own JSON schema (parse).
+    Input = ExternalArguments
     external = True
     risk = Risk.WRITE
 
     def __init__(self, tool_set: ExecToolSet, manifest: ExecToolManifest):
         self.tool_set = tool_set
         self.manifest = manifest
-        self.name = manifest.name  # type: ignore[misc]  # instance name, not the ClassVar
-        self.input_kind = manifest.input_kind  # type: ignore[misc]
+        self.name = manifest.name
+        self.input_kind = manifest.input_kind
         self.catalogs: frozenset[str] = frozenset(manifest.catalogs)
         self._prefix: list[str] | None = None
 

@@ -95,7 +95,7 @@ async def glob_files(root: Path, pattern: str, *, use_rg: bool = True,
         raise
 
 
-class GlobTool(Tool):
+class GlobTool(Tool[GlobInput]):
     name = "glob"
     Input = GlobInput
     risk = Risk.READ

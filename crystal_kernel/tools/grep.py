@@ -128,7 +128,7 @@ def _path_filter(root: Path, glob_re: GlobMatcher | None, prefix: tuple[str, ...
     return allowed
 
 
-def _drain_stderr(proc: subprocess.Popen) -> tuple[threading.Thread, list[bytes]]:
+def _drain_stderr(proc: subprocess.Popen[bytes]) -> tuple[threading.Thread, list[bytes]]:
     # Read stderr alongside so rg never blocks on it.
     box: list[bytes] = []
     stderr = proc.stderr
@@ -138,7 +138,7 @@ def _drain_stderr(proc: subprocess.Popen) -> tuple[threading.Thread, list[bytes]
     return thread, box
 
 
-def _finish(proc: subprocess.Popen, thread: threading.Thread, box: list[bytes]) -> tuple[str, int]:
+def _finish(proc: subprocess.Popen[bytes], thread: threading.Thread, box: list[bytes]) -> tuple[str, int]:
     code = proc.wait()
     thread.join(1.0)
     assert proc.stdout is not None and proc.stderr is not None
@@ -147,8 +147,8 @@ def _finish(proc: subprocess.Popen, thread: threading.Thread, box: list[bytes]) 
     return (box[0] if box else b"").decode("utf-8", errors="replace").strip(), code
 
 
-def _collect_lines(proc: subprocess.Popen, with_context: bool) -> tuple[dict[bytes, list[tuple[int, bool, str]]],
-                                                                         Counter, str, int]:
+def _collect_lines(proc: subprocess.Popen[bytes], with_context: bool) -> tuple[dict[bytes, list[tuple[int, bool, str]]],
+                                                                         Counter[bytes], str, int]:
     """The first STORE_LINES lines of rg's listing per file, and every file's number of
     match lines (context lines and ``--`` separators do not count)."""
     kept: dict[bytes, list[tuple[int, bool, str]]] = {}
@@ -271,7 +271,7 @@ async def grep_notebooks(rg: str, pattern: str, root: Path, notebooks: list[Path
                      cells=[cell for cell, _, _, _ in kept]) for path, total, kept in found]
 
 
-class GrepTool(Tool):
+class GrepTool(Tool[GrepInput]):
     name = "grep"
     Input = GrepInput
     risk = Risk.READ

@@ -51,13 +51,14 @@ def sniff_image_type(data: bytes) -> str | None:
     return None
 
 
-def check_mime_type(mime_type: Any, where: str = "image") -> str:
-    """The declared type must be one the host forwards to models."""
-    if mime_type not in IMAGE_MIME_TYPES:
-        raise ToolError(
-            f"{where}: mimeType {mime_type!r} is not supported; use one of {', '.join(IMAGE_MIME_TYPES)}."
-        )
-    return mime_type
+def check_mime_type(mime_type: object, where: str = "image") -> str:
+    """The declared type (untrusted: any JSON value) must be one the host forwards to models."""
+    for known in IMAGE_MIME_TYPES:
+        if mime_type == known:
+            return known
+    raise ToolError(
+        f"{where}: mimeType {mime_type!r} is not supported; use one of {', '.join(IMAGE_MIME_TYPES)}."
+    )
 
 
 def check_image_bytes(data: bytes, mime_type: str, where: str = "image") -> None:

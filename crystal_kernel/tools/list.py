@@ -26,7 +26,7 @@ def _size(n: int) -> str:
     return f"{n} B"
 
 
-class ListTool(Tool):
+class ListTool(Tool[ListInput]):
     name = "list"
     Input = ListInput
     risk = Risk.READ

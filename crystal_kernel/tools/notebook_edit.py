@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+from pathlib import Path
 from typing import Literal
 
 from pydantic import Field
@@ -38,7 +39,7 @@ class NotebookEditInput(ToolInput):
     cell_type: Literal["code", "markdown", "raw"] | None = Field(default=None, description="Default: code.")
 
 
-def _edit(path, shown: str, args: NotebookEditInput) -> tuple[str, str, Change]:
+def _edit(path: Path, shown: str, args: NotebookEditInput) -> tuple[str, str, Change]:
     """Load, apply, serialise; returns (old text, new text, change). Nothing is written."""
     notebook: Notebook = load_notebook(path, shown)
     before = notebook.dumps()
@@ -49,7 +50,7 @@ def _edit(path, shown: str, args: NotebookEditInput) -> tuple[str, str, Change]:
     return notebook.text, (notebook.text if after == before else after), change
 
 
-class NotebookEditTool(Tool):
+class NotebookEditTool(Tool[NotebookEditInput]):
     name = "notebook_edit"
     Input = NotebookEditInput
     risk = Risk.WRITE

@@ -48,7 +48,7 @@ class NotebookRunInput(ToolInput):
         default=None, gt=0, description="Default: the bashTimeoutSeconds setting (usually 120).")
 
 
-class NotebookRunTool(Tool):
+class NotebookRunTool(Tool[NotebookRunInput]):
     name = "notebook_run"
     Input = NotebookRunInput
     risk = Risk.EXECUTE

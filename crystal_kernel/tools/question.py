@@ -48,7 +48,7 @@ def check_questions(questions: list[Question]) -> None:
             raise ToolError(f"Question {n} has no options and does not allow a free-text answer.")
 
 
-class QuestionTool(Tool):
+class QuestionTool(Tool[QuestionInput]):
     name = "question"
     Input = QuestionInput
     risk = Risk.READ

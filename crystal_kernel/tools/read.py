@@ -30,7 +30,7 @@ class ReadInput(ToolInput):
     )
 
 
-class ReadTool(Tool):
+class ReadTool(Tool[ReadInput]):
     name = "read"
     Input = ReadInput
     risk = Risk.READ

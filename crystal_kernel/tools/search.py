@@ -20,7 +20,7 @@ class SearchInput(ToolInput):
                               description=f"Files to return (default {DEFAULT_LIMIT}).")
 
 
-class SearchTool(Tool):
+class SearchTool(Tool[SearchInput]):
     name = "search"
     Input = SearchInput
     risk = Risk.READ

@@ -14,7 +14,7 @@ class SkillInput(ToolInput):
     name: str = Field(description="The name of the skill to load, as listed in the system text.")
 
 
-class SkillTool(Tool):
+class SkillTool(Tool[SkillInput]):
     name = "skill"
     Input = SkillInput
     risk = Risk.READ

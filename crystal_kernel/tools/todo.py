@@ -38,7 +38,7 @@ def render_todos(todos: list[Todo]) -> str:
     return "\n".join(lines)
 
 
-class TodoWriteTool(Tool):
+class TodoWriteTool(Tool[TodoWriteInput]):
     name = "todowrite"
     Input = TodoWriteInput
     risk = Risk.READ
@@ -59,7 +59,7 @@ class TodoWriteTool(Tool):
         return ToolResult(ok=True, text=render_todos(ctx.todos))
 
 
-class TodoReadTool(Tool):
+class TodoReadTool(Tool[EmptyInput]):
     name = "todoread"
     Input = EmptyInput
     risk = Risk.READ

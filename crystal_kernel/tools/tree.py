@@ -38,7 +38,7 @@ def build_tree(root: Path, depth: int, max_entries: int, prefix: tuple[str, ...]
     return lines, left_out
 
 
-class TreeTool(Tool):
+class TreeTool(Tool[TreeInput]):
     name = "tree"
     Input = TreeInput
     risk = Risk.READ

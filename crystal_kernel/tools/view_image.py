@@ -14,7 +14,7 @@ class ViewImageInput(ToolInput):
     path: str = Field(description="The image file.")
 
 
-class ViewImageTool(Tool):
+class ViewImageTool(Tool[ViewImageInput]):
     name = "view_image"
     Input = ViewImageInput
     risk = Risk.READ

@@ -17,7 +17,7 @@ class WriteInput(ToolInput):
     content: str = Field(description="The complete new content.")
 
 
-class WriteTool(Tool):
+class WriteTool(Tool[WriteInput]):
     name = "write"
     Input = WriteInput
     risk = Risk.WRITE
