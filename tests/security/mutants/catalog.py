@@ -28,6 +28,7 @@ ACCESS = "crystal_kernel/core/access.py"
 RULES = "crystal_kernel/host/shell_rules.py"
 PARSE = "crystal_kernel/host/shell_parse.py"
 TRUST = "crystal_kernel/core/trust.py"
+DIGEST = "crystal_kernel/core/trust_digest.py"
 GRANTS = "crystal_kernel/host/grants.py"
 
 T_APPROVAL = "tests/approval/test_mutants_approval.py"
@@ -120,9 +121,11 @@ MUTANTS: list[Mutant] = [
     _m("T03", TRUST, "def _inside(path: Path, root: Path) -> bool:\n    return path == root or root in path.parents",
        "def _inside(path: Path, root: Path) -> bool:\n    return str(path).startswith(str(root))",
        "Home containment by string prefix", T_TRUST),
-    _m("T05", TRUST, 'if name.endswith((".pyc", ".pyo")):', 'if name.startswith(".") or name.endswith((".pyc", ".pyo")):',
+    # T05 and T10 first mutated core/trust.py's folder walk; since the closure hash moved to
+    # core/trust_digest.py they are the same slips made there.
+    _m("T05", DIGEST, "entries = sorted(files) + [", 'entries = sorted(f for f in files if not f.startswith(".")) + [',
        "hidden files of an exec set not hashed", T_TRUST),
-    _m("T10", TRUST, "dirs[:] = sorted(d for d in dirs if d not in _SKIPPED_DIRS)", "dirs[:] = []",
+    _m("T10", DIGEST, "dirs[:] = [d for d in dirs if not os.path.islink(os.path.join(root, d))]", "dirs[:] = []",
        "exec set subfolders not hashed", T_TRUST),
     # ----- host/grants.py
     _m("G01", GRANTS, "    if key is None or not isinstance(signature, str):\n        return False",
