@@ -26,6 +26,8 @@ DEFAULT_MAX_OUTPUT_TOKENS = 16_384
 # FL-5: keys older versions wrote; ignored and dropped at the next save.
 DROPPED_KEYS = ("promptSet", "promptAttachments")
 
+SANDBOX_MODES = ("workspace-write", "read-only", "off")
+
 ENV_OVERRIDES = {
     "CRYSTAL_PROVIDER": "provider",
     "CRYSTAL_MODEL": "model",
@@ -80,6 +82,10 @@ class Config:
     max_output_tokens: int = DEFAULT_MAX_OUTPUT_TOKENS
     # TRUST-4: children (bash, jobs, exec tools, MCP servers) get the model key variables.
     pass_keys_to_tools: bool = False
+    # SANDBOX-1: what processes a tool starts may write (workspace-write | read-only | off)
+    # and whether they may open TCP connections.
+    sandbox: str = "workspace-write"
+    sandbox_network: bool = False
     raw: dict[str, Any] = field(default_factory=dict)
     # One line per key of config.json Crystal does not know (a misspelling, or a newer
     # version's key): the fronts show them as notes. The keys stay in the file.
@@ -133,7 +139,7 @@ _CAMEL = {
     "prices": "prices", "max_steps": "maxSteps", "request_timeout_seconds": "requestTimeoutSeconds",
     "person_timeout_seconds": "personTimeoutSeconds",
     "reasoning_effort": "reasoningEffort", "max_output_tokens": "maxOutputTokens",
-    "pass_keys_to_tools": "passKeysToTools",
+    "pass_keys_to_tools": "passKeysToTools", "sandbox": "sandbox", "sandbox_network": "sandboxNetwork",
 }
 _ATTR = {v: k for k, v in _CAMEL.items()}
 
@@ -178,7 +184,9 @@ def _check(key: str, value: Any) -> Any:
         raise UserError(f"Unknown approval mode '{value}'; use one of: {', '.join(APPROVAL_MODES)}.")
     if key == "mode" and value not in MODES:
         raise UserError(f"Unknown mode '{value}'; use plan or work.")
-    if key in ("skills", "record", "topicNaming", "passKeysToTools") and not isinstance(value, bool):
+    if key == "sandbox" and value not in SANDBOX_MODES:
+        raise UserError(f"Config key 'sandbox' must be one of {', '.join(SANDBOX_MODES)}, not {value!r}.")
+    if key in ("skills", "record", "topicNaming", "passKeysToTools", "sandboxNetwork") and not isinstance(value, bool):
         raise bad("true or false")
     if key in ("bashTimeoutSeconds", "requestTimeoutSeconds"):
         if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:

@@ -58,6 +58,9 @@ class Classification:
     # TRUST-3: the call changes a file that steers the host (``.crystal/``, Home): only
     # the person may allow it, in every approval mode; with nobody there it is denied.
     host_owned: bool = False
+    # SANDBOX-1: the call starts processes the sandbox would confine, but the system has
+    # no Landlock: a person decides in every mode, full and review included.
+    unconfined: bool = False
 
 
 @dataclass

@@ -153,6 +153,13 @@ async def decide(
         # TRUST-3: a file that steers the host changes only with the person's yes, in
         # every mode (full included); no reviewer verdict or session allowance stands in.
         return await _ask_person_only(session, interaction, call, c, record)
+    if c.unconfined and mode in ("full", "review"):
+        # SANDBOX-1: these modes let commands run because the sandbox confines them;
+        # without one a person decides (a session allowance still counts).
+        if session.allowances.allows(call.name, c.pattern):
+            record("allow", "person", "allowed for this session")
+            return Decision(True, "person")
+        return await _ask_person(session, interaction, call, c, None, "host", UNCONFINED_REASON, record)
     if host_outcome(mode, c) == "allow":
         record("allow", "host")
         return Decision(True, "host")
@@ -215,6 +222,9 @@ async def _ask_person(session: Session, interaction: Interaction, call: ToolCall
     record("allow", "person", "; ".join(x for x in (via, scope_text) if x) or None)
     return Decision(True, "person")
 
+
+UNCONFINED_REASON = ("The sandbox for tool processes is not available on this system (no Landlock), so this "
+                     "command would run unconfined; a person decides it in every approval mode.")
 
 HOST_OWNED_REASON = ("It changes a file that steers Crystal (.crystal/ or Crystal's Home: prompts, review "
                      "texts, tool manifests, mcp.json, session documents, the search index, config); only "

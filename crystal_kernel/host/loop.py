@@ -9,6 +9,7 @@ running tool's processes killed.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import re
 from collections.abc import AsyncIterator
@@ -36,6 +37,7 @@ from crystal_kernel.host.approval_flow import decide
 from crystal_kernel.host.compaction import auto_compact
 from crystal_kernel.host.session import Session
 from crystal_kernel.host.topic import name_session
+from crystal_kernel.jobs.sandbox import MISSING_NOTE, sandbox_state
 from crystal_kernel.providers.base import (
     Finished,
     ReasoningChunk,
@@ -349,6 +351,11 @@ class Turn:
         except Exception as exc:  # a bug in one tool must not end the turn
             session.note(f"Tool {call.name} failed to classify its call: {type(exc).__name__}: {exc}")
             return self._result(call, ToolResult.fail(f"Internal error in {call.name}: {type(exc).__name__}: {exc}"))
+        if tool.sandboxed and sandbox_state(session.config) == "missing":
+            # SANDBOX-1: nothing would confine what this call starts; say so once, and
+            # a person decides it in every approval mode.
+            session.note(MISSING_NOTE, once=True)
+            classification = dataclasses.replace(classification, unconfined=True)
         decision = await decide(session, self.interaction, call, classification, self._emit)
         if not decision.allowed:
             return self._result(call, ToolResult.fail(decision.message_for_model()), "denied")

@@ -18,6 +18,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from crystal_kernel.jobs.sandbox import Sandbox
+
 # Standard library only, run as a script (no import of the package in the child).
 SUPERVISOR = str(Path(__file__).resolve().with_name("supervisor.py"))
 # Seconds between SIGTERM and SIGKILL when the supervisor stops the tree.
@@ -25,14 +27,15 @@ GRACE_SECONDS = 1.0
 SHELL = "/bin/sh"
 
 
-def guarded_argv(argv: list[str]) -> list[str]:
-    """``argv`` run under the supervisor; the caller starts it from the host process
-    (the supervisor checks that its parent is the host). Falls back to ``argv`` itself
-    where there is no ``/bin/sh`` to exec through."""
+def guarded_argv(argv: list[str], sandbox: Sandbox | None = None) -> list[str]:
+    """``argv`` run under the supervisor, confined by ``sandbox`` when given
+    (SANDBOX-1); the caller starts it from the host process (the supervisor checks that
+    its parent is the host). Falls back to ``argv`` itself where there is no ``/bin/sh``
+    to exec through (no Landlock there either: not Linux)."""
     if not os.path.exists(SHELL):
         return list(argv)
-    return [sys.executable, "-I", "-S", SUPERVISOR, str(os.getpid()), str(GRACE_SECONDS), SHELL,
-            "exec " + shlex.join(argv)]
+    return [sys.executable, "-I", "-S", SUPERVISOR, *(sandbox.launcher_args() if sandbox else ()),
+            str(os.getpid()), str(GRACE_SECONDS), SHELL, "exec " + shlex.join(argv)]
 
 
 GROUP_GUARD = str(Path(__file__).resolve().with_name("group_guard.py"))

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from crystal_kernel.jobs.buffer import RingBuffer
 from crystal_kernel.jobs.logfile import RotatingLog
+from crystal_kernel.jobs.sandbox import Sandbox
 from crystal_kernel.jobs.status import STATUS_VERSION, iso, write_status
 
 if TYPE_CHECKING:
@@ -136,6 +137,7 @@ class Job:
         self._on_finished = on_finished
         self._read_fd = -1
         self.status_error: str | None = None
+        self.sandbox: Sandbox | None = None  # SANDBOX-1: set by the manager when confined
 
     # ----- starting ---------------------------------------------------------------------
     def spawn(self, argv: list[str], cwd: Path, env: dict[str, str]) -> None:

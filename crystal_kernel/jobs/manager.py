@@ -38,6 +38,7 @@ from crystal_kernel.core.errors import ToolError
 from crystal_kernel.core.fsutil import ensure_folder_inside
 from crystal_kernel.jobs.buffer import LogChunk
 from crystal_kernel.jobs.job import KILL_MARGIN_SECONDS, RUNNING, STOPPED, Job, JobInfo
+from crystal_kernel.jobs.sandbox import Sandbox
 from crystal_kernel.jobs.status import mark_lost, next_job_number
 
 DEFAULT_TIMEOUT_SECONDS = 10800.0
@@ -175,9 +176,10 @@ class JobManager:
         return self.log_dir
 
     # ----- starting ---------------------------------------------------------------------
-    def start(self, command: str, *, cwd: Path | None = None) -> JobInfo:
-        """Start ``bash -c command`` and return at once (BG-1). Refuses (ToolError) an
-        empty command, a closed manager, or a start beyond ``max_active`` (BG-4)."""
+    def start(self, command: str, *, cwd: Path | None = None, sandbox: Sandbox | None = None) -> JobInfo:
+        """Start ``bash -c command`` and return at once (BG-1), confined by ``sandbox``
+        (SANDBOX-1) when given. Refuses (ToolError) an empty command, a closed manager,
+        or a start beyond ``max_active`` (BG-4)."""
         if not command.strip():
             raise ToolError("The command is empty.")
         workdir = Path(cwd) if cwd is not None else self.workspace
@@ -205,10 +207,11 @@ class JobManager:
                 timeout_seconds=self.timeout_seconds, grace_seconds=self.grace_seconds,
                 on_finished=self._finished,
             )
+            job.sandbox = sandbox
             # Holding the slot while spawning keeps the limit exact under concurrency.
             self._jobs[job_id] = job
-        argv = [sys.executable, "-I", "-S", str(SUPERVISOR), str(os.getpid()), repr(self.grace_seconds),
-                self._bash, command]
+        argv = [sys.executable, "-I", "-S", str(SUPERVISOR), *(sandbox.launcher_args() if sandbox else ()),
+                str(os.getpid()), repr(self.grace_seconds), self._bash, command]
         env = job_environment(workdir, self.session_id, job_id, self.config)
         try:
             _SPAWNER.run(lambda: job.spawn(argv, workdir, env))
@@ -231,6 +234,10 @@ class JobManager:
                 self._jobs.pop(old.id, None)
 
     # ----- reading ------------------------------------------------------------------------
+    def sandbox_of(self, job_id: str) -> Sandbox | None:
+        """The sandbox a job was started in (SANDBOX-1); None: unconfined."""
+        return self._job(job_id).sandbox
+
     def _job(self, job_id: str) -> Job:
         job = self._jobs.get(job_id.strip())
         if job is None:

@@ -25,6 +25,10 @@ waits rather than stopping them: the host gives them a moment to finish their ou
 then sends SIGTERM. Before exiting it writes ``left N``: how many processes it had to
 stop after the shell exited.
 
+Sandbox (SANDBOX-1): with leading ``--sandbox ...`` options (jobs/sandbox.py builds
+them) the supervisor confines itself with Landlock (jobs/landlock.py) before it starts
+the shell; when that fails it prints one line and exits 126 without running anything.
+
 The prctl calls are made here, after exec, rather than in a ``preexec_fn``: the host
 is multi-threaded (the kernel always is) and ``preexec_fn`` is unsafe there. The race
 that ``preexec_fn`` would close (the host dying before the call) is closed by checking
@@ -164,7 +168,44 @@ def _linger(host: int) -> bool:
     return False
 
 
+def _sandbox_options(argv: list) -> "tuple[dict | None, list]":
+    """Leading ``--sandbox [--write P] [--protect P] [--allow P] [--no-network]
+    [--split]`` options (SANDBOX-1, built by jobs/sandbox.py); the rest of argv."""
+    if len(argv) < 2 or argv[1] != "--sandbox":
+        return None, argv
+    rules: dict = {"write": [], "protect": [], "allow": [], "network": True, "split": False}
+    i = 2
+    while i < len(argv) and argv[i].startswith("--"):
+        flag = argv[i][2:]
+        if flag == "no-network":
+            rules["network"] = False
+        elif flag == "split":
+            rules["split"] = True
+        else:
+            rules[flag].append(argv[i + 1])
+            i += 1
+        i += 1
+    return rules, [argv[0]] + argv[i:]
+
+
+def _confine(rules: dict) -> None:
+    """Apply the sandbox to this process (and so to the command) or refuse to run."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    try:
+        import landlock  # type: ignore[import-not-found]  # jobs/landlock.py, loaded by path
+    finally:
+        del sys.path[0]
+    try:
+        landlock.confine(rules["write"], rules["protect"], rules["allow"], rules["network"],
+                         use_namespace=not rules["split"])
+    except landlock.SandboxError as exc:
+        sys.stderr.write(f"crystal: the sandbox could not start ({exc}); the command did not run.\n")
+        sys.stderr.flush()
+        os._exit(126)
+
+
 def main(argv: list) -> None:
+    rules, argv = _sandbox_options(argv)
     host, grace, bash, command = int(argv[1]), float(argv[2]), argv[3], argv[4]
     status_fd = int(argv[5]) if len(argv) > 5 else None
     # Block first: a stop that arrives from now on is read by sigtimedwait, not lost.
@@ -173,6 +214,13 @@ def main(argv: list) -> None:
     _set_prctl(PR_SET_CHILD_SUBREAPER, 1)
     if os.getppid() != host:
         os._exit(255)  # the host died before the death signal was armed
+    if rules is not None:
+        # SANDBOX-1: the supervisor confines itself, so the shell and all it starts
+        # inherit the rules (a launcher after exec, not a preexec_fn in the threaded host).
+        _confine(rules)
+        _set_prctl(PR_SET_PDEATHSIG, signal.SIGTERM)  # kept through the namespace; armed again to be sure
+        if os.getppid() != host:
+            os._exit(255)
     if status_fd is not None:
         os.set_inheritable(status_fd, False)  # the host's channel, not the command's
     try:

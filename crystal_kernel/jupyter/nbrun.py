@@ -27,20 +27,25 @@ NOTEBOOK_RUN_ENV = "CRYSTAL_NOTEBOOK_RUN"
 SHUTDOWN_RESERVE = 3.0
 
 
-def run(notebook: Path, upto: int, timeout: float) -> dict[str, Any]:
+def run(notebook: Path, upto: int, timeout: float, ipc: bool = False) -> dict[str, Any]:
     import nbformat
     from jupyter_client.kernelspec import NoSuchKernel
     from nbclient import NotebookClient
     from nbclient.exceptions import CellControlSignal, CellExecutionError, CellTimeoutError, DeadKernelError
+    from traitlets.config import Config as TraitletsConfig
 
     os.environ[NOTEBOOK_RUN_ENV] = "1"  # the kernel inherits it
     deadline = time.monotonic() + max(1.0, timeout - SHUTDOWN_RESERVE)
     nb = nbformat.read(notebook, as_version=4)
     result: dict[str, Any] = {"cells": [], "stopped": None, "error": None,
                               "kernel": nb.metadata.get("kernelspec", {}).get("name", "")}
+    settings = TraitletsConfig()
+    if ipc:
+        # SANDBOX-1: a sandbox without TCP; unix sockets next to the connection file.
+        settings.KernelManager.transport = "ipc"
     # The kernel is disposable: stop it at once (a cell that timed out may still be busy).
-    client = NotebookClient(nb, timeout=timeout, allow_errors=False, record_timing=False, shutdown_kernel="immediate",
-                            startup_timeout=int(max(5, min(60, timeout))),
+    client = NotebookClient(nb, config=settings, timeout=timeout, allow_errors=False, record_timing=False,
+                            shutdown_kernel="immediate", startup_timeout=int(max(5, min(60, timeout))),
                             resources={"metadata": {"path": str(notebook.parent)}})
     executed: list[int] = []
     try:
@@ -90,9 +95,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("result", type=Path)
     parser.add_argument("--upto", type=int, required=True)
     parser.add_argument("--timeout", type=float, required=True)
+    parser.add_argument("--ipc", action="store_true", help="talk to the kernel over unix sockets, not TCP")
     args = parser.parse_args(argv)
     try:
-        result = run(args.notebook, args.upto, args.timeout)
+        result = run(args.notebook, args.upto, args.timeout, ipc=args.ipc)
     except Exception as exc:  # reported to the model as one line, not a traceback
         result = {"cells": [], "stopped": None, "error": f"{type(exc).__name__}: {exc}"[:1000]}
     tmp = args.result.with_name(args.result.name + ".tmp")

@@ -1,4 +1,5 @@
-"""Running ripgrep for a tool: under the job supervisor, with a time limit, cancellable.
+"""Running ripgrep for a tool: under the job supervisor, in a read-only sandbox (no
+writes but temp folders, no TCP: SANDBOX-1), with a time limit, cancellable.
 
 Every regular expression the model chooses is matched by ripgrep, whose engine is
 linear in the input (no backtracking), never by Python's ``re``: a pattern such as
@@ -19,6 +20,7 @@ from typing import TypeVar
 
 from crystal_kernel.core.errors import ToolError
 from crystal_kernel.jobs.guarded import guarded_argv
+from crystal_kernel.jobs.sandbox import read_only_sandbox
 from crystal_kernel.tools._process import kill_process_tree
 from crystal_kernel.tools._walk import rg_binary
 
@@ -62,7 +64,7 @@ async def run_rg(argv: list[str], collect: Callable[[subprocess.Popen[bytes]], T
         # Popen only forks and execs (no wait); asyncio's subprocess API would tie rg to
         # the loop's child watcher, and the reads happen in a worker thread anyway.
         proc = subprocess.Popen(  # noqa: ASYNC220
-            guarded_argv(argv), stdin=subprocess.DEVNULL if data is None else subprocess.PIPE,
+            guarded_argv(argv, read_only_sandbox()), stdin=subprocess.DEVNULL if data is None else subprocess.PIPE,
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
     except OSError as exc:
         raise ToolError(f"Cannot run ripgrep: {exc.strerror or exc}.") from None

@@ -14,6 +14,8 @@ from pydantic import Field
 
 from crystal_kernel.core.errors import ToolError
 from crystal_kernel.jobs.format import describe_job, job_table, logs_header
+from crystal_kernel.jobs.sandbox import refusal_note
+from crystal_kernel.tools._sandbox import tool_sandbox
 from crystal_kernel.tools.base import Classification, Risk, Tool, ToolContext, ToolInput, ToolResult, truncate_output
 
 
@@ -61,12 +63,14 @@ class BashStartTool(Tool[BashStartInput]):
     name = "bash_start"
     Input = BashStartInput
     risk = Risk.EXECUTE
+    sandboxed = True
 
     def classify(self, args: BashStartInput, ctx: ToolContext) -> Classification:
         return Classification(self.risk, pattern=args.command)
 
     async def run(self, args: BashStartInput, ctx: ToolContext) -> ToolResult:
-        info = ctx.jobs.start(args.command, cwd=ctx.workspace)
+        sandbox = tool_sandbox(ctx)
+        info = ctx.jobs.start(args.command, cwd=ctx.workspace, sandbox=sandbox)
         _note_change(ctx)
         return ToolResult(ok=True, text=(
             f"Started background job {info.id} (pid {info.pid}) in {ctx.workspace}.\n"
@@ -107,6 +111,9 @@ class BashLogsTool(Tool[BashLogsInput]):
         info = jobs.status(args.job_id)
         _note_change(ctx)
         text = logs_header(info, chunk) + "\n" + (chunk.text if chunk.text else "(no output in this range)")
+        refused = refusal_note(jobs.sandbox_of(args.job_id), info.exit_code != 0, chunk.text)
+        if refused:
+            text += "\n\n" + refused
         return ToolResult(ok=True, text=truncate_output(text, ctx.config.tool_output_limit), display="terminal")
 
 

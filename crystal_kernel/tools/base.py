@@ -149,6 +149,9 @@ class Tool(Generic[InputT]):
     input_kind: Literal["json", "text"] = "json"
     # Path-bearing argument names; their authority decides the call's authority.
     path_arguments: ClassVar[tuple[str, ...]] = ()
+    # SANDBOX-1: the tool starts processes that run in the sandbox (bash, jobs, exec
+    # sets, notebook_run); without one, approval asks for them in every mode.
+    sandboxed: ClassVar[bool] = False
 
     @property
     def description(self) -> str:

@@ -25,8 +25,10 @@ from pathlib import Path
 from pydantic import Field
 
 from crystal_kernel.core.errors import ToolError
+from crystal_kernel.jobs.sandbox import Sandbox, refusal_note
 from crystal_kernel.tools._changes import note_change
 from crystal_kernel.tools._process import BoundedOutput, kill_process_tree
+from crystal_kernel.tools._sandbox import tool_sandbox
 from crystal_kernel.tools.base import Classification, Risk, Tool, ToolContext, ToolInput, ToolResult
 
 # After the shell exits, how long to wait for the rest of its output.
@@ -62,6 +64,7 @@ class BashTool(Tool[BashInput]):
     name = "bash"
     Input = BashInput
     risk = Risk.EXECUTE
+    sandboxed = True
 
     def classify(self, args: BashInput, ctx: ToolContext) -> Classification:
         # The command itself is what a person may allow for the session.
@@ -71,8 +74,9 @@ class BashTool(Tool[BashInput]):
         if not args.command.strip():
             raise ToolError("The command is empty.")
         timeout = args.timeout_seconds or ctx.config.bash_timeout_seconds
+        sandbox = tool_sandbox(ctx)
         done = await run_supervised(args.command, cwd=ctx.workspace, env=_environment(ctx.config), timeout=timeout,
-                                    limit=ctx.config.tool_output_limit, workspace=ctx.workspace)
+                                    limit=ctx.config.tool_output_limit, workspace=ctx.workspace, sandbox=sandbox)
         text = done.text
         if done.timed_out:
             note = (
@@ -86,6 +90,9 @@ class BashTool(Tool[BashInput]):
                 "\nThe command left processes running in the background; they were stopped. "
                 "Use bash_start for processes that should keep running."
             )
+        refused = refusal_note(sandbox, done.code != 0, text)
+        if refused:
+            footer += "\n" + refused
         body = (text + "\n\n" if text else "(no output)\n\n") + footer
         return ToolResult(ok=done.code == 0, text=body, display="terminal")
 
@@ -102,14 +109,16 @@ class Supervised:
 
 
 async def run_supervised(command: str, *, cwd: Path, env: dict[str, str], timeout: float, limit: int,
-                         workspace: Path) -> Supervised:
+                         workspace: Path, sandbox: Sandbox | None = None) -> Supervised:
     """Run ``bash -c command`` under the supervisor (no orphans, killed on timeout and on
-    cancellation), output bounded to ``limit`` characters. Used by bash and notebook_run."""
+    cancellation), output bounded to ``limit`` characters, confined by ``sandbox``
+    (SANDBOX-1) when given. Used by bash and notebook_run."""
     bash = shutil.which("bash") or "/bin/bash"
     status_read, status_write = os.pipe()
     try:
         proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-I", "-S", SUPERVISOR, str(os.getpid()), repr(KILL_GRACE_SECONDS),
+            sys.executable, "-I", "-S", SUPERVISOR, *(sandbox.launcher_args() if sandbox else ()),
+            str(os.getpid()), repr(KILL_GRACE_SECONDS),
             bash, command, str(status_write),
             cwd=str(cwd),
             stdin=asyncio.subprocess.DEVNULL,

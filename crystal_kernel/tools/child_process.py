@@ -23,6 +23,7 @@ from pathlib import Path
 
 from crystal_kernel.core.errors import ToolError
 from crystal_kernel.jobs.guarded import guarded_argv
+from crystal_kernel.jobs.sandbox import Sandbox
 from crystal_kernel.tools._process import start_off_loop
 
 _CHUNK = 65536
@@ -197,14 +198,15 @@ class _Child:
                 stream.close()
 
 
-def _spawn(argv: list[str], *, cwd: Path, env: dict[str, str], guarded: bool) -> subprocess.Popen[bytes]:
+def _spawn(argv: list[str], *, cwd: Path, env: dict[str, str], guarded: bool,
+           sandbox: Sandbox | None) -> subprocess.Popen[bytes]:
     """Find the program on the child's PATH and start it with three pipes, in a new
     session. Blocking (path checks, fork/exec): called in a worker thread."""
     executable = argv[0] if os.sep in argv[0] else shutil.which(argv[0], path=env.get("PATH"))
     if executable is None or not os.access(executable, os.X_OK) or os.path.isdir(executable):
         reason = "No such file or directory" if executable is None or not os.path.exists(executable) else "Permission denied"
         raise ToolError(f"Could not start {argv[0]}: {reason}.")
-    started = guarded_argv([executable, *argv[1:]]) if guarded else argv
+    started = guarded_argv([executable, *argv[1:]], sandbox) if guarded or sandbox else argv
     try:
         return subprocess.Popen(started, cwd=str(cwd), env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, start_new_session=True, bufsize=0)
@@ -213,15 +215,17 @@ def _spawn(argv: list[str], *, cwd: Path, env: dict[str, str], guarded: bool) ->
 
 
 async def run_process(argv: list[str], *, cwd: Path, env: dict[str, str], payload: bytes | None,
-                      timeout: float | None, max_bytes: int, guarded: bool = True) -> ProcessOutcome:
+                      timeout: float | None, max_bytes: int, guarded: bool = True,
+                      sandbox: Sandbox | None = None) -> ProcessOutcome:
     """Start ``argv`` (no shell) in its own process group, feed stdin (or close it at
     once when ``payload`` is None), read both streams into buffers of ``max_bytes``
     each, all under ``timeout`` seconds (None: no limit).
 
     ``guarded``: the program runs under the job supervisor, so its whole tree dies with
-    the host however the host dies (ROBUST-3)."""
+    the host however the host dies (ROBUST-3). ``sandbox``: it runs confined (SANDBOX-1),
+    always under the supervisor."""
     loop = asyncio.get_running_loop()
-    popen = await start_off_loop(lambda: _spawn(argv, cwd=cwd, env=env, guarded=guarded))
+    popen = await start_off_loop(lambda: _spawn(argv, cwd=cwd, env=env, guarded=guarded, sandbox=sandbox))
     outcome = ProcessOutcome(returncode=None)
     child = _Child(loop, popen, payload, max_bytes, outcome)
     # A plain timer rather than asyncio.wait_for: fewer tasks and loop turns per call.

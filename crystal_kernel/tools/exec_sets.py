@@ -32,6 +32,8 @@ from crystal_kernel.core import paths
 from crystal_kernel.core.errors import ToolError
 from crystal_kernel.core.fsutil import ensure_folder_inside
 from crystal_kernel.core.trust import is_trusted
+from crystal_kernel.jobs.sandbox import refusal_note
+from crystal_kernel.tools._sandbox import tool_sandbox
 from crystal_kernel.tools.base import Authority, Classification, Risk, Tool, ToolContext, ToolResult
 from crystal_kernel.tools.child_process import run_process
 from crystal_kernel.tools.exec_manifest import ExecToolManifest, has_separator
@@ -68,6 +70,7 @@ class ExecTool(Tool[ExternalArguments]):
     Input = ExternalArguments
     external = True
     risk = Risk.WRITE
+    sandboxed = True
 
     def __init__(self, tool_set: ExecToolSet, manifest: ExecToolManifest):
         self.tool_set = tool_set
@@ -192,12 +195,18 @@ class ExecTool(Tool[ExternalArguments]):
                 return ToolResult.fail(state.note())
         argv = self.final_argv(arguments)
         env = self.child_env(ctx)
-        for folder in self.data_dirs(ctx):  # EX-3: lazily, failures not reported
+        data_dirs = self.data_dirs(ctx)
+        for folder in data_dirs:  # EX-3: lazily, failures not reported
             _ensure_folder(folder, Path(ctx.workspace))
+        # SANDBOX-1: confined like bash, but its own data folders stay writable.
+        sandbox = tool_sandbox(ctx)
+        if sandbox is not None:
+            sandbox = sandbox.with_allowed(*data_dirs)
         limit = int(ctx.config.tool_output_limit)
         payload = json.dumps(arguments, ensure_ascii=False).encode("utf-8") if self.manifest.stdin else None
         outcome = await run_process(argv, cwd=Path(ctx.workspace), env=env, payload=payload,
-                                    timeout=self.manifest.timeout, max_bytes=limit * _BYTES_PER_CHAR)
+                                    timeout=self.manifest.timeout, max_bytes=limit * _BYTES_PER_CHAR,
+                                    sandbox=sandbox)
         if outcome.timed_out:
             return ToolResult.fail(f"{self.name} timed out after {self.manifest.timeout:g} seconds and was stopped.")
         if outcome.stdin_failed:
@@ -206,8 +215,13 @@ class ExecTool(Tool[ExternalArguments]):
                 f"({outcome.stdin_failed}); the tool was stopped."
             )
         if self.manifest.output == "text":
-            return text_result(self.name, outcome, limit)
-        return await content_result(self.name, outcome, limit, Path(ctx.workspace), images_ok=ctx.images_ok)
+            result = text_result(self.name, outcome, limit)
+        else:
+            result = await content_result(self.name, outcome, limit, Path(ctx.workspace), images_ok=ctx.images_ok)
+        refused = refusal_note(sandbox, not result.ok, result.text)
+        if refused:
+            result.text += "\n" + refused
+        return result
 
 
 # Data folders already made by this process: made once, at the first run (EX-3). If a

@@ -32,6 +32,7 @@ from crystal_kernel.core.errors import ToolError
 from crystal_kernel.core.fsutil import atomic_write_text
 from crystal_kernel.tools._files import display_path
 from crystal_kernel.tools._notebook import Notebook, is_notebook, load_notebook, render_cell
+from crystal_kernel.tools._sandbox import tool_sandbox
 from crystal_kernel.tools.base import Classification, Risk, Tool, ToolContext, ToolInput, ToolResult, truncate_output
 from crystal_kernel.tools.bash import _environment, run_supervised
 
@@ -53,6 +54,7 @@ class NotebookRunTool(Tool[NotebookRunInput]):
     Input = NotebookRunInput
     risk = Risk.EXECUTE
     path_arguments = ("path",)
+    sandboxed = True
 
     def classify(self, args: NotebookRunInput, ctx: ToolContext) -> Classification:
         base = super().classify(args, ctx)
@@ -75,12 +77,19 @@ class NotebookRunTool(Tool[NotebookRunInput]):
         folder = Path(tempfile.mkdtemp(prefix="crystal-nbrun-"))
         try:
             result_file = folder / "result.json"
+            sandbox = tool_sandbox(ctx)
+            env = _environment(ctx.config)
+            # SANDBOX-1: the connection file goes to the run's temp folder, and without TCP
+            # the kernel talks over unix sockets there.
+            env["JUPYTER_RUNTIME_DIR"] = str(folder)
+            ipc = ["--ipc"] if sandbox is not None and not sandbox.network else []
             command = "exec " + shlex.join([sys.executable, "-m", "crystal_kernel.jupyter.nbrun", str(path),
-                                            str(result_file), "--upto", str(upto), "--timeout", f"{timeout:g}"])
+                                            str(result_file), "--upto", str(upto), "--timeout", f"{timeout:g}",
+                                            *ipc])
             started = time.monotonic()
-            done = await run_supervised(command, cwd=path.parent, env=_environment(ctx.config),
+            done = await run_supervised(command, cwd=path.parent, env=env,
                                         timeout=timeout + HARD_STOP_GRACE, limit=CHILD_OUTPUT_CHARS,
-                                        workspace=ctx.workspace)
+                                        workspace=ctx.workspace, sandbox=sandbox)
             seconds = time.monotonic() - started
             if done.timed_out:
                 raise ToolError(f"The run of '{shown}' did not finish within {timeout:g} seconds and was "

@@ -1,0 +1,239 @@
+"""The tool-process sandbox, applied by the launcher to itself before it starts the
+command (SANDBOX-1). Standard library only: the job supervisor loads it by path (it runs
+as ``python -I -S``), and the host imports it to ask the kernel's Landlock ABI.
+
+What is enforced, in the process that calls :func:`confine` and everything it starts:
+
+- Writes (create, write, truncate, remove, rename, link, make special files) only
+  beneath the ``writable`` paths. Reads and execution are not restricted.
+- ``protected`` paths stay unwritable even when they lie inside a writable path (the
+  workspace's ``.crystal/`` inside the workspace). Landlock only grants, it cannot take
+  back a subfolder of a granted folder, so:
+
+  1. Where an unprivileged user and mount namespace can be made (most Linux desktops;
+     this is measured at each start, it costs ~1 ms), every existing protected path
+     inside a writable one is bind-mounted read-only over itself in a private mount
+     namespace (uid and gid mapped to themselves), and ``allowed`` subfolders of them
+     (an exec set's data folder) are bound writable again. The writable path is then
+     granted whole: new files at the workspace's top level work.
+     A missing protected path could be created: its nearest existing folder is bound
+     read-only instead (a Home inside a temporary test folder).
+  2. Otherwise (or when a missing protected path would be created directly in the
+     writable path: a workspace whose ``.crystal/`` does not exist yet)
+     the writable path is split: each of its entries that holds no protected path is
+     granted, the protected ones are not, and the folder itself is not, so no new entry
+     can be created directly in it (a new file at the workspace's top level fails).
+
+- No TCP: with ``network`` False and Landlock ABI >= 4, TCP ``connect`` and ``bind`` are
+  refused (any address, loopback included). UDP and unix-domain sockets are not covered
+  by Landlock; with ABI >= 6 abstract unix sockets made outside the sandbox are refused
+  too.
+
+A process confined here cannot lift the restrictions: Landlock domains only stack, and
+``no_new_privs`` is set (set-uid programs such as ``sudo`` do not gain privileges).
+"""
+
+import ctypes
+import os
+import stat
+
+SYS_CREATE_RULESET = 444  # the same number on every Linux architecture since 5.13
+SYS_ADD_RULE = 445
+SYS_RESTRICT_SELF = 446
+CREATE_RULESET_VERSION = 1
+RULE_PATH_BENEATH = 1
+PR_SET_NO_NEW_PRIVS = 38
+
+WRITE_FILE = 1 << 1
+REMOVE_DIR = 1 << 4
+REMOVE_FILE = 1 << 5
+MAKE_ALL = sum(1 << bit for bit in range(6, 13))  # char, dir, reg, sock, fifo, block, sym
+REFER = 1 << 13  # ABI 2
+TRUNCATE = 1 << 14  # ABI 3
+NET_BIND_TCP = 1 << 0  # ABI 4
+NET_CONNECT_TCP = 1 << 1
+SCOPE_ABSTRACT_UNIX = 1 << 0  # ABI 6
+
+CLONE_NEWNS = 0x00020000
+CLONE_NEWUSER = 0x10000000
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
+MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 32, 4096, 16384, 1 << 18
+MS_NOATIME, MS_NODIRATIME, MS_RELATIME = 1024, 2048, 1 << 21
+# statvfs flags -> mount flags that a remount inside a user namespace must keep.
+_KEEP = ((os.ST_NOSUID, MS_NOSUID), (os.ST_NODEV, MS_NODEV), (os.ST_NOEXEC, MS_NOEXEC),
+         (os.ST_NOATIME, MS_NOATIME), (os.ST_NODIRATIME, MS_NODIRATIME), (os.ST_RELATIME, MS_RELATIME))
+
+_libc = None
+
+
+class SandboxError(Exception):
+    """The sandbox could not be set up; the command must not run."""
+
+
+def _lib():
+    global _libc
+    if _libc is None:
+        _libc = ctypes.CDLL(None, use_errno=True)
+    return _libc
+
+
+def abi_version() -> int:
+    """The kernel's Landlock ABI version; 0 when there is none (or it is disabled)."""
+    try:
+        lib = _lib()
+        version = lib.syscall(SYS_CREATE_RULESET, None, ctypes.c_size_t(0), ctypes.c_uint32(CREATE_RULESET_VERSION))
+    except (OSError, AttributeError):
+        return 0
+    return max(int(version), 0)
+
+
+class _RulesetAttr(ctypes.Structure):
+    _fields_ = [("handled_access_fs", ctypes.c_uint64), ("handled_access_net", ctypes.c_uint64),
+                ("scoped", ctypes.c_uint64)]
+
+
+class _PathBeneath(ctypes.Structure):
+    _pack_ = 1
+    _fields_ = [("allowed_access", ctypes.c_uint64), ("parent_fd", ctypes.c_int32)]
+
+
+def _fail(what: str) -> "SandboxError":
+    err = ctypes.get_errno()
+    return SandboxError(f"{what}: {os.strerror(err)}")
+
+
+def _inside(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip("/") + "/")
+
+
+def _exists(path: str) -> bool:
+    return os.path.lexists(path)
+
+
+def _nearest_existing(path: str) -> str:
+    while not _exists(path) and path != os.path.dirname(path):
+        path = os.path.dirname(path)
+    return path
+
+
+def _split(root: str, protected: list, out: list) -> None:
+    """Grant ``root`` entry by entry, leaving out the protected paths (and ``root``
+    itself, so nothing new can be created in it)."""
+    if any(_inside(root, p) for p in protected):
+        return
+    if not any(_inside(p, root) for p in protected):
+        out.append(root)
+        return
+    try:
+        names = os.listdir(root)
+    except OSError:
+        return
+    for name in names:
+        _split(os.path.join(root, name), protected, out)
+
+
+def _write_file(path: str, text: str) -> None:
+    fd = os.open(path, os.O_WRONLY)
+    try:
+        os.write(fd, text.encode())
+    finally:
+        os.close(fd)
+
+
+def _mount(lib, source, target: str, flags: int) -> None:
+    src = None if source is None else os.fsencode(source)
+    if lib.mount(src, os.fsencode(target), None, ctypes.c_ulong(flags), None) != 0:
+        raise _fail(f"cannot mount {target}")
+
+
+def _enter_namespace(read_only: list, writable_again: list) -> bool:
+    """A private user and mount namespace where ``read_only`` paths are read-only bind
+    mounts; False (nothing changed) when the system does not allow one."""
+    lib = _lib()
+    uid, gid = os.getuid(), os.getgid()
+    if lib.unshare(CLONE_NEWUSER | CLONE_NEWNS) != 0:
+        return False
+    # From here a failure cannot be undone: it is an error, and the command does not run.
+    try:
+        _write_file("/proc/self/setgroups", "deny")
+        _write_file("/proc/self/uid_map", f"{uid} {uid} 1")
+        _write_file("/proc/self/gid_map", f"{gid} {gid} 1")
+    except OSError as exc:
+        raise SandboxError(f"cannot map the user into the namespace: {exc.strerror}") from None
+    _mount(lib, None, "/", MS_REC | MS_PRIVATE)
+    for path, extra in [(p, MS_RDONLY) for p in read_only] + [(p, 0) for p in writable_again]:
+        _mount(lib, path, path, MS_BIND | MS_REC)
+        kept = 0
+        flags = os.statvfs(path).f_flag
+        for st_flag, ms_flag in _KEEP:
+            if flags & st_flag:
+                kept |= ms_flag
+        _mount(lib, None, path, MS_REMOUNT | MS_BIND | extra | kept)
+    return True
+
+
+def plan(writable: list, protected: list, allowed: list, use_namespace: bool = True) -> tuple:
+    """Decide (and, with ``use_namespace``, enter the namespace for) what Landlock grants.
+    Returns ``(granted paths, how)`` where how is "namespace" or "split"."""
+    writable = [os.path.realpath(p) for p in writable if _exists(p)]
+    protected = [os.path.realpath(p) for p in protected]
+    allowed = [os.path.realpath(p) for p in allowed if _exists(p)]
+    inside = [p for p in protected if any(_inside(p, w) and p != w for w in writable)]
+    # A missing protected path could be created: its nearest existing folder is made
+    # read-only instead, unless that folder is a writable root itself (then: split).
+    binds = [_nearest_existing(p) for p in inside]
+    if use_namespace and inside and not any(b in writable for b in binds):
+        again = [a for a in allowed if any(_inside(a, b) for b in binds)]
+        if _enter_namespace(sorted(set(binds)), again):
+            return writable + allowed, "namespace"
+    granted: list = []
+    for root in writable:
+        _split(root, protected, granted)
+    return granted + allowed, "split" if inside else "plain"
+
+
+def confine(writable: list, protected: list, allowed: list, network: bool, use_namespace: bool = True) -> str:
+    """Restrict this process (single-threaded: the launcher) and its future children.
+    Raises :class:`SandboxError` when Landlock is missing or a step fails. Returns how
+    protected paths inside writable ones were kept ("namespace", "split" or "plain")."""
+    abi = abi_version()
+    if abi < 1:
+        raise SandboxError("Landlock is not available in this kernel")
+    granted, how = plan(writable, protected, allowed, use_namespace)
+    lib = _lib()
+    fs = WRITE_FILE | REMOVE_DIR | REMOVE_FILE | MAKE_ALL
+    if abi >= 2:
+        fs |= REFER
+    if abi >= 3:
+        fs |= TRUNCATE
+    attr = _RulesetAttr(fs, 0, 0)
+    size = 8
+    if not network and abi >= 4:
+        attr.handled_access_net = NET_BIND_TCP | NET_CONNECT_TCP
+        size = 16
+        if abi >= 6:
+            attr.scoped = SCOPE_ABSTRACT_UNIX
+            size = 24
+    ruleset = lib.syscall(SYS_CREATE_RULESET, ctypes.byref(attr), ctypes.c_size_t(size), ctypes.c_uint32(0))
+    if ruleset < 0:
+        raise _fail("cannot create the Landlock rules")
+    try:
+        for path in granted:
+            try:
+                fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+            except OSError:
+                continue  # vanished meanwhile: nothing to grant
+            try:
+                is_dir = stat.S_ISDIR(os.fstat(fd).st_mode)
+                beneath = _PathBeneath(fs if is_dir else fs & (WRITE_FILE | TRUNCATE), fd)
+                if lib.syscall(SYS_ADD_RULE, ruleset, RULE_PATH_BENEATH, ctypes.byref(beneath), 0) != 0:
+                    raise _fail(f"cannot grant {path}")
+            finally:
+                os.close(fd)
+        if lib.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+            raise _fail("cannot set no_new_privs")
+        if lib.syscall(SYS_RESTRICT_SELF, ruleset, 0) != 0:
+            raise _fail("cannot enforce the Landlock rules")
+    finally:
+        os.close(ruleset)
+    return how
