@@ -75,6 +75,18 @@ def private_home(tmp_path_factory, monkeypatch):
     yield home / ".crystal"
 
 
+@pytest.fixture(autouse=True)
+def held_keys_given_back(monkeypatch):
+    """A test that opens a session in this process goes through the front door, which
+    withdraws the model key variables from os.environ into the host's holder (TRUST-6).
+    They go back before monkeypatch restores the environment, so no key a test set
+    outlives it (in the holder, redaction and key lookups of later tests would find it)."""
+    yield
+    from crystal_kernel.core.secrets import held_keys, restore_keys
+
+    restore_keys(list(held_keys()))
+
+
 @pytest.fixture
 def workspace(tmp_path) -> Path:
     ws = tmp_path / "ws"

@@ -18,8 +18,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from crystal_kernel.core.config import load_config
+from crystal_kernel.core.config import Config, load_config
+from crystal_kernel.core.environ_block import scrub_initial_environment
 from crystal_kernel.core.errors import UserError
+from crystal_kernel.core.secrets import key_variables, pass_keys, withdraw_keys
 from crystal_kernel.host.session import ProcessFlags, Session
 from crystal_kernel.providers.base import Provider
 
@@ -187,4 +189,17 @@ def open_session(options: SessionOptions) -> Session:
         session.note(line)
     # Compose once now so that flag problems (FL-3) refuse to start.
     session.system_text()
+    _guard_keys(config, options.keys)
     return session
+
+
+def _guard_keys(config: Config, policy: KeyPolicy) -> None:
+    """TRUST-4, TRUST-6: the provider (and any /model later, through
+    secrets.key_value) holds the key now; code a tool runs in this process, and every
+    process that reads /proc/<this pid>/environ, finds none."""
+    if pass_keys(config):
+        return
+    if policy == "withdraw":
+        withdraw_keys(config)
+    else:
+        scrub_initial_environment(key_variables())

@@ -109,6 +109,8 @@ class CrystalKernel(IPythonKernel):
         if self.crystal is None:
             from crystal_kernel.host.bootstrap import SessionOptions, open_session
 
+            # TRUST-4, TRUST-6: the door withdraws the key variables from this process,
+            # which runs the python tool's code (keys="withdraw", the default).
             session = open_session(SessionOptions(
                 self.workspace, overrides=self.options.overrides, flags=self.options.process_flags(),
                 person_present=not self.options.unattended, notebook=True,
@@ -116,12 +118,6 @@ class CrystalKernel(IPythonKernel):
             from crystal_kernel.host.recorded_person import adopt_replayed_person
 
             adopt_replayed_person(session, self.options.unattended)  # replay: the cassette answers
-            from crystal_kernel.core.secrets import withdraw_keys
-
-            # TRUST-4: the provider holds its key now. This process runs the python tool's
-            # code, so the key variables leave os.environ (the host keeps them privately,
-            # /model still finds them) unless the person set passKeysToTools.
-            withdraw_keys(session.config)
             self._attach(session)
         return self.crystal
 

@@ -116,21 +116,16 @@ class MagicsHost(SyncForm):
                                                 ("reasoningEffort", opts.reasoning)) if v})
             flags = merged_flags(flags, opts)
         workspace = Path(self.options.workspace or os.getcwd())
-        return open_session(SessionOptions(workspace, overrides=overrides, flags=flags,
+        # TRUST-4: this is the person's own kernel, so its os.environ keeps the keys (their
+        # cells may use them; keys="person_keeps"); the python tool's code runs with them
+        # withdrawn, and the door masks the copy /proc/PID/environ shows.
+        return open_session(SessionOptions(workspace, overrides=overrides, flags=flags, keys="person_keeps",
                                            person_present=not self.options.unattended, notebook=True))
 
     def _attach(self, session: Session) -> None:
         from crystal_kernel.host.recorded_person import adopt_replayed_person
 
         adopt_replayed_person(session, self.options.unattended)  # replay: the cassette answers
-        from crystal_kernel.core.environ_block import scrub_initial_environment
-        from crystal_kernel.core.secrets import key_variables, pass_keys
-
-        # TRUST-4: this is the person's own kernel, so its os.environ keeps the keys (their
-        # cells may use them); the python tool's code runs with them withdrawn. The copy
-        # /proc/PID/environ shows is masked: the tool's code could read it there.
-        if not pass_keys(session.config):
-            scrub_initial_environment(key_variables())
         attach_notebook(session, self.shell, self.notebook)
         self.crystal = session
 

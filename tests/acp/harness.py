@@ -103,10 +103,13 @@ def capabilities(*, elicitation: bool = False) -> ClientCapabilities:
 
 @asynccontextmanager
 async def crystal_acp(client: RecordingClient, server: Any, *, cwd: Path, args: tuple[str, ...] = (),
-                      elicitation: bool = False, stderr_path: Path | None = None) -> AsyncIterator[tuple[Any, Any, Any]]:
-    """Start `crystal acp`, initialize, and yield (connection, process, initialize response)."""
+                      elicitation: bool = False, stderr_path: Path | None = None,
+                      env_extra: dict[str, str] | None = None) -> AsyncIterator[tuple[Any, Any, Any]]:
+    """Start `crystal acp`, initialize, and yield (connection, process, initialize response).
+    ``env_extra`` is set last in the agent's environment."""
     env = dict(os.environ)
     env.update(model_env(server))
+    env.update(env_extra or {})
     stderr_path = stderr_path or cwd.parent / "acp-stderr.log"
     with open(stderr_path, "ab") as err:
         async with spawn_agent_process(client, CRYSTAL, "acp", *args, env=env, cwd=cwd,
