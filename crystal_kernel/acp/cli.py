@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import logging
 import os
 import signal
@@ -107,6 +108,19 @@ class _Unanswered:
             await self._changed.wait()
 
 
+_BAD_LINE = {-32700: ("Parse error", "is not JSON"), -32600: ("Invalid Request", "is not a JSON object")}
+
+
+def _answer_bad_line(writer: asyncio.StreamWriter, code: int) -> None:
+    """JSON-RPC's answer to a line that is not a request (id null, as the spec says when
+    the id cannot be read), and one line on stderr; the line itself is not echoed."""
+    message, why = _BAD_LINE[code]
+    reply = {"jsonrpc": "2.0", "id": None, "error": {"code": code, "message": message}}
+    writer.write((json.dumps(reply) + "\n").encode())  # one write: never inside another message
+    logging.getLogger(__name__).warning("a line of input %s; answered with JSON-RPC error %d (%s).",
+                                        why, code, message.lower())
+
+
 async def serve(options: Any, in_fd: int, out_fd: int) -> None:
     """Run the agent until end of input or a signal, then close every session.
 
@@ -122,6 +136,7 @@ async def serve(options: Any, in_fd: int, out_fd: int) -> None:
     agent = CrystalAgent(options)
     reader, writer = await open_streams(in_fd, out_fd, STREAM_LIMIT)
     unanswered = _Unanswered()
+    reader.on_bad_line(lambda line, code: _answer_bad_line(writer, code))
 
     async def finish_requests() -> None:
         await reader.lines_read()  # the receive loop has taken every line

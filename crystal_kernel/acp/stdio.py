@@ -10,6 +10,7 @@ stream's buffer is full, the writer pauses the protocol when too much is queued.
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import queue
 import stat
@@ -193,13 +194,28 @@ class InputReader(asyncio.StreamReader):
         self._on_end: Callable[[], None] | None = None
         # Set when a read left no whole line unread (see lines_read).
         self._drained = asyncio.Event()
+        # Called with (line, JSON-RPC error code) for a line that is not a JSON object.
+        self._on_bad_line: Callable[[bytes, int], None] | None = None
 
     async def readuntil(self, separator: _ReaduntilBuffer = b"\n") -> bytes:
         try:
-            return await super().readuntil(separator)
+            while True:
+                line = await super().readuntil(separator)
+                code = _bad_line_code(line) if self._on_bad_line is not None else None
+                if code is None or self._on_bad_line is None:
+                    return line
+                # Answered here, once, with the JSON-RPC error; the protocol library
+                # would log a traceback and answer nothing.
+                self._on_bad_line(line, code)
         finally:
             if not self.unread_lines():
                 self._drained.set()
+
+    def on_bad_line(self, callback: Callable[[bytes, int], None]) -> None:
+        """Hand lines that are not JSON objects to ``callback`` instead of the reader's
+        caller, with the JSON-RPC error code for them: -32700 (parse error) for text that
+        is not JSON, -32600 (invalid request) for JSON that is not an object."""
+        self._on_bad_line = callback
 
     async def lines_read(self) -> None:
         """Wait until every whole line received so far has been read."""
@@ -240,6 +256,22 @@ class InputReader(asyncio.StreamReader):
         self._released = True
         if self._ended:
             super().feed_eof()
+
+
+PARSE_ERROR = -32700
+INVALID_REQUEST = -32600
+
+
+def _bad_line_code(line: bytes) -> int | None:
+    """None for a blank line or a JSON object; else the JSON-RPC error code it earns."""
+    text = line.strip()
+    if not text:
+        return None
+    try:
+        message = json.loads(text)
+    except ValueError:  # JSONDecodeError, and UnicodeDecodeError for bytes not UTF-8
+        return PARSE_ERROR
+    return None if isinstance(message, dict) else INVALID_REQUEST
 
 
 async def open_streams(in_fd: int, out_fd: int, limit: int) -> tuple[InputReader, asyncio.StreamWriter]:

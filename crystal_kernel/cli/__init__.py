@@ -11,11 +11,14 @@ import asyncio
 import gc
 import importlib
 import json
+import shlex
 import signal
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from crystal_kernel import __version__
 from crystal_kernel.cli.terminal import say
 from crystal_kernel.core.errors import UserError
 from crystal_kernel.core.textsafe import terminal_json, terminal_safe
@@ -48,6 +51,8 @@ def build_parser() -> argparse.ArgumentParser:
     from crystal_kernel.host.bootstrap import add_model_flags, add_process_flags, add_reasoning_flag
 
     parser = OneLineParser(prog="crystal", description="Crystal: a coding agent that lives in Jupyter.")
+    parser.add_argument("--version", action="version", version=f"crystal {__version__}",
+                        help="print the version and exit")
     sub = parser.add_subparsers(dest="command", parser_class=OneLineParser, required=True)
     run = sub.add_parser(
         "run", help="run one headless turn",
@@ -153,6 +158,9 @@ async def _run_turn(session: Session, prompt: str, fmt: str) -> int:
         if code == 1 and fmt == "text":
             # jsonl says it in turn_end; text mode must not exit 1 without a word.
             say(f"crystal: {stop_explanation(turn.stop_reason, session)}", err=True)
+        if fmt == "text" and session.store.exists(session.id):
+            # jsonl has the id in turn_end; stdout stays the answer alone.
+            say(resume_hint(session), err=True)
         return code
     finally:
         await session.close()
@@ -173,6 +181,14 @@ def result_preview(text: str) -> str:
     if len(lines) > PREVIEW_LINES:
         lines = lines[:PREVIEW_HEAD] + [f"… {len(lines) - PREVIEW_HEAD} more lines"]
     return "\n".join([lines[0]] + [f"  {line}" if line else "" for line in lines[1:]]) if lines else ""
+
+
+def resume_hint(session: Session) -> str:
+    """The line after a text-mode turn: the session's id and the command that goes on."""
+    where = ""
+    if Path(session.workspace).resolve() != Path.cwd().resolve():
+        where = f" --workspace {shlex.quote(str(session.workspace))}"
+    return f"Session {session.id} saved; continue it with: crystal run --resume {session.id}{where} \"…\""
 
 
 def stop_explanation(reason: str | None, session: Session) -> str:

@@ -28,7 +28,7 @@ def _common(parser: argparse.ArgumentParser, *, workspace: bool = False) -> None
     if workspace:
         parser.add_argument("--workspace", metavar="DIR", default=".", help="workspace root (default .)")
         parser.add_argument("--source", choices=tuple(SOURCES), help="only the Home or the project folders")
-    parser.add_argument("--format", choices=("text", "json"), default="text")
+    parser.add_argument("--format", choices=("text", "json"), default="text", help="output format (default text)")
 
 
 def _add_promptsets(subparsers: Any) -> None:
@@ -42,9 +42,9 @@ def _add_promptsets(subparsers: Any) -> None:
     ):
         parser = actions.add_parser(name, help=help_text)
         if arg == "NAME":
-            parser.add_argument("name")
+            parser.add_argument("name", help="the prompt set's folder name under ~/.crystal/promptsets")
         elif arg == "NAME?":
-            parser.add_argument("name", nargs="?")
+            parser.add_argument("name", nargs="?", help="the set to disable (default: the enabled one)")
         _common(parser)
         parser.set_defaults(handler=cmd_promptsets)
 
@@ -55,7 +55,7 @@ def _add_attachments(subparsers: Any) -> None:
     for name in ("list", "show", "enable", "disable", "up", "down"):
         parser = actions.add_parser(name, help=f"{name} prompt attachments" if name == "list" else f"{name} one attachment")
         if name != "list":
-            parser.add_argument("name")
+            parser.add_argument("name", help="the attachment's folder name")
         _common(parser, workspace=True)
         parser.set_defaults(handler=cmd_attachments)
 
@@ -67,8 +67,8 @@ def _add_prompts(subparsers: Any) -> None:
     actions = top.add_subparsers(dest="prompts_action", required=True)
     export = actions.add_parser("export", help="print a fully composed prompt as the model would receive it")
     export.add_argument("name", choices=NAMED_PROMPTS, metavar="NAME", help=" | ".join(NAMED_PROMPTS))
-    export.add_argument("--workspace", metavar="DIR", default=".")
-    export.add_argument("--home", metavar="DIR")
+    export.add_argument("--workspace", metavar="DIR", default=".", help="workspace root (default .)")
+    export.add_argument("--home", metavar="DIR", help="Crystal home (default $CRYSTAL_HOME or ~/.crystal)")
     add_model_flags(export)
     add_process_flags(export)
     export.set_defaults(handler=cmd_export)

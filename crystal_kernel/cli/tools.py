@@ -31,17 +31,17 @@ def add_subparsers(subparsers: Any) -> None:
 
     p = actions.add_parser("list", help="list the external tools of Home and a workspace")
     _common(p)
-    p.add_argument("--format", choices=("text", "json"), default="text")
+    p.add_argument("--format", choices=("text", "json"), default="text", help="output format (default text)")
     p.set_defaults(handler=cmd_list)
 
     p = actions.add_parser("show", help="show one tool: description, schema, command")
-    p.add_argument("name")
+    p.add_argument("name", help="the tool's name, as `crystal tools list` shows it")
     _common(p)
-    p.add_argument("--format", choices=("text", "json"), default="text")
+    p.add_argument("--format", choices=("text", "json"), default="text", help="output format (default text)")
     p.set_defaults(handler=cmd_show)
 
     p = actions.add_parser("call", help="run one tool as the agent would and print the result as JSON")
-    p.add_argument("name")
+    p.add_argument("name", help="the tool's name, as `crystal tools list` shows it")
     p.add_argument("--args", dest="arguments", default="{}", metavar="JSON",
                    help="the argument object as JSON (default {})")
     _common(p)

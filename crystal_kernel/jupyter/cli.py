@@ -25,7 +25,8 @@ def add_subparsers(sub: Any) -> None:
     where.add_argument("--sys-prefix", dest="sys_prefix", action="store_true", help="this Python's prefix")
     where.add_argument("--prefix", metavar="DIR", help="PREFIX/share/jupyter/kernels")
     install.add_argument("--name", default="crystal", help="kernelspec name (default: crystal)")
-    install.add_argument("--display-name", dest="display_name", default="Crystal")
+    install.add_argument("--display-name", dest="display_name", default="Crystal",
+                         help="the name the launcher and the kernel picker show (default: Crystal)")
     install.set_defaults(handler=cmd_install)
     # Crystal's own kernel flags (FL-*, MODE-7, model flags), baked into argv.
     from crystal_kernel.jupyter.options import add_kernel_flags

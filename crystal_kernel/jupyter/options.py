@@ -39,9 +39,13 @@ def add_kernel_flags(p: argparse.ArgumentParser) -> None:
     add_process_flags(p)
     add_model_flags(p)
     add_reasoning_flag(p)
-    p.add_argument("--workspace")
-    p.add_argument("--unattended", action="store_true")
-    p.add_argument("--ask-timeout", dest="ask_timeout", type=float)
+    p.add_argument("--workspace", metavar="DIR",
+                   help="the session's workspace (default: the notebook's folder)")
+    p.add_argument("--unattended", action="store_true",
+                   help="nobody answers forms: asks are denied and questions not offered; under replay the "
+                        "recording answers (default: a person answers)")
+    p.add_argument("--ask-timeout", dest="ask_timeout", type=float, metavar="SECONDS",
+                   help="how long a form waits for a person (default: personTimeoutSeconds, 3600)")
 
 
 def parser() -> argparse.ArgumentParser:

@@ -127,3 +127,23 @@ async def test_input_closed_during_a_prompt_answers_it_cancelled(workspace):
                 await proc.wait()
     answer = [m for m in seen if m.get("id") == 3]
     assert answer and answer[0]["result"]["stopReason"] == "cancelled"
+
+
+def test_a_line_that_is_not_json_gets_a_parse_error_and_one_line(workspace):
+    """JSON-RPC 2.0: text that is not JSON is answered with error -32700 (id null), JSON
+    that is not an object with -32600; stderr says so in one line each, with no traceback,
+    and the requests around them are answered as usual (SPEC §11: one English line)."""
+    garbage = "hello, is this the agent?\n[1, 2, 3]\n"
+    with LLMServer([]) as server:
+        out = subprocess.run([CRYSTAL, "acp"], input=garbage + requests(workspace), capture_output=True, text=True,
+                             cwd=workspace, env=env_for(server), timeout=60)
+    assert out.returncode == 0, out.stderr
+    lines = [json.loads(line) for line in out.stdout.splitlines()]
+    assert lines[0] == {"jsonrpc": "2.0", "id": None, "error": {"code": -32700, "message": "Parse error"}}
+    assert lines[1] == {"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": "Invalid Request"}}
+    check_replies("\n".join(json.dumps(line) for line in lines[2:]), workspace)
+    assert out.stderr.splitlines() == [
+        "crystal acp: a line of input is not JSON; answered with JSON-RPC error -32700 (parse error).",
+        "crystal acp: a line of input is not a JSON object; answered with JSON-RPC error -32600 (invalid request).",
+    ], out.stderr
+    assert "hello" not in out.stderr  # the client's text is not echoed to the terminal
