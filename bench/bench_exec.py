@@ -78,7 +78,7 @@ async def _run() -> list[dict]:
         config = load_config(home, overrides={"approval": "full"})
         session = Session(workspace=workspace, config=config, provider=ScriptedProvider([]), person_present=False)
         ctx = session.tool_context(NoPerson(), images_ok=True)
-        tools, notes = discover_external_tools(home, workspace)
+        tools, notes = await discover_external_tools(home, workspace)
         assert not notes, notes
         by_name = {t.name: t for t in tools}
         for name, label, rounds in (("instant", "a native tool that exits at once", 400),
@@ -88,7 +88,7 @@ async def _run() -> list[dict]:
                          "unit": "ms", "ratio": ours / ref, "target": {"ratio_max": 1.15}})
         start = time.perf_counter()
         for _ in range(20):
-            discover_external_tools(home, workspace)
+            await discover_external_tools(home, workspace)
         rows.append({"name": "exec: discover sets (per session start)", "ours": (time.perf_counter() - start) / 20 * 1000,
                      "reference": 5.0, "unit": "ms", "ratio": None, "target": {"ours_max": 5.0}})
         await session.close()

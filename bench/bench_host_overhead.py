@@ -17,6 +17,7 @@ from pathlib import Path
 from openai import AsyncOpenAI
 
 from crystal_kernel.core.config import load_config
+from crystal_kernel.core.runner import run_to_completion
 from crystal_kernel.host.loop import run_turn
 from crystal_kernel.host.session import Session
 from crystal_kernel.providers.registry import make_provider
@@ -54,7 +55,7 @@ def offered_tools(workspace: Path) -> tuple[str, list[dict]]:
     session = Session(workspace=workspace, config=config, provider=make_provider(config, workspace=workspace),
                       person_present=False)
     tools = [{"type": "function", "function": {"name": t.name, "description": t.description,
-                                               "parameters": t.input_schema()}} for t in session.tools()]
+                                               "parameters": t.input_schema()}} for t in run_to_completion(session.prepare_tools())]
     return session.system_text(), tools
 
 

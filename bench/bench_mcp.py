@@ -57,6 +57,7 @@ async def _direct(action):
 async def _calls(rounds: int) -> tuple[float, float]:
     with tempfile.TemporaryDirectory() as tmp:
         session = _session(Path(tmp))
+        await session.prepare_tools()
         tool = session.tool("demo_echo")
         ctx = session.tool_context(NoPerson(), call_id="b")
 

@@ -10,7 +10,6 @@ input (one English line on stderr, nothing changed).
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 from pathlib import Path
 from typing import Any
@@ -18,6 +17,7 @@ from typing import Any
 from crystal_kernel.cli.terminal import say, say_json
 from crystal_kernel.core import paths
 from crystal_kernel.core.errors import ToolError, UserError
+from crystal_kernel.core.runner import run_to_completion
 from crystal_kernel.providers.base import NoModel
 
 # `crystal tools list` shows at most this many characters of a description's first line.
@@ -96,11 +96,11 @@ def _describe(tool: Any) -> dict[str, Any]:
     return info
 
 
-def _discover(ns: argparse.Namespace, context: Any = None) -> tuple[list[Any], list[str]]:
+def _discover(ns: argparse.Namespace) -> tuple[list[Any], list[str]]:
     from crystal_kernel.host.tool_sources import discover_external_tools
 
     home, workspace = _paths(ns)
-    return discover_external_tools(home, workspace, context=context)
+    return run_to_completion(discover_external_tools(home, workspace))
 
 
 def shorten(text: str, limit: int = LIST_WIDTH) -> str:
@@ -140,10 +140,11 @@ def cmd_list(ns: argparse.Namespace) -> int:
     return 0
 
 
-def _find(ns: argparse.Namespace, context: Any = None) -> Any:
+def _find(ns: argparse.Namespace, found: tuple[list[Any], list[str]] | None = None) -> Any:
+    """The external tool ``ns.name`` among ``found`` (a listing's when not given)."""
     from crystal_kernel.tools.catalog import RESERVED_NAMES
 
-    tools, notes = _discover(ns, context)
+    tools, notes = found if found is not None else _discover(ns)
     for tool in tools:
         if tool.name == ns.name:
             return tool
@@ -184,11 +185,12 @@ def cmd_call(ns: argparse.Namespace) -> int:
     session = open_session(SessionOptions(
         workspace, home=home, person_present=False, saves=False,
         provider=NoModel(images=ns.images, why="crystal tools call has no model.")))
-    tool = _find(ns, context=session)
     ctx = session.tool_context(NoPerson(), call_id="cli", images_ok=ns.images)
 
     async def go() -> ToolResult:
         try:
+            # The session's own tool source: the MCP servers it starts stop with it.
+            tool = _find(ns, await session.external_tools())
             try:
                 return await tool.run(tool.parse(arguments), ctx)
             except ToolError as exc:
@@ -196,7 +198,7 @@ def cmd_call(ns: argparse.Namespace) -> int:
         finally:
             await session.close()
 
-    result = asyncio.run(go())
+    result = run_to_completion(go())
     for note in session.drain_notes():
         say(f"note: {note}", err=True)
     say_json({"ok": result.ok, "text": result.text,

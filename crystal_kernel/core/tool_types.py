@@ -103,10 +103,6 @@ class ToolSource(Protocol):
         is awaited without blocking the caller's event loop."""
         ...
 
-    def tools_now(self, session: Any) -> list[Any]:
-        """The same catalog for a caller without an event loop (it may block)."""
-        ...
-
     def check_disabled(self, names: Any) -> list[str]:
         """MODE-7: the ``--disable-tool`` names, checked (a UserError for an unknown one)."""
         ...

@@ -331,7 +331,7 @@ class Turn:
         self._emit(ToolCallStarted(id=call.id, name=call.name, arguments=call.arguments))
         tool = session.tool(call.name)
         if tool is None:
-            available = ", ".join(t.name for t in session.tools())
+            available = ", ".join(t.name for t in session.catalog)
             return self._result(call, ToolResult.fail(f"Unknown tool '{call.name}'. Available tools: {available}."))
         if call.raw_arguments is not None:
             return self._result(

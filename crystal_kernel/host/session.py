@@ -20,7 +20,6 @@ from crystal_kernel.core.errors import UserError
 from crystal_kernel.core.message_log import MessageLog, RawMessage
 from crystal_kernel.core.messages import Message, load_transcript
 from crystal_kernel.core.todos import Todo
-from crystal_kernel.core.tool_types import ToolSource
 from crystal_kernel.host.approval import Reviewer, SessionAllowances
 from crystal_kernel.host.grants import sign as sign_grants
 from crystal_kernel.host.grants import verify as verify_grants
@@ -32,8 +31,8 @@ from crystal_kernel.providers.base import Capabilities, ModelRequest, Provider
 
 if TYPE_CHECKING:
     from crystal_kernel.core.interaction import Interaction
+    from crystal_kernel.host.tool_sources import SessionTools
     from crystal_kernel.jobs.manager import JobManager
-    from crystal_kernel.mcp.manager import McpManager
     from crystal_kernel.tools.base import LiveNotebookEdit, Tool, ToolContext
 
 
@@ -124,7 +123,7 @@ class Session:
         person_present: bool = True,
         notebook: bool = False,
         session_id: str | None = None,
-        tool_source: ToolSource | None = None,
+        tool_source: SessionTools | None = None,
     ):
         self.workspace = Path(os.path.realpath(workspace))
         if not self.workspace.is_dir():
@@ -139,7 +138,7 @@ class Session:
             tool_source = SessionTools()
         # Where the tools come from (host/tool_sources.py): entered before the first
         # catalog, exited in close().
-        self.tool_source: ToolSource = tool_source
+        self.tool_source: SessionTools = tool_source
         self._source_entered = False
         # Bumped by refresh_system(): a catalog built meanwhile is not kept.
         self._tools_generation = 0
@@ -188,11 +187,6 @@ class Session:
         self._jobs: JobManager | None = None
         # The lock on this session's document (host/session_lock.py), once claimed.
         self._lock: SessionLock | None = None
-        # The session's MCP servers (crystal_kernel/mcp/manager.py), made at the first
-        # catalog build that finds an mcp.json; kept across rebuilds, closed in close().
-        self.mcp_servers: McpManager | None = None
-        # MCP server entries an ACP client passed for this session (mcp/config.client_server).
-        self.client_mcp_servers: list[Any] = []
         # Automatic compaction (host/compaction.py): after a failure, the transcript length
         # at which to try again; and whether "nothing left to summarise" was said already.
         self.compaction_retry_at = 0
@@ -224,12 +218,13 @@ class Session:
     def capabilities(self) -> Capabilities:
         return self.provider.capabilities
 
-    def tools(self) -> list[Tool[Any]]:
-        """The catalog for the current mode (MODE-1/2), cached until refreshed. Built here
-        only by callers without an event loop (it blocks while MCP servers start); the
-        turn loop and the commands await :meth:`prepare_tools` first."""
+    @property
+    def catalog(self) -> list[Tool[Any]]:
+        """The catalog for the current mode (MODE-1/2), as :meth:`prepare_tools` built it
+        (RuntimeError before that: building may start MCP servers, which only the async
+        path does; sync callers run ``prepare_tools`` with core.runner)."""
         if self._tools is None:
-            self._tools = self.tool_source.tools_now(self)
+            raise RuntimeError("The tool catalog is not built yet: await session.prepare_tools() first.")
         return self._tools
 
     async def prepare_tools(self) -> list[Tool[Any]]:
@@ -237,17 +232,27 @@ class Session:
         must start (MCP servers) starts on its own loop: the caller's event loop keeps
         serving meanwhile (a kernel answers widgets and interrupts)."""
         while self._tools is None:
-            if not self._source_entered:
-                await self.tool_source.__aenter__()
-                self._source_entered = True
+            await self._enter_source()
             generation = self._tools_generation
             tools = await self.tool_source.get_tools(self)
             if generation == self._tools_generation:  # no /mode, /cd, /model meanwhile
                 self._tools = tools
         return self._tools
 
+    async def _enter_source(self) -> None:
+        if not self._source_entered:
+            await self.tool_source.__aenter__()
+            self._source_entered = True
+
+    async def external_tools(self) -> tuple[list[Tool[Any]], list[str]]:
+        """Every external tool this session's sources offer, whatever the mode, and the
+        notes about what was skipped (``crystal tools call``). The servers started stay
+        the source's, stopped by :meth:`close`."""
+        await self._enter_source()
+        return await self.tool_source.external_tools(self)
+
     def tool(self, name: str) -> Tool[Any] | None:
-        for t in self.tools():
+        for t in self.catalog:
             if t.name == name:
                 return t
         return None
@@ -305,7 +310,7 @@ class Session:
     def _tool_specs(self) -> list[Any]:
         """The catalog's specs, made once per catalog (a new catalog is a new list): a
         spec's schema is a fresh deep copy, and this runs before every model step."""
-        tools = self.tools()
+        tools = self.catalog
         kept = self._specs
         if kept is None or kept[0] is not tools:
             kept = self._specs = (tools, [t.spec() for t in tools])
@@ -351,7 +356,7 @@ class Session:
     def use_client_mcp_servers(self, servers: list[Any]) -> None:
         """The MCP server entries an ACP client passed for this session
         (mcp/config.client_server); they start with the next catalog."""
-        self.client_mcp_servers = list(servers)
+        self.tool_source.use_client_servers(servers)
         self.refresh_system()
 
     def attach_notebook(self, shell: Any, path: str | None, live_edit: LiveNotebookEdit | None) -> None:
@@ -427,7 +432,7 @@ class Session:
         """Stop background jobs (BG-2) and anything else the session started."""
         if self._jobs is not None:
             await self._jobs.aclose()  # off the event loop: a stubborn job takes seconds
-        for tool in self.tools() if self._tools is not None else []:
+        for tool in self._tools or []:
             closer = getattr(tool, "aclose", None)
             if closer is not None:
                 try:
@@ -437,11 +442,6 @@ class Session:
         if self._source_entered:
             self._source_entered = False
             await self.tool_source.__aexit__(None, None, None)
-        if self.mcp_servers is not None:  # also in Plan, where MCP tools may be absent
-            try:
-                await self.mcp_servers.aclose()
-            except Exception:
-                pass
         closer = getattr(self.provider, "aclose", None)
         if closer is not None:
             try:

@@ -25,6 +25,9 @@ from crystal_kernel import plugins
 from crystal_kernel.core import paths
 from crystal_kernel.core.errors import ToolError
 from crystal_kernel.core.tool_types import ToolSpec
+from crystal_kernel.mcp import McpServers
+from crystal_kernel.mcp.config import ServerConfig
+from crystal_kernel.prompts.skills import discover_skills
 from crystal_kernel.tools.base import Authority, Classification, Risk, Tool, ToolContext, ToolResult
 from crystal_kernel.tools.catalog import RESERVED_NAMES, CatalogOptions, build_catalog, check_disabled
 from crystal_kernel.tools.exec_manifest import NAME_PATTERN, ManifestError, parse_tool, read_set
@@ -178,12 +181,18 @@ def accept(tools: Iterable[Tool[Any]], origin_of: Any, notes: list[str], taken: 
     return kept
 
 
-async def discover_external_tools_async(home: Path, workspace: Path, *,
-                                        context: Any = None) -> tuple[list[Tool[Any]], list[str]]:
-    """:func:`discover_external_tools` for a session on an event loop: exec sets are read
-    (and hashed for trust) off the loop, MCP servers start on their own loop."""
-    from crystal_kernel.mcp import discover_mcp_tools_async
+async def discover_external_tools(home: Path, workspace: Path, *, context: Any = None,
+                                  mcp: McpServers | None = None) -> tuple[list[Tool[Any]], list[str]]:
+    """Every external tool for a session, with English notes about what was skipped.
 
+    Exec sets are read (and hashed for trust) off the loop; MCP servers start on their
+    own loop, so the caller's loop keeps serving. ``context`` is handed to plugins'
+    ``crystal_tools`` hook (the session, usually). ``mcp``: the servers that keep
+    running for the caller (a session's tool source); without it, the servers this
+    listing starts stop again right after it. Filter the result by ``tool.catalogs`` for
+    the mode and pass it to :func:`crystal_kernel.tools.catalog.build_catalog` as
+    ``external``. Code without an event loop runs it with
+    :func:`crystal_kernel.core.runner.run_to_completion`."""
     notes: list[str] = list(plugins.load_notes())
 
     def exec_sets() -> list[Tool[Any]]:
@@ -191,25 +200,10 @@ async def discover_external_tools_async(home: Path, workspace: Path, *,
 
     found: list[Tool[Any]] = await asyncio.to_thread(exec_sets)
     found.extend(plugin_tools(context, notes))  # on the loop: a plugin may expect it
-    found.extend(await discover_mcp_tools_async(home, workspace, context, notes))
-    return accept(found, _origin, notes, {}), notes
-
-
-def discover_external_tools(home: Path, workspace: Path, *, context: Any = None) -> tuple[list[Tool[Any]], list[str]]:
-    """Every external tool for a session, with English notes about what was skipped.
-
-    ``context`` is handed to plugins' ``crystal_tools`` hook (the session, usually).
-    Filter the result by ``tool.catalogs`` for the mode and pass it to
-    :func:`crystal_kernel.tools.catalog.build_catalog` as ``external``."""
-    notes: list[str] = list(plugins.load_notes())
-    found: list[Tool[Any]] = []
-    for source, folder in set_folders(home, workspace):
-        found.extend(load_exec_set(source, folder, notes, home))
-    found.extend(plugin_tools(context, notes))
     # MCP servers last: {home}/mcp.json, <workspace>/.crystal/mcp.json.
-    from crystal_kernel.mcp import discover_mcp_tools
-
-    found.extend(discover_mcp_tools(home, workspace, context, notes))
+    servers = mcp if mcp is not None else McpServers(keep=False)
+    found.extend(await servers.tools(home, workspace, notes, owner_id=str(getattr(context, "id", "listing")),
+                                     host_config=getattr(context, "config", None)))
     return accept(found, _origin, notes, {}), notes
 
 
@@ -225,40 +219,35 @@ class SessionTools:
     """A session's :class:`~crystal_kernel.core.tool_types.ToolSource`: the built-ins of
     the mode (tools/catalog.py), then the external tools (exec sets, plugin tool sets,
     MCP servers). Bootstrap makes it; the session enters it, asks it for each catalog,
-    and exits it on close, which stops the MCP servers it started."""
+    and exits it on close, which stops the MCP servers it started: the servers belong
+    to this source (``mcp``), not to the session."""
 
     def __init__(self) -> None:
-        self._servers: list[Any] = []
+        self.mcp = McpServers()
 
     async def __aenter__(self) -> SessionTools:
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:
-        servers, self._servers = self._servers, []
-        for manager in servers:
-            try:
-                await manager.aclose()
-            except Exception:
-                pass  # the supervisor still ends a stdio server when this process ends
+        await self.mcp.aclose()
+
+    def use_client_servers(self, servers: list[ServerConfig]) -> None:
+        """MCP server entries an ACP client passed for its session (a client's entry
+        wins a name over mcp.json); they start with the next catalog."""
+        self.mcp.client_servers = list(servers)
+
+    async def external_tools(self, session: Session) -> tuple[list[Tool[Any]], list[str]]:
+        """Every external tool for ``session`` whatever its mode, and the notes."""
+        return await discover_external_tools(session.home, session.workspace, context=session, mcp=self.mcp)
 
     async def get_tools(self, session: Session) -> list[Tool[Any]]:
-        found, notes = await discover_external_tools_async(session.home, session.workspace, context=session)
+        found, notes = await self.external_tools(session)
         return await asyncio.to_thread(self._catalog, session, found, notes)
-
-    def tools_now(self, session: Session) -> list[Tool[Any]]:
-        """The same catalog for a caller without an event loop (blocks while servers start)."""
-        found, notes = discover_external_tools(session.home, session.workspace, context=session)
-        return self._catalog(session, found, notes)
 
     def check_disabled(self, names: Iterable[str]) -> list[str]:
         return check_disabled(names)
 
     def _catalog(self, session: Session, found: list[Tool[Any]], notes: list[str]) -> list[Tool[Any]]:
-        from crystal_kernel.prompts.skills import discover_skills
-
-        servers = getattr(session, "mcp_servers", None)
-        if servers is not None and servers not in self._servers:
-            self._servers.append(servers)
         for n in notes:
             session.note(n, once=True)
         external = [t for t in found if session.mode in getattr(t, "catalogs", {"work"})]

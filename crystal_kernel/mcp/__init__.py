@@ -7,56 +7,65 @@ The ``mcp`` SDK is imported only when a configuration names at least one server.
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
-from crystal_kernel.mcp.config import config_files, load_servers
+from crystal_kernel.mcp.config import ServerConfig, config_files, load_servers
 
 
-def discover_mcp_tools(home: Path, workspace: Path, context: Any, notes: list[str]) -> list[Any]:
-    """The MCP tools for a session (``context``) or a listing (any other context),
-    blocking while servers start (callers without an event loop).
+class McpServers:
+    """The MCP servers of one owner: a session's tool source (they keep running across
+    catalog rebuilds until :meth:`aclose`) or a listing (``keep=False``: the servers a
+    listing started stop again right after it). The manager is made at the first
+    catalog that finds a server entry; without ``mcp.json`` nothing is imported."""
 
-    Without ``mcp.json`` files this costs two ``stat`` calls and imports nothing."""
-    configs = server_configs(home, workspace, context, notes)
-    if configs is None:
-        return []
-    from crystal_kernel.mcp.manager import manager_for
+    def __init__(self, *, keep: bool = True) -> None:
+        self.keep = keep
+        self.manager: Any = None  # an mcp.manager.McpManager once a server is configured
+        # Entries an ACP client passed for its session (mcp/config.client_server); a
+        # client's entry wins a name over mcp.json.
+        self.client_servers: list[ServerConfig] = []
 
-    manager, owned = manager_for(context)
-    tools = manager.tools_for(configs, Path(workspace), notes)
-    if not owned:
-        manager.park()
-    return tools
+    async def tools(self, home: Path, workspace: Path, notes: list[str], *, owner_id: str = "listing",
+                    host_config: Any = None) -> list[Any]:
+        """The MCP tools for ``workspace``: the configuration is read off the loop and
+        the servers start on the MCP loop, so the caller's loop keeps serving. Without
+        ``mcp.json`` files this costs two ``stat`` calls and imports nothing."""
+        configs = await asyncio.to_thread(server_configs, home, workspace, notes, self.manager is not None,
+                                          self.client_servers)
+        if configs is None:
+            return []
+        if self.manager is None:
+            # Imported here, not above: it loads the MCP machinery, which a session without
+            # any mcp.json never needs (a start-up cost, not a cycle).
+            from crystal_kernel.mcp.manager import McpManager
+
+            self.manager = McpManager(owner_id if self.keep else "listing", host_config if self.keep else None)
+        tools: list[Any] = await self.manager.atools_for(configs, Path(workspace), notes)
+        if not self.keep:
+            await asyncio.to_thread(self.manager.park)
+        return tools
+
+    async def aclose(self) -> None:
+        """Stop every server for good (bounded); safe to call more than once."""
+        if self.manager is not None:
+            try:
+                await self.manager.aclose()
+            except Exception:
+                pass  # the supervisor still ends a stdio server when this process ends
 
 
-async def discover_mcp_tools_async(home: Path, workspace: Path, context: Any, notes: list[str]) -> list[Any]:
-    """:func:`discover_mcp_tools` for a session on an event loop: the configuration is
-    read off the loop and the servers start on the MCP loop, so the caller's loop keeps
-    serving."""
-    import asyncio
-
-    configs = await asyncio.to_thread(server_configs, home, workspace, context, notes)
-    if configs is None:
-        return []
-    from crystal_kernel.mcp.manager import manager_for
-
-    manager, owned = manager_for(context)
-    tools = await manager.atools_for(configs, Path(workspace), notes)
-    if not owned:
-        await asyncio.to_thread(manager.park)
-    return tools
-
-
-def server_configs(home: Path, workspace: Path, context: Any, notes: list[str]) -> list[Any] | None:
-    """The server entries that apply, or None when there is nothing to do."""
-    existing = getattr(context, "mcp_servers", None)
-    # Servers an ACP client passed for this session (a client's entry wins a name).
-    passed = list(getattr(context, "client_mcp_servers", None) or [])
-    if existing is None and not passed and not any(p.is_file() for p in config_files(home, workspace)):
+def server_configs(home: Path, workspace: Path, notes: list[str], running: bool = False,
+                   passed: list[ServerConfig] | None = None) -> list[ServerConfig] | None:
+    """The server entries that apply, or None when there is nothing to do. ``running``:
+    servers already run (an emptied mcp.json must then stop them); ``passed``: a
+    client's entries, which win a name."""
+    passed = list(passed or [])
+    if not running and not passed and not any(p.is_file() for p in config_files(home, workspace)):
         return None
     named = {c.name for c in passed}
     configs = [c for c in load_servers(home, workspace, notes) if c.name not in named] + passed
-    if not configs and existing is None:
+    if not configs and not running:
         return None
     return configs

@@ -1,10 +1,11 @@
 """The MCP servers of one session: which are configured, started, listed, closed.
 
-A :class:`McpManager` is kept on the session (``session.mcp_servers``) across catalog
-rebuilds (mode switch, ``/cd``), so servers start once and their tool lists are cached;
-``Session.close()`` closes it. Servers whose entry changed are replaced, removed ones
-stopped. A listing made without a session (``crystal tools list``) uses a manager of
-its own that stops the servers again right after listing them.
+A :class:`McpManager` is kept by its owner, an :class:`crystal_kernel.mcp.McpServers`
+(a session's tool source holds one, host/tool_sources.py), across catalog rebuilds
+(mode switch, ``/cd``), so servers start once and their tool lists are cached; closing
+the session's tool source closes it. Servers whose entry changed are replaced, removed
+ones stopped. A listing made without a session (``crystal tools list``) uses a manager
+of its own that stops the servers again right after listing them.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from __future__ import annotations
 import atexit
 import weakref
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 
 from crystal_kernel.mcp import runtime
 from crystal_kernel.mcp.config import ServerConfig
@@ -32,24 +33,11 @@ class McpManager:
         self.closed = False
         _LIVE.add(self)
 
-    def tools_for(self, configs: list[ServerConfig], workspace: Path, notes: list[str]) -> list[McpTool]:
-        """Reconcile with ``configs``, start what never ran (all at once, bounded by the
-        largest startup timeout), and return one tool per listed MCP tool. Blocks the
-        calling thread while servers start: for callers without an event loop (a
-        listing); a session awaits :meth:`atools_for` instead."""
-        if self.closed:
-            return []
-        wanted, fresh, bound = self._plan(configs, workspace)
-        if fresh:
-            try:
-                runtime.run_sync(_start_all(fresh, bound), bound + 2)
-            except TimeoutError:
-                pass  # each connection records its own failure below
-        return self._collect(wanted, fresh, notes)
-
     async def atools_for(self, configs: list[ServerConfig], workspace: Path, notes: list[str]) -> list[McpTool]:
-        """:meth:`tools_for` for a caller on an event loop: the servers start on the MCP
-        loop while the caller's loop keeps serving (a kernel answers widgets, timers run)."""
+        """Reconcile with ``configs``, start what never ran (all at once, bounded by the
+        largest startup timeout), and return one tool per listed MCP tool. The servers
+        start on the MCP loop while the caller's loop keeps serving (a kernel answers
+        widgets, timers run)."""
         if self.closed:
             return []
         wanted, fresh, bound = self._plan(configs, workspace)
@@ -159,28 +147,6 @@ async def _start_all(conns: list[ServerConnection], bound: float) -> None:
 
 async def _stop_all(conns: list[ServerConnection], *, final: bool) -> None:
     await runtime.gather_bounded([c.stop(final=final) for c in conns], STOP_SECONDS + 1)
-
-
-@runtime_checkable
-class ServerOwner(Protocol):
-    """What owns MCP servers for as long as it lives: the host's session (it keeps the
-    manager in ``mcp_servers`` and closes it on close)."""
-
-    id: Any
-    config: Any
-    mcp_servers: Any
-
-
-def manager_for(context: Any) -> tuple[McpManager, bool]:
-    """The session's manager (made on first use) and True, or a fresh one and False
-    when there is no session to own the servers."""
-    if isinstance(context, ServerOwner):
-        manager = getattr(context, "mcp_servers", None)
-        if not isinstance(manager, McpManager):
-            manager = McpManager(str(context.id), context.config)
-            context.mcp_servers = manager
-        return manager, True
-    return McpManager("listing"), False
 
 
 @atexit.register

@@ -3,8 +3,8 @@
 Why a loop of its own, on a long-lived daemon thread:
 
 - The fronts' event loops (kernel, CLI, ACP) must keep serving while servers start:
-  ``Session.prepare_tools()`` awaits the start here, and the synchronous
-  ``Session.tools()`` (for callers without a loop) waits on this loop with a bound.
+  ``Session.prepare_tools()`` awaits the start here (the only way a catalog is built;
+  code without a loop runs it with ``core.runner.run_to_completion``).
 - The SDK's transports are anyio task groups that must be entered and left by one
   task; each connection keeps one task here for its whole life.
 - Stdio servers run under the jobs supervisor with ``PR_SET_PDEATHSIG``, which Linux
@@ -12,8 +12,8 @@ Why a loop of its own, on a long-lived daemon thread:
   process, so the signal means exactly "the host is gone" (SIGKILL included).
 
 Callers in another loop await :func:`run` (cancellation reaches the task here; the SDK
-then sends ``notifications/cancelled`` to the server); synchronous callers use
-:func:`run_sync`.
+then sends ``notifications/cancelled`` to the server); :func:`run_sync` serves the
+few synchronous steps (parking a listing's servers off the loop, the exit handler).
 """
 
 from __future__ import annotations

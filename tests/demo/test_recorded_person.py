@@ -64,7 +64,7 @@ async def test_replayed_person_answers_the_form_and_the_approval(tmp_path: Path,
     interactions[0]["person"] = [{"call": "call_q", "answers": [["Blue"]]}]
     interactions[1]["person"] = [{"call": "call_w", "approval": "allow_once"}]
     session = replay_session(tmp_path, write_cassette(tmp_path / "c.json", interactions), monkeypatch)
-    assert "question" in [t.name for t in session.tools()]  # unattended, yet the cassette answers it
+    assert "question" in [t.name for t in (await session.prepare_tools())]  # unattended, yet the cassette answers it
     shown: list[tuple[str, Any]] = []
     interaction = person_for(session, None, on_answer=lambda kind, asked, answer: shown.append((kind, answer)))
     assert isinstance(interaction, ReplayedPerson)

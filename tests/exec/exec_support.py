@@ -15,6 +15,7 @@ from typing import Any
 from crystal_kernel.core.access import AccessRules
 from crystal_kernel.core.config import Config
 from crystal_kernel.core.interaction import NoPerson
+from crystal_kernel.core.runner import run_to_completion
 from crystal_kernel.host.tool_sources import discover_external_tools
 from crystal_kernel.tools.base import ToolContext
 
@@ -67,7 +68,7 @@ def home_set(home: Path, name: str, manifest: dict[str, Any], files: dict[str, s
 
 
 def load(home: Path, workspace: Path) -> tuple[dict[str, Any], list[str]]:
-    tools, notes = discover_external_tools(home, workspace)
+    tools, notes = run_to_completion(discover_external_tools(home, workspace))
     return {t.name: t for t in tools}, notes
 
 

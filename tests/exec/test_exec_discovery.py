@@ -7,6 +7,7 @@ from pathlib import Path
 
 from exec_support import PY, call, home_set, load, write_set
 
+from crystal_kernel.core.runner import run_to_completion
 from crystal_kernel.host.tool_sources import discover_external_tools
 from crystal_kernel.tools.base import Authority, Risk
 from crystal_kernel.tools.catalog import CatalogOptions, build_catalog
@@ -42,7 +43,7 @@ def test_defaults_from_the_manifest(home, workspace):
 def test_home_and_workspace_sets_both_load_home_first(home, workspace):
     home_set(home, "h", {"command": ECHO, "tools": [{"name": "from_home"}]})
     ws_set(workspace, "w", {"command": ECHO, "tools": [{"name": "from_ws", "catalogs": ["plan", "work"]}]})
-    tools, notes = discover_external_tools(home, workspace)
+    tools, notes = run_to_completion(discover_external_tools(home, workspace))
     assert [t.name for t in tools] == ["from_home", "from_ws"] and notes == []
     assert tools[1].catalogs == {"plan", "work"}
     assert tools[1].tool_set.source == "project"
@@ -51,7 +52,7 @@ def test_home_and_workspace_sets_both_load_home_first(home, workspace):
 def test_clash_between_sets_refused_with_note_rest_loads(home, workspace):
     home_set(home, "a", {"command": ECHO, "tools": [{"name": "shared"}, {"name": "only_a"}]})
     ws_set(workspace, "b", {"command": ECHO, "tools": [{"name": "shared"}, {"name": "only_b"}]})
-    tools, notes = discover_external_tools(home, workspace)
+    tools, notes = run_to_completion(discover_external_tools(home, workspace))
     assert [t.name for t in tools] == ["shared", "only_a", "only_b"]
     assert tools[0].tool_set.name == "a"
     assert len(notes) == 1
@@ -149,7 +150,7 @@ def test_catalog_membership_by_mode(home, workspace):
     home_set(home, "s", {"command": ECHO, "tools": [
         {"name": "plan_only", "catalogs": ["plan"]}, {"name": "both", "catalogs": ["plan", "work"]},
         {"name": "work_only"}]})
-    tools, _ = discover_external_tools(home, workspace)
+    tools, _ = run_to_completion(discover_external_tools(home, workspace))
     for mode, expected in (("plan", ["plan_only", "both"]), ("work", ["both", "work_only"])):
         external = [t for t in tools if mode in t.catalogs]
         catalog = build_catalog(CatalogOptions(mode=mode), external=external)

@@ -41,8 +41,8 @@ async def test_catalogs_by_mode(home, workspace):
     install(home)
     plan = session_for(workspace, [], mode="plan")
     work = session_for(workspace, [], mode="work")
-    plan_names = [t.name for t in plan.tools()]
-    work_names = [t.name for t in work.tools()]
+    plan_names = [t.name for t in (await plan.prepare_tools())]
+    work_names = [t.name for t in (await work.prepare_tools())]
     assert "ask_plan" in plan_names and "ask_work" not in plan_names
     assert work_names[-2:] == ["ask_plan", "ask_work"]
     assert "edit" not in plan_names and "bash" not in plan_names  # MODE-3: built-in Plan stays read-only

@@ -170,7 +170,7 @@ async def test_images_refused_on_text_only_model(workspace):
 
     session = make_session(workspace, [tool_reply([("pic", {})]), text_reply("ok")],
                            capabilities=Capabilities(images=False))
-    session.tools().append(Pic())
+    (await session.prepare_tools()).append(Pic())
     events = await collect(run_turn(session, "x"))
     result = next(e for e in events if isinstance(e, ToolResultEvent))
     assert not result.ok and result.text == NO_IMAGES
@@ -233,7 +233,7 @@ async def test_a_tool_whose_classify_raises_fails_only_that_call(workspace):
             raise KeyError("oops")
 
     session = make_session(workspace, [tool_reply([("broken", {}), ("list", {"path": "."})]), text_reply("ok")])
-    session.tools().append(Broken())
+    (await session.prepare_tools()).append(Broken())
     events = await collect(run_turn(session, "x"))
     results = [e for e in events if isinstance(e, ToolResultEvent)]
     assert not results[0].ok and "Internal error in broken" in results[0].text

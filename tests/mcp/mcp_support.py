@@ -58,8 +58,9 @@ def session_for(workspace: Path, replies: list | None = None, *, mode: str = "wo
 
 async def call(session: Session, name: str, arguments: dict[str, Any], *, images_ok: bool = True) -> ToolResult:
     """Parse and run as the loop would (a ToolError becomes a failed result)."""
+    await session.prepare_tools()
     tool = session.tool(name)
-    assert tool is not None, f"{name} not in {[t.name for t in session.tools()]}"
+    assert tool is not None, f"{name} not in {[t.name for t in session.catalog]}"
     ctx = session.tool_context(NoPerson(), call_id="c1", images_ok=images_ok)
     try:
         return await tool.run(tool.parse(arguments), ctx)

@@ -96,7 +96,7 @@ async def test_clashing_names_are_refused_with_a_note(home, workspace):
     write_config(home / "mcp.json", {"demo": stdio_entry(), "Demo": stdio_entry()})
     session = session_for(workspace)
     try:
-        names = [t.name for t in session.tools()]
+        names = [t.name for t in (await session.prepare_tools())]
         assert names.count("demo_echo") == 1
         notes = session.drain_notes()
         assert any("Tool 'demo_echo' from MCP server 'Demo'" in n and "already taken by MCP server 'demo'" in n
@@ -111,9 +111,10 @@ def test_no_mcp_json_imports_no_sdk(home, workspace):
     import sys
 
     code = ("import sys; from pathlib import Path; from crystal_kernel.core.config import load_config; "
+            "from crystal_kernel.core.runner import run_to_completion; "
             "from crystal_kernel.host.session import Session; from crystal_kernel.testing.scripted import "
             "ScriptedProvider; s = Session(workspace=Path(sys.argv[1]), config=load_config(), "
-            "provider=ScriptedProvider([]), person_present=False); s.tools(); "
-            "print(s.mcp_servers, 'mcp' in sys.modules)")
+            "provider=ScriptedProvider([]), person_present=False); run_to_completion(s.prepare_tools()); "
+            "print(s.tool_source.mcp.manager, 'mcp' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code, str(workspace)], capture_output=True, text=True, timeout=60)
     assert out.stdout.split() == ["None", "False"], out.stderr

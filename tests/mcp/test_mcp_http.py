@@ -13,7 +13,7 @@ async def test_list_and_call_text_and_images(home, workspace, http_server):
     write_config(workspace / ".crystal" / "mcp.json", {"web": {"url": http_server.url}})
     session = session_for(workspace)
     try:
-        names = [t.name for t in session.tools()]
+        names = [t.name for t in (await session.prepare_tools())]
         assert {"web_echo", "web_picture"} <= set(names)
         echo = session.tool("web_echo")
         assert echo.source == "MCP server 'web'" and echo.state == "running"
@@ -61,7 +61,7 @@ async def test_unreachable_url_is_a_note_not_a_hang(home, workspace):
                                                   "startupTimeoutSeconds": 3}})
     session = session_for(workspace)
     try:
-        assert not any(t.name.startswith("nowhere_") for t in session.tools())
+        assert not any(t.name.startswith("nowhere_") for t in (await session.prepare_tools()))
         notes = session.drain_notes()
         assert any("MCP server 'nowhere'" in n and "could not start" in n for n in notes), notes
     finally:

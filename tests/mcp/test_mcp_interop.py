@@ -72,7 +72,7 @@ async def test_an_unreachable_server_note_names_no_exception_class(home, workspa
                                                   "startupTimeoutSeconds": 3}})
     session = session_for(workspace)
     try:
-        session.tools()
+        await session.prepare_tools()
         note = next(n for n in session.drain_notes() if "nowhere" in n)
         assert "Error" not in note and ".." not in note and note.endswith("in this session."), note
     finally:

@@ -61,7 +61,7 @@ async def test_the_loop_keeps_serving_while_a_slow_server_starts(home, workspace
         assert waited >= SLOW_START  # the turn did wait for the slow server's startup bound...
         assert len(ticks) >= 20 and _largest_gap(ticks) < SLOW_START / 2  # ...while the timer kept ticking
         assert events[-1].stop_reason == "end_turn"
-        names = [t.name for t in session.tools()]
+        names = [t.name for t in (await session.prepare_tools())]
         assert "demo_echo" in names and not any(n.startswith("slow_") for n in names)
         assert any("MCP server 'slow'" in getattr(e, "text", "") for e in events)
         # What the model was offered: the demo server's tools.
@@ -111,7 +111,7 @@ async def test_the_session_enters_and_exits_its_tool_source(home, workspace, tmp
     session.refresh_system()
     await session.prepare_tools()  # a rebuild: still entered once
     assert log == ["enter"]
-    assert "demo_echo" in [t.name for t in session.tools()]
+    assert "demo_echo" in [t.name for t in (await session.prepare_tools())]
     assert wait_until(lambda: pids(pidfile) and alive(pids(pidfile)[0]), 10)
     await session.close()
     assert log == ["enter", "exit"]

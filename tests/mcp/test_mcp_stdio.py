@@ -26,7 +26,7 @@ async def test_tools_listed_with_server_names_and_schemas_passed_through(home, w
     write_config(home / "mcp.json", {"demo": stdio_entry()})
     session = session_for(workspace)
     try:
-        names = [t.name for t in session.tools()]
+        names = [t.name for t in (await session.prepare_tools())]
         assert {"demo_echo", "demo_picture", "demo_crash", "demo_slow"} <= set(names)
         echo = session.tool("demo_echo")
         schema = echo.input_schema()
@@ -106,7 +106,7 @@ async def test_gone_after_the_session_closes_in_plan_mode_too(home, workspace, t
     # Plan mode: the server's tools are Work-only, so none is in the catalog, yet the
     # server was started by the catalog build and must still end with the session.
     session = session_for(workspace, mode="plan")
-    assert not any(t.name.startswith("demo_") for t in session.tools())
+    assert not any(t.name.startswith("demo_") for t in (await session.prepare_tools()))
     assert wait_until(lambda: len(pids(pidfile)) == 1)
     server = pids(pidfile)[0]
     assert alive(server)
@@ -121,7 +121,7 @@ async def test_plan_catalog_and_the_external_floor(home, workspace):
     })
     session = session_for(workspace, mode="plan", approval="default")
     try:
-        assert "demo_echo" in [t.name for t in session.tools()]
+        assert "demo_echo" in [t.name for t in (await session.prepare_tools())]
         notes = session.drain_notes()
         assert any("risk 'read' would lower the external floor" in n and "mcp.json" in n for n in notes)
         ctx = None
@@ -152,7 +152,7 @@ async def test_cancelled_turn_cancels_the_call_on_the_server(home, workspace, ma
     write_config(home / "mcp.json", {"demo": stdio_entry(marks=marks)})
     session = session_for(workspace)
     try:
-        session.tools()
+        await session.prepare_tools()
         task = asyncio.ensure_future(call(session, "demo_slow", {"seconds": 60}))
         await asyncio.sleep(1.0)
         task.cancel()
@@ -177,7 +177,7 @@ async def test_a_server_that_never_answers_is_bounded_and_noted(home, workspace,
     session = session_for(workspace)
     try:
         started = time.monotonic()
-        names = [t.name for t in session.tools()]
+        names = [t.name for t in (await session.prepare_tools())]
         assert time.monotonic() - started < 12
         assert "demo_echo" in names and not any(n.startswith(("hung_", "bad_")) for n in names)
         notes = session.drain_notes()
@@ -186,7 +186,7 @@ async def test_a_server_that_never_answers_is_bounded_and_noted(home, workspace,
         assert wait_until(lambda: pids(pidfile) and not alive(pids(pidfile)[0]), 10)
         # Rebuilding the catalog (a mode switch) neither restarts nor notes again.
         session.set_mode("work")
-        session.tools()
+        await session.prepare_tools()
         assert session.drain_notes() == []
     finally:
         await session.close()
@@ -196,12 +196,13 @@ HOST = textwrap.dedent("""
     import asyncio, sys, time
     from pathlib import Path
     from crystal_kernel.core.config import load_config
+    from crystal_kernel.core.runner import run_to_completion
     from crystal_kernel.host.session import Session
     from crystal_kernel.testing.scripted import ScriptedProvider
 
     session = Session(workspace=Path(sys.argv[1]), config=load_config(), provider=ScriptedProvider([]),
                       person_present=False)
-    print(len(session.tools()), flush=True)
+    print(len(run_to_completion(session.prepare_tools())), flush=True)
     time.sleep(120)
 """)
 

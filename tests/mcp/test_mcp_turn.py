@@ -68,7 +68,7 @@ async def test_slash_tools_shows_server_and_state(home, workspace):
         at = next(i for i, line in enumerate(lines) if line.startswith("demo_echo"))
         assert lines[at + 1].strip() == "from MCP server 'demo': running"
         assert sum("from MCP server" in line for line in lines) == len(
-            [t for t in session.tools() if t.name.startswith("demo_")])  # built-ins have no such line
+            [t for t in (await session.prepare_tools()) if t.name.startswith("demo_")])  # built-ins have no such line
         await run_command(session, "/tools")  # a second listing reuses the running server
     finally:
         await session.close()

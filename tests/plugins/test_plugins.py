@@ -15,6 +15,7 @@ from crystal_kernel.core.access import AccessRules
 from crystal_kernel.core.config import Config
 from crystal_kernel.core.errors import ToolError
 from crystal_kernel.core.interaction import NoPerson
+from crystal_kernel.core.runner import run_to_completion
 from crystal_kernel.host.tool_sources import PluginTool, discover_external_tools
 from crystal_kernel.tools.base import Authority, Risk, ToolContext
 
@@ -83,7 +84,7 @@ def test_entry_point_plugin_is_loaded(install_plugin):
 
 async def test_plugin_tool_follows_external_rules(install_plugin, workspace, private_home):
     install_plugin("shout", SHOUT)
-    tools, notes = discover_external_tools(private_home, workspace, context="the session")
+    tools, notes = await discover_external_tools(private_home, workspace, context="the session")
     by_name = {t.name: t for t in tools}
     assert notes == []
     shout = by_name["shout"]
@@ -102,7 +103,7 @@ async def test_plugin_tool_follows_external_rules(install_plugin, workspace, pri
 
 async def test_plugin_tool_bug_is_a_failed_result(install_plugin, workspace, private_home):
     install_plugin("shout", SHOUT)
-    tools, _ = discover_external_tools(private_home, workspace)
+    tools, _ = await discover_external_tools(private_home, workspace)
     crash = {t.name: t for t in tools}["crash"]
     try:
         await crash.run(crash.parse({}), ctx_for(workspace, private_home))
@@ -121,7 +122,7 @@ async def test_plugin_tool_bug_is_a_failed_result(install_plugin, workspace, pri
 def test_raising_plugin_is_a_note_and_others_still_load(install_plugin, workspace, private_home):
     install_plugin("broken", BROKEN_TOOLS)
     install_plugin("shout", SHOUT)
-    tools, notes = discover_external_tools(private_home, workspace)
+    tools, notes = run_to_completion(discover_external_tools(private_home, workspace))
     assert sorted(t.name for t in tools) == ["crash", "shout"]
     assert notes == ["Plugin 'broken' failed in crystal_tools: RuntimeError: cannot list tools today"]
 
@@ -129,7 +130,7 @@ def test_raising_plugin_is_a_note_and_others_still_load(install_plugin, workspac
 def test_plugin_that_cannot_be_imported_is_a_note(install_plugin, workspace, private_home):
     install_plugin("badimport", "raise ImportError('missing dependency: frobnicate')\n")
     install_plugin("shout", SHOUT)
-    tools, notes = discover_external_tools(private_home, workspace)
+    tools, notes = run_to_completion(discover_external_tools(private_home, workspace))
     assert sorted(t.name for t in tools) == ["crash", "shout"]
     assert notes == ["Plugin 'badimport' could not be loaded: missing dependency: frobnicate"]
 
@@ -154,7 +155,7 @@ def test_plugin_names_reserved_invalid_and_clashing(install_plugin, workspace, p
     folder = private_home / "tools" / "s"
     folder.mkdir(parents=True)
     (folder / "tools.json").write_text(json.dumps({"command": ["true"], "tools": [{"name": "from_set"}]}))
-    tools, notes = discover_external_tools(private_home, workspace)
+    tools, notes = run_to_completion(discover_external_tools(private_home, workspace))
     assert [t.name for t in tools] == ["from_set", "fine"]
     assert notes == [
         "Plugin 'names' tool weird: catalogs must be plan and/or work, not ['everywhere']; skipped.",
@@ -243,7 +244,7 @@ def test_installed_plugin_shapes_a_real_session(install_plugin, workspace):
                       provider=ScriptedProvider([]), person_present=False)
     text = session.system_text()
     assert text.rstrip().endswith("Team rule from a plugin: answer in haiku (plan mode, ws).")
-    names = [t.name for t in session.tools()]
+    names = [t.name for t in run_to_completion(session.prepare_tools())]
     assert "shout" in names and "crash" not in names  # crash is Work-only
     notes = session.drain_notes()
     assert any("broken" in n and "no such team" in n for n in notes)

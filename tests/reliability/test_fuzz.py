@@ -24,6 +24,7 @@ from crystal_kernel.core.config import Config, load_config
 from crystal_kernel.core.errors import ProviderError, ToolError, UserError
 from crystal_kernel.core.interaction import NoPerson
 from crystal_kernel.core.messages import Message, TextPart
+from crystal_kernel.core.runner import run_to_completion
 from crystal_kernel.host.session import Session
 from crystal_kernel.host.tool_sources import discover_external_tools
 from crystal_kernel.providers.base import ModelRequest
@@ -141,7 +142,7 @@ def test_fuzzed_arguments_never_crash_an_exec_tool(tmp_path):
         {"name": "echo_args", "description": "Echoes.", "argv": {"path": "--path", "size": "--size", "tags": "--tag"},
          "inputSchema": {"type": "object", "properties": {"path": {"type": "string"}, "size": {"type": "integer"},
                                                           "tags": {"type": "array", "items": {"type": "string"}}}}}]}))
-    tools, notes = discover_external_tools(tmp_path / "home", session.workspace, context=session)
+    tools, notes = run_to_completion(discover_external_tools(tmp_path / "home", session.workspace, context=session))
     tool = {t.name: t for t in tools}["echo_args"]
 
     @settings(max_examples=40, deadline=None, derandomize=True)
@@ -184,7 +185,7 @@ def test_fuzzed_tools_json_is_a_note_never_a_crash(tmp_path, text):
     ws.mkdir(exist_ok=True)
     manifest = home / "tools" / "fuzzed" / "tools.json"
     before = written(manifest, text)
-    tools, notes = discover_external_tools(home, ws)
+    tools, notes = run_to_completion(discover_external_tools(home, ws))
     assert all(isinstance(n, str) and n.strip() for n in notes)
     assert manifest.read_bytes() == before
 

@@ -150,7 +150,7 @@ async def test_exec_tool_image_paths_stay_inside(world, path):
         {"name": "make_image", "description": "Makes an image.",
          "inputSchema": {"type": "object", "properties": {"path": {"type": "string"}}}}]}))
     trust_all(world["home"], world["ws"])  # the person trusts the set (TRUST-2)
-    tools, notes = discover_external_tools(world["home"], world["ws"], context=world["session"])
+    tools, notes = await discover_external_tools(world["home"], world["ws"], context=world["session"])
     tool = {t.name: t for t in tools}["make_image"]
     ctx = world["session"].tool_context(NoPerson(), call_id="c1", images_ok=True)
     try:
@@ -171,7 +171,7 @@ async def test_exec_tool_image_inside_the_workspace_is_attached(world):
         {"name": "make_image", "description": "Makes an image.",
          "inputSchema": {"type": "object", "properties": {"path": {"type": "string"}}}}]}))
     trust_all(world["home"], world["ws"])  # the person trusts the set (TRUST-2)
-    tools, _ = discover_external_tools(world["home"], world["ws"], context=world["session"])
+    tools, _ = await discover_external_tools(world["home"], world["ws"], context=world["session"])
     tool = {t.name: t for t in tools}["make_image"]
     ctx = world["session"].tool_context(NoPerson(), call_id="c1", images_ok=True)
     result = await tool.run(tool.parse({"path": "pic.png"}), ctx)

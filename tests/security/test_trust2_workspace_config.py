@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from crystal_kernel.core.events import ApprovalEvent, ToolResultEvent
+from crystal_kernel.core.runner import run_to_completion
 from crystal_kernel.host.bootstrap import SessionOptions, open_session
 from crystal_kernel.host.commands import run_command
 from crystal_kernel.host.loop import run_turn
@@ -58,7 +59,7 @@ def test_opening_a_session_runs_no_workspace_mcp_server_until_trusted(workspace,
     marker = tmp_path / "marker"
     hostile_mcp(workspace, marker)
     session = open_session(SessionOptions(workspace, overrides={"mode": mode}, provider=ScriptedProvider([])))
-    names = [t.name for t in session.tools()]
+    names = [t.name for t in run_to_completion(session.prepare_tools())]
     notes = session.drain_notes()
     assert not marker.exists(), "a cloned repository's mcp.json ran a command"
     assert not any(n.startswith("evil") for n in names)
@@ -130,7 +131,7 @@ def test_untrusted_headers_never_expand_secrets(workspace, monkeypatch):
         "url": f"http://127.0.0.1:{port}/mcp", "headers": {"Authorization": "Bearer ${DEPLOY_TOKEN}"}}}}))
     try:
         session = open_session(SessionOptions(workspace, provider=ScriptedProvider([])))
-        session.tools()
+        run_to_completion(session.prepare_tools())
     finally:
         stop.set()
         thread.join(2)
@@ -142,6 +143,7 @@ async def test_workspace_exec_set_runs_only_after_trust_and_again_after_a_change
     marker = tmp_path / "marker"
     folder = hostile_set(workspace, marker)
     session = open_session(SessionOptions(workspace, provider=ScriptedProvider([])))
+    await session.prepare_tools()
     assert session.tool("evil_tool") is None
     assert any("exec tool set 'evil'" in n and "crystal trust" in n for n in session.drain_notes())
 
@@ -149,11 +151,13 @@ async def test_workspace_exec_set_runs_only_after_trust_and_again_after_a_change
     assert "untrusted" in listed.text and str(folder.resolve() / "tools.json") in listed.text
     done = await run_command(session, "/trust all")
     assert "Trusted" in done.text
+    await session.prepare_tools()
     assert session.tool("evil_tool") is not None  # the catalog was rebuilt
 
     # The set's program changes (tools.json does not): the whole folder is what was trusted.
     (folder / "run.py").write_text("print('something else')\n")
     session.refresh_system()
+    await session.prepare_tools()
     assert session.tool("evil_tool") is None
     assert not marker.exists()
 
@@ -178,7 +182,7 @@ async def test_the_model_cannot_trust_or_plant_configuration(workspace, tmp_path
     assert len(denials) == 2
     assert not (workspace / ".crystal" / "mcp.json").exists() and not trust_file.exists()
     session.refresh_system()
-    session.tools()
+    await session.prepare_tools()
     assert not marker.exists()
 
 
@@ -191,5 +195,5 @@ def test_home_configuration_stays_trusted(tmp_path, monkeypatch):
     marker = tmp_path / "marker"
     hostile_mcp(home_root, marker)
     session = open_session(SessionOptions(home_root, provider=ScriptedProvider([])))
-    session.tools()
+    run_to_completion(session.prepare_tools())
     assert marker.exists()

@@ -20,6 +20,7 @@ SECRET_FILES = [".envrc", "prod.tfstate", "prod.tfstate.backup", "server.ppk", "
 
 
 async def call(session, name: str, arguments: dict):
+    await session.prepare_tools()
     tool = session.tool(name)
     ctx = session.tool_context(NoPerson(), call_id="c1")
     try:

@@ -9,6 +9,7 @@ import pytest
 
 from crystal_kernel.core.config import Config
 from crystal_kernel.core.errors import UserError
+from crystal_kernel.core.runner import run_to_completion
 from crystal_kernel.host.session import ProcessFlags, Session
 from crystal_kernel.testing.scripted import ScriptedProvider
 from crystal_kernel.tools.base import Risk, Tool, ToolInput
@@ -61,11 +62,11 @@ def test_question_only_with_a_person_and_skill_only_with_skills():
 
 def test_session_catalogs(workspace: Path, home: Path):
     session = make_session(workspace, home)
-    assert names(session.tools()) == [n for n in WORK if n != "skill"]
+    assert names(run_to_completion(session.prepare_tools())) == [n for n in WORK if n != "skill"]
     session.set_mode("plan")
-    assert names(session.tools()) == [n for n in PLAN if n != "skill"]
+    assert names(run_to_completion(session.prepare_tools())) == [n for n in PLAN if n != "skill"]
     cli = make_session(workspace, home, person_present=False)
-    assert "question" not in names(cli.tools())
+    assert "question" not in names(run_to_completion(cli.prepare_tools()))
 
 
 @pytest.mark.parametrize("disabled", [
@@ -80,7 +81,7 @@ def test_disable_tool_mode_7(workspace: Path, home: Path, disabled: list[str]):
             n for n in order if n not in disabled
         ]
     session = make_session(workspace, home, flags=ProcessFlags(disable_tool=list(disabled)))
-    assert not set(disabled) & set(names(session.tools()))
+    assert not set(disabled) & set(names(run_to_completion(session.prepare_tools())))
     # The system text names the omitted tools and tells the model not to call them.
     text = session.system_text()
     for name in disabled:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from crystal_kernel.core.runner import run_to_completion
 from crystal_kernel.prompts.skills import discover_skills, skills_text, split_front_matter
 from crystal_kernel.tools.catalog import CatalogOptions, builtin_names
 from tests.tools.conftest import call
@@ -69,11 +70,11 @@ async def test_body_truncated(ctx, home: Path):
 
 
 def test_registered_only_with_skills(session, home: Path):
-    assert "skill" not in [t.name for t in session.tools()]
+    assert "skill" not in [t.name for t in run_to_completion(session.prepare_tools())]
     add_skill(home / "skills", "pdf", "description: PDFs")
     session.refresh_system()
-    assert "skill" in [t.name for t in session.tools()]
+    assert "skill" in [t.name for t in run_to_completion(session.prepare_tools())]
     session.config.skills = False
     session.refresh_system()
-    assert "skill" not in [t.name for t in session.tools()]
+    assert "skill" not in [t.name for t in run_to_completion(session.prepare_tools())]
     assert "skill" in builtin_names(CatalogOptions(skills_available=True))
