@@ -19,14 +19,22 @@ out of every file the host writes.
 
 The key variables are the provider variables Crystal knows (:data:`KEY_VARIABLES`),
 every name a config in this process gave as ``apiKeyEnv`` (:func:`register_key_variable`,
-called by the config loader) and ``CRYSTAL_API_KEY_ENV``'s value. Values shorter than
-:data:`MIN_SECRET_LENGTH` characters are not treated as secrets (masking ``"1"`` would
-mangle every file).
+called by the config loader) and ``CRYSTAL_API_KEY_ENV``'s value.
+
+Every key value of :data:`MIN_SECRET_LENGTH` (4) characters or more is redacted. A value
+shorter than :data:`WHOLE_TOKEN_BELOW` (8) is redacted only where it stands as a whole
+token (not inside a longer run of letters, digits, ``_`` or ``-``): a 5-character key
+is still a key, but replacing ``abcd1`` inside every longer word would mangle the files.
+Values of 1-3 characters are not secrets: they are the placeholders people give a local
+server that checks no key (``OPENAI_API_KEY=x`` for Ollama), guessable in a few thousand
+tries, and masking every standalone ``x`` or ``1`` would corrupt transcripts that are
+sent back to the model on resume.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import threading
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
@@ -41,7 +49,10 @@ KEY_VARIABLES: tuple[str, ...] = (
     "COHERE_API_KEY", "PERPLEXITY_API_KEY", "CEREBRAS_API_KEY", "HF_TOKEN",
     "HUGGING_FACE_HUB_TOKEN", "OLLAMA_API_KEY", "LITELLM_API_KEY",
 )
-MIN_SECRET_LENGTH = 8
+MIN_SECRET_LENGTH = 4
+WHOLE_TOKEN_BELOW = 8
+# What may not touch a short value for it to count as a whole token.
+_TOKEN_CHARS = "A-Za-z0-9_\\-"
 # Removed from exec tools and MCP servers (EX-2) whatever passKeysToTools says.
 ALWAYS_DROPPED = ("CRYSTAL_HOME",)
 
@@ -185,11 +196,24 @@ def secret_values(environ: Mapping[str, str] | None = None) -> list[tuple[str, s
     return sorted(found, key=lambda item: -len(item[1]))
 
 
+def _whole_token(value: str) -> re.Pattern[str]:
+    return re.compile(f"(?<![{_TOKEN_CHARS}]){re.escape(value)}(?![{_TOKEN_CHARS}])")
+
+
+def _whole_token_bytes(raw: bytes) -> re.Pattern[bytes]:
+    return re.compile(f"(?<![{_TOKEN_CHARS}])".encode() + re.escape(raw) + f"(?![{_TOKEN_CHARS}])".encode())
+
+
 def redact_text(text: str, secrets: Iterable[tuple[str, str]] | None = None) -> str:
-    """``text`` with every known secret value replaced by ``[redacted NAME]``."""
+    """``text`` with every known secret value replaced by ``[redacted NAME]`` (a short
+    value only where it is a whole token; see the module docstring)."""
     for name, value in (secret_values() if secrets is None else secrets):
-        if value in text:
+        if value not in text:
+            continue
+        if len(value) >= WHOLE_TOKEN_BELOW:
             text = text.replace(value, f"[redacted {name}]")
+        else:
+            text = _whole_token(value).sub(f"[redacted {name}]", text)
     return text
 
 
@@ -217,6 +241,10 @@ def mask_bytes(data: bytes, secrets: Iterable[tuple[str, str]] | None = None) ->
     so offsets into a log stay right)."""
     for _, value in (secret_values() if secrets is None else secrets):
         raw = value.encode("utf-8", "surrogateescape")
-        if raw in data:
+        if raw not in data:
+            continue
+        if len(value) >= WHOLE_TOKEN_BELOW:
             data = data.replace(raw, b"*" * len(raw))
+        else:
+            data = _whole_token_bytes(raw).sub(b"*" * len(raw), data)
     return data
