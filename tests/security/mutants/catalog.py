@@ -139,3 +139,111 @@ MUTANTS: list[Mutant] = [
     _m("G06", GRANTS, "os.O_NOFOLLOW, 0o600)", "os.O_NOFOLLOW, 0o644)", "session key created world-readable",
        T_GRANTS),
 ]
+
+
+# ----- second pass (2026-12-02): the code landed for TRUST-5 and host/approval_flow.py -----
+
+T_CLOSURE = "tests/security/test_mutants_trust_closure.py"
+T_EXEC5 = "tests/security/test_trust5_exec_closure.py"
+T_HOST3 = "tests/security/test_trust3_host_owned.py"
+T_PERSON = "tests/approval/test_person_and_log.py"
+
+
+def _n(id: str, file: str, old: str, new: str, what: str, *tests: str) -> Mutant:
+    """A mutant caught by tests named by node id (written before it, or by others)."""
+    return Mutant(id, file, old, new, what, tests)
+
+
+SECOND_PASS: list[Mutant] = [
+    # ----- core/trust_digest.py
+    _m("D01", DIGEST, '    if os.path.islink(path):\n        return Digest("", f"{path} is a symbolic link; only',
+       '    if False:\n        return Digest("", f"{path} is a symbolic link; only',
+       "a linked mcp.json / review prompt / cassette is trusted", T_CLOSURE),
+    _m("D02", DIGEST, "return path == root or path.startswith(root.rstrip(os.sep) + os.sep)",
+       "return path == root or path.startswith(root)",
+       "a link into a sibling folder sharing the set's name prefix counts as inside", T_CLOSURE),
+    _n("D03", DIGEST, "for what in (folder, str(manifest)):", "for what in (str(manifest),):",
+       "a linked set folder is trusted", f"{T_EXEC5}::test_a_linked_set_folder_cannot_be_re_pointed"),
+    # A link leading out of the set is refused by the closure walk too (D05); only a link
+    # inside the set tells the manifest check apart.
+    _m("D04", DIGEST, "for what in (folder, str(manifest)):", "for what in (folder,):",
+       "a tools.json that is a link inside the set is trusted", T_CLOSURE),
+    _n("D05", DIGEST, "if not _inside(target, real_root):", "if not _inside(target, os.sep):",
+       "a link leading outside the set is hashed, not refused",
+       f"{T_EXEC5}::test_a_link_leading_outside_the_set_is_refused"),
+    _m("D06", DIGEST, 'digest.update(b"x" if st.st_mode & 0o111 else b"-")', "pass",
+       "making a file of the set executable keeps it trusted", T_CLOSURE),
+    _m("D07", DIGEST, "if count > MAX_HASHED_FILES:", "if count > MAX_HASHED_FILES + 1:",
+       "the file bound lets one more file through", T_CLOSURE),
+    _m("D08", DIGEST, "if total > MAX_HASHED_BYTES:", "if total > 2 * MAX_HASHED_BYTES:",
+       "the byte bound is doubled", T_CLOSURE),
+    _m("D09", DIGEST, "key = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)",
+       "key = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)",
+       "the hash cache ignores ctime: same-size content with the old mtime put back stays trusted", T_CLOSURE),
+    _m("D10", DIGEST, "if hit is not None and hit[0] == key:", "if hit is not None:",
+       "the hash cache never notices a change", T_CLOSURE),
+    _m("D11", DIGEST, "    if problem is not None:\n        return Digest(\"\", problem)",
+       "    if False:\n        return Digest(\"\", problem)",
+       "a refused closure still gets a hash", T_CLOSURE),
+    _m("D12", DIGEST, 'digest.update(b"entry\\0" + os.fsencode(rel) + b"\\0")', 'digest.update(b"entry\\0")',
+       "renaming a file of the set keeps it trusted", T_CLOSURE),
+    # ----- core/trust.py
+    _m("U01", TRUST, 'for name in REVIEW_PROMPTS if index == 0 else ("review",):', 'for name in ("review",):',
+       "review.user.md is not listed by trust and cannot be trusted", T_CLOSURE),
+    _m("U02", TRUST, 'PROMPT_SUFFIXES = (".md", ".txt")', 'PROMPT_SUFFIXES = (".md",)',
+       "review.txt is not listed by trust and cannot be trusted", T_CLOSURE),
+    _m("U03", TRUST, "    return _inside(Path(os.path.realpath(path)), Path(os.path.realpath(workspace)))",
+       "    return True", "a file the person named outside the workspace needs trust", T_CLOSURE),
+    _m("U04", TRUST, "if workspace is None or not needs_trust(home, path):", "if workspace is None:",
+       "Home's own files need trust when the workspace holds Home", T_CLOSURE),
+    _n("U05", TRUST, 'ok = bool(digest) and entry.get("sha256") == digest and entry.get("kind") == kind',
+       'ok = bool(digest) and entry.get("kind") == kind', "a file once trusted stays trusted whatever changes",
+       f"{T_TRUST}::test_a_changed_file_in_a_subfolder_makes_the_set_untrusted__T10"),
+    _m("U06", TRUST, 'data["files"][str(real)] = {"kind": kind', 'data["files"][str(named)] = {"kind": kind',
+       "trust given through a linked workspace path never holds", T_CLOSURE),
+    # ----- host/approval_flow.py
+    _n("W01", FLOW, "    if c.host_owned:\n", '    if c.host_owned and session.approval != "full":\n',
+       "TRUST-3 skipped in full", f"{T_HOST3}::test_file_tools_cannot_change_host_files_without_a_person"),
+    _n("W02", FLOW, '    if mode == "audit":\n        # Audit classifies',
+       '    if mode == "review":\n        # Audit classifies', "audit does not classify calls allowed for the session",
+       f"{T_PERSON}::test_audit_reviews_even_calls_allowed_for_the_session"),
+    _m("W03", FLOW, 'if verdict.outcome in ("allow", "deny"):', 'if verdict.outcome == "allow":',
+       "a reviewer's deny goes to the person instead of denying", T_FLOW),
+    _n("W04", FLOW, '        if scope == "tool":\n            session.allowances.allow(call.name, None)',
+       '        if scope == "tool":\n            session.allowances.allow(call.name, c.pattern)',
+       "allow the whole tool allows only this call", f"{T_PERSON}::test_allow_session_for_the_whole_tool_or_a_glob"),
+    _n("W05", FLOW, "session.allowances.allow(call.name, scope, glob=True)",
+       "session.allowances.allow(call.name, scope, glob=False)", "the person's glob is taken as an exact text",
+       f"{T_PERSON}::test_allow_session_for_the_whole_tool_or_a_glob"),
+    _n("W06", FLOW, "        else:\n            session.allowances.allow(call.name, c.pattern)",
+       "        else:\n            session.allowances.allow(call.name, None)",
+       "allow this call for the session allows the whole tool",
+       f"{T_PERSON}::test_allow_session_exact_pattern_never_widens"),
+    _n("W07", FLOW, '    if answer.outcome == "deny":\n        record("deny", "person", "; ".join(x for x in (via, '
+       'answer.reason) if x) or None)\n        return Decision(False, "person", answer.reason)\n    # "Allow',
+       '    if answer.outcome == "deny" and answer.reason:\n        record("deny", "person", "; ".join(x for x in '
+       '(via, answer.reason) if x) or None)\n        return Decision(False, "person", answer.reason)\n    # "Allow',
+       "a person's deny without a reason allows a host-owned change",
+       f"{T_HOST3}::test_edit_of_the_review_prompt_asks_the_person_every_time_even_in_full"),
+    _n("W08", FLOW, "    if unsure is not None:\n", '    if unsure is not None and session.approval != "full":\n',
+       "an unparsable command passes the forbidden check in full",
+       f"{T_APPROVAL}::test_unparsable_background_command_is_not_passed_by_the_forbidden_check__A23"),
+    _m("W09", FLOW, "    return verdict_from(verdict.model_dump(), c)", "    return verdict",
+       "a plugged-in reviewer's own outcome is trusted (no REV-1/REV-2 floor)", T_FLOW),
+    _m("W10", FLOW, "    if not isinstance(verdict, ReviewVerdict):\n        return failed_verdict",
+       "    if False:\n        return failed_verdict", "a reviewer returning no verdict breaks the turn", T_FLOW),
+    _m("W11", FLOW, "del session.audit[: len(session.audit) - AUDIT_LIMIT]", "del session.audit[AUDIT_LIMIT:]",
+       "a full audit log drops the newest decisions", T_FLOW),
+    _m("W12", FLOW, "    if isinstance(value, str) and len(value) > AUDIT_VALUE_LIMIT:",
+       "    if isinstance(value, str) and len(value) > AUDIT_VALUE_LIMIT * 100:",
+       "the audit log keeps long arguments whole", T_FLOW),
+    _n("W13", FLOW, "rule = forbidden_match(session.config.forbidden, call.name, call.arguments, session.workspace)",
+       "rule = forbidden_match(session.config.forbidden, call.name, call.arguments, None)",
+       "path rules no longer see the workspace-relative and resolved paths",
+       f"{T_APPROVAL}::test_forbidden_path_rule_sees_through_a_symlink__A21"),
+    _n("W14", FLOW, "    c = apply_floor(classification)", "    c = classification",
+       "the flow does not apply the MODE-3 floor",
+       f"{T_APPROVAL}::test_external_read_tool_is_shown_to_the_person_as_a_write__A01"),
+]
+
+MUTANTS += SECOND_PASS

@@ -99,11 +99,22 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     with tempfile.TemporaryDirectory(prefix="crystal-mutants-") as cache:
         if args.baseline:
-            # Every mutant's tests are (file, "-k", expression): one run selects them all.
-            files = tuple(dict.fromkeys(m.tests[0] for m in chosen))
-            code, output = _pytest((*files, "-k", " or ".join(f"({m.tests[2]})" for m in chosen)), cache)
-            print(output.strip().splitlines()[-1] if output.strip() else f"pytest exit {code}")
-            return code
+            # Tests named after a mutant are (file, "-k", expression): one run selects them
+            # all; the tests other mutants name (node ids) run together in a second one.
+            named = [m for m in chosen if len(m.tests) == 3 and m.tests[1] == "-k"]
+            runs = []
+            if named:
+                files = tuple(dict.fromkeys(m.tests[0] for m in named))
+                runs.append((*files, "-k", " or ".join(f"({m.tests[2]})" for m in named)))
+            nodes = tuple(dict.fromkeys(t for m in chosen if m not in named for t in m.tests))
+            if nodes:
+                runs.append(nodes)
+            worst = 0
+            for run in runs:
+                code, output = _pytest(run, cache)
+                print(output.strip().splitlines()[-1] if output.strip() else f"pytest exit {code}")
+                worst = worst or code
+            return worst
         dirty = _dirty({m.file for m in chosen})
         if dirty:
             print(f"refusing to mutate files that differ from git HEAD: {', '.join(dirty)}", file=sys.stderr)
