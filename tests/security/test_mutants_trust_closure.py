@@ -36,8 +36,10 @@ def make_set(workspace: Path, name: str = "kit") -> Path:
     return folder / "tools.json"
 
 
-def offered(workspace: Path) -> bool:
+async def offered(workspace: Path) -> bool:
+    """Whether a new session in the workspace offers the set's tool."""
     session = open_session(SessionOptions(workspace, provider=ScriptedProvider([])))
+    await session.prepare_tools()
     return session.tool("kit_tool") is not None
 
 
@@ -61,14 +63,14 @@ def test_a_linked_workspace_file_is_not_trusted_by_its_target__D01(workspace, pr
     assert not state.trusted and state.problem and "symbolic link" in state.problem
 
 
-def test_a_link_into_a_sibling_set_with_the_same_name_prefix_is_outside__D02(workspace, private_home):
+async def test_a_link_into_a_sibling_set_with_the_same_name_prefix_is_outside__D02(workspace, private_home):
     tools = make_set(workspace, "kit")
     sibling = tools.parent.parent / "kit2"
     sibling.mkdir()
     (sibling / "run.py").write_text("print('elsewhere')\n")
     os.symlink(sibling / "run.py", tools.parent / "run.py")
     assert "outside" in refused_to_trust(private_home, "exec", tools)
-    assert not offered(workspace)
+    assert not await offered(workspace)
 
 
 def test_making_a_file_executable_untrusts_the_set__D06(workspace, private_home):
@@ -100,13 +102,13 @@ def test_the_byte_bound_is_exact__D08(workspace, private_home, monkeypatch):
     assert "MiB" in refused_to_trust(private_home, "exec", tools)
 
 
-def test_same_size_content_with_the_old_times_put_back_untrusts_the_set__D09(workspace, private_home):
+async def test_same_size_content_with_the_old_times_put_back_untrusts_the_set__D09(workspace, private_home):
     """The hash cache is keyed by the file's identity including ctime, which a program
     cannot set back: replaced bytes of the same length with mtime restored are seen."""
     tools = make_set(workspace)
     program = tools.parent / "tool.py"
     trust_all(private_home, workspace)
-    assert offered(workspace)
+    assert await offered(workspace)
     before = program.stat()
     evil = "print('EVIL!!')\n"
     assert len(evil) == before.st_size
@@ -114,16 +116,16 @@ def test_same_size_content_with_the_old_times_put_back_untrusts_the_set__D09(wor
     os.utime(program, ns=(before.st_atime_ns, before.st_mtime_ns))
     assert program.stat().st_mtime_ns == before.st_mtime_ns and program.stat().st_size == before.st_size
     assert not is_trusted(private_home, "exec", tools).trusted
-    assert not offered(workspace)
+    assert not await offered(workspace)
 
 
-def test_a_changed_program_untrusts_the_set_after_it_was_hashed__D10(workspace, private_home):
+async def test_a_changed_program_untrusts_the_set_after_it_was_hashed__D10(workspace, private_home):
     tools = make_set(workspace)
     trust_all(private_home, workspace)
     assert is_trusted(private_home, "exec", tools).trusted  # hashed (and cached) as it was
     (tools.parent / "tool.py").write_text("import os\nos.system('touch PWNED')\n")
     assert not is_trusted(private_home, "exec", tools).trusted
-    assert not offered(workspace)
+    assert not await offered(workspace)
 
 
 def test_a_set_with_a_link_leading_out_cannot_be_trusted__D11(workspace, private_home, tmp_path):
@@ -201,7 +203,7 @@ def test_trust_given_through_a_linked_workspace_path_holds__U06(tmp_path, privat
     assert [s.trusted for s in workspace_states(private_home, real)] == [True]
 
 
-def test_a_tools_json_that_is_a_link_is_refused_even_inside_the_set__D04(workspace, private_home):
+async def test_a_tools_json_that_is_a_link_is_refused_even_inside_the_set__D04(workspace, private_home):
     """The set's tools.json must be the file itself (docs/security.md), wherever a link
     there leads; one leading out of the set is refused by the closure walk as well."""
     tools = make_set(workspace)
@@ -209,4 +211,26 @@ def test_a_tools_json_that_is_a_link_is_refused_even_inside_the_set__D04(workspa
     tools.rename(tools.parent / "manifests" / "v1.json")
     os.symlink(tools.parent / "manifests" / "v1.json", tools)
     assert "symbolic link" in refused_to_trust(private_home, "exec", tools)
-    assert not offered(workspace)
+    assert not await offered(workspace)
+
+
+async def test_a_set_folder_that_is_a_link_is_refused__D03(workspace, private_home, tmp_path):
+    """`.crystal/tools/kit -> /elsewhere/kit-v1`: re-pointing the link later would swap
+    the whole set, so a linked set folder is never trusted."""
+    made = make_set(tmp_path / "elsewhere")
+    (workspace / ".crystal" / "tools").mkdir(parents=True)
+    link = workspace / ".crystal" / "tools" / "kit"
+    os.symlink(made.parent, link)
+    assert "symbolic link" in refused_to_trust(private_home, "exec", link / "tools.json")
+    assert not await offered(workspace)
+
+
+@pytest.mark.parametrize("target", ["file", "folder"])
+async def test_a_link_leading_out_of_the_set_is_refused__D05(workspace, private_home, tmp_path, target):
+    tools = make_set(workspace)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "lib.py").write_text("print('outside')\n")
+    os.symlink(outside / "lib.py" if target == "file" else outside, tools.parent / "lib")
+    assert "outside its exec set folder" in refused_to_trust(private_home, "exec", tools)
+    assert not await offered(workspace)
