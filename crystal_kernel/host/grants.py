@@ -24,8 +24,9 @@ _keys: dict[str, bytes] = {}
 _lock = threading.Lock()
 
 
-def _key(home: Path, *, create: bool) -> bytes | None:
-    """Home's signing key; made on first use when ``create``. None when unavailable."""
+def home_key(home: Path, *, create: bool) -> bytes | None:
+    """Home's signing key (grants, session journals); made on first use when ``create``.
+    None when unavailable."""
     path = Path(home) / KEY_FILE
     cache = str(path)
     with _lock:
@@ -67,7 +68,7 @@ def sign(home: Path, session_id: str, workspace: Path, directories: list[dict[st
     """The signature of a directory list; None when there is nothing to sign or no key."""
     if not directories:
         return None
-    key = _key(home, create=True)
+    key = home_key(home, create=True)
     if key is None:
         return None
     return hmac.new(key, _message(session_id, workspace, directories), hashlib.sha256).hexdigest()
@@ -78,7 +79,7 @@ def verify(home: Path, session_id: str, workspace: Path, directories: list[dict[
     """True when the person granted exactly this list in this Home for this session."""
     if not directories:
         return True
-    key = _key(home, create=False)
+    key = home_key(home, create=False)
     if key is None or not isinstance(signature, str):
         return False
     expected = hmac.new(key, _message(session_id, workspace, directories), hashlib.sha256).hexdigest()

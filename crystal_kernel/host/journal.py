@@ -15,6 +15,8 @@ costs what it adds, not what the session already holds:
 - ``{"t": "set", "k": {...}}`` — top-level document keys that changed. Every save ends
   with one, holding at least ``updated``, ``turns``, ``topic`` and ``usage``, so that a
   listing reads only the first and the last line of a journal.
+- ``{"t": "sig", "c": ..., "s": ...}`` — after that set line, the Home key's signature
+  of everything the file holds (TRUST-5, host/journal_sign.py).
 
 Each save appends its lines with one ``write`` and fsyncs, so a crash loses at most the
 line being written. A last line without its newline is such a torn write: it is skipped
@@ -39,6 +41,7 @@ from crystal_kernel.core.fsutil import MAX_FILE_DEPTH, atomic_write_text
 from crystal_kernel.core.message_log import MessageLog, RawMessage
 from crystal_kernel.core.secrets import redact, secret_values
 from crystal_kernel.core.textsafe import clean_value, nesting_depth
+from crystal_kernel.host.journal_sign import key_for, sign_save, tail_signed, verify_chain
 
 JOURNAL_VERSION = 2
 # Document keys a journal carries as lines of their own rather than in the snapshot.
@@ -76,6 +79,8 @@ class JournalState:
     mtime_ns: int = 0
     inode: int = 0
     torn_bytes: int = 0                 # a torn last line (a crash mid-write) follows ``size``
+    # The signature chain after the last line (TRUST-5); None: not signed by this Home.
+    chain: bytes | None = None
 
 
 def split_document(doc: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
@@ -186,8 +191,8 @@ def append_lines(path: Path, state: JournalState, lines: list[str]) -> JournalSt
     return JournalState(size=st.st_size, mtime_ns=st.st_mtime_ns, inode=st.st_ino)
 
 
-def read_journal(path: Path, parse_message: Callable[[bytes], Any] | None = None
-                 ) -> tuple[dict[str, Any], JournalState]:
+def read_journal(path: Path, parse_message: Callable[[bytes], Any] | None = None, *,
+                 key: bytes | None = None) -> tuple[dict[str, Any], JournalState]:
     """The whole session document a journal describes, and the journal's state.
 
     ``parse_message``: builds a message object straight from a ``msg`` line's bytes (one
@@ -196,7 +201,11 @@ def read_journal(path: Path, parse_message: Callable[[bytes], Any] | None = None
     out of the transcript: no request sends them again) are then not parsed at all: the
     history is a :class:`MessageLog` holding their bytes, parsed when first read. A 50 MB
     session is mostly such lines, and parsing them cost as much as ``json.loads`` of the
-    whole file. A corrupt one is reported (the same one line) when it is read."""
+    whole file. A corrupt one is reported (the same one line) when it is read.
+
+    ``key``: the Home key; the state's ``chain`` says whether the file is signed with it
+    (host/journal_sign.py); an unsigned journal's messages are marked unverified, those
+    read here by host/store.py, the unread ones when they are parsed."""
     try:
         with open(path, "rb") as handle:
             st = os.fstat(handle.fileno())
@@ -215,7 +224,8 @@ def read_journal(path: Path, parse_message: Callable[[bytes], Any] | None = None
     start = 0
     number = 0
     lazy = False
-    lazy_parse = _lazy_parser(path, parse_message) if parse_message is not None else None
+    chain = verify_chain(key, path.stem, data, end)
+    lazy_parse = _lazy_parser(path, parse_message, unverified=chain is None) if parse_message is not None else None
     while start < end:
         stop = body.index(b"\n", start, end)
         number += 1
@@ -268,6 +278,8 @@ def read_journal(path: Path, parse_message: Callable[[bytes], Any] | None = None
                 transcript.append(message)
         elif kind == "set" and isinstance(line.get("k"), dict):
             doc.update(line["k"])  # type: ignore[union-attr]
+        elif kind == "sig":
+            continue  # checked above
         elif kind == "add" and line.get("k") in lists and isinstance(line.get("items"), list):
             target = lists[line["k"]]
             target.extend(line["items"])
@@ -285,12 +297,15 @@ def read_journal(path: Path, parse_message: Callable[[bytes], Any] | None = None
         doc["usage"] = dict(usage, turns=lists["usage.turns"])
     if extra_lines:
         doc[UNKNOWN_LINES_KEY] = extra_lines
-    return doc, JournalState(size=end, mtime_ns=st.st_mtime_ns, inode=st.st_ino, torn_bytes=len(data) - end)
+    return doc, JournalState(size=end, mtime_ns=st.st_mtime_ns, inode=st.st_ino, torn_bytes=len(data) - end,
+                             chain=chain)
 
 
-def _lazy_parser(path: Path, parse_message: Callable[[bytes], Any]) -> Callable[[bytes, int], Any]:
+def _lazy_parser(path: Path, parse_message: Callable[[bytes], Any], *,
+                 unverified: bool = False) -> Callable[[bytes, int], Any]:
     """Parses a line of ``path`` when its message is first read; a corrupt line is the
-    same one-line UserError resume gives for any other line."""
+    same one-line UserError resume gives for any other line. ``unverified``: the
+    journal is not signed by this Home, and its messages are marked so (TRUST-5)."""
 
     def parse(raw: bytes, number: int) -> Any:
         try:
@@ -307,6 +322,8 @@ def _lazy_parser(path: Path, parse_message: Callable[[bytes], Any]) -> Callable[
                 pass
             raise UserError(f"Session journal {path} is corrupt at line {number} ({what}); "
                             "it was left as it is.") from None
+        if unverified and isinstance(getattr(message, "meta", None), dict):
+            message.meta["unverified"] = True
         return message
 
     return parse
@@ -339,6 +356,25 @@ def read_summary(path: Path) -> dict[str, Any]:
     return doc
 
 
+def summary_signed(path: Path, key: bytes | None) -> bool:
+    """True when the journal's last complete line is this Home's signature of the line
+    a listing reads ``updated`` from: the set line before it, or (a snapshot alone) the
+    first line. Reads the first line and at most the file's last 1 MiB."""
+    if key is None:
+        return False
+    with open(path, "rb") as handle:
+        first = handle.readline(_LIST_SCAN_LIMIT).rstrip(b"\n")
+        size = os.fstat(handle.fileno()).st_size
+        start = max(0, size - (1 << 20))
+        handle.seek(start)
+        block = handle.read()
+    lines = block[:block.rfind(b"\n")].split(b"\n")
+    if len(lines) < 2 or (start > 0 and len(lines) < 3):
+        return False  # the first line of the block may be a partial one
+    anchor = lines[-2] if lines[-2].startswith(b'{"t":"set"') else first
+    return tail_signed(key, path.stem, anchor, lines[-1])
+
+
 def _merge_set(doc: dict[str, Any], raw: bytes) -> bool:
     if b'"t":"set"' not in raw:
         return False
@@ -361,9 +397,10 @@ class JournalWriter:
     writes a snapshot when appending cannot describe the change (a new session, a
     compacted transcript, a journal another process wrote meanwhile)."""
 
-    def __init__(self, path: Path, inside: Path | None = None):
+    def __init__(self, path: Path, inside: Path | None = None, home: Path | None = None):
         self.path = path
         self.inside = inside  # snapshots: no symbolic link below this folder (TRUST-3)
+        self.home = home  # whose key signs every save (TRUST-5); None: unsigned
         self.state: JournalState | None = None
         self._history: list[Any] = []
         self._transcript: list[Any] = []
@@ -388,20 +425,35 @@ class JournalWriter:
         """``meta``: the document's other keys (``usage`` without its turns); ``lists``:
         the append-only lists (audit, usage.turns); ``document()``: the whole document,
         called only when a snapshot is written."""
-        lines = self._append_lines(meta, history, transcript, lists)
+        key = key_for(self.home, create=True)
+        lines = self._append_lines(meta, history, transcript, lists, signed=key is not None)
         if lines is None:
             _, snapshot = split_document(document())
+            chain = self._sign(key, None, snapshot)
             self.state = write_snapshot(self.path, snapshot, inside=self.inside)
+            self.state.chain = chain
             self._remember(meta, history, transcript, lists)
             return
         assert self.state is not None
+        chain = self._sign(key, self.state.chain, lines[0])
         self.state = append_lines(self.path, self.state, lines[0])
+        self.state.chain = chain
         self._remember(meta, history, transcript, lists, lines[1])
 
+    def _sign(self, key: bytes | None, previous: bytes | None, lines: list[str]) -> bytes | None:
+        """Close ``lines`` with the signature line (added to them); the new chain."""
+        if key is None:
+            return None
+        line, chain = sign_save(key, self.path.stem, previous, lines)
+        lines.append(line)
+        return chain
+
     def _append_lines(self, meta: dict[str, Any], history: list[Any], transcript: list[Any],
-                      lists: dict[str, list[Any]]) -> tuple[list[str], dict[str, str]] | None:
+                      lists: dict[str, list[Any]], signed: bool = False) -> tuple[list[str], dict[str, str]] | None:
         if self.state is None or not unchanged_since(self.path, self.state):
             return None
+        if signed and self.state.chain is None:
+            return None  # not signed by this Home yet: a signed snapshot starts the chain
         if not (_extends(history, self._history) and _extends(transcript, self._transcript)):
             return None  # compaction replaced the transcript's head: a snapshot
         if set(meta) - {UNKNOWN_LINES_KEY} != set(self._meta) - {UNKNOWN_LINES_KEY}:

@@ -149,7 +149,7 @@ class Session:
         self.questions_available = True
         self.notebook = notebook
         self.id = session_id or new_session_id()
-        self.store = SessionStore(self.workspace)
+        self.store = SessionStore(self.workspace, home=self.home)
         self.access = AccessRules(self.workspace)
         self.mode: str = config.mode
         self.approval: str = config.approval
@@ -402,7 +402,7 @@ class Session:
             raise UserError(f"'{directory}' is not a folder.")
         self.workspace = target
         self.access.workspace = target
-        self.store = SessionStore(target)
+        self.store = SessionStore(target, home=self.home)
         self.review_baseline = _review_baseline(target)
         self._writer = None  # the next save writes a snapshot in the new workspace
         if self._jobs is not None:
@@ -542,7 +542,7 @@ class Session:
         path = self.store.journal_path(self.id)
         try:
             if self._writer is None or self._writer.path != path:
-                self._writer = JournalWriter(path, inside=self.workspace)
+                self._writer = JournalWriter(path, inside=self.workspace, home=self.home)
             meta = self._meta_document()
             snapshot = self._writer.state is None
             self._writer.save(meta, self.history, self.transcript, self._journal_lists(),
@@ -635,7 +635,8 @@ class Session:
         mine = self._lock is not None and self._lock.held and self._lock.document == path
         lock = None if mine else acquire_lock(path, session_id)
         try:
-            doc, state = self.store.load_with_state(session_id, messages=True)
+            foreign: list[str] = []  # TRUST-5: a session this Home did not sign
+            doc, state = self.store.load_with_state(session_id, messages=True, notes=foreign)
             # What the journal holds, before any change below: the next save appends the
             # differences from it.
             disk_meta = {k: v for k, v in doc.items() if k not in LIST_KEYS}
@@ -646,12 +647,15 @@ class Session:
                           f"{doc.get('id')!r}; it continues as {session_id}, a separate session.")
                 doc = {**doc, "id": session_id}
             self.load_document(doc)
+            for text in foreign:
+                self.note(text)
         except BaseException:
             if lock is not None:
                 lock.release()
             raise
         if state is not None:
-            self._writer = JournalWriter(self.store.journal_path(session_id), inside=self.workspace)
+            self._writer = JournalWriter(self.store.journal_path(session_id), inside=self.workspace,
+                                         home=self.home)
             self._writer.loaded(state, disk_meta, self.history, self.transcript, self._journal_lists())
         else:
             self._writer = None

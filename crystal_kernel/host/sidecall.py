@@ -129,12 +129,13 @@ def render_message_labelled(message: Message, *, result_limit: int, argument_lim
     ``"from": "assistant"`` line (GUARD-3). Only ``"from": "person"`` lines are the
     person's words."""
     kind = message.meta.get("kind") if isinstance(message.meta, dict) else None
-    person = is_person_prompt(message)
+    unverified = is_unverified(message)
+    person = is_person_prompt(message) and not unverified
     lines: list[dict[str, Any]] = []
     for part in message.parts:
         if isinstance(part, TextPart):
-            who = "summary" if kind == "summary" else ("person" if person else
-                                                      "assistant" if message.role == "assistant" else "host")
+            who = ("unverified" if unverified else "summary" if kind == "summary" else "person" if person
+                   else "assistant" if message.role == "assistant" else "host")
             lines.append({"from": who, "text": _clip(part.text, text_limit)})
         elif isinstance(part, ToolCallPart):
             args = part.raw_arguments if part.raw_arguments is not None else json.dumps(
@@ -147,7 +148,8 @@ def render_message_labelled(message: Message, *, result_limit: int, argument_lim
                 entry["images"] = len(part.images)
             lines.append(entry)
         elif isinstance(part, ImagePart):
-            lines.append({"from": "person" if person else "assistant", "image": part.mime_type})
+            lines.append({"from": "unverified" if unverified else "person" if person else "assistant",
+                          "image": part.mime_type})
     if message.interrupted:
         lines.append({"from": "host", "text": "this answer was interrupted"})
     return "\n".join(escape_json_tags(json.dumps(line, ensure_ascii=False)) for line in lines)
@@ -165,6 +167,12 @@ def is_person_prompt(message: Message) -> bool:
             and (message.meta or {}).get("kind") != "summary")
 
 
+def is_unverified(message: Message) -> bool:
+    """A message of a session this Home did not sign (TRUST-5, host/store.py): history
+    only, never the person's words to the reviewer."""
+    return isinstance(message.meta, dict) and message.meta.get("unverified") is True
+
+
 def render_conversation(messages: list[Message], *, limit: int = 40_000, result_limit: int = 1_500,
                         argument_limit: int = 1_500, text_limit: int = 6_000,
                         keep_person: bool = True, labelled: bool = False) -> str:
@@ -176,7 +184,7 @@ def render_conversation(messages: list[Message], *, limit: int = 40_000, result_
     what (:func:`render_message_labelled`), for the reviewer.
     """
     render = render_message_labelled if labelled else render_message
-    blocks = [(is_person_prompt(m), render(m, result_limit=result_limit, argument_limit=argument_limit,
+    blocks = [(is_person_prompt(m) and not is_unverified(m), render(m, result_limit=result_limit, argument_limit=argument_limit,
                                            text_limit=text_limit)) for m in messages]
     blocks = [(p, b) for p, b in blocks if b]
     total = sum(len(b) + 2 for _, b in blocks)

@@ -5,6 +5,12 @@ and fsyncs, a compaction or fork writes a snapshot. The older format — one who
 document per session, ``<id>.json``, rewritten after every turn — is still read; the
 first save of such a session writes its journal and removes the old document. Unknown
 fields survive. A corrupt file is reported (one line) and left as it is.
+
+TRUST-5: journals are signed with the Home key (host/journal_sign.py). A bare
+``/resume`` (:meth:`SessionStore.latest`) picks only sessions this Home signed; a
+foreign one (planted, edited, old format, another Home) opened by id is read as
+history: its messages are marked ``unverified`` and never reach the reviewer as the
+person's words (host/sidecall.py).
 """
 
 from __future__ import annotations
@@ -20,7 +26,15 @@ from typing import Any
 from crystal_kernel.core import paths
 from crystal_kernel.core.errors import UserError
 from crystal_kernel.core.fsutil import read_json_object
-from crystal_kernel.host.journal import JournalState, read_journal, read_summary, split_document, write_snapshot
+from crystal_kernel.host.journal import (
+    JournalState,
+    read_journal,
+    read_summary,
+    split_document,
+    summary_signed,
+    write_snapshot,
+)
+from crystal_kernel.host.journal_sign import key_for, sign_save
 
 DOCUMENT_VERSION = 1
 _ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
@@ -43,14 +57,17 @@ class SessionSummary:
     updated: str
     turns: int
     tokens: int
+    # Written by this Home (TRUST-5): only such a session is picked by a bare /resume.
+    signed: bool = False
 
 
 class SessionStore:
     """The sessions folder of one workspace."""
 
-    def __init__(self, workspace: Path):
+    def __init__(self, workspace: Path, home: Path | None = None):
         self.workspace = Path(workspace)
         self.folder = paths.sessions_dir(self.workspace)
+        self.home = home  # whose key signs and checks journals (TRUST-5)
 
     def journal_path(self, session_id: str) -> Path:
         """Where the session's journal is (or will be) written."""
@@ -77,22 +94,30 @@ class SessionStore:
         """The whole session document (from the journal, or the old format)."""
         return self.load_with_state(session_id)[0]
 
-    def load_with_state(self, session_id: str, *, messages: bool = False
+    def load_with_state(self, session_id: str, *, messages: bool = False, notes: list[str] | None = None
                         ) -> tuple[dict[str, Any], JournalState | None]:
         """The document and, for a journal, its state (so the next save appends).
         ``messages``: a journal's message lists hold Message objects rather than dicts
-        (faster: what resume uses)."""
+        (faster: what resume uses). A session this Home did not sign has its messages
+        marked unverified, and ``notes`` gets one line saying so (TRUST-5)."""
         path = self.path_for(session_id)
         if not path.exists():
             raise UserError(f"No session '{session_id}' in {self.folder}.")
         if path.suffix == ".jsonl":
             from crystal_kernel.core.messages import parse_message_line
 
-            data, state = read_journal(path, parse_message_line if messages else None)
+            data, state = read_journal(path, parse_message_line if messages else None,
+                                       key=key_for(self.home, create=False))
+            signed = state.chain is not None
         else:
-            data, state = read_json_object(path, "session document"), None
+            data, state, signed = read_json_object(path, "session document"), None, False
         if not isinstance(data.get("transcript", []), list):
             raise UserError(f"Session document {path} is corrupt: 'transcript' is not a list.")
+        if not signed:
+            if mark_unverified(data) and notes is not None:
+                notes.append(f"Session {session_id} was not written by this Crystal Home (or was changed "
+                             "since), so it is read as history: its messages are not taken as your words, "
+                             "and a bare /resume does not pick it.")
         return data, state
 
     def save(self, document: dict[str, Any]) -> Path:
@@ -101,6 +126,9 @@ class SessionStore:
         .crystal/sessions may lead the write elsewhere (TRUST-3)."""
         path = self.journal_path(document["id"])
         _, lines = split_document(document)
+        key = key_for(self.home, create=True)
+        if key is not None:
+            lines.append(sign_save(key, path.stem, None, lines)[0])
         write_snapshot(path, lines, inside=self.workspace)
         self.drop_old_document(document["id"])
         return path
@@ -118,6 +146,7 @@ class SessionStore:
         out: list[SessionSummary] = []
         if not self.folder.is_dir():
             return out
+        key = key_for(self.home, create=False)
         journals = {p.stem for p in self.folder.glob("*.jsonl")}
         files = [*self.folder.glob("*.jsonl"), *(p for p in self.folder.glob("*.json") if p.stem not in journals)]
         for path in files:
@@ -135,6 +164,7 @@ class SessionStore:
                         updated=data.get("updated", ""),
                         turns=int(data.get("turns", 0)),
                         tokens=int(usage.get("inputTokens", 0)) + int(usage.get("outputTokens", 0)),
+                        signed=path.suffix == ".jsonl" and summary_signed(path, key),
                     )
                 )
             except (OSError, ValueError, TypeError, AttributeError):
@@ -143,5 +173,30 @@ class SessionStore:
         return out
 
     def latest(self) -> str | None:
-        sessions = self.list()
-        return sessions[0].id if sessions else None
+        """The newest session this Home signed (a bare /resume); None when there is none."""
+        return next((s.id for s in self.list() if s.signed), None)
+
+    def signed(self, session_id: str) -> bool:
+        """True when the session's journal ends with this Home's signature (a cheap check
+        of its two ends; resume checks every line)."""
+        try:
+            path = self.journal_path(session_id)
+            return path.is_file() and summary_signed(path, key_for(self.home, create=False))
+        except (OSError, UserError):
+            return False
+
+
+def mark_unverified(document: dict[str, Any]) -> int:
+    """Mark every message of a foreign session ``unverified`` (in its meta); the count."""
+    seen: set[int] = set()
+    for key in ("transcript", "history"):
+        for message in list.__iter__(document.get(key) or []):
+            if id(message) in seen:
+                continue
+            seen.add(id(message))
+            meta = message.get("meta") if isinstance(message, dict) else getattr(message, "meta", None)
+            if meta is None and isinstance(message, dict):
+                meta = message["meta"] = {}
+            if isinstance(meta, dict):
+                meta["unverified"] = True
+    return len(seen)

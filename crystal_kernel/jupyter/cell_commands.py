@@ -80,7 +80,8 @@ def _notebook_session(kernel: Any, session: Session) -> str | None:
     except UserError as exc:
         Renderer(IPythonOutput()).show_note(f"{exc} Resuming the workspace's latest session instead.")
         return None
-    if target and not session.store.exists(target):
+    # TRUST-5: the map is a workspace file too; only a session this Home signed is picked.
+    if target and not session.store.signed(target):
         return None
     return target
 

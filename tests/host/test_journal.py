@@ -47,10 +47,11 @@ async def test_a_turn_appends_to_the_journal_and_never_rewrites_it(workspace):
     # Appended: the first turn's bytes are still there, in the same file.
     assert after.startswith(before) and path.stat().st_ino == inode
     added = [json.loads(line) for line in after[len(before):].decode().splitlines()]
-    assert [line["t"] for line in added] == ["msg", "msg", "msg", "msg", "add", "add", "set"]
+    # Each save ends with the Home key's signature (TRUST-5, host/journal_sign.py).
+    assert [line["t"] for line in added] == ["msg", "msg", "msg", "msg", "add", "add", "set", "sig"]
     assert [line["k"] for line in added if line["t"] == "add"] == ["audit", "usage.turns"]
     assert [line["to"] for line in added if line["t"] == "msg"] == ["both"] * 4
-    assert added[-1]["k"]["turns"] == 2 and "updated" in added[-1]["k"]
+    assert added[-2]["k"]["turns"] == 2 and "updated" in added[-2]["k"]
     # The message lines are written once each, not once per list.
     assert sum(1 for line in lines_of(path) if line["t"] == "msg") == 6
     again = make_session(workspace, [])
