@@ -20,6 +20,7 @@ import pytest
 
 from crystal_kernel.core import trust_digest
 from crystal_kernel.core.events import ToolResultEvent
+from crystal_kernel.core.runner import run_to_completion
 from crystal_kernel.core.trust import TrustStore, workspace_states
 from crystal_kernel.host.bootstrap import SessionOptions, open_session
 from crystal_kernel.host.commands import run_command
@@ -60,7 +61,7 @@ def crystal_trust(workspace: Path, target: str) -> subprocess.CompletedProcess:
 
 def offered(workspace: Path) -> bool:
     session = open_session(SessionOptions(workspace, provider=ScriptedProvider([])))
-    return session.tool("kit_tool") is not None
+    return any(t.name == "kit_tool" for t in run_to_completion(session.prepare_tools()))
 
 
 @pytest.mark.parametrize("link", ["file", "folder"])
@@ -132,6 +133,7 @@ async def test_replacing_a_file_in_a_skipped_folder_untrusts_the_set(workspace, 
     session = open_session(SessionOptions(workspace, provider=ScriptedProvider([
         tool_reply([("kit_tool", {})]), text_reply("done")]), overrides={"approval": "full"},
         person_present=False))
+    await session.prepare_tools()
     assert session.tool("kit_tool") is not None
 
     write_program(target, evil_code(marker))  # after trust, under the catalog already built
@@ -151,9 +153,11 @@ async def test_writing_through_an_inner_link_untrusts_the_set(workspace, tmp_pat
     (folder / "run.py").symlink_to(folder / "impl" / "real.py")
     session = open_session(SessionOptions(workspace, provider=ScriptedProvider([])))
     assert "Trusted" in (await run_command(session, "/trust all")).text
+    await session.prepare_tools()
     assert session.tool("kit_tool") is not None
     (folder / "run.py").write_text(evil_code(marker))  # writes through the link
     session.refresh_system()
+    await session.prepare_tools()
     assert session.tool("kit_tool") is None
 
 
