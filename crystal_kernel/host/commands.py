@@ -218,7 +218,8 @@ def _sessions(session: Session, args: list[str]) -> CommandResult:
     rows = session.store.list()
     if not rows:
         return CommandResult("No saved sessions in this workspace.", kind="sessions")
-    lines = [f"{'*' if r.id == session.id else ' '} {r.id}  {r.updated}  turns {r.turns}  tokens {r.tokens}  {r.topic or ''}"
+    lines = [f"{'*' if r.id == session.id else ' '} {r.id}  {r.updated}  turns {r.turns}  tokens {r.tokens}  "
+             f"{r.topic or ''}{'' if r.answered else '  (not answered: its last prompt got no reply)'}"
              for r in rows]
     return CommandResult("\n".join(lines), data={"sessions": [r.__dict__ for r in rows]}, kind="sessions")
 

@@ -389,7 +389,7 @@ def _merge_set(doc: dict[str, Any], raw: bytes) -> bool:
 
 
 # Keys every save's closing ``set`` line carries, changed or not (see read_summary).
-ALWAYS_SET = ("updated", "turns", "topic", "usage")
+ALWAYS_SET = ("updated", "turns", "topic", "usage", "answered")
 
 
 class JournalWriter:

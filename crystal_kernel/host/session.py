@@ -103,7 +103,7 @@ class Usage:
 _OWN_KEYS = {
     "version", "id", "created", "updated", "workspace", "topic", "mode", "approval", "provider",
     "model", "turns", "transcript", "history", "todos", "usage", "audit", "directories", "forkedFrom",
-    "directoriesSignature",
+    "directoriesSignature", "answered",
 }
 
 
@@ -484,6 +484,9 @@ class Session:
                 # TRUST-3: the person's grants, signed with Home's key (host/grants.py).
                 "directoriesSignature": sign_grants(self.home, self.id, self.workspace, directories),
                 "forkedFrom": self.forked_from,
+                # False while the last message is the person's or a tool's (the request
+                # failed or was cancelled): /sessions says the prompt was not answered.
+                "answered": bool(self.history) and self.history[-1].role == "assistant",
             }
         )
         return doc
@@ -537,9 +540,12 @@ class Session:
     def save(self) -> Path:
         """Append this save's changes to the session journal (a snapshot when they cannot
         be appended); UserError naming the file on failure (or when another front holds
-        the session, see :meth:`claim`)."""
-        self.claim()
+        the session, see :meth:`claim`). A session with no prompt yet and no file is
+        not written (SPEC §13 "Session files": slash commands alone write none)."""
         path = self.store.journal_path(self.id)
+        if not self.history and not self.store.exists(self.id):
+            return path
+        self.claim()
         try:
             if self._writer is None or self._writer.path != path:
                 self._writer = JournalWriter(path, inside=self.workspace, home=self.home)

@@ -59,6 +59,9 @@ class SessionSummary:
     tokens: int
     # Written by this Home (TRUST-5): only such a session is picked by a bare /resume.
     signed: bool = False
+    # False when the session's last prompt got no answer (its request failed, or it was
+    # cancelled first): it can be resumed, and listings say so.
+    answered: bool = True
 
 
 class SessionStore:
@@ -165,6 +168,7 @@ class SessionStore:
                         turns=int(data.get("turns", 0)),
                         tokens=int(usage.get("inputTokens", 0)) + int(usage.get("outputTokens", 0)),
                         signed=path.suffix == ".jsonl" and summary_signed(path, key),
+                        answered=data.get("answered") is not False,
                     )
                 )
             except (OSError, ValueError, TypeError, AttributeError):

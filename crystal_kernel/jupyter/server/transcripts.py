@@ -36,7 +36,7 @@ def list_sessions(workspace: Path, workspaces: list[Path] | None = None, root: P
         notebooks = notebooks_by_session(root, folder)
         rows += [
             {"id": s.id, "topic": s.topic, "created": s.created, "updated": s.updated,
-             "turns": s.turns, "tokens": s.tokens, "workspace": relative(root, folder),
+             "turns": s.turns, "tokens": s.tokens, "answered": s.answered, "workspace": relative(root, folder),
              "notebook": notebooks.get(s.id)}
             for s in SessionStore(folder).list()
         ]
