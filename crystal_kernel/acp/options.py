@@ -53,7 +53,8 @@ def mode_state(session: Session) -> SessionModeState:
     )
 
 
-def _select(option_id: str, name: str, current: str, table: dict[str, tuple[str, str]], **extra: Any):
+def _select(option_id: str, name: str, current: str, table: dict[str, tuple[str, str]],
+            **extra: Any) -> SessionConfigOptionSelect:
     return SessionConfigOptionSelect.model_validate({
         "type": "select", "id": option_id, "name": name, "currentValue": current,
         "options": [{"value": k, "name": n, "description": d} for k, (n, d) in table.items()], **extra,

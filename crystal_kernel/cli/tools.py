@@ -12,13 +12,16 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from crystal_kernel.cli.terminal import say, say_json
 from crystal_kernel.core import paths
 from crystal_kernel.core.errors import ToolError, UserError
 from crystal_kernel.core.runner import run_to_completion
 from crystal_kernel.providers.base import NoModel
+
+if TYPE_CHECKING:
+    from crystal_kernel.tools.base import Tool
 
 # `crystal tools list` shows at most this many characters of a description's first line.
 LIST_WIDTH = 80
@@ -74,7 +77,8 @@ def _paths(ns: argparse.Namespace) -> tuple[Path, Path]:
     return home, workspace.resolve()
 
 
-def _describe(tool: Any) -> dict[str, Any]:
+def _describe(tool: Tool[Any]) -> dict[str, Any]:
+    from crystal_kernel.mcp.tool import McpTool
     from crystal_kernel.tools.exec_sets import ExecTool
 
     info: dict[str, Any] = {
@@ -84,7 +88,7 @@ def _describe(tool: Any) -> dict[str, Any]:
         "source": getattr(tool, "origin", "built-in"),
         "inputSchema": tool.input_schema(),
     }
-    if getattr(tool, "mcp_server", None) is not None:  # MCP tools (crystal_kernel/mcp)
+    if isinstance(tool, McpTool):  # crystal_kernel/mcp
         info.update(server=tool.mcp_server, tool=tool.remote_name, state=tool.state)
     if isinstance(tool, ExecTool):
         m = tool.manifest
@@ -96,7 +100,7 @@ def _describe(tool: Any) -> dict[str, Any]:
     return info
 
 
-def _discover(ns: argparse.Namespace) -> tuple[list[Any], list[str]]:
+def _discover(ns: argparse.Namespace) -> tuple[list[Tool[Any]], list[str]]:
     from crystal_kernel.host.tool_sources import discover_external_tools
 
     home, workspace = _paths(ns)
@@ -135,12 +139,13 @@ def cmd_list(ns: argparse.Namespace) -> int:
     width = max(len(t.name) for t in tools)
     for t in tools:
         first = shorten((t.description.strip().splitlines() or [""])[0])
-        say(f"{t.name:<{width}}  [{','.join(sorted(t.catalogs))}]  {first}")
-        say(f"{'':<{width}}  from {t.origin}")
+        # Every external tool (exec set, plugin, MCP) has catalogs and an origin.
+        say(f"{t.name:<{width}}  [{','.join(sorted(getattr(t, 'catalogs', ())))}]  {first}")
+        say(f"{'':<{width}}  from {getattr(t, 'origin', 'built-in')}")
     return 0
 
 
-def _find(ns: argparse.Namespace, found: tuple[list[Any], list[str]] | None = None) -> Any:
+def _find(ns: argparse.Namespace, found: tuple[list[Tool[Any]], list[str]] | None = None) -> Tool[Any]:
     """The external tool ``ns.name`` among ``found`` (a listing's when not given)."""
     from crystal_kernel.tools.catalog import RESERVED_NAMES
 

@@ -47,7 +47,7 @@ def _stop_group(pgid: int, grace: float) -> None:
         pass
 
 
-def main(argv: list) -> int:
+def main(argv: list[str]) -> int:
     host, grace = int(argv[1]), float(argv[2])
     signal.pthread_sigmask(signal.SIG_BLOCK, WAKE)
     try:

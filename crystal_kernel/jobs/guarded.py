@@ -41,7 +41,7 @@ def guarded_argv(argv: list[str], sandbox: Sandbox | None = None) -> list[str]:
 GROUP_GUARD = str(Path(__file__).resolve().with_name("group_guard.py"))
 
 
-def start_group_guard() -> subprocess.Popen | None:
+def start_group_guard() -> subprocess.Popen[bytes] | None:
     """Start :mod:`crystal_kernel.jobs.group_guard` for this process: when it dies,
     however it dies, its process group is stopped (what code run in-process started,
     e.g. the ``python`` notebook tool's subprocesses). Only when this process leads its

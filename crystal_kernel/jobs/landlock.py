@@ -63,14 +63,14 @@ MS_NOATIME, MS_NODIRATIME, MS_RELATIME = 1024, 2048, 1 << 21
 _KEEP = ((os.ST_NOSUID, MS_NOSUID), (os.ST_NODEV, MS_NODEV), (os.ST_NOEXEC, MS_NOEXEC),
          (os.ST_NOATIME, MS_NOATIME), (os.ST_NODIRATIME, MS_NODIRATIME), (os.ST_RELATIME, MS_RELATIME))
 
-_libc = None
+_libc: ctypes.CDLL | None = None
 
 
 class SandboxError(Exception):
     """The sandbox could not be set up; the command must not run."""
 
 
-def _lib():
+def _lib() -> ctypes.CDLL:
     global _libc
     if _libc is None:
         _libc = ctypes.CDLL(None, use_errno=True)
@@ -116,7 +116,7 @@ def _nearest_existing(path: str) -> str:
     return path
 
 
-def _split(root: str, protected: list, out: list) -> None:
+def _split(root: str, protected: list[str], out: list[str]) -> None:
     """Grant ``root`` entry by entry, leaving out the protected paths (and ``root``
     itself, so nothing new can be created in it)."""
     if any(_inside(root, p) for p in protected):
@@ -140,13 +140,13 @@ def _write_file(path: str, text: str) -> None:
         os.close(fd)
 
 
-def _mount(lib, source, target: str, flags: int) -> None:
+def _mount(lib: ctypes.CDLL, source: str | None, target: str, flags: int) -> None:
     src = None if source is None else os.fsencode(source)
     if lib.mount(src, os.fsencode(target), None, ctypes.c_ulong(flags), None) != 0:
         raise _fail(f"cannot mount {target}")
 
 
-def _enter_namespace(read_only: list, writable_again: list) -> bool:
+def _enter_namespace(read_only: list[str], writable_again: list[str]) -> bool:
     """A private user and mount namespace where ``read_only`` paths are read-only bind
     mounts; False (nothing changed) when the system does not allow one."""
     lib = _lib()
@@ -172,7 +172,8 @@ def _enter_namespace(read_only: list, writable_again: list) -> bool:
     return True
 
 
-def plan(writable: list, protected: list, allowed: list, use_namespace: bool = True) -> tuple:
+def plan(writable: list[str], protected: list[str], allowed: list[str],
+         use_namespace: bool = True) -> tuple[list[str], str]:
     """Decide (and, with ``use_namespace``, enter the namespace for) what Landlock grants.
     Returns ``(granted paths, how)`` where how is "namespace" or "split"."""
     writable = [os.path.realpath(p) for p in writable if _exists(p)]
@@ -186,13 +187,14 @@ def plan(writable: list, protected: list, allowed: list, use_namespace: bool = T
         again = [a for a in allowed if any(_inside(a, b) for b in binds)]
         if _enter_namespace(sorted(set(binds)), again):
             return writable + allowed, "namespace"
-    granted: list = []
+    granted: list[str] = []
     for root in writable:
         _split(root, protected, granted)
     return granted + allowed, "split" if inside else "plain"
 
 
-def confine(writable: list, protected: list, allowed: list, network: bool, use_namespace: bool = True) -> str:
+def confine(writable: list[str], protected: list[str], allowed: list[str], network: bool,
+            use_namespace: bool = True) -> str:
     """Restrict this process (single-threaded: the launcher) and its future children.
     Raises :class:`SandboxError` when Landlock is missing or a step fails. Returns how
     protected paths inside writable ones were kept ("namespace", "split" or "plain")."""

@@ -49,6 +49,8 @@ WATCHED = STOP_SIGNALS | {signal.SIGCHLD}
 # the ones we block) for the job: `yes | head` must end with SIGPIPE as in a terminal.
 RESET = WATCHED | {signal.SIGPIPE, signal.SIGXFSZ, signal.SIGQUIT}
 POLL_SECONDS = 0.5
+# True for the type checker only (importing typing costs a job start several milliseconds).
+TYPE_CHECKING = False
 
 
 def _set_prctl(option: int, value: int) -> None:
@@ -168,43 +170,55 @@ def _linger(host: int) -> bool:
     return False
 
 
-def _sandbox_options(argv: list) -> "tuple[dict | None, list]":
+class _SandboxRules:
+    """The ``--sandbox`` options: the paths of each kind, and the two switches."""
+
+    def __init__(self) -> None:
+        self.paths: dict[str, list[str]] = {"write": [], "protect": [], "allow": []}
+        self.network = True
+        self.split = False
+
+
+def _sandbox_options(argv: list[str]) -> tuple[_SandboxRules | None, list[str]]:
     """Leading ``--sandbox [--write P] [--protect P] [--allow P] [--no-network]
     [--split]`` options (SANDBOX-1, built by jobs/sandbox.py); the rest of argv."""
     if len(argv) < 2 or argv[1] != "--sandbox":
         return None, argv
-    rules: dict = {"write": [], "protect": [], "allow": [], "network": True, "split": False}
+    rules = _SandboxRules()
     i = 2
     while i < len(argv) and argv[i].startswith("--"):
         flag = argv[i][2:]
         if flag == "no-network":
-            rules["network"] = False
+            rules.network = False
         elif flag == "split":
-            rules["split"] = True
+            rules.split = True
         else:
-            rules[flag].append(argv[i + 1])
+            rules.paths[flag].append(argv[i + 1])
             i += 1
         i += 1
     return rules, [argv[0]] + argv[i:]
 
 
-def _confine(rules: dict) -> None:
+def _confine(rules: _SandboxRules) -> None:
     """Apply the sandbox to this process (and so to the command) or refuse to run."""
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     try:
-        import landlock  # type: ignore[import-not-found]  # jobs/landlock.py, loaded by path
+        if TYPE_CHECKING:
+            from crystal_kernel.jobs import landlock
+        else:
+            import landlock  # jobs/landlock.py, loaded by path (-I -S: the package is not importable)
     finally:
         del sys.path[0]
     try:
-        landlock.confine(rules["write"], rules["protect"], rules["allow"], rules["network"],
-                         use_namespace=not rules["split"])
+        landlock.confine(rules.paths["write"], rules.paths["protect"], rules.paths["allow"], rules.network,
+                         use_namespace=not rules.split)
     except landlock.SandboxError as exc:
         sys.stderr.write(f"crystal: the sandbox could not start ({exc}); the command did not run.\n")
         sys.stderr.flush()
         os._exit(126)
 
 
-def main(argv: list) -> None:
+def main(argv: list[str]) -> None:
     rules, argv = _sandbox_options(argv)
     host, grace, bash, command = int(argv[1]), float(argv[2]), argv[3], argv[4]
     status_fd = int(argv[5]) if len(argv) > 5 else None

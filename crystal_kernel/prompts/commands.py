@@ -19,6 +19,7 @@ from crystal_kernel.prompts.attachments import (
     move_attachment,
 )
 from crystal_kernel.prompts.context import context_from_session
+from crystal_kernel.prompts.manifest import Folder
 from crystal_kernel.prompts.names import DEFAULT_SET
 from crystal_kernel.prompts.promptsets import disable_sets, enable_set
 from crystal_kernel.prompts.report import attachments_data, attachments_text, sets_data, sets_text
@@ -82,7 +83,7 @@ def promptattach_command(session: object, args: list[str]) -> str:
     return message
 
 
-def apply_attachment_action(folders: dict, action: str, name: str) -> str:
+def apply_attachment_action(folders: dict[str, Folder], action: str, name: str) -> str:
     """Run one enable/disable/up/down on a view of attachment folders."""
     if action == "enable":
         return enable_attachment(folders, name)

@@ -22,6 +22,8 @@ person's own code imports the SDKs, and there they stay exactly as shipped.
 from __future__ import annotations
 
 import sys
+from collections.abc import Sequence
+from importlib.abc import Loader
 from importlib.machinery import ModuleSpec, PathFinder
 from types import ModuleType
 from typing import Any
@@ -30,10 +32,10 @@ from typing import Any
 OPENAI_DEFERRED = ("openai.types", "openai.types.chat", "openai.types.responses", "openai.lib")
 
 
-class _DeferredInit:
+class _DeferredInit(Loader):
     """A loader that makes the package module now and runs its ``__init__`` on first use."""
 
-    def __init__(self, real: Any) -> None:
+    def __init__(self, real: Loader) -> None:
         self.real = real
 
     def create_module(self, spec: ModuleSpec) -> ModuleType | None:
@@ -50,7 +52,8 @@ class _DeferredInit:
             real.exec_module(module)
             return getattr(module, name)
 
-        module.__getattr__ = __getattr__  # type: ignore[method-assign]
+        # The module-level __getattr__ hook (PEP 562) lives in the module's namespace.
+        module.__dict__["__getattr__"] = __getattr__
 
 
 class _DeferringFinder:
@@ -59,7 +62,8 @@ class _DeferringFinder:
     def __init__(self, names: tuple[str, ...]) -> None:
         self.names = set(names)
 
-    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> ModuleSpec | None:
+    def find_spec(self, fullname: str, path: Sequence[str] | None = None,
+                  target: ModuleType | None = None) -> ModuleSpec | None:
         if fullname not in self.names:
             return None
         self.names.discard(fullname)
@@ -67,7 +71,7 @@ class _DeferringFinder:
         if spec is None or spec.loader is None or not spec.submodule_search_locations \
                 or not hasattr(spec.loader, "exec_module") or not str(spec.origin or "").endswith(".py"):
             return spec
-        spec.loader = _DeferredInit(spec.loader)  # type: ignore[assignment]
+        spec.loader = _DeferredInit(spec.loader)
         return spec
 
 

@@ -370,7 +370,8 @@ def _make_handler(server: LLMServer) -> type[BaseHTTPRequestHandler]:
 
 def _load_router(spec: str) -> Router:
     module, _, attr = spec.partition(":")
-    return getattr(importlib.import_module(module), attr)
+    router: Router = getattr(importlib.import_module(module), attr)
+    return router
 
 
 def main(argv: list[str] | None = None) -> int:
