@@ -23,12 +23,7 @@ from typing import Any
 from acp import (
     PROTOCOL_VERSION,
     RequestError,
-    start_tool_call,
-    text_block,
-    tool_content,
     update_agent_message_text,
-    update_agent_thought_text,
-    update_tool_call,
 )
 from acp.helpers import update_available_commands, update_current_mode
 from acp.schema import (
@@ -52,7 +47,6 @@ from acp.schema import (
     SetSessionModeResponse,
     SseMcpServer,
     Usage,
-    UsageUpdate,
 )
 from acp.schema import StopReason as AcpStopReason
 
@@ -63,25 +57,11 @@ from crystal_kernel.acp.mapping import (
     plan_update,
     prompt_parts,
     replay_updates,
-    result_content,
-    tool_kind,
-    tool_locations,
-    tool_title,
 )
 from crystal_kernel.acp.options import available_commands, config_options, mode_state
+from crystal_kernel.acp.updates import TurnUpdates
 from crystal_kernel.core.errors import UserError
-from crystal_kernel.core.events import (
-    ApprovalEvent,
-    ErrorEvent,
-    Note,
-    ReasoningDelta,
-    StopReason,
-    TextDelta,
-    ToolCallStarted,
-    ToolProgress,
-    ToolResultEvent,
-    UsageEvent,
-)
+from crystal_kernel.core.events import StopReason
 from crystal_kernel.core.messages import TextPart
 from crystal_kernel.host.bootstrap import SessionOptions, open_session
 from crystal_kernel.host.session import ProcessFlags, Session
@@ -351,58 +331,16 @@ class CrystalAgent:
                                                            total_tokens=usage[0] + usage[1]))
 
     async def _pump(self, entry: AcpSession, session_id: str, turn: Any) -> tuple[tuple[int, int], list[str]]:
-        """Send the turn's events as session updates until it ends."""
-        session = entry.session
-        tokens_in = tokens_out = last_in = 0
-        errors: list[str] = []
-        started: set[str] = set()
+        """Send the turn's events as session updates until it ends (acp/updates.py)."""
+
+        async def send(update: Any) -> None:
+            await self._send(session_id, update)
+
+        updates = TurnUpdates(entry.session, send, entry.announced, lambda: turn.error)
         async for event in turn:
-            if isinstance(event, TextDelta):
-                await self._send(session_id, update_agent_message_text(event.text))
-            elif isinstance(event, ReasoningDelta):
-                # The model's reasoning: a thought, shown apart from the answer.
-                await self._send(session_id, update_agent_thought_text(event.text))
-            elif isinstance(event, ToolCallStarted):
-                await self._send(session_id, start_tool_call(
-                    event.id, tool_title(event.name, event.arguments), kind=tool_kind(event.name), status="pending",
-                    locations=tool_locations(session, event.name, event.arguments) or None,
-                    raw_input=event.arguments,
-                ))
-                entry.announced_event(event.id).set()
-                started.add(event.id)
-            elif isinstance(event, ToolProgress):
-                if event.id in started:
-                    await self._send(session_id, update_tool_call(
-                        event.id, status="in_progress",
-                        content=[tool_content(text_block(f"progress {event.line()}"))]))
-            elif isinstance(event, ApprovalEvent):
-                if event.outcome == "allow":
-                    await self._send(session_id, update_tool_call(event.id, status="in_progress"))
-            elif isinstance(event, ToolResultEvent):
-                if event.id not in started:  # cancelled before it started: announce it first
-                    await self._send(session_id, start_tool_call(
-                        event.id, tool_title(event.name, {}), kind=tool_kind(event.name), status="pending"))
-                    started.add(event.id)
-                await self._send(session_id, update_tool_call(
-                    event.id, status="completed" if event.ok else "failed", content=result_content(event),
-                ))
-                entry.announced.pop(event.id, None)
-                if event.name == "todowrite" and event.ok:
-                    await self._send(session_id, plan_update(session.todos))
-            elif isinstance(event, Note):
-                await self._send(session_id, update_agent_thought_text(f"Note: {event.text}\n"))
-            elif isinstance(event, UsageEvent):
-                tokens_in += event.input_tokens
-                tokens_out += event.output_tokens
-                last_in = event.input_tokens + event.output_tokens
-            elif isinstance(event, ErrorEvent):
-                if event.message != turn.error:
-                    errors.append(event.message)
-        if last_in:
-            # How full the context window is after the last request.
-            await self._send(session_id, UsageUpdate(session_update="usage_update", used=last_in,
-                                                     size=max(session.capabilities.context_window, last_in)))
-        return (tokens_in, tokens_out), errors
+            await updates.render(event)
+        await updates.finish()
+        return (updates.tokens_in, updates.tokens_out), updates.errors
 
     async def _command(self, entry: AcpSession, session_id: str, line: str) -> PromptResponse:
         from crystal_kernel.host.commands import run_command

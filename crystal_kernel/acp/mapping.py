@@ -23,10 +23,12 @@ from acp import (
     update_tool_call,
     update_user_message,
 )
-from acp.schema import ToolCallLocation, ToolKind
+from acp.schema import AgentPlanUpdate, ToolCallLocation, ToolKind
 
 from crystal_kernel.core.events import ToolResultEvent
 from crystal_kernel.core.messages import ImagePart, Message, Part, TextPart, ToolCallPart, ToolResultPart
+from crystal_kernel.core.todos import Todo
+from crystal_kernel.core.tool_types import FileChange
 
 if TYPE_CHECKING:
     from crystal_kernel.host.session import Session
@@ -94,17 +96,14 @@ def tool_locations(session: Session, name: str, args: dict[str, Any]) -> list[To
     return out
 
 
-def diff_content(change: dict[str, Any] | None) -> list[Any] | None:
+def diff_content(change: FileChange | None) -> list[Any] | None:
     """An ACP diff from whole texts, or None when there is none or it is too large."""
-    if not change:
+    if change is None or len(change.new_text) + len(change.old_text or "") > MAX_DIFF_CHARS:
         return None
-    old, new = change.get("oldText"), change.get("newText")
-    if not isinstance(new, str) or len(new) + len(old or "") > MAX_DIFF_CHARS:
-        return None
-    return [tool_diff_content(change["path"], new, old)]
+    return [tool_diff_content(change.path, change.new_text, change.old_text)]
 
 
-def proposed_change(session: Session, name: str, args: dict[str, Any]) -> dict[str, Any] | None:
+def proposed_change(session: Session, name: str, args: dict[str, Any]) -> FileChange | None:
     """What edit/write would do, computed before approval so the person sees the diff.
 
     The tool itself decides later; a file that cannot be read or an edit that does not
@@ -128,7 +127,7 @@ def proposed_change(session: Session, name: str, args: dict[str, Any]) -> dict[s
         if old is None or not isinstance(find, str) or not isinstance(repl, str) or not find or find not in old:
             return None
         new = old.replace(find, repl) if args.get("replace_all") else old.replace(find, repl, 1)
-    return {"path": str(path), "oldText": old, "newText": new}
+    return FileChange(path=str(path), old_text=old, new_text=new)
 
 
 def result_content(event: ToolResultEvent) -> list[Any]:
@@ -146,7 +145,7 @@ def result_content(event: ToolResultEvent) -> list[Any]:
     return out
 
 
-def plan_update(todos: list[Any]):
+def plan_update(todos: list[Todo]) -> AgentPlanUpdate:
     """The todo list as an ACP plan (MODE-5: it belongs to the session)."""
     return update_plan([plan_entry(t.content, priority="medium", status=t.status) for t in todos])
 

@@ -10,18 +10,16 @@ import argparse
 import asyncio
 import gc
 import importlib
-import json
 import shlex
 import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from crystal_kernel import __version__
 from crystal_kernel.cli.terminal import say
 from crystal_kernel.core.errors import UserError
-from crystal_kernel.core.textsafe import terminal_json, terminal_safe
 
 if TYPE_CHECKING:
     from crystal_kernel.host.session import Session
@@ -134,10 +132,11 @@ def cmd_run(ns: argparse.Namespace) -> int:
 
 
 async def _run_turn(session: Session, prompt: str, fmt: str) -> int:
+    from crystal_kernel.cli.printer import TurnPrinter
     from crystal_kernel.host.commands import is_command, run_command
     from crystal_kernel.host.loop import run_turn
 
-    out = _Printer(fmt)
+    out = TurnPrinter(fmt)
     try:
         if is_command(prompt):
             result = await run_command(session, prompt)
@@ -149,7 +148,7 @@ async def _run_turn(session: Session, prompt: str, fmt: str) -> int:
         loop.add_signal_handler(signal.SIGINT, turn.cancel)
         loop.add_signal_handler(signal.SIGTERM, turn.cancel)
         async for event in turn:
-            out.event(event)
+            out.render(event)
         if turn.stop_reason == "error":
             # The model service failed (or a bug): one line on stderr, exit 2 (SPEC §11).
             say(f"crystal: {turn.error}", err=True)
@@ -164,23 +163,6 @@ async def _run_turn(session: Session, prompt: str, fmt: str) -> int:
         return code
     finally:
         await session.close()
-
-
-# The text printer shows this much of a tool result: a test run's failure (name,
-# assertion, summary) fits, a long file read is cut with a count of what was left out.
-PREVIEW_LINES = 16
-PREVIEW_HEAD = 12
-PREVIEW_WIDTH = 200
-
-
-def result_preview(text: str) -> str:
-    """A tool result for the terminal: the first line, then up to ``PREVIEW_LINES`` lines
-    indented under it; a longer result keeps its first ``PREVIEW_HEAD`` lines and says
-    how many more there are (the model gets all of it)."""
-    lines = [line[:PREVIEW_WIDTH].rstrip() for line in text.strip("\n").splitlines()]
-    if len(lines) > PREVIEW_LINES:
-        lines = lines[:PREVIEW_HEAD] + [f"… {len(lines) - PREVIEW_HEAD} more lines"]
-    return "\n".join([lines[0]] + [f"  {line}" if line else "" for line in lines[1:]]) if lines else ""
 
 
 def resume_hint(session: Session) -> str:
@@ -200,68 +182,3 @@ def stop_explanation(reason: str | None, session: Session) -> str:
     if reason in ("content_filter", "refusal"):
         return f"the model server stopped the answer ({reason})."
     return f"the turn ended early (stop reason: {reason})."
-
-
-class _Printer:
-    """text: the answer on stdout, tool activity on stderr; jsonl: one event per line.
-
-    In text mode everything not written by Crystal is printed through terminal_safe
-    (TRUST-6): a model's or a tool's escape sequences show as text, never act."""
-
-    def __init__(self, fmt: str):
-        self.fmt = fmt
-        self.at_line_start = True
-        # Reasoning streams to stderr in text mode (never into the answer on stdout).
-        self.thinking = False
-
-    def _write(self, text: str) -> None:
-        sys.stdout.write(text)
-        sys.stdout.flush()
-        if text:
-            self.at_line_start = text.endswith("\n")
-
-    def command(self, text: str) -> None:
-        if self.fmt == "jsonl":
-            self._write(terminal_json({"type": "note", "text": text}) + "\n")
-        else:
-            self._write(terminal_safe(text) + "\n")
-
-    def event(self, event: Any) -> None:
-        if event.type == "tool_progress":
-            return  # shown on cards in the notebook and ACP; not a §11 jsonl event
-        if self.fmt == "jsonl":
-            self._write(terminal_json(event.to_json()) + "\n")
-            return
-        kind = event.type
-        if kind == "reasoning":
-            if not self.thinking:
-                self._eol()
-                sys.stderr.write("thinking: ")
-                self.thinking = True
-            sys.stderr.write(terminal_safe(event.text))
-            sys.stderr.flush()
-            return
-        if self.thinking:
-            sys.stderr.write("\n")
-            self.thinking = False
-        if kind == "text":
-            self._write(terminal_safe(event.text))
-        elif kind == "tool_call":
-            self._eol()
-            say(f"→ {event.name} {json.dumps(event.arguments, ensure_ascii=False)[:200]}", err=True)
-        elif kind == "tool_result":
-            say(f"{'✓' if event.ok else '✗'} {event.name} {result_preview(event.text)}", err=True)
-        elif kind == "approval" and event.outcome == "deny":
-            say(f"denied ({event.by}): {event.name} {event.reason or ''}", err=True)
-        elif kind == "note":
-            self._eol()
-            say(f"note: {event.text}", err=True)
-        elif kind == "error":
-            self._eol()  # the error itself is printed once, as the command's last line
-        elif kind == "turn_end":
-            self._eol()
-
-    def _eol(self) -> None:
-        if not self.at_line_start:
-            self._write("\n")
-

@@ -1,8 +1,12 @@
 """The typed event stream every front renders (SPEC §11).
 
-The turn loop yields these; the kernel, the magics, the CLI (``--format jsonl``) and the
-tests only render them. ``to_json()`` gives exactly the §11 wire shape (camelCase keys,
-a ``type`` field); fields beyond §11 are added only where noted.
+The turn loop yields these; the kernel and the magics (jupyter/render.py), ACP
+(acp/updates.py) and ``crystal run`` (cli/__init__.py, text and jsonl) only render
+them. Each front's ``render`` matches :data:`Event` exhaustively and ends in
+``assert_never``, so an event added here fails type checking in every front until the
+front handles it (docs/architecture.md lists every event, who emits it and what each
+front does with it). ``to_json()`` gives exactly the §11 wire shape (camelCase keys, a
+``type`` field); fields and events beyond §11 are added only where noted.
 """
 
 from __future__ import annotations
@@ -12,6 +16,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer, model_validator
 
 from crystal_kernel.core.messages import ImagePart
+from crystal_kernel.core.todos import Todo
+from crystal_kernel.core.tool_types import FileChange
 
 
 class _Event(BaseModel):
@@ -19,6 +25,16 @@ class _Event(BaseModel):
 
     def to_json(self) -> dict[str, Any]:
         return self.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+class TurnStarted(_Event):
+    """Always the first event of a turn: the session it runs in and the model it asks.
+    Not a §11 event; ``crystal run --format jsonl`` prints it as ``turn_start``."""
+
+    type: Literal["turn_start"] = "turn_start"
+    session_id: str = Field(alias="sessionId")
+    provider: str
+    model: str
 
 
 class TextDelta(_Event):
@@ -138,9 +154,9 @@ class ToolResultEvent(_Event):
 
     # How the front should show the text: "diff", "terminal" or "text" (not on the wire).
     display: str = "text"
-    # edit/write: {"path", "oldText", "newText"} with the whole texts (not on the wire;
-    # ACP clients draw their own diffs from it).
-    file_change: dict[str, Any] | None = None
+    # edit/write/notebook_edit: the whole texts before and after (not on the wire; ACP
+    # clients draw their own diffs from it).
+    file_change: FileChange | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -177,6 +193,33 @@ class Note(_Event):
     text: str
 
 
+class TodosUpdated(_Event):
+    """The session's todo list changed during the turn (a tool call wrote it): the
+    whole new list. Not a §11 event; jsonl prints it as ``todos``. ACP sends it as the
+    session's plan."""
+
+    type: Literal["todos"] = "todos"
+    todos: list[Todo]
+
+
+class Compacted(_Event):
+    """The host summarised older messages to fit the context window (before a request
+    near the window, or after a server refused one as too long): how many messages
+    became the summary, how many were kept, and the estimated tokens before and after.
+    Not a §11 event; jsonl prints it as ``compacted``."""
+
+    type: Literal["compacted"] = "compacted"
+    summarised: int
+    kept: int
+    before_tokens: int = Field(alias="beforeTokens")
+    after_tokens: int = Field(alias="afterTokens")
+
+    def line(self) -> str:
+        """The sentence a person reads."""
+        return (f"Compacted the conversation: {self.summarised} older messages became a summary, "
+                f"{self.kept} recent messages kept; about {self.before_tokens} -> {self.after_tokens} tokens.")
+
+
 class UsageEvent(_Event):
     """One reply's tokens. ``reasoningTokens`` (the part of outputTokens the model spent
     reasoning) is an addition to §11, present when the server reports it."""
@@ -200,5 +243,7 @@ class TurnEnd(_Event):
     stop_reason: StopReason = Field(alias="stopReason")
 
 
-Event = (TextDelta | ReasoningDelta | ToolCallStarted | ToolProgress | ToolResultEvent | ApprovalEvent | Note
-         | UsageEvent | ErrorEvent | TurnEnd)
+#: Every event a turn yields. Adding a member fails ``mypy`` in every front's ``render``
+#: until it handles the new event (tests/host/test_events_exhaustive.py proves it).
+Event = (TurnStarted | TextDelta | ReasoningDelta | ToolCallStarted | ToolProgress | ToolResultEvent
+         | ApprovalEvent | TodosUpdated | Compacted | Note | UsageEvent | ErrorEvent | TurnEnd)

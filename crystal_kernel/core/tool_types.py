@@ -11,6 +11,8 @@ import enum
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
+from pydantic import BaseModel, ConfigDict, Field
+
 from crystal_kernel.core.messages import ImagePart
 
 
@@ -63,14 +65,16 @@ class Classification:
     unconfined: bool = False
 
 
-@dataclass
-class FileChange:
+class FileChange(BaseModel):
     """The whole text of a file before and after a tool changed it, for fronts that draw
-    their own diffs (ACP clients). ``old_text`` is None when the tool created the file."""
+    their own diffs (ACP clients). ``old_text`` is None when the tool created the file.
+    Serialized with the camelCase names ACP uses (``path``, ``oldText``, ``newText``)."""
+
+    model_config = ConfigDict(frozen=True, populate_by_name=True)
 
     path: str  # absolute
-    old_text: str | None
-    new_text: str
+    old_text: str | None = Field(alias="oldText")
+    new_text: str = Field(alias="newText")
 
 
 @dataclass

@@ -25,7 +25,7 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 from crystal_kernel.core.errors import UserError
-from crystal_kernel.core.events import Note
+from crystal_kernel.core.events import Compacted, Event, Note
 from crystal_kernel.core.messages import ImagePart, Message, TextPart, ToolCallPart, ToolResultPart
 from crystal_kernel.core.prefix import PrefixFold
 from crystal_kernel.host.sidecall import SideCallError, complete_text, is_person_prompt, render_conversation
@@ -72,9 +72,13 @@ class CompactionResult:
     before_tokens: int
     after_tokens: int
 
+    def event(self) -> Compacted:
+        """The event a turn yields for it."""
+        return Compacted(summarised=self.summarised, kept=self.kept, before_tokens=self.before_tokens,
+                         after_tokens=self.after_tokens)
+
     def describe(self) -> str:
-        return (f"Compacted the conversation: {self.summarised} older messages became a summary, "
-                f"{self.kept} recent messages kept; about {self.before_tokens} -> {self.after_tokens} tokens.")
+        return self.event().line()
 
 
 class NothingToCompact(Exception):
@@ -281,8 +285,9 @@ async def compact(session: Session, *, manual: bool = False, focus: str | None =
     return CompactionResult(len(head), len(messages) - cut, before, after)
 
 
-async def auto_compact(session: Session, request: Any, emit: Callable[[Any], None] | None = None) -> bool:
-    """Compact before ``request`` when it nears the window; True when it did.
+async def auto_compact(session: Session, request: Any, emit: Callable[[Event], None] | None = None) -> bool:
+    """Compact before ``request`` when it nears the window; True when it did (and a
+    :class:`Compacted` event says so).
 
     A failure is a note and the request goes out as it is.
     """
@@ -305,11 +310,14 @@ async def auto_compact(session: Session, request: Any, emit: Callable[[Any], Non
         _note(session, emit, f"Compaction failed ({exc}); the conversation was kept as it was.")
         return False
     session.compaction_warned = False
-    _note(session, emit, result.describe())
+    if emit is not None:
+        emit(result.event())
+    else:
+        session.note(result.describe())
     return True
 
 
-def _note(session: Session, emit: Callable[[Any], None] | None, text: str) -> None:
+def _note(session: Session, emit: Callable[[Event], None] | None, text: str) -> None:
     if emit is not None:
         emit(Note(text=text))
     else:

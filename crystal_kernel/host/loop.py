@@ -23,16 +23,19 @@ from crystal_kernel.core.events import (
     ReasoningDelta,
     StopReason,
     TextDelta,
+    TodosUpdated,
     ToolCallStarted,
     ToolProgress,
     ToolResultEvent,
     ToolStatus,
     TurnEnd,
+    TurnStarted,
     UsageEvent,
 )
 from crystal_kernel.core.interaction import Interaction, NoPerson
 from crystal_kernel.core.messages import Message, Part, ReasoningPart, TextPart, ToolCallPart, ToolResultPart
 from crystal_kernel.core.textsafe import MAX_ARGUMENT_DEPTH, clean_text, clean_value, nesting_depth
+from crystal_kernel.core.todos import Todo
 from crystal_kernel.host.approval_flow import decide
 from crystal_kernel.host.compaction import auto_compact
 from crystal_kernel.host.session import Session
@@ -75,6 +78,8 @@ class Turn:
         self.error: str | None = None
         # Results of the calls of the current assistant message, as they finish.
         self._pending: list[ToolResultPart] | None = None
+        # The todo list as the fronts last saw it (a TodosUpdated event when it changes).
+        self._todos_seen: list[Todo] = []
 
     def cancel(self) -> None:
         if self._task is not None and not self._task.done():
@@ -110,6 +115,8 @@ class Turn:
         session = self.session
         session.busy = True
         reason: StopReason = "end_turn"
+        self._todos_seen = [t.model_copy() for t in session.todos]
+        self._emit(TurnStarted(session_id=session.id, provider=session.provider.name, model=session.provider.model))
         try:
             reason = await self._body()
         except asyncio.CancelledError:
@@ -406,7 +413,7 @@ class Turn:
         except (SideCallError, ProviderError) as exc:
             self._emit(Note(text=f"Compaction failed ({exc}); the conversation was kept as it was."))
             return False
-        self._emit(Note(text=result.describe()))
+        self._emit(result.event())
         return True
 
     def _close_reasoning(self, answer: Message, open_part: ReasoningPart | None,
@@ -429,12 +436,15 @@ class Turn:
         # File names that are not UTF-8 reach tools as surrogate escapes; the model, the
         # fronts and the session document get them as visible \xNN text (ROBUST-1).
         result.text = clean_text(result.text)
-        change = result.file_change
         self._emit(ToolResultEvent(id=call.id, name=call.name, ok=result.ok, text=result.text,
                                    status=status or ("ok" if result.ok else "failed"),
                                    images=list(result.images), display=result.display,
-                                   file_change=None if change is None else
-                                   {"path": change.path, "oldText": change.old_text, "newText": change.new_text}))
+                                   file_change=result.file_change))
+        if self.session.todos != self._todos_seen:
+            # A call (todowrite, or any tool given the list) changed the plan: fronts
+            # that show it get the whole new list, once per change.
+            self._todos_seen = [t.model_copy() for t in self.session.todos]
+            self._emit(TodosUpdated(todos=[t.model_copy() for t in self._todos_seen]))
         return ToolResultPart(call_id=call.id, name=call.name, ok=result.ok, text=result.text,
                               images=list(result.images))
 

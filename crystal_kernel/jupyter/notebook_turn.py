@@ -136,4 +136,4 @@ async def _consume(turn: Any, renderer: Any, stopped: Callable[[], bool]) -> Non
     if stopped():
         return
     async for event in turn:
-        renderer.handle(event)
+        renderer.render(event)

@@ -20,17 +20,22 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
+from typing_extensions import assert_never
+
 from crystal_kernel.core.events import (
     ApprovalEvent,
+    Compacted,
     ErrorEvent,
     Event,
     Note,
     ReasoningDelta,
     TextDelta,
+    TodosUpdated,
     ToolCallStarted,
     ToolProgress,
     ToolResultEvent,
     TurnEnd,
+    TurnStarted,
     UsageEvent,
 )
 from crystal_kernel.jupyter.cards import (
@@ -338,48 +343,59 @@ class Renderer:
         self._end_stream()
 
     # ----- events -----------------------------------------------------------------------
-    def handle(self, event: Event) -> None:
-        if isinstance(event, ReasoningDelta):
+    def render(self, event: Event) -> None:
+        """Draw one event of the turn. Every member of :data:`Event` has its case (the
+        kernel's cells and the magics draw through here); a new event fails type checking
+        at ``assert_never`` until it has one."""
+        # Answer text ends the reasoning shown before it; anything else ends both streams.
+        if not isinstance(event, TextDelta):
             self._end_stream()
-            if self._thinking is None:
-                self._thinking = _Stream(self.output, self.max_rate, self.clock, thinking_bundle)
-            self._thinking.add(event.text)
-            self._reasoning.add(event.text)
-            return
-        self._end_thinking()
-        if isinstance(event, TextDelta):
-            if self._stream is None:
-                self._stream = _Stream(self.output, self.max_rate, self.clock,
-                                       deltas=bool(getattr(self.output, "deltas", False)))
-            self._stream.add(event.text)
-            self._answer.add(event.text)
-            return
-        self._end_stream()
-        if isinstance(event, ToolCallStarted):
-            card = CardState(id=event.id, name=event.name, arguments=dict(event.arguments))
-            self._cards[event.id] = (card, self.output.show(card_bundle(card), stale=_stale_card(card)))
-        elif isinstance(event, ApprovalEvent):
-            self._approval(event)
-        elif isinstance(event, ToolProgress):
-            entry = self._cards.get(event.id)
-            if entry is not None:
-                entry[0].progress = event.line()
-                self._update_card(*entry)
-        elif isinstance(event, ToolResultEvent):
-            self._result(event)
-        elif isinstance(event, UsageEvent):
-            self._tokens(event.input_tokens + event.output_tokens)
-        elif isinstance(event, Note):
-            self.output.show(note_bundle(event.text))
-        elif isinstance(event, ErrorEvent):
-            self.errors.append(event.message)
-            self.output.show(error_bundle(event.message))
-        elif isinstance(event, TurnEnd):
-            self.stop_reason = event.stop_reason
-            if event.stop_reason == "cancelled":
-                self.output.show(note_bundle("Interrupted. The partial answer is kept; the next cell continues."))
-            elif event.stop_reason == "max_steps":
-                pass  # the loop already said so in a note
+        if not isinstance(event, ReasoningDelta):
+            self._end_thinking()
+        match event:
+            case TurnStarted():
+                pass  # the status line (start) already names the session's model
+            case ReasoningDelta():
+                if self._thinking is None:
+                    self._thinking = _Stream(self.output, self.max_rate, self.clock, thinking_bundle)
+                self._thinking.add(event.text)
+                self._reasoning.add(event.text)
+            case TextDelta():
+                if self._stream is None:
+                    self._stream = _Stream(self.output, self.max_rate, self.clock,
+                                           deltas=bool(getattr(self.output, "deltas", False)))
+                self._stream.add(event.text)
+                self._answer.add(event.text)
+            case ToolCallStarted():
+                card = CardState(id=event.id, name=event.name, arguments=dict(event.arguments))
+                self._cards[event.id] = (card, self.output.show(card_bundle(card), stale=_stale_card(card)))
+            case ApprovalEvent():
+                self._approval(event)
+            case ToolProgress():
+                entry = self._cards.get(event.id)
+                if entry is not None:
+                    entry[0].progress = event.line()
+                    self._update_card(*entry)
+            case ToolResultEvent():
+                self._result(event)
+            case TodosUpdated():
+                pass  # the todowrite card shows the new list as its result; /todos lists it
+            case Compacted():
+                self.output.show(note_bundle(event.line()))
+            case UsageEvent():
+                self._tokens(event.input_tokens + event.output_tokens)
+            case Note():
+                self.output.show(note_bundle(event.text))
+            case ErrorEvent():
+                self.errors.append(event.message)
+                self.output.show(error_bundle(event.message))
+            case TurnEnd():
+                self.stop_reason = event.stop_reason
+                if event.stop_reason == "cancelled":
+                    self.output.show(note_bundle("Interrupted. The partial answer is kept; the next cell continues."))
+                # max_steps: the loop already said so in a note
+            case _:
+                assert_never(event)
 
     def show_note(self, text: str) -> None:
         self._end_stream()

@@ -73,5 +73,5 @@ class EditTool(Tool[EditInput]):
         replaced = f"{count} occurrences" if count > 1 else "1 occurrence"
         text = f"Edited {shown}: replaced {replaced}.\n" + unified_diff(old, new, shown)
         return ToolResult(ok=True, text=truncate_output(text, ctx.config.tool_output_limit), display="diff",
-                          file_change=FileChange(str(path), old, new))
+                          file_change=FileChange(path=str(path), old_text=old, new_text=new))
 

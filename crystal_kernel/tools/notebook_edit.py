@@ -107,5 +107,5 @@ class NotebookEditTool(Tool[NotebookEditInput]):
         note_change(ctx.workspace)
         text = f"Edited {shown}: {change.summary}" + ("\n" + change.diff if change.diff else "")
         return ToolResult(ok=True, text=truncate_output(text, ctx.config.tool_output_limit), display="diff",
-                          file_change=FileChange(str(path), old, new))
+                          file_change=FileChange(path=str(path), old_text=old, new_text=new))
 

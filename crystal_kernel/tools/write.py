@@ -64,6 +64,6 @@ class WriteTool(Tool[WriteInput]):
             head = f"Overwrote {shown} ({lines} lines)."
             diff = unified_diff(old, args.content, shown)
         text = head + ("\n" + diff if diff else "")
-        change = FileChange(str(path), old if existed else None, args.content)
+        change = FileChange(path=str(path), old_text=old if existed else None, new_text=args.content)
         return ToolResult(ok=True, text=truncate_output(text, ctx.config.tool_output_limit), display="diff",
                           file_change=change)

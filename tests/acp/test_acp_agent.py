@@ -272,6 +272,25 @@ async def test_todowrite_sends_the_plan(workspace):
     assert client.of("tool_call")[0].kind == "think"
 
 
+async def test_the_plan_follows_the_todos_event(workspace):
+    """The plan is sent from the host's typed todos event, once per change, not
+    guessed from a tool's name: the same list written again and a failed todowrite send
+    no plan; the changed list does."""
+    first = [{"content": "Read the code", "status": "in_progress"}]
+    second = [{"content": "Read the code", "status": "completed"}]
+    replies = [{"tool_calls": [{"name": "todowrite", "arguments": {"todos": first}}]},
+               {"tool_calls": [{"name": "todowrite", "arguments": {"todos": first}}]},
+               {"tool_calls": [{"name": "todowrite", "arguments": {"todos": [{"content": " ", "status": "pending"}]}}]},
+               {"tool_calls": [{"name": "todowrite", "arguments": {"todos": second}}]},
+               {"text": "Planned."}]
+    with LLMServer(replies) as server:
+        async with crystal_acp(client := RecordingClient(), server, cwd=workspace) as (conn, proc, init):
+            sid = (await conn.new_session(cwd=str(workspace))).session_id
+            await conn.prompt(session_id=sid, prompt=text("plan"))
+    plans = [[(e.content, e.status) for e in plan.entries] for plan in client.of("plan")]
+    assert plans == [[("Read the code", "in_progress")], [("Read the code", "completed")]]
+
+
 async def test_question_tool_uses_an_elicitation_form_when_the_client_has_one(workspace):
     client = RecordingClient(form_answers=[{"q1": "Postgres", "q1__other": ""}])
     question = {"header": "Database", "question": "Which database?",

@@ -24,6 +24,7 @@ from crystal_kernel.acp.mapping import (
 )
 from crystal_kernel.core.interaction import ApprovalRequest, Question, QuestionOption
 from crystal_kernel.core.messages import ImagePart, TextPart
+from crystal_kernel.core.tool_types import FileChange
 from crystal_kernel.host.bootstrap import SessionOptions, open_session
 
 PNG = base64.b64encode(b"\x89PNG\r\n\x1a\n" + b"\x00" * 16).decode()
@@ -91,9 +92,9 @@ def test_proposed_diffs_use_the_tools_access_checks(workspace, private_home):
     session = open_session(SessionOptions(workspace, overrides={"provider": "replay"}, person_present=True))
     (workspace / "a.txt").write_text("one\ntwo\n")
     edit = proposed_change(session, "edit", {"path": "a.txt", "old_string": "two", "new_string": "2"})
-    assert edit == {"path": str(workspace / "a.txt"), "oldText": "one\ntwo\n", "newText": "one\n2\n"}
+    assert edit == FileChange(path=str(workspace / "a.txt"), old_text="one\ntwo\n", new_text="one\n2\n")
     created = proposed_change(session, "write", {"path": "new/b.txt", "content": "hi"})
-    assert created["oldText"] is None and created["newText"] == "hi"
+    assert created is not None and created.old_text is None and created.new_text == "hi"
     # Not applicable, outside the workspace, or a credential file: no preview at all.
     assert proposed_change(session, "edit", {"path": "a.txt", "old_string": "zzz", "new_string": "y"}) is None
     outside = private_home.parent / "elsewhere.txt"
@@ -101,7 +102,7 @@ def test_proposed_diffs_use_the_tools_access_checks(workspace, private_home):
     assert proposed_change(session, "write", {"path": str(outside), "content": "x"}) is None
     (workspace / ".env").write_text("KEY=1")
     assert proposed_change(session, "write", {"path": ".env", "content": "x"}) is None
-    assert diff_content({"path": "/p", "oldText": "a" * 600_000, "newText": "b" * 600_000}) is None
+    assert diff_content(FileChange(path="/p", old_text="a" * 600_000, new_text="b" * 600_000)) is None
 
 
 def test_kinds_and_titles():

@@ -225,3 +225,20 @@ def test_a_call_that_needs_approval_is_denied_at_once_and_said_on_stderr(workspa
     assert not (workspace / "made.txt").exists()
     assert "denied (host): bash No person is present to approve this call, so it was denied." in out.stderr
     assert "No person is present to approve this call" in json.dumps(bodies[1]["messages"][-1])
+
+
+def test_jsonl_starts_with_turn_start_and_says_when_the_todos_change(workspace):
+    """The events beyond §11 (docs/commands.md): ``turn_start`` first, with the
+    session and model; ``todos`` with the whole list after the call that changed it."""
+    todos = [{"content": "Look around", "status": "in_progress"}]
+    replies = [{"tool_calls": [{"name": "todowrite", "arguments": {"todos": todos}}]}, {"text": "Planned."}]
+    with LLMServer(replies) as server:
+        out = crystal(["run", "plan it", "--workspace", str(workspace), "--format", "jsonl"],
+                      env_extra=openai_env(server))
+    assert out.returncode == 0, out.stderr
+    events = [json.loads(line) for line in out.stdout.splitlines()]
+    assert events[0] == {"type": "turn_start", "sessionId": events[-1]["sessionId"], "provider": "openai",
+                         "model": "gpt-test"}
+    types = [e["type"] for e in events]
+    assert types.index("todos") == types.index("tool_result") + 1
+    assert events[types.index("todos")]["todos"] == todos

@@ -8,7 +8,7 @@ import pytest
 
 from crystal_kernel.core.config import load_config
 from crystal_kernel.core.errors import ProviderError, UserError
-from crystal_kernel.core.events import Note, TextDelta
+from crystal_kernel.core.events import Compacted, Note, TextDelta, TurnStarted
 from crystal_kernel.core.messages import Message, TextPart, ToolCallPart, ToolResultPart
 from crystal_kernel.core.todos import Todo
 from crystal_kernel.host.commands import run_command
@@ -60,6 +60,7 @@ async def collect(turn):
 
 async def test_past_threshold_compacts_once_keeps_todos_and_shrinks_the_request(workspace):
     session = make_session(workspace, [text_reply(SUMMARY), text_reply("Carrying on.")])
+    await session.prepare_tools()  # the catalog is built asynchronously (fixed_tokens needs it)
     # A window where the system text and tools take about half, the threshold 80 %.
     session.config.context_window = fixed_tokens(session) * 2
     session.todos[:] = [Todo(content="Refactor parser", status="in_progress"),
@@ -87,8 +88,14 @@ async def test_past_threshold_compacts_once_keeps_todos_and_shrinks_the_request(
     assert len(session.history) == history_before + 2
     doc = SessionStore(workspace).load(session.id)
     assert len(doc["history"]) == history_before + 2 and doc["transcript"][0]["meta"]["kind"] == "summary"
-    notes = [e.text for e in events if isinstance(e, Note)]
-    assert any(n.startswith("Compacted the conversation") for n in notes)
+    # A typed event says so: the sizes, and the sentence every front shows.
+    assert isinstance(events[0], TurnStarted) and events[0].session_id == session.id
+    compacted = [e for e in events if isinstance(e, Compacted)]
+    assert len(compacted) == 1 and compacted[0].before_tokens > compacted[0].after_tokens > 0
+    assert compacted[0].kept >= 1 and compacted[0].summarised >= 1
+    assert compacted[0].line().startswith("Compacted the conversation")
+    assert compacted[0].to_json()["type"] == "compacted" and "beforeTokens" in compacted[0].to_json()
+    assert not any(isinstance(e, Note) and e.text.startswith("Compacted") for e in events)
     assert "".join(e.text for e in events if isinstance(e, TextDelta)) == "Carrying on."
     assert session.usage.by_purpose["compaction"]["inputTokens"] == 10
 
@@ -154,6 +161,7 @@ async def test_failed_compaction_changes_nothing(workspace):
 
 async def test_automatic_compaction_failure_is_a_note_and_the_turn_goes_on(workspace):
     session = make_session(workspace, [ProviderError("HTTP 500 from the model"), text_reply("answer anyway")])
+    await session.prepare_tools()  # the catalog is built asynchronously (fixed_tokens needs it)
     session.config.context_window = fixed_tokens(session) * 2
     fill(session, 8)
     events = await collect(run_turn(session, "go on"))

@@ -35,8 +35,8 @@ def test_stream_updates_are_throttled_to_the_rate_whatever_the_token_rate():
     r.start(status())
     for i in range(1000):  # 1000 deltas in one simulated second
         clock.now = i / 1000
-        r.handle(TextDelta(text="x"))
-    r.handle(TurnEnd(session_id="s", stop_reason="end_turn"))
+        r.render(TextDelta(text="x"))
+    r.render(TurnEnd(session_id="s", stop_reason="end_turn"))
     assert out.outputs[1]["text/plain"] == "x" * 1000
     assert out.updates[1] <= 16
 
@@ -45,17 +45,17 @@ def test_text_segments_are_split_by_tool_cards_and_usage_updates_status():
     out = RecordingOutput()
     r = Renderer(out, max_rate=1000)
     r.start(status())
-    r.handle(TextDelta(text="Looking."))
-    r.handle(ToolCallStarted(id="c1", name="bash", arguments={"command": "ls"}))
-    r.handle(ApprovalEvent(id="c1", name="bash", outcome="ask", by="host"))
-    r.handle(ApprovalEvent(id="c1", name="bash", outcome="allow", by="person"))
-    r.handle(ToolResultEvent(id="c1", name="bash", ok=True, text="a\nb", display="terminal",
+    r.render(TextDelta(text="Looking."))
+    r.render(ToolCallStarted(id="c1", name="bash", arguments={"command": "ls"}))
+    r.render(ApprovalEvent(id="c1", name="bash", outcome="ask", by="host"))
+    r.render(ApprovalEvent(id="c1", name="bash", outcome="allow", by="person"))
+    r.render(ToolResultEvent(id="c1", name="bash", ok=True, text="a\nb", display="terminal",
                              images=[ImagePart(mime_type="image/png", data="aGk=")]))
-    r.handle(UsageEvent(input_tokens=5, output_tokens=2))
-    r.handle(TextDelta(text="Done."))
-    r.handle(Note(text="a note"))
-    r.handle(ErrorEvent(message="boom"))
-    r.handle(TurnEnd(session_id="s", stop_reason="cancelled"))
+    r.render(UsageEvent(input_tokens=5, output_tokens=2))
+    r.render(TextDelta(text="Done."))
+    r.render(Note(text="a note"))
+    r.render(ErrorEvent(message="boom"))
+    r.render(TurnEnd(session_id="s", stop_reason="cancelled"))
     texts = [o.get("text/plain") for o in out.outputs]
     assert texts[0].endswith("107 tokens")
     assert texts[1] == "Looking."
@@ -78,10 +78,10 @@ def test_cards_show_diffs_errors_and_reviewer_verdicts():
     assert "+new" in card_bundle(card)["text/html"]
     out = RecordingOutput()
     r = Renderer(out)
-    r.handle(ToolCallStarted(id="c", name="write", arguments={"path": "x", "content": "<b>"}))
-    r.handle(ApprovalEvent(id="c", name="write", outcome="deny", by="reviewer", reason="not asked",
+    r.render(ToolCallStarted(id="c", name="write", arguments={"path": "x", "content": "<b>"}))
+    r.render(ApprovalEvent(id="c", name="write", outcome="deny", by="reviewer", reason="not asked",
                            verdict={"risk_level": "high", "user_authorization": "low", "rationale": "not asked"}))
-    r.handle(ToolResultEvent(id="c", name="write", ok=False, text="The call was denied by the reviewer."))
+    r.render(ToolResultEvent(id="c", name="write", ok=False, text="The call was denied by the reviewer."))
     bundle = out.outputs[0]
     assert 'data-state="denied"' in bundle["text/html"] and "--jp-error-color1, #cf222e" in bundle["text/html"]
     assert "Reviewer: risk high, authorization low — not asked" in bundle["text/plain"]
@@ -92,7 +92,7 @@ def _turn(*events):
     out = RecordingOutput()
     r = Renderer(out)
     for event in events:
-        r.handle(event)
+        r.render(event)
     return out.outputs
 
 
@@ -148,8 +148,8 @@ def test_stream_updates_slow_down_as_the_answer_grows_and_the_final_bundle_is_wh
     piece = "word <b>x</b> " * 10  # 140 characters a delta
     for i in range(2000):  # 280 KB over 20 simulated seconds
         clock.now = i / 100
-        r.handle(TextDelta(text=piece))
-    r.handle(TurnEnd(session_id="s", stop_reason="end_turn"))
+        r.render(TextDelta(text=piece))
+    r.render(TurnEnd(session_id="s", stop_reason="end_turn"))
     live, final = out.sent[1:-1], out.sent[-1]  # the updates after the first show
     assert all(set(b) == {"text/html"} for b in live)
     assert final == markdown_bundle(piece * 2000)
@@ -178,8 +178,8 @@ def test_stream_deltas_carry_only_the_appended_text_and_the_final_bundle_is_whol
     piece = "word <b>x</b> " * 10
     for i in range(2000):  # 280 KB over 20 simulated seconds
         clock.now = i / 100
-        r.handle(TextDelta(text=piece))
-    r.handle(TurnEnd(session_id="s", stop_reason="end_turn"))
+        r.render(TextDelta(text=piece))
+    r.render(TurnEnd(session_id="s", stop_reason="end_turn"))
     sent, shown_again = out.sent, out.kept
     live, final = sent[:-1], sent[-1]
     whole = piece * 2000
@@ -206,6 +206,6 @@ def test_stream_deltas_are_off_for_a_front_that_did_not_ask_for_them():
     out, clock = RecordingOutput(), Clock()
     r = Renderer(out, clock=clock, max_rate=15)
     r.start(None)
-    r.handle(TextDelta(text="hello"))
-    r.handle(TurnEnd(session_id="s", stop_reason="end_turn"))
+    r.render(TextDelta(text="hello"))
+    r.render(TurnEnd(session_id="s", stop_reason="end_turn"))
     assert set(out.outputs[0]) == {"text/plain", "text/html"}

@@ -13,15 +13,15 @@ def test_thinking_streams_in_its_own_card_and_folds_when_the_answer_starts():
     out = RecordingOutput()
     r = Renderer(out, max_rate=1000)
     r.start(Status("work", "default", "anthropic", "claude", "default", 0))
-    r.handle(ReasoningDelta(text="First I look "))
+    r.render(ReasoningDelta(text="First I look "))
     live = out.outputs[1]["text/html"]
     assert "<summary>Thinking…</summary>" in live and "<details" in live and " open" in live
-    r.handle(ReasoningDelta(text="<script>alert(1)</script> at the files."))
-    r.handle(ToolCallStarted(id="c1", name="list", arguments={"path": "."}))
-    r.handle(ToolResultEvent(id="c1", name="list", ok=False, status="cancelled", text="Stopped."))
-    r.handle(ReasoningDelta(text="Now the answer."))
-    r.handle(TextDelta(text="Two files."))
-    r.handle(TurnEnd(session_id="s", stop_reason="end_turn"))
+    r.render(ReasoningDelta(text="<script>alert(1)</script> at the files."))
+    r.render(ToolCallStarted(id="c1", name="list", arguments={"path": "."}))
+    r.render(ToolResultEvent(id="c1", name="list", ok=False, status="cancelled", text="Stopped."))
+    r.render(ReasoningDelta(text="Now the answer."))
+    r.render(TextDelta(text="Two files."))
+    r.render(TurnEnd(session_id="s", stop_reason="end_turn"))
     r.close()
     thinking = [o for o in out.outputs if "crystal-thinking" in o.get("text/html", "")]
     assert len(thinking) == 2  # one card per reasoning block, in stream order

@@ -92,7 +92,7 @@ async def test_progress_notifications_show_on_the_tool_card(home, workspace):
         renderer = Renderer(out, max_rate=1000)
         shown = []
         for event in events:
-            renderer.handle(event)
+            renderer.render(event)
             if isinstance(event, ToolProgress):
                 shown.append(next(o for o in out.outputs if 'data-tool="demo_steps"' in o.get("text/html", "")))
         assert "progress 2/3: step 2" in shown[1]["text/plain"]

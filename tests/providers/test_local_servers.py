@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from crystal_kernel.core.config import load_config
-from crystal_kernel.core.events import ErrorEvent, Note, TextDelta, TurnEnd
+from crystal_kernel.core.events import Compacted, ErrorEvent, Note, TextDelta, TurnEnd
 from crystal_kernel.core.messages import Message, TextPart
 from crystal_kernel.host.loop import run_turn
 from crystal_kernel.host.session import Session
@@ -80,6 +80,7 @@ async def test_a_request_refused_for_its_length_is_compacted_and_sent_once_more(
     assert "refused the request as too long for its context window" in notes
     assert not any(isinstance(e, ErrorEvent) for e in events)
     assert "now taken as 2,048 tokens" in notes and session.capabilities.context_window == 2048
+    assert [e.kept for e in events if isinstance(e, Compacted)]  # the typed event says it was compacted
     refused, summary_request, retried = bodies
     assert len(retried["messages"]) < len(refused["messages"])
     assert "Summary of the early talk." in json.dumps(retried["messages"])

@@ -188,12 +188,12 @@ def test_trust1_renderer_turn_with_payloads_emits_only_inert_outputs():
     r = Renderer(out, max_rate=1000)
     r.start(None)
     for payload in PAYLOADS:
-        r.handle(TextDelta(text=payload + "\n\n"))
-    r.handle(ToolCallStarted(id="t1", name="bash", arguments={"command": PAYLOADS[0]}))
-    r.handle(ApprovalEvent(id="t1", name="bash", outcome="deny", by="person", reason=PAYLOADS[1]))
-    r.handle(ToolResultEvent(id="t1", name="bash", ok=False, text=PAYLOADS[2]))
-    r.handle(Note(text=PAYLOADS[3]))
-    r.handle(TurnEnd(session_id="s", stop_reason="end_turn"))
+        r.render(TextDelta(text=payload + "\n\n"))
+    r.render(ToolCallStarted(id="t1", name="bash", arguments={"command": PAYLOADS[0]}))
+    r.render(ApprovalEvent(id="t1", name="bash", outcome="deny", by="person", reason=PAYLOADS[1]))
+    r.render(ToolResultEvent(id="t1", name="bash", ok=False, text=PAYLOADS[2]))
+    r.render(Note(text=PAYLOADS[3]))
+    r.render(TurnEnd(session_id="s", stop_reason="end_turn"))
     r.close()
     assert out.outputs
     for bundle in out.outputs:
@@ -256,9 +256,9 @@ def test_trust1_streamed_answer_deltas_carry_text_only_and_the_final_html_is_ine
     text = ""
     for payload in PAYLOADS * 3:
         now[0] += 0.3  # past the update interval: each payload goes out in its own update
-        r.handle(TextDelta(text=payload + "\n\n"))
+        r.render(TextDelta(text=payload + "\n\n"))
         text += payload + "\n\n"
-    r.handle(TurnEnd(session_id="s", stop_reason="end_turn"))
+    r.render(TurnEnd(session_id="s", stop_reason="end_turn"))
     r.close()
     # What went out live, and what a reloaded page gets again (each update's kept bundle).
     live, final = out.sent[:-1] + [k for k in out.kept if k is not None], out.sent[-1]

@@ -1,0 +1,134 @@
+"""``crystal run``'s one ``render``: a turn's events on the terminal or as JSON lines.
+
+Text mode puts the answer on stdout and tool activity, reasoning and notes on stderr,
+everything not written by Crystal through ``terminal_safe`` (TRUST-6). ``--format
+jsonl`` prints one event per line in its exact §11 shape (``to_json``), with the events
+beyond §11 documented in docs/commands.md. Both dispatches match every member of
+:data:`~crystal_kernel.core.events.Event`; a new event fails type checking at
+``assert_never`` until it has its case.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from typing_extensions import assert_never
+
+from crystal_kernel.cli.terminal import say
+from crystal_kernel.core.events import (
+    ApprovalEvent,
+    Compacted,
+    ErrorEvent,
+    Event,
+    Note,
+    ReasoningDelta,
+    TextDelta,
+    TodosUpdated,
+    ToolCallStarted,
+    ToolProgress,
+    ToolResultEvent,
+    TurnEnd,
+    TurnStarted,
+    UsageEvent,
+)
+from crystal_kernel.core.textsafe import terminal_json, terminal_safe
+
+# The text printer shows this much of a tool result: a test run's failure (name,
+# assertion, summary) fits, a long file read is cut with a count of what was left out.
+PREVIEW_LINES = 16
+PREVIEW_HEAD = 12
+PREVIEW_WIDTH = 200
+
+
+def result_preview(text: str) -> str:
+    """A tool result for the terminal: the first line, then up to ``PREVIEW_LINES`` lines
+    indented under it; a longer result keeps its first ``PREVIEW_HEAD`` lines and says
+    how many more there are (the model gets all of it)."""
+    lines = [line[:PREVIEW_WIDTH].rstrip() for line in text.strip("\n").splitlines()]
+    if len(lines) > PREVIEW_LINES:
+        lines = lines[:PREVIEW_HEAD] + [f"… {len(lines) - PREVIEW_HEAD} more lines"]
+    return "\n".join([lines[0]] + [f"  {line}" if line else "" for line in lines[1:]]) if lines else ""
+
+
+
+class TurnPrinter:
+    """text: the answer on stdout, tool activity on stderr; jsonl: one event per line."""
+
+    def __init__(self, fmt: str) -> None:
+        self.fmt = fmt
+        self.at_line_start = True
+        # Reasoning streams to stderr in text mode (never into the answer on stdout).
+        self.thinking = False
+
+    def command(self, text: str) -> None:
+        """A slash command's output (the CLI runs one instead of a turn)."""
+        if self.fmt == "jsonl":
+            self._write(terminal_json({"type": "note", "text": text}) + "\n")
+        else:
+            self._write(terminal_safe(text) + "\n")
+
+    def render(self, event: Event) -> None:
+        """Print one event of the turn."""
+        if self.fmt == "jsonl":
+            self._jsonl(event)
+        else:
+            self._text(event)
+
+    def _jsonl(self, event: Event) -> None:
+        match event:
+            case (TurnStarted() | TextDelta() | ReasoningDelta() | ToolCallStarted() | ToolResultEvent()
+                  | ApprovalEvent() | TodosUpdated() | Compacted() | Note() | UsageEvent() | ErrorEvent()
+                  | TurnEnd()):
+                self._write(terminal_json(event.to_json()) + "\n")
+            case ToolProgress():
+                pass  # shown on cards in the notebook and ACP; not a jsonl event
+            case _:
+                assert_never(event)
+
+    def _text(self, event: Event) -> None:
+        if self.thinking and not isinstance(event, ReasoningDelta):
+            sys.stderr.write("\n")
+            self.thinking = False
+        match event:
+            case ReasoningDelta():
+                if not self.thinking:
+                    self._eol()
+                    sys.stderr.write("thinking: ")
+                    self.thinking = True
+                sys.stderr.write(terminal_safe(event.text))
+                sys.stderr.flush()
+            case TextDelta():
+                self._write(terminal_safe(event.text))
+            case ToolCallStarted():
+                self._eol()
+                say(f"→ {event.name} {json.dumps(event.arguments, ensure_ascii=False)[:200]}", err=True)
+            case ToolResultEvent():
+                say(f"{'✓' if event.ok else '✗'} {event.name} {result_preview(event.text)}", err=True)
+            case ApprovalEvent():
+                if event.outcome == "deny":
+                    say(f"denied ({event.by}): {event.name} {event.reason or ''}", err=True)
+            case Compacted():
+                self._eol()
+                say(f"note: {event.line()}", err=True)
+            case Note():
+                self._eol()
+                say(f"note: {event.text}", err=True)
+            case ErrorEvent() | TurnEnd():
+                self._eol()  # the error itself is printed once, as the command's last line
+            case TurnStarted() | ToolProgress() | UsageEvent():
+                pass  # nothing a person reading the answer needs
+            case TodosUpdated():
+                pass  # the todowrite result line above shows the new list
+            case _:
+                assert_never(event)
+
+    def _write(self, text: str) -> None:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+        if text:
+            self.at_line_start = text.endswith("\n")
+
+    def _eol(self) -> None:
+        if not self.at_line_start:
+            self._write("\n")
