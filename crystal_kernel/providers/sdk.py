@@ -90,7 +90,9 @@ class SDKProvider:
         from crystal_kernel.providers.server_info import context_window
 
         key = getattr(self.client, "api_key", None)
-        found = await context_window(self.endpoint.url, self.model, None if key in (None, "none") else key)
+        # SPEC §13: a probe is a request to the model server, so it ends by requestTimeoutSeconds.
+        found = await context_window(self.endpoint.url, self.model, None if key in (None, "none") else key,
+                                     deadline=self.timeout)
         if found is None:
             return None
         tokens, how = found

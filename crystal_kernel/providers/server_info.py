@@ -11,12 +11,16 @@ usually serves less than the model could take. Each server says it its own way:
   ``model_info["<arch>.context_length"]``;
 - LM Studio: ``GET /api/v0/models/<model>`` has ``loaded_context_length``.
 
-Each probe is one short request (``PROBE_TIMEOUT`` seconds); a server that answers none
-of them leaves the table's guess in place. Nothing here raises.
+Each probe is one short request that ends within ``PROBE_TIMEOUT`` seconds, and the
+probe as a whole ends by its deadline (the provider's ``requestTimeoutSeconds``, SPEC
+§13 "Waits"): both are wall-clock limits, so a server (or a gateway in front of a stuck
+upstream) that keeps a probe alive with SSE keep-alive comments cannot hold the turn. A
+server that answers none of them leaves the table's guess in place. Nothing here raises.
 """
 
 from __future__ import annotations
 
+import asyncio
 import re
 from typing import Any
 
@@ -58,17 +62,29 @@ def _ollama(show: Any) -> int | None:
     return None
 
 
-async def context_window(base_url: str, model: str, api_key: str | None = None) -> tuple[int, str] | None:
-    """(tokens, how it was learned) from the server at ``base_url`` (a ``…/v1`` URL), or None."""
+async def context_window(base_url: str, model: str, api_key: str | None = None,
+                         deadline: float | None = None) -> tuple[int, str] | None:
+    """(tokens, how it was learned) from the server at ``base_url`` (a ``…/v1`` URL), or
+    None; None too when ``deadline`` seconds pass first."""
+    try:
+        return await asyncio.wait_for(_probe(base_url, model, api_key), deadline)
+    except asyncio.TimeoutError:
+        return None
+
+
+async def _probe(base_url: str, model: str, api_key: str | None) -> tuple[int, str] | None:
     base = base_url.rstrip("/")
     root = base[:-3] if base.endswith("/v1") else base
     headers = {"authorization": f"Bearer {api_key}"} if api_key else {}
 
     async def get_json(client: httpx.AsyncClient, method: str, url: str, **kwargs: Any) -> Any:
         try:
-            response = await client.request(method, url, headers=headers, **kwargs)
+            # httpx's timeout bounds each read, and a keep-alive resets it: the whole
+            # request (body included) gets PROBE_TIMEOUT of wall clock.
+            response = await asyncio.wait_for(client.request(method, url, headers=headers, **kwargs),
+                                              PROBE_TIMEOUT)
             return response.json() if response.status_code == 200 else None
-        except (httpx.HTTPError, ValueError, OSError):
+        except (httpx.HTTPError, ValueError, OSError, asyncio.TimeoutError):
             return None
 
     # A plain-http server (every local one) needs no TLS: without verify=False the client

@@ -97,7 +97,8 @@ class LLMServer:
     ) -> None:
         # What the server says about itself, as local servers do: "models" (the data of
         # GET /v1/models, e.g. vLLM's max_model_len or llama.cpp's meta), "props"
-        # (llama.cpp's GET /props) and "show" (Ollama's POST /api/show).
+        # (llama.cpp's GET /props) and "show" (Ollama's POST /api/show); "show_ping": SECONDS
+        # answers /api/show with SSE keep-alive comments only, for that long (max_hang caps it).
         self.info = dict(info or {})
         self._replies: collections.deque[Reply] = collections.deque(replies or [])
         self.router = router
@@ -248,6 +249,9 @@ def _make_handler(server: LLMServer) -> type[BaseHTTPRequestHandler]:
                      "body": body, "time": time.time()}
             server._record(entry)
             kind = PATHS.get(path)
+            if path == "/api/show" and "show_ping" in server.info:
+                self._keep_alive_only(float(server.info["show_ping"]))
+                return
             if path == "/api/show" and "show" in server.info:
                 self._send_json(200, server.info["show"])
                 return
@@ -311,6 +315,20 @@ def _make_handler(server: LLMServer) -> type[BaseHTTPRequestHandler]:
                 raise _Cut()
             self.wfile.write(b"0\r\n\r\n")
             self.wfile.flush()
+
+        def _keep_alive_only(self, seconds: float) -> None:
+            """A 200 event stream of nothing but keep-alive comments (a gateway in front
+            of a stuck upstream), then the connection is dropped."""
+            self.send_response(200)
+            self.send_header("content-type", "text/event-stream")
+            self.send_header("transfer-encoding", "chunked")
+            self.end_headers()
+            self._ping(seconds, 0.2)
+            self.close_connection = True
+            try:
+                self.connection.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
 
         def _hang(self, seconds: float) -> None:
             """Send nothing until the client closes the connection or time is up."""
