@@ -30,6 +30,7 @@ from docpages import PAGES, ROOT, blocks  # noqa: E402
 # Code spans that look like commands but are not checked here, and why.
 INLINE_UNCHECKED: dict[str, str] = {
     "cd x && rm -rf .": "an example of a bash call a forbidden rule matches, not a command to run",
+    "echo INJECTED > .crystal/prompts/work.md": "an attack the sandbox refuses (SANDBOX-1), not a command to run",
     "python -u": "advice for a job's command (unbuffered Python output)",
     "python -I -S": "how the host starts the job supervisor, not a command for a person",
     "python {code}": "the python tool's arguments, not a command",
