@@ -76,6 +76,8 @@ class Sandbox:
     protected: tuple[str, ...]
     allowed: tuple[str, ...] = ()
     network: bool = False
+    # A temp folder the command's caches use when the person's own is not writable.
+    cache: str | None = None
 
     def with_allowed(self, *folders: str) -> Sandbox:
         """The same rules plus folders that stay writable even inside a protected one
@@ -85,7 +87,8 @@ class Sandbox:
     def launcher_args(self) -> list[str]:
         """The supervisor's options that apply these rules."""
         args = ["--sandbox"]
-        for flag, items in (("--write", self.writable), ("--protect", self.protected), ("--allow", self.allowed)):
+        for flag, items in (("--write", self.writable), ("--protect", self.protected), ("--allow", self.allowed),
+                            ("--cache", (self.cache,) if self.cache else ())):
             for item in items:
                 args += [flag, item]
         if not self.network:
@@ -119,8 +122,23 @@ def sandbox_for(config: Config, workspace: Path, *, writable: tuple[Path, ...] =
             pass
     roots = ([str(workspace)] + [str(p) for p in writable] if config.sandbox == "workspace-write" else [])
     protected = [str(host), str(config.home), *credential_folders()]
-    return Sandbox(mode=config.sandbox, writable=tuple(roots + temp_folders() + list(DEVICE_PATHS)),
-                   protected=tuple(protected), network=bool(config.sandbox_network))
+    allowed = roots + temp_folders()
+    return Sandbox(mode=config.sandbox, writable=tuple(allowed + list(DEVICE_PATHS)),
+                   protected=tuple(protected), network=bool(config.sandbox_network),
+                   cache=_cache_folder(allowed, protected))
+
+
+def _cache_folder(writable: list[str], protected: list[str]) -> str | None:
+    """A temp folder for the command's caches (pip, uv, go, npm) when the person's cache
+    folder is outside what the sandbox lets it write; None when it is writable."""
+    cache = os.path.realpath(os.environ.get("XDG_CACHE_HOME") or os.path.join(Path.home(), ".cache"))
+
+    def inside(path: str, roots: list[str]) -> bool:
+        return any(path == r or path.startswith(r.rstrip("/") + "/") for r in map(os.path.realpath, roots))
+
+    if inside(cache, writable) and not inside(cache, protected):
+        return None
+    return os.path.join(tempfile.gettempdir(), f"crystal-cache-{os.getuid()}")
 
 
 def read_only_sandbox() -> Sandbox | None:

@@ -38,6 +38,7 @@ that ``preexec_fn`` would close (the host dying before the call) is closed by ch
 import _signal as signal  # the C module: `import signal` costs ~5 ms (enum) per job start
 import ctypes
 import os
+import stat
 import sys
 import time
 
@@ -174,13 +175,13 @@ class _SandboxRules:
     """The ``--sandbox`` options: the paths of each kind, and the two switches."""
 
     def __init__(self) -> None:
-        self.paths: dict[str, list[str]] = {"write": [], "protect": [], "allow": []}
+        self.paths: dict[str, list[str]] = {"write": [], "protect": [], "allow": [], "cache": []}
         self.network = True
         self.split = False
 
 
 def _sandbox_options(argv: list[str]) -> tuple[_SandboxRules | None, list[str]]:
-    """Leading ``--sandbox [--write P] [--protect P] [--allow P] [--no-network]
+    """Leading ``--sandbox [--write P] [--protect P] [--allow P] [--cache P] [--no-network]
     [--split]`` options (SANDBOX-1, built by jobs/sandbox.py); the rest of argv."""
     if len(argv) < 2 or argv[1] != "--sandbox":
         return None, argv
@@ -199,6 +200,22 @@ def _sandbox_options(argv: list[str]) -> tuple[_SandboxRules | None, list[str]]:
     return rules, [argv[0]] + argv[i:]
 
 
+def _use_cache(folder: str) -> None:
+    """Point the command's caches (XDG_CACHE_HOME: pip, uv, go, yarn; npm's own) at
+    ``folder``, a temp folder the sandbox lets it write, when the person's cache folder
+    is outside it. Only a folder of our own: a planted link or another user's folder is
+    not used (the caches then fail as before)."""
+    try:
+        os.makedirs(folder, mode=0o700, exist_ok=True)
+        info = os.lstat(folder)
+    except OSError:
+        return
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid():
+        return
+    os.environ["XDG_CACHE_HOME"] = folder
+    os.environ["npm_config_cache"] = os.path.join(folder, "npm")
+
+
 def _confine(rules: _SandboxRules) -> None:
     """Apply the sandbox to this process (and so to the command) or refuse to run."""
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -209,6 +226,8 @@ def _confine(rules: _SandboxRules) -> None:
             import landlock  # jobs/landlock.py, loaded by path (-I -S: the package is not importable)
     finally:
         del sys.path[0]
+    for cache in rules.paths["cache"]:
+        _use_cache(cache)
     try:
         landlock.confine(rules.paths["write"], rules.paths["protect"], rules.paths["allow"], rules.network,
                          use_namespace=not rules.split)

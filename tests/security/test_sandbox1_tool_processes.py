@@ -18,6 +18,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import uuid
 from pathlib import Path
@@ -119,6 +120,18 @@ async def test_bash_still_writes_the_workspace_and_temp(place):
     assert (place / "ws/build/x/y").read_text() == "b\n"
     assert (place / "ws/.git").is_dir()
     assert SANDBOX_LINE not in results[0].text
+
+
+async def test_caches_move_to_a_temp_folder_when_the_persons_is_outside(place, monkeypatch):
+    """pip, uv, go and npm keep working: their cache folder (XDG_CACHE_HOME, npm's) is a
+    temp folder of the user's own, not the person's cache the sandbox would refuse."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(place / "person-cache"))
+    command = 'mkdir -p "$XDG_CACHE_HOME/pip" "$npm_config_cache" && echo "cache=$XDG_CACHE_HOME"'
+    session = full_session(place / "ws", [("bash", {"command": command})])
+    results, _, _ = await turn(session)
+    assert results[0].ok, results[0].text
+    assert f"cache={tempfile.gettempdir()}/crystal-cache-{os.getuid()}" in results[0].text
+    assert not (place / "person-cache").exists()
 
 
 class Listener:
@@ -233,13 +246,14 @@ async def test_exec_set_is_confined_but_keeps_its_data_folders(place, private_ho
     assert results[0].text.count(SANDBOX_LINE) == 1
 
 
-async def test_without_landlock_the_host_says_so_once_and_asks_in_full(place, monkeypatch):
+@pytest.mark.parametrize("approval", ["full", "review"])
+async def test_without_landlock_the_host_says_so_once_and_asks(place, monkeypatch, approval):
     monkeypatch.setenv("CRYSTAL_SANDBOX_ABI", "0")
     provider = ScriptedProvider([tool_reply([("bash", {"command": "echo one"})]),
                                  tool_reply([("bash_start", {"command": "echo two"})]),
                                  tool_reply([("read", {"path": "src"})]),
                                  text_reply("done")])
-    session = open_session(SessionOptions(place / "ws", overrides={"approval": "full"}, provider=provider))
+    session = open_session(SessionOptions(place / "ws", overrides={"approval": approval}, provider=provider))
     person = Person("allow_once", "deny")
     try:
         results, approvals, notes = await turn(session, person)
