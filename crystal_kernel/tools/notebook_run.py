@@ -11,6 +11,11 @@ bash: bounded by ``timeout_seconds`` and killed with its kernel on a hard timeou
 cancellation and when the host dies. The child writes a result file; the host merges
 the outputs into the notebook as it is on disk then (by cell id), keeping the file's
 layout, and writes it atomically. This module imports no Jupyter library.
+
+Write-back is bounded (:data:`CELL_OUTPUT_BYTES` per cell, :data:`NOTEBOOK_OUTPUT_BYTES`
+per run): the child cuts outputs as they arrive, a cut cell ends with a stderr output
+saying what was cut, and the tool result names the cut cells, so the notebook stays one
+``read`` can open whatever a cell prints.
 """
 
 from __future__ import annotations
@@ -39,6 +44,9 @@ from crystal_kernel.tools.bash import _environment, run_supervised
 # The child gets this long after timeout_seconds to stop its kernel and write its result.
 HARD_STOP_GRACE = 15.0
 CHILD_OUTPUT_CHARS = 4000
+# Bytes of output written back per executed cell and per run (outputs past them are cut).
+CELL_OUTPUT_BYTES = 1 << 20
+NOTEBOOK_OUTPUT_BYTES = 8 << 20
 
 
 class NotebookRunInput(ToolInput):
@@ -85,7 +93,8 @@ class NotebookRunTool(Tool[NotebookRunInput]):
             ipc = ["--ipc"] if sandbox is not None and not sandbox.network else []
             command = "exec " + shlex.join([sys.executable, "-m", "crystal_kernel.jupyter.nbrun", str(path),
                                             str(result_file), "--upto", str(upto), "--timeout", f"{timeout:g}",
-                                            *ipc])
+                                            "--cell-limit", str(CELL_OUTPUT_BYTES),
+                                            "--notebook-limit", str(NOTEBOOK_OUTPUT_BYTES), *ipc])
             started = time.monotonic()
             done = await run_supervised(command, cwd=path.parent, env=env,
                                         timeout=timeout + HARD_STOP_GRACE, limit=CHILD_OUTPUT_CHARS,
@@ -157,6 +166,12 @@ def _summary(notebook: Notebook, shown: str, result: dict[str, Any], upto: int, 
         failed = next((i for i in positions if i == stopped["index"]), None)
     if missing:
         head += f"\nCells {', '.join(map(str, missing))} changed during the run; their new outputs were not written."
+    cuts = [c for c in result.get("cut") or [] if isinstance(c, dict)]
+    if cuts:
+        listed = ", ".join(str(int(c.get("index", 0)) + 1) for c in cuts[:50])
+        head += (f"\nOutput was cut to keep the notebook bounded (at most {CELL_OUTPUT_BYTES} bytes per cell, "
+                 f"{NOTEBOOK_OUTPUT_BYTES} per run): the rest of cells {listed} was left out; each says so "
+                 "in its output.")
     blocks = [head]
     if failed is not None:
         blocks.append("Failed cell:\n" + render_cell(failed + 1, notebook.cells[failed], [], False))
