@@ -29,6 +29,7 @@ from crystal_kernel.core.config import Config
 from crystal_kernel.core.events import ApprovalEvent, Note, ToolResultEvent
 from crystal_kernel.core.interaction import PersonDecision
 from crystal_kernel.host.bootstrap import SessionOptions, open_session
+from crystal_kernel.host.commands import run_command
 from crystal_kernel.host.loop import run_turn
 from crystal_kernel.jobs import landlock
 from crystal_kernel.jobs.guarded import SUPERVISOR
@@ -120,6 +121,19 @@ async def test_bash_still_writes_the_workspace_and_temp(place):
     assert (place / "ws/build/x/y").read_text() == "b\n"
     assert (place / "ws/.git").is_dir()
     assert SANDBOX_LINE not in results[0].text
+
+
+async def test_a_folder_the_person_opened_read_write_is_writable(place):
+    """/access add DIR rw opens DIR to the sandbox too; a read-only grant does not."""
+    (place / "shared").mkdir()
+    (place / "docs").mkdir()
+    session = full_session(place / "ws", [("bash", {"command": f"echo rw > {place}/shared/a.txt"}),
+                                          ("bash", {"command": f"echo ro > {place}/docs/a.txt"})])
+    await run_command(session, f"/access add {place / 'shared'} rw")
+    await run_command(session, f"/access add {place / 'docs'} ro")
+    results, _, _ = await turn(session)
+    assert [r.ok for r in results] == [True, False]
+    assert (place / "shared/a.txt").read_text() == "rw\n" and not (place / "docs/a.txt").exists()
 
 
 async def test_caches_move_to_a_temp_folder_when_the_persons_is_outside(place, monkeypatch):
