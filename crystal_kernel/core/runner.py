@@ -1,6 +1,6 @@
 """Run a coroutine to completion from synchronous code: the one bridge from sync
 callers (a CLI subcommand, a test, a script) to the host's async paths, which are the
-only implementation (issue 28: no sync twins).
+only implementation (no sync twins, docs/architecture.md).
 
 Without a running event loop in the calling thread the coroutine runs on a new loop
 in this thread. Called from inside a running loop (sync code a loop is executing), it

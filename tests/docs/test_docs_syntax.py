@@ -77,6 +77,11 @@ def options_of(parser: argparse.ArgumentParser) -> dict[str, argparse.Action]:
     return {opt: a for a in parser._actions for opt in a.option_strings if opt not in ("-h", "--help")}
 
 
+def helps_of(parsers: list[argparse.ArgumentParser]) -> set[str]:
+    """The flags of argparse's own help action (``-h``, ``--help``) of these parsers."""
+    return {opt for p in parsers for a in p._actions if isinstance(a, argparse._HelpAction) for opt in a.option_strings}
+
+
 def tokens_of(text: str) -> list[str]:
     cleaned = re.sub(r"[\[\]]|\.\.\.|…", " ", text)
     return re.findall(r"\||\"[^\"]*\"|'[^']*'|[^\s|]+", cleaned)
@@ -118,6 +123,8 @@ def check_crystal(text: str, complete: bool) -> list[str]:
         if not token.startswith("--"):
             continue
         flag = token.split("=")[0]
+        if flag in helps_of(level):
+            continue  # argparse's own --help, on every parser: a complete synopsis leaves it out
         if flag not in options:
             problems.append(f"{text!r}: {flag} is not a flag of it")
             continue
@@ -162,6 +169,10 @@ def test_synopsis_checker_catches_what_it_should():
     assert check_crystal("crystal tools lisst", complete=False)
     assert check_crystal("crystal run --format text|yaml", complete=False)
     assert check_crystal("crystal plugins list", complete=True)  # --format is left out
+    assert check_crystal("crystal --help", complete=False) == []
+    assert check_crystal("crystal SUBCOMMAND --help", complete=False) == []
+    assert check_crystal("crystal run --help", complete=False) == []
+    assert check_crystal("crystal run --helpp", complete=False)
     assert check_crystal("crystal promptsets list | show NAME | enable NAME | disable [NAME] "
                          "[--home DIR] [--format text|json]", complete=True) == []
 

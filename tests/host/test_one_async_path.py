@@ -1,4 +1,4 @@
-"""Issue 28, item 2: the async paths are the only implementation of building a catalog
+"""The async paths are the only implementation of building a catalog
 and discovering external tools (no sync twins: ``tools_now``, ``Session.tools()``, sync
 ``discover_*``); code without a running loop uses the one runner,
 :func:`crystal_kernel.core.runner.run_to_completion`."""

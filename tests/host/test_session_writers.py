@@ -1,4 +1,4 @@
-"""Nothing outside ``crystal_kernel/host/`` writes a session attribute (issue 28, item 2):
+"""Nothing outside ``crystal_kernel/host/`` writes a session attribute:
 the fronts, the MCP layer and the tools change a session only through a host operation
 (a method of the session or a function in ``host``), so every rule about a session's
 state (refused while a turn runs, the system text and catalog refreshed, the owner
@@ -62,7 +62,7 @@ def session_writes(source: str, filename: str = "<source>") -> list[str]:
 
 
 def test_no_session_attribute_is_assigned_outside_host():
-    """Issue 28: no ``session.<attr> =`` outside ``crystal_kernel/host/``."""
+    """No ``session.<attr> =`` outside ``crystal_kernel/host/``."""
     found: list[str] = []
     for path in sorted(PACKAGE.rglob("*.py")):
         relative = path.relative_to(PACKAGE)

@@ -1,4 +1,4 @@
-"""Issue 29 item 3: notebook_run's write-back is bounded.
+"""ROBUST-3: notebook_run's write-back is bounded.
 
 Before, 70 MB of prints made a 71 MB notebook that `read` then refused, and 500 MB took
 the host to 1.5 GB. Now each cell keeps at most CELL_OUTPUT_BYTES of output and a run
