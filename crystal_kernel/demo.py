@@ -83,7 +83,14 @@ def prepare_tours(keep_notebooks: bool = False) -> list[Path]:
 
 def run_notebook_tours() -> int:
     """Execute both tours headlessly (nbclient), save them, render HTML next to them."""
-    from crystal_kernel.jupyter.tours import error_outputs, execute, render_html, tour_env, write_kernelspec
+    from crystal_kernel.jupyter.tours import (
+        error_outputs,
+        execute,
+        kernel_log,
+        render_html,
+        tour_env,
+        write_kernelspec,
+    )
 
     notebooks = prepare_tours()
     kernels = write_kernelspec(BUILD / "kernels")
@@ -98,11 +105,29 @@ def run_notebook_tours() -> int:
         for problem in problems:
             print(f"  {problem}", file=sys.stderr)
         if problems:
-            print(f"  (the kernel's log: {_rel(notebook.with_suffix('.kernel.log'))})", file=sys.stderr)
+            print(f"  (the kernel's log: {_rel(kernel_log(notebook))})", file=sys.stderr)
         failed += bool(problems)
         state = "with errors" if problems else "ok"
         print(f"  {state} in {time.monotonic() - started:.1f} s: {_rel(notebook)}, {_rel(html)}", flush=True)
     return 1 if failed else 0
+
+
+def closing_list() -> str:
+    """What the demo wrote, one file per line, the descriptions in one column."""
+    rows = [
+        (BUILD / "tour.html", "the Crystal kernel tour (open it in a browser)"),
+        (BUILD / "magics.html", "the %crystal magics tour"),
+        (BUILD / "notebook-tools.html", "the notebook tools tour"),
+        (BUILD / "tour" / "tour.ipynb", "the executed kernel tour, in its workspace"),
+        (BUILD / "magics" / "magics.ipynb", "the executed magics tour"),
+        (BUILD / "notebook-tools" / "analysis.ipynb", "the analysis notebook the agent fixed"),
+        (BUILD / "project", "the sample project the CLI tour fixed"),
+    ]
+    names = [_rel(path) + ("/" if path.suffix == "" else "") for path, _ in rows]
+    width = max(len(name) for name in names)
+    lines = [f"  {name.ljust(width)}   {what}" for name, (_, what) in zip(names, rows)]
+    return (f"\nDone. Everything the demo wrote is in {_rel(BUILD)}/:\n" + "\n".join(lines) + "\n"
+            "Open them in JupyterLab with `make lab` (it resets the workspaces so you can run them again).")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -116,14 +141,7 @@ def main(argv: list[str] | None = None) -> int:
     if code == 0:
         code = run_notebook_tours()
     if code == 0:
-        print(f"\nDone. Everything the demo wrote is in {_rel(BUILD)}/:\n"
-              f"  {_rel(BUILD / 'tour.html')}     the Crystal kernel tour (open it in a browser)\n"
-              f"  {_rel(BUILD / 'magics.html')}   the %crystal magics tour\n"
-              f"  {_rel(BUILD / 'notebook-tools.html')}   the notebook tools tour (it fixes "
-              f"{_rel(BUILD / 'notebook-tools' / 'analysis.ipynb')})\n"
-              f"  {_rel(BUILD / 'tour' / 'tour.ipynb')}, {_rel(BUILD / 'magics' / 'magics.ipynb')}   "
-              "the executed notebooks\n"
-              "Open them in JupyterLab with `make lab` (it resets the workspaces so you can run them again).")
+        print(closing_list())
     return code
 
 

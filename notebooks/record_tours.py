@@ -25,7 +25,7 @@ from nbclient.exceptions import CellTimeoutError
 
 from crystal_kernel.core.trust import trust_all
 from crystal_kernel.jupyter.tours import (
-    error_outputs, execute, prepare, tour, tour_env, write_home, write_kernelspec,
+    error_outputs, execute, kernel_log, prepare, tour, tour_env, write_home, write_kernelspec,
 )
 from crystal_kernel.testing.llm_server import LLMServer
 
@@ -309,7 +309,7 @@ def write_analysis_example() -> Path:
     with tempfile.TemporaryDirectory() as tmp:
         kernels = write_kernelspec(Path(tmp) / "kernels")
         execute(path, tour_env(Path(tmp) / "home"), kernels)
-    path.with_suffix(".kernel.log").unlink(missing_ok=True)
+    kernel_log(path).unlink(missing_ok=True)
     return path
 
 

@@ -16,7 +16,13 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from crystal_kernel.jupyter.safe_html import NO_MATH, esc, html_bundle, markdown_bundle  # noqa: F401 (re-exported)
+from crystal_kernel.jupyter.safe_html import (  # noqa: F401 (markdown_bundle is re-exported)
+    NO_MATH,
+    esc,
+    html_bundle,
+    inline_markdown_html,
+    markdown_bundle,
+)
 
 Bundle = dict[str, Any]
 
@@ -103,16 +109,74 @@ def thinking_bundle(text: str, done: bool = False) -> Bundle:
     return html_bundle(f"{label}: {text}", fragment)
 
 
+def _first_line(value: str) -> str:
+    stripped = value.strip()
+    first = stripped.splitlines()[0] if stripped else value
+    return first + (" …" if first != stripped else "")
+
+
+def _short_value(value: Any) -> str:
+    """One argument value as a person reads it: text as it is (first line), numbers
+    plainly, a list by its items or its size, an object by its size; never JSON."""
+    if isinstance(value, str):
+        return _first_line(value)
+    if isinstance(value, bool) or value is None:
+        return json.dumps(value)
+    if isinstance(value, (int, float)):
+        return f"{value:g}" if isinstance(value, float) else str(value)
+    if isinstance(value, list):
+        if value and len(value) <= 6 and all(isinstance(v, (int, float, str)) and not isinstance(v, bool)
+                                             for v in value):
+            return ", ".join(_short_value(v) for v in value)
+        return f"{len(value)} item{'s' if len(value) != 1 else ''}"
+    if isinstance(value, dict):
+        return f"{len(value)} field{'s' if len(value) != 1 else ''}"
+    return str(value)
+
+
+def _notebook_edit_summary(arguments: dict[str, Any]) -> str:
+    action = str(arguments.get("action") or "edit")
+    cell = arguments.get("cell_id")
+    if cell is None and isinstance(arguments.get("index"), int):
+        cell = f"#{arguments['index'] + 1}"
+    kind = f"{arguments['cell_type']} " if action == "insert" and arguments.get("cell_type") else ""
+    where = f" {cell}" if cell is not None else ""
+    return f"{arguments.get('path', '')}: {action} {kind}cell{where}".strip()
+
+
+def _notebook_run_summary(arguments: dict[str, Any]) -> str:
+    cells = arguments.get("cell_ids")
+    through = f" through cell {cells[-1]}" if isinstance(cells, list) and cells else " (all cells)"
+    return f"{arguments.get('path', '')}{through}"
+
+
+def _plot_summary(arguments: dict[str, Any]) -> str:
+    values = arguments.get("values")
+    count = f"{len(values)} values" if isinstance(values, list) else "values"
+    title = str(arguments.get("title") or "").strip()
+    chart = f"{arguments.get('kind') or 'bar'} chart of {count}"
+    return f"{_first_line(title)} ({chart})" if title else chart
+
+
+# Tools whose calls read best as a sentence of their own.
+_SUMMARIES = {"notebook_edit": _notebook_edit_summary, "notebook_run": _notebook_run_summary, "plot": _plot_summary}
+_EMPTY_PATH = {"tree", "list"}  # no path: the workspace itself
+
+
 def summarize_arguments(name: str, arguments: dict[str, Any]) -> str:
-    """One line saying what a call does: its key argument, else compact JSON."""
+    """One line saying what a call does, for a person: the key argument of a built-in
+    tool, a sentence for a few others, else ``name: value`` pairs (never escaped JSON:
+    a card header and an "Allowed once:" line read like the call, not its wire form)."""
     key = _KEY_ARGUMENT.get(name)
+    summary = _SUMMARIES.get(name)
     if key and key in arguments and isinstance(arguments[key], (str, int, float)):
-        value = str(arguments[key])
-        first = value.strip().splitlines()[0] if value.strip() else value
-        more = " …" if first != value.strip() else ""
-        text = first + more
+        text = _first_line(str(arguments[key]))
+    elif summary is not None:
+        text = summary(arguments)
+    elif not arguments:
+        text = "." if name in _EMPTY_PATH else ""
     else:
-        text = json.dumps(arguments, ensure_ascii=False, sort_keys=False)
+        text = " · ".join(f"{k}: {_short_value(v)}" for k, v in arguments.items())
     return text if len(text) <= ARGS_PREVIEW else text[: ARGS_PREVIEW - 1] + "…"
 
 
@@ -184,9 +248,13 @@ def _question_parts(card: CardState) -> tuple[list[str], list[str]]:
         answer = None if answers is None else (", ".join(answers[i]) if i < len(answers) and answers[i]
                                                else "(no answer)")
         plain.append(f"{header}: {text}" + (f" → {answer}" if answer is not None else ""))
-        rows.append(f'<tr><td style="padding:2px 8px 2px 0;vertical-align:top"><b>{esc(header)}</b></td>'
-                    f'<td style="padding:2px 8px">{esc(text)}</td>'
-                    + (f'<td style="padding:2px 8px">→ <b>{esc(answer)}</b></td>' if answer is not None else "")
+        # The model writes its question in Markdown (`names` in backticks): rendered, cleaned.
+        cell = "padding:2px 8px;text-align:left;vertical-align:top"
+        rows.append(f'<tr><td style="padding:2px 8px 2px 0;text-align:left;vertical-align:top;white-space:nowrap">'
+                    f'<b>{esc(header)}</b></td>'
+                    f'<td style="{cell}">{inline_markdown_html(text)}</td>'
+                    + (f'<td style="{cell};white-space:nowrap">→ <b>{esc(answer)}</b></td>'
+                       if answer is not None else "")
                     + "</tr>")
     html = [f"<table>{''.join(rows)}</table>"] if rows else []
     return plain, html
@@ -203,11 +271,12 @@ def card_bundle(card: CardState) -> Bundle:
         summary = ", ".join(h for h in headers if h) or f"{len(headers)} questions"
     else:
         summary = summarize_arguments(card.name, card.arguments)
-    plain = [f"[{card.name}] {summary} — {label}"]
+    plain = [f"[{card.name}] {summary} — {label}" if summary else f"[{card.name}] — {label}"]
+    shown_summary = f" <code>{esc(summary)}</code>" if summary else ""
     parts = [
         f'<div class="{NO_MATH}"><div class="crystal-card" data-tool="{esc(card.name)}" data-state="{esc(card.state)}" '
         f'style="{_BOX.format(accent=colour)}">',
-        f'<div><b>{esc(card.name)}</b> <code>{esc(summary)}</code> '
+        f'<div><b>{esc(card.name)}</b>{shown_summary} '
         f'<span style="color:{colour}">{esc(label)}</span></div>',
     ]
     if card.progress and card.state in ("running", "waiting"):

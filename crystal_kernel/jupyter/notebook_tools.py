@@ -160,6 +160,8 @@ async def run_code(shell: Any, code: str) -> tuple[bool, str, list[ImagePart]]:
     def publish(data: dict[str, Any], metadata: Any = None, *args: Any, **kwargs: Any) -> Any:
         if not kwargs.get("update"):
             got.add_bundle(data)
+            if set(data) <= {"text/plain"}:
+                return None  # the tool's card shows this text already: once is enough
         return real_publish(data, metadata, *args, **kwargs)
 
     saved_out, saved_err = sys.stdout, sys.stderr

@@ -201,6 +201,12 @@ def markdown_html(text: str) -> str:
     return clean(f'<div class="crystal-answer {NO_MATH}">{_markdown().render(text)}</div>')
 
 
+def inline_markdown_html(text: str) -> str:
+    """One line of Markdown (code spans, emphasis, links) as sanitized inline HTML, for
+    text the model writes into a form or a card: a question, an option's description."""
+    return clean(_markdown().renderInline(text))
+
+
 def markdown_bundle(text: str) -> dict[str, str]:
     """An answer as an output bundle: the cleaned HTML and the raw text. No
     ``text/markdown``: a front that renders it would trust whatever HTML it holds."""

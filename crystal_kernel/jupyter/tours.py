@@ -179,15 +179,22 @@ def execute(notebook: Path, env: dict[str, str], kernels: Path, *, answers: list
     env = dict(env, JPY_SESSION_NAME=str(notebook))
     # notebook_run starts kernels by kernelspec name: let it find these, for this Python.
     env["JUPYTER_PATH"] = os.pathsep.join(p for p in (str(kernels.parent), env.get("JUPYTER_PATH", "")) if p)
-    # The kernel's own log (ipykernel's warnings, a flag error) goes to a file beside the
-    # notebook instead of the terminal; a failure names it.
-    log = notebook.with_suffix(".kernel.log")
+    # The kernel's own log (ipykernel's warnings, a flag error) goes to a file instead of
+    # the terminal; a failure names it.
+    log = kernel_log(notebook)
     with open(log, "w", encoding="utf-8") as stderr:
         try:
             client.execute(env=env, stderr=stderr)
         finally:
             nbformat.write(nb, notebook)
     return nb
+
+
+def kernel_log(notebook: Path) -> Path:
+    """Where :func:`execute` writes the kernel's log: beside the notebook's folder, not in
+    it. The folder is the agent's workspace, and a file the demo made there would show
+    up in what the agent lists (a tour's ``tree`` card)."""
+    return notebook.parent.parent / f"{notebook.stem}.kernel.log"
 
 
 def render_html(notebook: Path, target: Path) -> Path:

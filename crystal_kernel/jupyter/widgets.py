@@ -35,7 +35,7 @@ from crystal_kernel.jupyter.approval_form import ApprovalForm
 from crystal_kernel.jupyter.approval_form import form_html as _html
 from crystal_kernel.jupyter.cards import Bundle, esc, summarize_arguments
 from crystal_kernel.jupyter.front_ends import GRACE_SECONDS, headless_log_line
-from crystal_kernel.jupyter.safe_html import html_bundle
+from crystal_kernel.jupyter.safe_html import html_bundle, inline_markdown_html
 
 if TYPE_CHECKING:
     from crystal_kernel.host.session import Session
@@ -96,11 +96,11 @@ class QuestionForm:
         w = self._w
         rows: list[Any] = []
         for qi, q in enumerate(self.questions):
-            rows.append(_html(w, f"<b>{esc(q.header)}</b><br>{esc(q.question)}"))
+            rows.append(_html(w, f"<b>{esc(q.header)}</b><br>{inline_markdown_html(q.question)}"))
             buttons: list[Any] = []
             boxes: list[Any] = []
             for opt in q.options:
-                note = _html(w, f'<span style="{_MUTED}">{esc(opt.description)}</span>')
+                note = _html(w, f'<span style="{_MUTED}">{inline_markdown_html(opt.description)}</span>')
                 if q.multiple:
                     box = w.Checkbox(value=False, description=opt.label, indent=False,
                                      layout=w.Layout(width="auto"))

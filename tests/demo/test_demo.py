@@ -61,6 +61,17 @@ def cards(nb: nbformat.NotebookNode) -> list[tuple[str, str]]:
     return found
 
 
+def headers(nb: nbformat.NotebookNode) -> dict[str, list[str]]:
+    """The summary each tool card shows after its name, by tool (HTML as rendered)."""
+    found: dict[str, list[str]] = {}
+    for cell in nb.cells:
+        for out in cell.get("outputs", []):
+            html = str(out.get("data", {}).get("text/html", ""))
+            for tool, summary in re.findall(r"<div><b>([^<]+)</b> <code>([^<]*)</code>", html):
+                found.setdefault(tool, []).append(summary)
+    return found
+
+
 def images(nb: nbformat.NotebookNode) -> list[str]:
     return [o["data"]["image/png"] for c in nb.cells for o in c.get("outputs", []) if "image/png" in o.get("data", {})]
 
@@ -76,9 +87,13 @@ def test_demo_runs_offline_and_fixes_the_sample_project(demo: Demo):
     # The failing test the agent then fixes is on screen, not only the first output line.
     assert "  FAIL: test_total_value (test_inventory.InventoryTest.test_total_value)" in demo.out.stderr.splitlines()
     assert "  AssertionError: 34.75 != 64.0" in demo.out.stderr.splitlines()
-    # It says where everything is and how to open it.
+    # It says where everything is and how to open it, one file a line, descriptions aligned.
     for name in ("tour.html", "magics.html", "tour.ipynb", "magics.ipynb", "make lab"):
         assert name in demo.out.stdout
+    listing = demo.out.stdout.split("Everything the demo wrote is in")[1].splitlines()[1:8]
+    assert all(line.startswith(f"  {demo.build}/") for line in listing), listing
+    columns = {re.match(r"  \S+\s+", line).end() for line in listing}  # where each description starts
+    assert len(columns) == 1, listing
 
 
 def test_the_kernel_tour_shows_every_step_working(demo: Demo):
@@ -87,6 +102,16 @@ def test_the_kernel_tour_shows_every_step_working(demo: Demo):
     shown = cards(nb)
     assert [tool for tool, _ in shown] == ["tree", "read", *TOUR_TOOLS[1:]]  # two reads in one step
     assert all(state == "done" for _, state in shown), shown
+    # The workspace holds the project and the notebook, nothing the demo made: the tree
+    # card lists no kernel log (it is written beside the workspace).
+    tree = texts(cell_for(nb, "What is in this project?")).split("[tree]")[1].split("[read]")[0]
+    assert "kernel.log" not in tree and "tour.ipynb" in tree, tree
+    assert not list((demo.build / "tour").glob("*.kernel.log")) and (demo.build / "tour.kernel.log").is_file()
+    # Card headers and approvals read like the call, not like its JSON.
+    chart = texts(cell_for(nb, "Draw a bar chart"))
+    assert headers(nb)["plot"] == ["stock value per item (bar chart of 3 values)"]
+    assert "Allowed once: plot stock value per item (bar chart of 3 values) (answered from the recording)" in chart
+    assert not [h for hs in headers(nb).values() for h in hs if h.startswith(("{", "["))], headers(nb)
     # The exec tool's chart is an image output.
     assert len(images(nb)) == 1
     # The background job's log, read by the agent and by /logs.
@@ -96,6 +121,10 @@ def test_the_kernel_tour_shows_every_step_working(demo: Demo):
     # The recorded person answered the form and the approvals.
     fix = texts(cell_for(nb, "Fix it."))
     assert "→ Fix the code" in fix and fix.count("Fix the code") == 1, fix  # in the card, once
+    # The question's Markdown is rendered: code spans, not backticks.
+    question = next(str(o["data"]["text/html"]) for o in cell_for(nb, "Fix it.").outputs
+                    if 'data-tool="question"' in str(o.get("data", {}).get("text/html", "")))
+    assert "<code>test_total_value</code>" in question and "`" not in question, question
     assert "Questions answered from the recording." in fix
     assert "Allowed once: edit inventory.py (answered from the recording)" in fix
     # Stated once: by the replayed summary, not again in the card ("Allowed by …").
@@ -116,6 +145,9 @@ def test_the_magics_tour_runs_python_and_plots(demo: Demo):
     assert error_outputs(nb) == []
     assert cards(nb) == [("python", "done"), ("python", "done")]
     assert len(images(nb)) == 1  # the chart, once
+    # The python tool's result shows once: in its card, not again as a plain output.
+    turn = texts(cell_for(nb, "%%crystal\nHere is the monthly revenue"))
+    assert turn.count("South    80.0") == 1, turn
     assert "South    80.0" in texts(cell_for(nb, "growth"))  # the agent's variable, in the namespace
     assert "South grew 80%" in texts(cell_for(nb, "headline = %crystal"))
     assert "input" in texts(cell_for(nb, "%crystal /usage"))
@@ -140,7 +172,10 @@ def test_the_notebook_tools_tour_reads_fixes_and_reruns_a_notebook(demo: Demo):
     fix = texts(cell_for(nb, "analysis.ipynb stops with an error"))
     assert "→ error: NameError: name 'revenue_by_region' is not defined" in fix
     assert "-share = (revenue_by_region / revenue_by_region.sum() * 100).round(1)" in fix
-    assert "Allowed once: notebook_edit" in fix and "Allowed once: notebook_run" in fix
+    assert "Allowed once: notebook_edit analysis.ipynb: replace cell share (answered" in fix
+    assert "Allowed once: notebook_run analysis.ipynb (all cells) (answered" in fix
+    assert headers(nb)["notebook_edit"] == ["analysis.ipynb: replace cell share", "analysis.ipynb: insert markdown cell"]
+    assert headers(nb)["notebook_run"] == ["analysis.ipynb (all cells)"]
     assert "3 code cells executed" in fix and "North    58.7" in fix
     analysis = nbformat.read(demo.build / "notebook-tools" / "analysis.ipynb", as_version=4)
     nbformat.validate(analysis)
@@ -150,3 +185,40 @@ def test_the_notebook_tools_tour_reads_fixes_and_reruns_a_notebook(demo: Demo):
     assert "North    58.7" in share.outputs[0]["data"]["text/plain"]
     assert analysis.cells[-1].source == "**North leads Q1 with 58.7% of revenue; South has 41.3%.**"
     assert "notebook-tools.html" in demo.out.stdout
+
+
+def _png_rows(data: bytes) -> list[bytes]:
+    """The RGB rows of an 8-bit RGB PNG whose rows use filter 0 (what imagetools writes)."""
+    import struct
+    import zlib
+
+    width, height = struct.unpack(">II", data[16:24])
+    raw, pos = b"", 8
+    while pos < len(data):
+        length = struct.unpack(">I", data[pos:pos + 4])[0]
+        if data[pos + 4:pos + 8] == b"IDAT":
+            raw += data[pos + 8:pos + 8 + length]
+        pos += 12 + length
+    pixels = zlib.decompress(raw)
+    stride = 1 + 3 * width
+    assert all(pixels[r * stride] == 0 for r in range(height))
+    return [pixels[r * stride + 1:(r + 1) * stride] for r in range(height)]
+
+
+def test_the_tours_bar_chart_has_axis_labels(tmp_path: Path):
+    """The imagetools plot of the kernel tour draws its scale (the top value and 0) left of
+    the axis and a label under every bar."""
+    tool = Path(__file__).resolve().parents[2] / "examples" / "tools" / "imagetools" / "imagetools.py"
+    call = '{"values": [25.0, 9.0, 30.0], "title": "stock value per item", "kind": "bar"}'
+    out = subprocess.run([sys.executable, str(tool), "plot", "--width", "360", "--height", "200"], input=call,
+                         capture_output=True, text=True, env={**os.environ, "CRYSTAL_PROJECT_DATA": str(tmp_path)},
+                         timeout=60)
+    assert out.returncode == 0, out.stderr
+    rows = _png_rows((tmp_path / "stock_value_per_item.png").read_bytes())
+    dark = [[x for x in range(len(row) // 3) if row[3 * x:3 * x + 3] == bytes((60, 60, 60))] for row in rows]
+    bottom_band = sorted({x for row in dark[-18:-8] for x in row})
+    # one label under each of the three bars (the bars span x 8..352 after the scale)
+    thirds = [[x for x in bottom_band if lo <= x < lo + 112] for lo in (30, 142, 254)]
+    assert all(thirds), bottom_band
+    left_band = {x for row in dark[20:190] for x in row if x < 24}
+    assert left_band, "the value scale is drawn left of the axis"

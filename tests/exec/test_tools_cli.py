@@ -180,7 +180,8 @@ def test_plot_draws_its_title_above_the_chart(sample, workspace):
         assert out["ok"], out
         name = args.get("title", "plot")
         rows = png_rows((workspace / ".crystal" / "data" / "tools" / "imagetools" / f"{name}.png").read_bytes())
-        return [row[3 * 9:] for row in rows[8:18]]  # the title's rows, right of the y axis
+        # The title's rows, right of the value scale and the y axis (x >= 24 at this size).
+        return [row[3 * 24:] for row in rows[8:18]]
 
     def pixels(rows: list[bytes], rgb: bytes) -> int:
         return sum(row[i:i + 3] == rgb for row in rows for i in range(0, len(row), 3))
@@ -189,7 +190,7 @@ def test_plot_draws_its_title_above_the_chart(sample, workspace):
     titled = band({"values": [3, 1, 4], "title": "Load", "width": 120, "height": 80})
     assert pixels(titled, text) > 20, "the title is drawn in the text colour"
     assert pixels(titled, ink) == 0, "the bars start below the title"
-    assert all(row[3 * 41:] == b"\xff" * len(row[3 * 41:]) for row in titled), "four letters end by x=50"
+    assert all(row[3 * 26:] == b"\xff" * len(row[3 * 26:]) for row in titled), "four letters end by x=50"
     untitled = band({"values": [3, 1, 4], "width": 120, "height": 80})
     assert pixels(untitled, text) == 0 and pixels(untitled, ink) > 0, "no title: the chart uses the space"
     assert band({"values": [3, 1, 4], "title": "Heat", "width": 120, "height": 80}) != titled

@@ -72,7 +72,10 @@ def test_python_tool_runs_in_the_kernel_namespace_and_returns_images(kernel):
     assert run.status == "ok"
     assert "printed 42" in run.streams
     assert any("image/png" in d for d in run.outputs()), "the displayed image shows in the cell"
-    assert any(d.get("text/plain") == "43" for d in run.outputs())
+    # The value shows once: in the python card, not again as an output of its own.
+    assert not any(d.get("text/plain") == "43" for d in run.outputs())
+    assert any(str(d.get("text/plain", "")).startswith("[python]") and "\n43" in d["text/plain"]
+               for d in run.outputs())
     bodies = kernel.server.bodies("chat")
     tool_msg = [m for m in bodies[-2]["messages"] if m["role"] == "tool"][-1]
     assert "printed 42" in tool_msg["content"] and "43" in tool_msg["content"]

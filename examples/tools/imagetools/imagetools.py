@@ -88,10 +88,24 @@ def fail(message):
     sys.exit(1)
 
 
+def text_width(text):
+    """Pixels ``text`` takes in the title font."""
+    return max(0, len(text) * 4 * TITLE_SCALE - TITLE_SCALE)
+
+
+def tick(value):
+    """A value as an axis label: short, no trailing zeros."""
+    return ("%g" % value)[:8]
+
+
 def plot(args, data):
     values = data.get("values")
     if not isinstance(values, list) or not values or not all(isinstance(v, (int, float)) for v in values):
         fail("plot needs 'values': a non-empty array of numbers.")
+    labels = data.get("labels")
+    if labels is not None and (not isinstance(labels, list) or len(labels) != len(values)):
+        fail("'labels' must be a list with one label per value.")
+    labels = [str(label) for label in labels] if labels else [str(i + 1) for i in range(len(values))]
     width, height = args.width, args.height
     if not (16 <= width <= 2000 and 16 <= height <= 2000):
         fail("width and height must be between 16 and 2000 pixels.")
@@ -103,9 +117,15 @@ def plot(args, data):
     chart_top = margin + TITLE_HEIGHT + 4 if title and height >= 3 * (margin + TITLE_HEIGHT) else margin
     lo, hi = min(0, min(values)), max(0, max(values))
     span = (hi - lo) or 1
+    # Axis labels (the value scale on the left, one label under each bar or point) when
+    # the image has room for them.
+    labelled = width >= 96 and height >= chart_top + 3 * (TITLE_HEIGHT + 4)
+    scale = [tick(hi), tick(lo)]
+    left = margin + (max(text_width(t) for t in scale) + 4 if labelled else 0)
+    bottom = margin + (TITLE_HEIGHT + 4 if labelled else 0)
 
     def y_of(v):
-        return height - 1 - margin - int((v - lo) / span * (height - 1 - margin - chart_top))
+        return height - 1 - bottom - int((v - lo) / span * (height - 1 - bottom - chart_top))
 
     def put(x, y, color):
         if 0 <= x < width and 0 <= y < height:
@@ -114,16 +134,28 @@ def plot(args, data):
     if chart_top > margin:
         draw_text(put, title, margin, margin, width - margin, axis)
     zero = y_of(0)
-    for x in range(margin, width - margin):
+    for x in range(left, width - margin):
         put(x, zero, axis)
-    for y in range(chart_top, height - margin):
-        put(margin, y, axis)
+    for y in range(chart_top, height - bottom):
+        put(left, y, axis)
     n = len(values)
-    step = (width - 2 * margin) / n
+    step = (width - margin - left) / n
+    if labelled:
+        # The scale: the highest value at the top of the axis, the lowest (or 0) at its foot.
+        for value, text in ((hi, scale[0]), (lo, scale[1])):
+            y = min(max(y_of(value) - TITLE_HEIGHT // 2, chart_top), height - bottom - TITLE_HEIGHT)
+            draw_text(put, text, left - 4 - text_width(text), y, left - 2, axis)
+        # Labels of up to 8 characters; when they do not fit side by side, every k-th.
+        shown = [label[:8] for label in labels]
+        every = max(1, -(-(max(text_width(t) for t in shown) + 3 * TITLE_SCALE) // max(1, int(step))))
+        for i in range(0, n, every):
+            centre = left + int((i + 0.5) * step)
+            x = min(max(centre - text_width(shown[i]) // 2, 0), width - text_width(shown[i]))
+            draw_text(put, shown[i], x, height - margin - TITLE_HEIGHT, x + text_width(shown[i]) + 1, axis)
     points = []
     for i, v in enumerate(values):
-        x0 = margin + int(i * step) + 1
-        x1 = margin + int((i + 1) * step) - 1
+        x0 = left + int(i * step) + 1
+        x1 = left + int((i + 1) * step) - 1
         top = y_of(v)
         points.append(((x0 + x1) // 2, top))
         if args.kind == "bar":
