@@ -245,3 +245,93 @@ SECOND_PASS: list[Mutant] = [
 ]
 
 MUTANTS += SECOND_PASS
+
+# ----- second pass: the SANDBOX-1 code (jobs/sandbox.py, jobs/landlock.py, the supervisor,
+# the approval and loop changes, the tools that start processes)
+
+SANDBOX = "crystal_kernel/jobs/sandbox.py"
+LANDLOCK = "crystal_kernel/jobs/landlock.py"
+T_SBX = "tests/security/test_mutants_sandbox.py"
+T_SBX1 = "tests/security/test_sandbox1_tool_processes.py"
+BEYOND = f"{T_SBX1}::test_bash_in_full_cannot_write_beyond_the_workspace"
+NO_LANDLOCK = f"{T_SBX1}::test_without_landlock_the_host_says_so_once_and_asks_in_full"
+EXEC_DATA = f"{T_SBX1}::test_exec_set_is_confined_but_keeps_its_data_folders"
+
+SANDBOX_PASS: list[Mutant] = [
+    _n("S01", SANDBOX, "protected = [str(host), str(config.home), *credential_folders()]",
+       "protected = [str(config.home), *credential_folders()]", "the workspace's .crystal/ is writable", BEYOND),
+    _m("S02", SANDBOX, "protected = [str(host), str(config.home), *credential_folders()]",
+       "protected = [str(host), *credential_folders()]", "Crystal's Home is writable", T_SBX),
+    _n("S03", SANDBOX, "protected = [str(host), str(config.home), *credential_folders()]",
+       "protected = [str(host), str(config.home)]", "the person's credential folders are writable", BEYOND),
+    _n("S04", SANDBOX, "        if not self.network:\n", "        if self.network:\n",
+       "no-network is applied exactly when the network is allowed",
+       f"{T_SBX1}::test_bash_cannot_connect_to_a_loopback_port_unless_allowed"),
+    _m("S05", SANDBOX, "[str(workspace)] + [str(p) for p in writable] if", "[str(workspace)] if",
+       "folders the person opened rw (/access add) are not writable in the sandbox", T_SBX),
+    _n("S06", SANDBOX, 'for p in writable] if config.sandbox == "workspace-write" else [])',
+       'for p in writable] if config.sandbox != "off" else [])', "read-only mode writes the workspace",
+       f"{T_SBX1}::test_read_only_mode_writes_nothing_in_the_workspace"),
+    _n("S08", SANDBOX, '    if config.sandbox == "off":\n        return "off"',
+       '    if config.sandbox == "off":\n        return "missing"', "sandbox off is treated as missing: full asks",
+       f"{T_SBX1}::test_sandbox_off_is_the_persons_choice_in_full"),
+    _n("S09", SANDBOX, 'return "on" if landlock_abi() >= 1 else "missing"',
+       'return "on" if landlock_abi() >= 0 else "missing"', "no Landlock is taken for a sandbox", NO_LANDLOCK),
+    _m("S10", SANDBOX, "if sandbox is None or not failed or not any(", "if sandbox is None or not any(",
+       "a command that succeeded gets the sandbox-refused line", T_SBX),
+    _m("S11", SANDBOX, "if sandbox is None or not failed or not any(", "if not failed or not any(",
+       "an unsandboxed refusal breaks the tool result", T_SBX),
+    _m("S21", LANDLOCK, "    if abi >= 3:\n        fs |= TRUNCATE", "    if abi >= 99:\n        fs |= TRUNCATE",
+       "truncate(2) is not refused anywhere", T_SBX),
+    _m("S22", LANDLOCK, "    if abi >= 2:\n        fs |= REFER", "    if abi >= 99:\n        fs |= REFER",
+       "moving or linking files between workspace folders fails", T_SBX),
+    _m("S23", LANDLOCK, "MAKE_ALL = sum(1 << bit for bit in range(6, 13))",
+       "MAKE_ALL = sum(1 << bit for bit in range(6, 12))", "symbolic links can be made anywhere", T_SBX),
+    _m("S24", LANDLOCK, "fs = WRITE_FILE | REMOVE_DIR | REMOVE_FILE | MAKE_ALL", "fs = WRITE_FILE | REMOVE_DIR | MAKE_ALL",
+       "files outside the workspace can be removed", T_SBX),
+    _m("S25", LANDLOCK, "fs = WRITE_FILE | REMOVE_DIR | REMOVE_FILE | MAKE_ALL", "fs = WRITE_FILE | REMOVE_FILE | MAKE_ALL",
+       "folders outside the workspace can be removed", T_SBX),
+    _m("S26", LANDLOCK, "attr.handled_access_net = NET_BIND_TCP | NET_CONNECT_TCP",
+       "attr.handled_access_net = NET_CONNECT_TCP", "a sandboxed command can listen on a TCP port", T_SBX),
+    _m("S27", LANDLOCK, "attr.scoped = SCOPE_ABSTRACT_UNIX", "attr.scoped = 0",
+       "abstract unix sockets made outside the sandbox are reachable", T_SBX),
+    _n("S28", LANDLOCK, "beneath = _PathBeneath(fs if is_dir else fs & (WRITE_FILE | TRUNCATE), fd)",
+       "beneath = _PathBeneath(fs, fd)", "a granted file gets folder rights: the sandbox cannot start",
+       f"{T_SBX1}::test_bash_still_writes_the_workspace_and_temp"),
+    _n("S32", LANDLOCK, "    if any(_inside(root, p) for p in protected):\n        return",
+       "    if False:\n        return", "split mode grants the protected .crystal/",
+       f"{T_SBX1}::test_split_mode_protects_crystal_without_a_namespace"),
+    _n("S33", LANDLOCK, "[(p, MS_RDONLY) for p in read_only]", "[(p, 0) for p in read_only]",
+       "the protected bind mounts are writable", BEYOND),
+    _m("S34", LANDLOCK, 'return writable + allowed, "namespace"', 'return writable, "namespace"',
+       "an exec set's data folders are not writable", T_SBX),
+    _m("S50", FLOW, 'if c.unconfined and mode in ("full", "review"):', 'if c.unconfined and mode == "full":',
+       "without Landlock, review lets the reviewer allow an unconfined command", T_SBX),
+    _m("S51", FLOW, "        if session.allowances.allows(call.name, c.pattern):\n",
+       "        if False:\n", "without Landlock, a session allowance is ignored", T_SBX),
+    _n("S55", "crystal_kernel/host/loop.py", 'if tool.sandboxed and sandbox_state(session.config) == "missing":',
+       'if tool.sandboxed and sandbox_state(session.config) == "off":', "without Landlock, full runs unconfined",
+       f"{T_SBX1}::test_without_landlock_nobody_there_means_denied_in_full"),
+    _n("S56", "crystal_kernel/host/loop.py", "session.note(MISSING_NOTE, once=True)",
+       "session.note(MISSING_NOTE, once=False)", "the missing-sandbox note repeats", NO_LANDLOCK),
+    _n("S60", "crystal_kernel/tools/exec_sets.py", "sandbox = sandbox.with_allowed(*data_dirs)", "sandbox = sandbox",
+       "an exec set's data folders are not writable", EXEC_DATA),
+    _n("S63", "crystal_kernel/tools/background.py", "cwd=ctx.workspace, sandbox=sandbox)",
+       "cwd=ctx.workspace, sandbox=None)", "background jobs run unconfined",
+       f"{T_SBX1}::test_background_job_is_confined_and_its_logs_say_so"),
+    _m("S64", "crystal_kernel/tools/notebook_run.py", "workspace=ctx.workspace, sandbox=sandbox)",
+       "workspace=ctx.workspace, sandbox=None)", "notebook_run's kernel runs unconfined", T_SBX),
+    _n("S65", "crystal_kernel/tools/notebook_run.py",
+       'ipc = ["--ipc"] if sandbox is not None and not sandbox.network else []', "ipc = []",
+       "the sandboxed kernel talks TCP, which the sandbox refuses", f"{T_SBX}::test_notebook_run_cells_are_confined__S64"),
+    _m("S67", "crystal_kernel/core/config.py", 'if key == "sandbox" and value not in SANDBOX_MODES:', "if False:",
+       "a mistyped sandbox mode is accepted silently", T_SBX),
+    _m("S68", "crystal_kernel/core/config.py", "sandbox_network: bool = False", "sandbox_network: bool = True",
+       "the network is on by default", T_SBX),
+    _n("S69", "crystal_kernel/core/config.py", 'sandbox: str = "workspace-write"', 'sandbox: str = "off"',
+       "the sandbox is off by default", BEYOND),
+    _n("S70", "crystal_kernel/jobs/supervisor.py", "        _confine(rules)\n", "        pass\n",
+       "the supervisor never confines itself", BEYOND),
+]
+
+MUTANTS += SANDBOX_PASS
