@@ -12,12 +12,17 @@ from pathlib import Path
 from crystal_kernel.core.paths import home_dir
 from crystal_kernel.host.bootstrap import SessionOptions, open_session
 from crystal_kernel.host.grants import KEY_FILE, sign, verify
-from crystal_kernel.testing.scripted import ScriptedProvider
+from crystal_kernel.host.loop import run_turn
+from crystal_kernel.testing.scripted import ScriptedProvider, text_reply
 
 
-def _granted_session(workspace: Path, granted: Path, mode: str = "ro"):
-    session = open_session(SessionOptions(workspace, provider=ScriptedProvider([])))
+async def _granted_session(workspace: Path, granted: Path, mode: str = "ro"):
+    """A saved session (one prompt answered: a session file exists only then) whose
+    person added ``granted``."""
+    session = open_session(SessionOptions(workspace, provider=ScriptedProvider([text_reply("ok")]),
+                                          person_present=False))
     session.access.add(granted, mode)  # what /access add does: the person's grant
+    [e async for e in run_turn(session, "hello")]
     path = session.save()
     return session, path
 
@@ -34,10 +39,10 @@ def _resume(workspace: Path, session_id: str):
     return open_session(SessionOptions(workspace, provider=ScriptedProvider([]), resume=session_id))
 
 
-def test_a_document_whose_signature_was_removed_grants_nothing__G01(workspace, tmp_path):
+async def test_a_document_whose_signature_was_removed_grants_nothing__G01(workspace, tmp_path):
     granted = tmp_path / "granted"
     granted.mkdir()
-    session, path = _granted_session(workspace, granted)
+    session, path = await _granted_session(workspace, granted)
     doc = session.store.load(session.id)
     doc.pop("directoriesSignature", None)
     _rewrite(session, path, doc)
@@ -55,10 +60,10 @@ def test_an_unsigned_list_is_refused_with_or_without_a_home_key__G01(tmp_path):
     assert not verify(home, "s1", tmp_path, dirs, None)
 
 
-def test_a_signed_list_copied_into_another_session_grants_nothing__G03(workspace, tmp_path):
+async def test_a_signed_list_copied_into_another_session_grants_nothing__G03(workspace, tmp_path):
     granted = tmp_path / "granted"
     granted.mkdir()
-    session, _ = _granted_session(workspace, granted)
+    session, _ = await _granted_session(workspace, granted)
     doc = session.store.load(session.id)
     doc["id"] = "copied-1"
     _rewrite(session, Path(), doc, session_id="copied-1")
@@ -68,10 +73,10 @@ def test_a_signed_list_copied_into_another_session_grants_nothing__G03(workspace
     assert [str(d.path) for d in original.access.directories] == [str(granted)]
 
 
-def test_a_signed_list_moved_to_another_workspace_grants_nothing__G04(workspace, tmp_path):
+async def test_a_signed_list_moved_to_another_workspace_grants_nothing__G04(workspace, tmp_path):
     granted = tmp_path / "granted"
     granted.mkdir()
-    session, _ = _granted_session(workspace, granted)
+    session, _ = await _granted_session(workspace, granted)
     doc = session.store.load(session.id)
     other = tmp_path / "other-ws"
     other.mkdir()
@@ -84,10 +89,10 @@ def test_a_signed_list_moved_to_another_workspace_grants_nothing__G04(workspace,
     assert not verify(home_dir(), session.id, other, doc["directories"], doc["directoriesSignature"])
 
 
-def test_a_read_only_grant_edited_to_read_write_grants_nothing__G05(workspace, tmp_path):
+async def test_a_read_only_grant_edited_to_read_write_grants_nothing__G05(workspace, tmp_path):
     granted = tmp_path / "granted"
     granted.mkdir()
-    session, path = _granted_session(workspace, granted, "ro")
+    session, path = await _granted_session(workspace, granted, "ro")
     doc = session.store.load(session.id)
     assert doc["directories"] == [{"path": str(granted), "mode": "ro"}]
     doc["directories"][0]["mode"] = "rw"
@@ -96,12 +101,12 @@ def test_a_read_only_grant_edited_to_read_write_grants_nothing__G05(workspace, t
     assert resumed.access.directories == []
 
 
-def test_the_session_key_is_readable_by_its_owner_only__G06(workspace, tmp_path):
+async def test_the_session_key_is_readable_by_its_owner_only__G06(workspace, tmp_path):
     granted = tmp_path / "granted"
     granted.mkdir()
     before = os.umask(0o022)  # a usual umask: the file's own mode must keep others out
     try:
-        _granted_session(workspace, granted)
+        await _granted_session(workspace, granted)
     finally:
         os.umask(before)
     key = home_dir() / KEY_FILE
