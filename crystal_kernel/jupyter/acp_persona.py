@@ -12,6 +12,7 @@ import os
 import shlex
 import sys
 from pathlib import Path
+from typing import Any
 
 from jupyter_ai_acp_client.base_acp_persona import BaseAcpPersona
 from jupyter_ai_persona_manager import PersonaDefaults
@@ -28,7 +29,7 @@ def agent_command() -> list[str]:
 class CrystalAcpPersona(BaseAcpPersona):
     """Crystal as a Jupyter AI persona: chats become Crystal sessions in the chat's folder."""
 
-    def __init__(self, *args, **kwargs):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, executable=agent_command(), **kwargs)
 
     @property

@@ -16,13 +16,10 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from crystal_kernel.jupyter.safe_html import (  # noqa: F401 (markdown_bundle is re-exported)
-    NO_MATH,
-    esc,
-    html_bundle,
-    inline_markdown_html,
-    markdown_bundle,
-)
+# esc and markdown_bundle are re-exported: the views take every bundle maker from here.
+from crystal_kernel.jupyter.safe_html import NO_MATH, html_bundle, inline_markdown_html
+from crystal_kernel.jupyter.safe_html import esc as esc
+from crystal_kernel.jupyter.safe_html import markdown_bundle as markdown_bundle
 
 Bundle = dict[str, Any]
 

@@ -25,7 +25,7 @@ def _show_text(text: str) -> None:
     IPythonOutput().show({"text/plain": text})
 
 
-async def run_command_cell(kernel: Any, text: str) -> Any:
+async def run_command_cell(kernel: Any, text: str) -> CellOutcome:
     lines = [line.strip() for line in text.splitlines() if line.strip()]
     for line in lines:
         if not line.startswith("/"):

@@ -27,7 +27,8 @@ def _peek_header(kernel: Any, msg: Any) -> dict[str, Any] | None:
     content-less deserialize is a peek: ipykernel's own shell_main does the same)."""
     try:
         _, frames = kernel.session.feed_identities(msg, copy=False)
-        return kernel.session.deserialize(frames, content=False, copy=False)["header"]
+        header: dict[str, Any] = kernel.session.deserialize(frames, content=False, copy=False)["header"]
+        return header
     except Exception:
         return None
 

@@ -113,7 +113,8 @@ class CellRun:
 
     @property
     def status(self) -> str:
-        return self.reply["content"]["status"]
+        status: str = self.reply["content"]["status"]
+        return status
 
     def outputs(self) -> list[dict[str, Any]]:
         """The latest bundle of each output, in order."""
@@ -179,7 +180,8 @@ class KernelDriver:
         """Send a comm message to the kernel; returns its msg_id."""
         msg = self.kc.session.msg("comm_msg", {"comm_id": comm_id, "data": data})
         self.kc.shell_channel.send(msg)
-        return msg["header"]["msg_id"]
+        msg_id: str = msg["header"]["msg_id"]
+        return msg_id
 
     def _try(self, action: Action) -> bool:
         matches = [(k, s) for k, s in self.open_widgets().items() if action.match(s)]
@@ -266,7 +268,7 @@ class KernelDriver:
     def _reply(self, msg_id: str, timeout: float) -> dict[str, Any]:
         deadline = time.monotonic() + timeout
         while True:
-            msg = self.kc.get_shell_msg(timeout=max(0.1, deadline - time.monotonic()))
+            msg: dict[str, Any] = self.kc.get_shell_msg(timeout=max(0.1, deadline - time.monotonic()))
             if msg["parent_header"].get("msg_id") == msg_id:
                 return msg
 

@@ -91,9 +91,9 @@ class FrontEnds:
 def watch(kernel: Any, *, probe: bool = False) -> FrontEnds | None:
     """Note every comm message that reaches ``kernel`` from a front end (once per
     kernel). None when the kernel has no shell handlers (not an ipykernel kernel)."""
-    fronts = getattr(kernel, _ATTR, None)
-    if fronts is not None:
-        return fronts
+    known = getattr(kernel, _ATTR, None)
+    if isinstance(known, FrontEnds):
+        return known
     handlers = getattr(kernel, "shell_handlers", None)
     if not isinstance(handlers, dict):
         return None

@@ -79,7 +79,7 @@ class JobsTable:
                 self.buttons[info.id] = button
         self.row = w.HBox(list(self.buttons.values()))
         self.row_handle = output.show(self.row._repr_mimebundle_(), stale=STOP_ROW_STALE) if self.buttons else None
-        self.stopping: set[asyncio.Task] = set()
+        self.stopping: set[asyncio.Task[None]] = set()
         self.done = not self.buttons
 
     def _stop(self, job_id: str) -> None:

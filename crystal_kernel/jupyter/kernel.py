@@ -15,7 +15,7 @@ import asyncio
 import os
 import signal
 import threading
-from collections.abc import Iterator
+from collections.abc import Coroutine, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -64,12 +64,12 @@ class CrystalKernel(IPythonKernel):
         super().__init__(**kwargs)
         _guard_process_group()
         self.options = current_options()
-        self.crystal: Any = None  # the agent Session, opened on the first cell
+        self.crystal: Session | None = None  # the agent Session, opened on the first cell
         self.notebook = os.environ.get("JPY_SESSION_NAME")
         self._turn: Any = None
-        self._cell_task: asyncio.Task | None = None
+        self._cell_task: asyncio.Task[CellOutcome] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._background: set[asyncio.Task] = set()
+        self._background: set[asyncio.Task[None]] = set()
         self._stop_requested = False
         from crystal_kernel.jupyter import notebook_plugin
 
@@ -105,7 +105,7 @@ class CrystalKernel(IPythonKernel):
             return self.crystal.workspace
         return Path(self.options.workspace or os.getcwd())
 
-    def ensure_session(self) -> Any:
+    def ensure_session(self) -> Session:
         if self.crystal is None:
             from crystal_kernel.host.bootstrap import SessionOptions, open_session
 
@@ -119,6 +119,7 @@ class CrystalKernel(IPythonKernel):
 
             adopt_replayed_person(session, self.options.unattended)  # replay: the cassette answers
             self._attach(session)
+            return session
         return self.crystal
 
     def _attach(self, session: Session) -> None:
@@ -128,6 +129,8 @@ class CrystalKernel(IPythonKernel):
     def _remember(self) -> None:
         from crystal_kernel.jupyter.notebook_map import remember_session
 
+        if self.crystal is None:  # no session yet: nothing to remember
+            return
         problem = remember_session(self.crystal, self.notebook)
         if problem:
             self.log.warning("%s", problem)
@@ -140,8 +143,9 @@ class CrystalKernel(IPythonKernel):
             # Frontends and extensions send silent requests with Python code (variable
             # inspectors, widget managers); they are never meant as prompts. Run them in
             # the namespace, as IPython would, and never call the model.
-            return await super().do_execute(code, silent, store_history, user_expressions, allow_stdin,
-                                            cell_meta=cell_meta, cell_id=cell_id)
+            python_reply: dict[str, Any] = await super().do_execute(
+                code, silent, store_history, user_expressions, allow_stdin, cell_meta=cell_meta, cell_id=cell_id)
+            return python_reply
         shell = self.shell
         assert shell is not None  # IPythonKernel makes its shell when it starts
         count = shell.execution_count
@@ -224,7 +228,7 @@ class CrystalKernel(IPythonKernel):
 
         IPythonOutput().show(error_bundle(text))
 
-    def spawn(self, coro: Any) -> asyncio.Task:
+    def spawn(self, coro: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
         """A background task that outlives the cell (e.g. /logs --follow); cancelled at
         shutdown."""
         task = asyncio.ensure_future(coro)
@@ -301,7 +305,8 @@ class CrystalKernel(IPythonKernel):
                 await asyncio.wait_for(self.crystal.close(), timeout=15)
             except Exception as exc:  # shutting down anyway; say why in the log
                 self.log.warning("Closing the Crystal session failed: %s", exc)
-        return super().do_shutdown(restart)
+        shutdown_reply: dict[str, Any] = super().do_shutdown(restart)
+        return shutdown_reply
 
 
 _GROUP_GUARD: list[Any] = []

@@ -28,10 +28,10 @@ def find_server(notebook: Path) -> dict[str, Any] | None:
     try:
         from jupyter_server.serverapp import list_running_servers
 
-        servers = list(list_running_servers())
+        running = list(list_running_servers())
     except Exception:
         return None
-    servers = [s for s in servers if urlparse(str(s.get("url", ""))).hostname in ("127.0.0.1", "localhost", "::1")]
+    servers: list[dict[str, Any]] = [s for s in running if urlparse(str(s.get("url", ""))).hostname in ("127.0.0.1", "localhost", "::1")]
     parent = os.getppid()
     for server in servers:
         if server.get("pid") == parent:
@@ -48,7 +48,8 @@ def _post(url: str, token: str, body: dict[str, Any]) -> dict[str, Any] | None:
                                      headers={"Authorization": f"token {token}", "Content-Type": "application/json"})
     try:
         with urllib.request.urlopen(request, timeout=TIMEOUT_SECONDS) as response:
-            return json.loads(response.read())
+            answer: dict[str, Any] = json.loads(response.read())  # the server extension's own reply
+            return answer
     except urllib.error.HTTPError as exc:
         if exc.code == 400:  # the edit itself is wrong: the tool reports the message
             try:

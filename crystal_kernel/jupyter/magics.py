@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Coroutine, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -55,13 +55,13 @@ def widget_problem(shell: Any) -> str | None:
     if getattr(shell, "kernel", None) is None:
         return "This IPython is not a Jupyter kernel"
     try:
-        import ipykernel
+        from ipykernel._version import __version__ as ipykernel_version
 
-        version = tuple(int(x) for x in re.findall(r"\d+", ipykernel.__version__)[:2])
+        version = tuple(int(x) for x in re.findall(r"\d+", ipykernel_version)[:2])
     except Exception:
         return "ipykernel's version is unknown"
     if version < MIN_IPYKERNEL:
-        return f"ipykernel {ipykernel.__version__} cannot answer widgets while a cell runs (7.4 or newer can)"
+        return f"ipykernel {ipykernel_version} cannot answer widgets while a cell runs (7.4 or newer can)"
     try:
         import ipywidgets  # noqa: F401
     except ImportError:
@@ -91,7 +91,7 @@ class MagicsHost(SyncForm):
         self._turn_loop: asyncio.AbstractEventLoop | None = None
         self._main_loop: asyncio.AbstractEventLoop | None = None
         self._stop_requested = False
-        self._background: set[asyncio.Task] = set()
+        self._background: set[asyncio.Task[None]] = set()
 
     # ----- the session ------------------------------------------------------------------------
     def ensure_session(self, opts: MagicOptions | None = None) -> Any:
@@ -193,12 +193,12 @@ class MagicsHost(SyncForm):
             self._show_note(f"The previous session did not close cleanly: {exc}")
 
     # ----- background tasks (live views) -----------------------------------------------------------
-    def _track(self, task: asyncio.Task) -> asyncio.Task:
+    def _track(self, task: asyncio.Task[None]) -> asyncio.Task[None]:
         self._background.add(task)
         task.add_done_callback(self._background.discard)
         return task
 
-    def spawn(self, coro: Any) -> asyncio.Task | None:
+    def spawn(self, coro: Coroutine[Any, Any, None]) -> asyncio.Task[None] | None:
         """A task that outlives the cell (``/logs --follow``, the ``/jobs`` table), on the
         kernel's loop even when the magic ran on the synchronous form's worker."""
         loop = self._main_loop
@@ -350,7 +350,8 @@ def host_of(shell: Any) -> MagicsHost:
     magics = shell.magics_manager.registry.get("CrystalMagics")
     if magics is None:
         raise UsageError("Crystal is not loaded: run %load_ext crystal_kernel first.")
-    return magics.host
+    host: MagicsHost = magics.host
+    return host
 
 
 async def run_magic_async(shell: Any, kind: str, line: str, body: str | None = None) -> None:

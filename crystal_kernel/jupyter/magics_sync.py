@@ -22,13 +22,15 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Callable, Coroutine
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Any, TypeVar
 
 from IPython.core.error import UsageError
 
 from crystal_kernel.core.errors import UserError
 from crystal_kernel.jupyter.magics_args import MagicOptions, interpolate, plan
 from crystal_kernel.jupyter.notebook_turn import TurnOutcome
+
+T = TypeVar("T")
 
 SYNC_NOTE = ("Synchronous call (x = %crystal …): no widgets here, so questions are unavailable and calls "
              "that need approval are denied. A %%crystal cell is interactive.")
@@ -52,27 +54,28 @@ class TurnFailed(Exception):
 
 def raise_in_thread(ident: int, exc_type: type[BaseException] = KeyboardInterrupt) -> bool:
     """Raise ``exc_type`` in thread ``ident`` at its next Python instruction."""
-    done = ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(ident), ctypes.py_object(exc_type))
+    done: int = ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(ident), ctypes.py_object(exc_type))
     return done == 1
 
 
-def run_blocking(make: Callable[[], Coroutine[Any, Any, Any]], on_interrupt: Callable[[int], None]) -> tuple[Any, bool]:
+def run_blocking(make: Callable[[], Coroutine[Any, Any, T]], on_interrupt: Callable[[int], None]) -> tuple[T | None, bool]:
     """Run ``make()`` on a worker thread's event loop and wait for it.
 
     Returns (its value, whether an interrupt arrived). Its exception is re-raised here.
     ``on_interrupt(worker_ident)`` is called for every KeyboardInterrupt while waiting.
     """
     ctx = contextvars.copy_context()
-    box: dict[str, Any] = {}
+    values: list[T] = []
+    errors: list[BaseException] = []
     # An Event, not Thread.join: a KeyboardInterrupt inside join() can leave the thread
     # looking finished while it still runs.
     done = threading.Event()
 
     def target() -> None:
         try:
-            box["value"] = ctx.run(asyncio.run, make())
+            values.append(ctx.run(asyncio.run, make()))
         except BaseException as exc:  # handed to the waiting thread
-            box["error"] = exc
+            errors.append(exc)
         finally:
             done.set()
 
@@ -89,9 +92,9 @@ def run_blocking(make: Callable[[], Coroutine[Any, Any, Any]], on_interrupt: Cal
         if interrupted_at is not None and time.monotonic() - interrupted_at > GIVE_UP_SECONDS:
             raise TurnInterrupted(f"The turn did not stop within {GIVE_UP_SECONDS:g} seconds; "
                                   "it goes on in the background.")
-    if "error" in box:
-        raise box["error"]
-    return box.get("value"), interrupted_at is not None
+    if errors:
+        raise errors[0]
+    return (values[0] if values else None), interrupted_at is not None
 
 
 def raise_for(outcome: TurnOutcome) -> None:
@@ -168,7 +171,7 @@ class SyncForm(ABC):
         self._stop_requested = False
         self._turn_loop = None
 
-        async def work() -> Any:
+        async def work() -> TurnOutcome | None:
             shown = await self.apply(opts)
             if what == "status":
                 self._show_status(shown)

@@ -44,9 +44,8 @@ def last_session(workspace: Path, notebook: str | None) -> str | None:
     if not notebook:
         return None
     entry = (_read(workspace).get("notebooks") or {}).get(notebook)
-    if isinstance(entry, dict) and isinstance(entry.get("session"), str):
-        return entry["session"]
-    return None
+    session = entry.get("session") if isinstance(entry, dict) else None
+    return session if isinstance(session, str) else None
 
 
 def remember_session(session: Session, notebook: str | None) -> str | None:

@@ -4,6 +4,8 @@ the magics offer: the jupyter front registers them with the plugin manager itsel
 
 from __future__ import annotations
 
+from typing import Any
+
 from crystal_kernel import plugins
 from crystal_kernel.jupyter.notebook_tools import CellOutputTool, PythonTool, VariablesTool
 from crystal_kernel.plugins import hookimpl
@@ -11,7 +13,7 @@ from crystal_kernel.tools.base import Tool
 
 
 @hookimpl
-def crystal_builtin_tools() -> dict[str, type[Tool]]:
+def crystal_builtin_tools() -> dict[str, type[Tool[Any]]]:
     return {cls.name: cls for cls in (PythonTool, VariablesTool, CellOutputTool)}
 
 

@@ -29,10 +29,14 @@ from __future__ import annotations
 
 import html as _html
 import re
+from collections.abc import Sequence
 from functools import lru_cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import nh3
+
+if TYPE_CHECKING:
+    from markdown_it.token import Token
 
 #: On every container: MathJax (2 and 3, lab and static exports) skips its text.
 NO_MATH = "tex2jax_ignore mathjax_ignore"
@@ -157,7 +161,7 @@ def _math_block(state: Any, start: int, end: int, silent: bool) -> bool:
     return True
 
 
-def _image_as_link(renderer: Any, tokens: list, idx: int, options: Any, env: Any) -> str:
+def _image_as_link(renderer: Any, tokens: Sequence[Token], idx: int, options: Any, env: Any) -> str:
     # A shown answer must not make the browser fetch a URL (exfiltration by image).
     token = tokens[idx]
     alt = renderer.renderInlineAsText(token.children or [], options, env) or "image"
@@ -170,7 +174,7 @@ _CODE_STYLE = ("background-color:var(--jp-layout-color2,#f6f8fa);color:var(--jp-
                "padding:6px 8px;border-radius:4px;overflow-x:auto")
 
 
-def _fence(renderer: Any, tokens: list, idx: int, options: Any, env: Any) -> str:
+def _fence(renderer: Any, tokens: Sequence[Token], idx: int, options: Any, env: Any) -> str:
     token = tokens[idx]
     lang = (token.info or "").strip().split(" ")[0][:40]
     lang_attr = f' data-lang="{esc(lang)}"' if lang else ""

@@ -26,7 +26,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from crystal_kernel.core.interaction import ApprovalRequest, PersonDecision, Question
 from crystal_kernel.jupyter.approval_form import BOX as _BOX
@@ -41,6 +41,8 @@ if TYPE_CHECKING:
     from crystal_kernel.host.session import Session
 
 _LOG = logging.getLogger("crystal_kernel.forms")
+# A form's answer: a PersonDecision (approval) or the chosen labels (questions).
+T = TypeVar("T")
 _LOG.addHandler(logging.NullHandler())  # without the kernel's log: say nothing, never print into the cell
 
 
@@ -66,7 +68,8 @@ def _resolve_now(future: asyncio.Future[Any], value: Any) -> None:
 
 
 def _bundle_of(widget: Any) -> Bundle:
-    return widget._repr_mimebundle_()
+    bundle: Bundle = widget._repr_mimebundle_()
+    return bundle
 
 
 class QuestionForm:
@@ -258,7 +261,7 @@ class WidgetInteraction:
             if result is not None:
                 await result
 
-    async def _wait(self, form: Any, future: asyncio.Future, what: str) -> tuple[Any, str]:
+    async def _wait(self, form: Any, future: asyncio.Future[T], what: str) -> tuple[T | None, str]:
         # Live until answered; once its kernel is gone, a saved copy says so instead of
         # "model not found" (live_outputs.py).
         stale = form.summary_bundle(None, "The kernel stopped before anyone answered.")
@@ -270,7 +273,8 @@ class WidgetInteraction:
         else:
             self.log.warning("Crystal is waiting for a person to answer %s.", what)
         self.open_forms.append(form)
-        value, note = None, ""
+        value: T | None = None
+        note = ""
         try:
             value = await self._answer(future)
         except asyncio.TimeoutError:
@@ -291,7 +295,7 @@ class WidgetInteraction:
         self._close(form)
         return value, note
 
-    async def _answer(self, future: asyncio.Future) -> Any:
+    async def _answer(self, future: asyncio.Future[T]) -> T:
         """The person's answer. Raises TimeoutError after ``timeout``, and _NoFrontEnd
         when no front end was heard within front_ends.GRACE_SECONDS."""
         started = time.monotonic()
@@ -323,7 +327,7 @@ class WidgetInteraction:
 
     async def ask_questions(self, questions: list[Question]) -> list[list[str]] | None:
         await self._prepare()
-        future: asyncio.Future = asyncio.get_running_loop().create_future()
+        future: asyncio.Future[list[list[str]] | None] = asyncio.get_running_loop().create_future()
         form = QuestionForm(questions, lambda answers: _settle(future, answers))
         value, note = await self._wait(form, future, "questions: " + "; ".join(q.header for q in questions))
         if value is None and note:
@@ -337,10 +341,11 @@ class WidgetInteraction:
 
     async def ask_approval(self, request: ApprovalRequest) -> PersonDecision:
         await self._prepare()
-        future: asyncio.Future = asyncio.get_running_loop().create_future()
+        future: asyncio.Future[PersonDecision] = asyncio.get_running_loop().create_future()
         form = ApprovalForm(request, lambda decision: _settle(future, decision), self.workspace)
-        value, note = await self._wait(form, future, f"an approval for {request.tool} "
-                                       f"{summarize_arguments(request.tool, request.arguments)}")
+        answered = await self._wait(form, future, f"an approval for {request.tool} "
+                                    f"{summarize_arguments(request.tool, request.arguments)}")
+        value, note = answered
         if value is None:
             return PersonDecision(outcome="deny", reason=f"{note} The call was not approved.".strip())
         return value

@@ -4,6 +4,8 @@ server/workspaces.py finds (or the one ``?workspace=`` names)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from tornado import web
 
 from crystal_kernel.jupyter.server.base import CrystalHandler
@@ -19,7 +21,7 @@ class JobsHandler(CrystalHandler):
 class JobLogHandler(CrystalHandler):
     @web.authenticated
     async def get(self, session: str, job: str) -> None:
-        def log() -> dict:
+        def log() -> dict[str, Any]:
             raw = self.get_argument("offset", None)
             offset = None if raw in (None, "") else self.int_argument("offset", 0)
             limit = self.int_argument("limit", 64 * 1024, minimum=1, maximum=MAX_LOG_CHUNK)

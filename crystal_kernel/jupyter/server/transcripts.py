@@ -44,8 +44,8 @@ def list_sessions(workspace: Path, workspaces: list[Path] | None = None, root: P
     return {"workspace": str(workspace), "sessions": rows}
 
 
-def _cut(text: Any, limit: int) -> str:
-    text = text if isinstance(text, str) else str(text)
+def _cut(value: object, limit: int) -> str:
+    text = value if isinstance(value, str) else str(value)
     if len(text) <= limit:
         return text
     return text[:limit] + f"\n… ({len(text) - limit} more characters not shown)"
