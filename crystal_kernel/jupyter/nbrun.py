@@ -27,7 +27,11 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # imported when a notebook runs, not when this module loads
+    from nbclient import NotebookClient
+    from nbformat import NotebookNode
 
 # Set for the kernel of a run: the magics skip %%crystal turns there (magics.py).
 NOTEBOOK_RUN_ENV = "CRYSTAL_NOTEBOOK_RUN"
@@ -143,12 +147,13 @@ def kernel_bound_arguments(nb: Any, cell_limit: int) -> list[str]:
     return [f"--InteractiveShellApp.exec_lines=import base64; exec(base64.b64decode('{code}').decode())"]
 
 
-def bounded_client(base: Any, budget: OutputBudget) -> Any:
+def bounded_client(budget: OutputBudget) -> type[NotebookClient]:
     """A NotebookClient class whose outputs go through ``budget`` as they arrive."""
+    from nbclient import NotebookClient  # loaded when a notebook runs, like run()'s imports
 
-    class BoundedClient(base):
-        def output(self, outs: list[Any], msg: dict[str, Any], display_id: str | None,
-                   cell_index: int) -> Any:
+    class BoundedClient(NotebookClient):
+        def output(self, outs: list[NotebookNode], msg: dict[str, Any], display_id: str | None,
+                   cell_index: int) -> NotebookNode | None:
             if self.clear_before_next_output:
                 budget.cleared(cell_index)
             content = msg.get("content") or {}
@@ -160,7 +165,7 @@ def bounded_client(base: Any, budget: OutputBudget) -> Any:
                     msg = dict(msg, content=admitted)
             return super().output(outs, msg, display_id, cell_index)
 
-        def clear_output(self, outs: list[Any], msg: dict[str, Any], cell_index: int) -> None:
+        def clear_output(self, outs: list[NotebookNode], msg: dict[str, Any], cell_index: int) -> None:
             super().clear_output(outs, msg, cell_index)
             if not (msg.get("content") or {}).get("wait"):
                 budget.cleared(cell_index)
@@ -177,7 +182,6 @@ def run(notebook: Path, upto: int, timeout: float, ipc: bool = False, cell_limit
         notebook_limit: int = NOTEBOOK_LIMIT) -> dict[str, Any]:
     import nbformat
     from jupyter_client.kernelspec import NoSuchKernel
-    from nbclient import NotebookClient
     from nbclient.exceptions import CellControlSignal, CellExecutionError, CellTimeoutError, DeadKernelError
     from traitlets.config import Config as TraitletsConfig
 
@@ -192,7 +196,7 @@ def run(notebook: Path, upto: int, timeout: float, ipc: bool = False, cell_limit
         settings.KernelManager.transport = "ipc"
     # The kernel is disposable: stop it at once (a cell that timed out may still be busy).
     budget = OutputBudget(cell_limit, notebook_limit)
-    client = bounded_client(NotebookClient, budget)(nb, config=settings,
+    client = bounded_client(budget)(nb, config=settings,
                                                     extra_arguments=kernel_bound_arguments(nb, cell_limit), timeout=timeout, allow_errors=False, record_timing=False,
                             shutdown_kernel="immediate", startup_timeout=int(max(5, min(60, timeout))),
                             resources={"metadata": {"path": str(notebook.parent)}})
