@@ -15,7 +15,7 @@ import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NoReturn
 
 from crystal_kernel import __version__
 from crystal_kernel.cli.terminal import say
@@ -30,7 +30,7 @@ EXIT_USAGE = 2
 class OneLineParser(argparse.ArgumentParser):
     """argparse that reports a usage error as one line and exit code 2."""
 
-    def error(self, message: str) -> None:  # type: ignore[override]
+    def error(self, message: str) -> NoReturn:
         self.exit(EXIT_USAGE, f"crystal: {message}\n")
 
 
@@ -88,6 +88,8 @@ def skip_unused_sdk_modules() -> None:
     Only for processes that run no one else's code (``crystal run``)."""
     for name in _UNUSED_SDK_MODULES:
         if name.split(".")[0] not in sys.modules:  # never change an SDK already loaded
+            # None in sys.modules makes an import fail at once (the import system's
+            # documented block); typeshed types the values as modules only.
             sys.modules.setdefault(name, None)  # type: ignore[arg-type]
 
 

@@ -50,7 +50,7 @@ def _get(item: Any) -> Message:
     return item.load() if type(item) is RawMessage else cast(Message, item)
 
 
-class MessageLog(list):  # type: ignore[type-arg]
+class MessageLog(list[Message]):
     """A list of ``Message`` where some entries are parsed only when read (see the module)."""
 
     @overload

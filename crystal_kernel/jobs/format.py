@@ -24,11 +24,11 @@ def duration(seconds: float) -> str:
     return f"{hours}h{minutes:02d}m"
 
 
-def size(count: int) -> str:
+def size(count: float) -> str:
     if count < 1024:
         return f"{count} B"
     for unit in ("KiB", "MiB", "GiB"):
-        count /= 1024  # type: ignore[assignment]
+        count /= 1024
         if count < 1024:
             return f"{count:.1f} {unit}"
     return f"{count:.1f} TiB"

@@ -87,12 +87,12 @@ class RotatingLog:
         if not self._secrets:
             return data
         data = mask_bytes(data, self._secrets)
-        tail = self._tail
-        if tail and self._size >= len(tail):
+        tail, fd = self._tail, self._fd
+        if tail and fd is not None and self._size >= len(tail):
             joined = mask_bytes(tail + data, self._secrets)
             if joined[: len(tail)] != tail:
                 try:
-                    os.pwrite(self._fd, joined[: len(tail)], self._size - len(tail))  # type: ignore[arg-type]
+                    os.pwrite(fd, joined[: len(tail)], self._size - len(tail))
                 except OSError:
                     pass
             data = joined[len(tail):]

@@ -65,8 +65,8 @@ def keep_questions(lines: list[str]) -> list[str]:
 
 
 # Marks our functions so install/uninstall find it again after a reload of this module.
-transform.crystal_transformer = True  # type: ignore[attr-defined]
-keep_questions.crystal_transformer = True  # type: ignore[attr-defined]
+transform.__dict__["crystal_transformer"] = True
+keep_questions.__dict__["crystal_transformer"] = True
 
 
 def install(shell: Any) -> None:

@@ -20,7 +20,7 @@ import os
 import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NoReturn
 
 from crystal_kernel.core.errors import UserError
 
@@ -28,7 +28,7 @@ ENV = "CRYSTAL_ARGS"
 
 
 class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # type: ignore[override]
+    def error(self, message: str) -> NoReturn:
         raise UserError(f"kernel flags: {message}")
 
 

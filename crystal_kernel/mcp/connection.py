@@ -231,6 +231,8 @@ class ServerConnection:
         read_fd, write_fd = os.pipe()
         errlog = os.fdopen(write_fd, "wb", buffering=0)
         try:
+            # The SDK annotates errlog as TextIO but hands it to the child as its stderr,
+            # where a binary pipe is what it needs (no text layer, no buffering).
             streams = await stack.enter_async_context(stdio_client(params, errlog=errlog))  # type: ignore[arg-type]
         except BaseException:
             os.close(read_fd)

@@ -72,7 +72,7 @@ class Binder:
 
     def _replace(self, match: re.Match[str]) -> str:
         value = self._value(match.group(1))
-        return match.group(0) if value is _MISSING else value  # type: ignore[return-value]
+        return value if isinstance(value, str) else match.group(0)  # _MISSING: left as is
 
     def bind(self, text: str) -> str:
         """One pass over ``text``; inserted values are never re-expanded."""

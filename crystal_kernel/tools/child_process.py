@@ -83,7 +83,8 @@ class _Child:
     def _writable(self) -> None:
         try:
             while self.payload:
-                written = os.write(self.stdin_fd, self.payload)  # type: ignore[arg-type]
+                assert self.stdin_fd is not None  # start() opened the pipe; closing it ends the writes
+                written = os.write(self.stdin_fd, self.payload)
                 self.payload = self.payload[written:]
         except BlockingIOError:
             return  # the pipe is full; the writer callback resumes
@@ -106,7 +107,8 @@ class _Child:
             self.loop.remove_writer(self.stdin_fd)
             self.stdin_fd = None
             try:
-                self.popen.stdin.close()  # type: ignore[union-attr]
+                if self.popen.stdin is not None:  # always a pipe (start)
+                    self.popen.stdin.close()
             except OSError:
                 pass
 
@@ -152,7 +154,8 @@ class _Child:
             waiter.add_done_callback(lambda _: self._exit_seen())
 
     def _pidfd_ready(self) -> None:
-        self.loop.remove_reader(self.pidfd)  # type: ignore[arg-type]
+        if self.pidfd is not None:  # set before this reader was added
+            self.loop.remove_reader(self.pidfd)
         self.popen.wait()  # it exited: this only reaps it
         self._exit_seen()
 
