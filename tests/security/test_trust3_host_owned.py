@@ -15,6 +15,7 @@ import pytest
 from crystal_kernel.core.errors import ToolError, UserError
 from crystal_kernel.core.events import ApprovalEvent, Note, ToolResultEvent
 from crystal_kernel.core.interaction import PersonDecision
+from crystal_kernel.core.messages import Message
 from crystal_kernel.core.trust import TrustStore
 from crystal_kernel.host.bootstrap import SessionOptions, open_session
 from crystal_kernel.host.commands import run_command
@@ -90,6 +91,8 @@ def test_an_edited_session_document_grants_no_directory(workspace, tmp_path):
     granted.mkdir()
     session = open_session(SessionOptions(workspace, provider=ScriptedProvider([])))
     session.access.add(granted, "ro")  # what /access add does: the person's grant
+    # A session file is written only once it holds a prompt (SPEC §13 "Session files").
+    session.history.append(Message.user_text("hello"))
     path = session.save()
 
     resumed = open_session(SessionOptions(workspace, provider=ScriptedProvider([]), resume=session.id))
@@ -119,6 +122,7 @@ async def test_fork_keeps_the_persons_grants(workspace, tmp_path):
     granted.mkdir()
     session = open_session(SessionOptions(workspace, provider=ScriptedProvider([])))
     await run_command(session, f"/access add {granted} ro")
+    session.history.append(Message.user_text("hello"))  # a session file needs a prompt (SPEC §13)
     child = session.fork()
     again = open_session(SessionOptions(workspace, provider=ScriptedProvider([]), resume=child.id))
     assert [str(d.path) for d in again.access.directories] == [str(granted)]
@@ -134,6 +138,7 @@ def test_symlinked_sessions_folder_is_not_written_through(workspace, tmp_path):
     outside.mkdir()
     plant(workspace / ".crystal" / "sessions", outside)
     session = open_session(SessionOptions(workspace, provider=ScriptedProvider([])))
+    session.history.append(Message.user_text("hello"))  # a session file needs a prompt (SPEC §13)
     with pytest.raises(UserError, match="symbolic link"):
         session.save()
     assert list(outside.iterdir()) == []
