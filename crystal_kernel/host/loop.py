@@ -38,6 +38,7 @@ from crystal_kernel.core.textsafe import MAX_ARGUMENT_DEPTH, clean_text, clean_v
 from crystal_kernel.core.todos import Todo
 from crystal_kernel.host.approval_flow import decide
 from crystal_kernel.host.compaction import auto_compact
+from crystal_kernel.host.person_deadline import with_person_deadline
 from crystal_kernel.host.session import Session
 from crystal_kernel.host.topic import name_session
 from crystal_kernel.jobs.sandbox import MISSING_NOTE, sandbox_state
@@ -70,7 +71,9 @@ class Turn:
     def __init__(self, session: Session, prompt: str | list[Part], interaction: Interaction | None = None):
         self.session = session
         self.prompt = prompt
-        self.interaction = interaction or NoPerson()
+        # SPEC §13 Waits: every ask ends by personTimeoutSeconds, whatever the front.
+        self.interaction = with_person_deadline(interaction or NoPerson(), session.config.person_timeout_seconds,
+                                                session.note)
         self._queue: asyncio.Queue[Any] = asyncio.Queue()
         self._task: asyncio.Task[None] | None = None
         self.stop_reason: StopReason | None = None

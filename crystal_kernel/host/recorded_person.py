@@ -197,6 +197,11 @@ class RecordingPerson:
     def person_present(self) -> bool:
         return self.inner.person_present
 
+    @property
+    def enforces_person_timeout(self) -> bool:
+        """Whether the live front ends its own waits (host/person_deadline.py)."""
+        return bool(getattr(self.inner, "enforces_person_timeout", False))
+
     def _add(self, entry: dict[str, Any]) -> None:
         from crystal_kernel.providers.replay import load_cassette
 

@@ -232,6 +232,9 @@ class WidgetInteraction:
     """
 
     person_present = True
+    # Its forms end by ``timeout`` themselves (personTimeoutSeconds, or --ask-timeout,
+    # which wins): the host adds no deadline of its own (host/person_deadline.py).
+    enforces_person_timeout = True
 
     def __init__(self, output: Any = None, *, timeout: float | None = None,
                  before_ask: Callable[[], Awaitable[None] | None] | None = None,

@@ -20,9 +20,10 @@ server that answers none of them leaves the table's guess in place. Nothing here
 
 from __future__ import annotations
 
-import asyncio
 import re
 from typing import Any
+
+from crystal_kernel.core.deadline import within
 
 # The SDKs' own HTTP client (httpx2, the same API as httpx): already loaded when a
 # provider asks, where importing httpx itself cost ~0.2 s of ``crystal run``'s start.
@@ -67,8 +68,10 @@ async def context_window(base_url: str, model: str, api_key: str | None = None,
     """(tokens, how it was learned) from the server at ``base_url`` (a ``…/v1`` URL), or
     None; None too when ``deadline`` seconds pass first."""
     try:
-        return await asyncio.wait_for(_probe(base_url, model, api_key), deadline)
-    except asyncio.TimeoutError:
+        # core.deadline.within, not asyncio.wait_for: wait_for can lose the turn's cancel
+        # when it arrives as the probe ends.
+        return await within(_probe(base_url, model, api_key), deadline)
+    except TimeoutError:
         return None
 
 
@@ -81,10 +84,9 @@ async def _probe(base_url: str, model: str, api_key: str | None) -> tuple[int, s
         try:
             # httpx's timeout bounds each read, and a keep-alive resets it: the whole
             # request (body included) gets PROBE_TIMEOUT of wall clock.
-            response = await asyncio.wait_for(client.request(method, url, headers=headers, **kwargs),
-                                              PROBE_TIMEOUT)
+            response = await within(client.request(method, url, headers=headers, **kwargs), PROBE_TIMEOUT)
             return response.json() if response.status_code == 200 else None
-        except (httpx.HTTPError, ValueError, OSError, asyncio.TimeoutError):
+        except (httpx.HTTPError, ValueError, OSError, TimeoutError):
             return None
 
     # A plain-http server (every local one) needs no TLS: without verify=False the client
