@@ -23,7 +23,7 @@ from crystal_kernel.tools.base import Authority, Classification, Risk
 
 Level = Literal["low", "medium", "high"]
 
-LEVELS: tuple[str, ...] = ("low", "medium", "high")
+LEVELS: tuple[Level, ...] = ("low", "medium", "high")
 
 
 def apply_floor(c: Classification) -> Classification:
@@ -83,7 +83,7 @@ def floored_risk(reviewer_risk: str, c: Classification) -> Level:
     """The reviewer's risk, never lower than the host's (REV-2)."""
     floor = host_risk_level(c)
     level = reviewer_risk if reviewer_risk in LEVELS else "high"
-    return LEVELS[max(LEVELS.index(level), LEVELS.index(floor))]  # type: ignore[return-value]
+    return LEVELS[max(LEVELS.index(level), LEVELS.index(floor))]
 
 
 def review_outcome(risk: str, authorization: str, harm_unrequested: bool) -> Outcome:
@@ -166,13 +166,13 @@ def forbidden_match(rules: list[dict[str, str]], tool: str, arguments: dict[str,
     ``.git/config``). ``tool`` may be a glob.
     """
     command = arguments.get("command")
-    view = shell_view(command) if isinstance(command, str) else None
+    shell = (command, shell_view(command)) if isinstance(command, str) else None
     for rule in rules:
         if not rule_names_tool(rule.get("tool", ""), tool):
             continue
         pattern = rule.get("pattern", "")
-        if view is not None:
-            if rule_matches_command(pattern, command, view):  # type: ignore[arg-type]
+        if shell is not None:
+            if rule_matches_command(pattern, *shell):
                 return rule
             continue
         patterns = [pattern]

@@ -276,8 +276,8 @@ def read_journal(path: Path, parse_message: Callable[[bytes], Any] | None = None
                 history.append(message)
             if to in ("both", "transcript"):
                 transcript.append(message)
-        elif kind == "set" and isinstance(line.get("k"), dict):
-            doc.update(line["k"])  # type: ignore[union-attr]
+        elif kind == "set" and isinstance(line.get("k"), dict) and doc is not None:  # doc: from line 1
+            doc.update(line["k"])
         elif kind == "sig":
             continue  # checked above
         elif kind == "add" and line.get("k") in lists and isinstance(line.get("items"), list):

@@ -31,7 +31,7 @@ from crystal_kernel.prompts.skills import discover_skills
 from crystal_kernel.tools.base import Authority, Classification, Risk, Tool, ToolContext, ToolResult
 from crystal_kernel.tools.catalog import RESERVED_NAMES, CatalogOptions, build_catalog, check_disabled
 from crystal_kernel.tools.exec_manifest import NAME_PATTERN, ManifestError, parse_tool, read_set
-from crystal_kernel.tools.exec_sets import ExecTool, ExecToolSet
+from crystal_kernel.tools.exec_sets import ExecTool, ExecToolSet, SetSource
 
 if TYPE_CHECKING:
     from crystal_kernel.host.session import Session
@@ -40,10 +40,12 @@ CATALOGS = frozenset({"plan", "work"})
 MANIFEST = "tools.json"
 
 
-def set_folders(home: Path, workspace: Path) -> list[tuple[str, Path]]:
+def set_folders(home: Path, workspace: Path) -> list[tuple[SetSource, Path]]:
     """(source, folder) of every candidate set, Home first, each sorted by name."""
-    out: list[tuple[str, Path]] = []
-    for source, root in (("home", Path(home) / "tools"), ("project", paths.workspace_tools_dir(workspace))):
+    out: list[tuple[SetSource, Path]] = []
+    roots: tuple[tuple[SetSource, Path], ...] = (("home", Path(home) / "tools"),
+                                                ("project", paths.workspace_tools_dir(workspace)))
+    for source, root in roots:
         try:
             entries = sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
         except OSError:
@@ -52,7 +54,7 @@ def set_folders(home: Path, workspace: Path) -> list[tuple[str, Path]]:
     return out
 
 
-def load_exec_set(source: str, folder: Path, notes: list[str], home: Path | None = None) -> list[ExecTool]:
+def load_exec_set(source: SetSource, folder: Path, notes: list[str], home: Path | None = None) -> list[ExecTool]:
     """The tools of one set folder; problems become notes naming the file. A workspace
     set (``source`` project) needs the person's trust first (TRUST-2, host/trust.py);
     ``home`` is where that trust is kept."""
@@ -73,7 +75,7 @@ def load_exec_set(source: str, folder: Path, notes: list[str], home: Path | None
     except ManifestError as exc:
         notes.append(f"Exec tool set {manifest_path} {exc}; skipped.")
         return []
-    tool_set = ExecToolSet(folder, manifest_path, tuple(manifest.command), source)  # type: ignore[arg-type]
+    tool_set = ExecToolSet(folder, manifest_path, tuple(manifest.command), source)
     tools: list[ExecTool] = []
     for index, raw in enumerate(manifest.tools):
         try:

@@ -45,6 +45,10 @@ from crystal_kernel.tools.schema_check import iter_errors
 _BYTES_PER_CHAR = 4
 
 
+#: Where an exec set is installed: the person's Home or the workspace.
+SetSource = Literal["home", "project"]
+
+
 class ExternalArguments(RootModel[dict[str, Any]]):
     """The argument object of an external tool, kept exactly as the model sent it."""
 
@@ -56,7 +60,7 @@ class ExecToolSet:
     directory: Path
     manifest_path: Path
     command: tuple[str, ...]
-    source: Literal["home", "project"]
+    source: SetSource
 
     @property
     def name(self) -> str:
