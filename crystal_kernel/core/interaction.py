@@ -54,6 +54,9 @@ class PersonDecision(BaseModel):
     session_scope: str | None = None
     # Who answered for the person when it was not a live person ("the recording").
     answered_by: str | None = None
+    # Nobody answered: the form found no front end, or its wait ran out. The host then
+    # records the denial as its own (nobody present), never as the person's.
+    nobody: bool = False
 
 
 class Interaction(Protocol):

@@ -25,7 +25,7 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 from crystal_kernel.core.events import ApprovalEvent, Outcome, ReviewVerdict
-from crystal_kernel.core.interaction import ApprovalRequest, Interaction
+from crystal_kernel.core.interaction import ApprovalRequest, Interaction, PersonDecision
 from crystal_kernel.core.messages import ToolCallPart
 from crystal_kernel.host.approval import (
     apply_floor,
@@ -207,6 +207,8 @@ async def _ask_person(session: Session, interaction: Interaction, call: ToolCall
         )
     )
     via = f"answered from {answer.answered_by}" if answer.answered_by else None
+    if answer.nobody:
+        return _nobody_answered(answer, record)
     if answer.outcome == "deny":
         record("deny", "person", "; ".join(x for x in (via, answer.reason) if x) or None)
         return Decision(False, "person", answer.reason)
@@ -221,6 +223,17 @@ async def _ask_person(session: Session, interaction: Interaction, call: ToolCall
     scope_text = "allowed for this session" if answer.outcome == "allow_session" else None
     record("allow", "person", "; ".join(x for x in (via, scope_text) if x) or None)
     return Decision(True, "person")
+
+
+NOBODY_ANSWERED = "No person is present to approve; denied."
+
+
+def _nobody_answered(answer: PersonDecision, record: Callable[..., None]) -> Decision:
+    """The form ended with nobody there (no front end, or the wait ran out): a denial by
+    the host that says so, never one "by the person"."""
+    reason = f"{NOBODY_ANSWERED} {answer.reason}" if answer.reason else NOBODY_ANSWERED
+    record("deny", "host", reason)
+    return Decision(False, "host", reason)
 
 
 UNCONFINED_REASON = ("The sandbox for tool processes is not available on this system (no Landlock), so this "
@@ -246,6 +259,8 @@ async def _ask_person_only(session: Session, interaction: Interaction, call: Too
         )
     )
     via = f"answered from {answer.answered_by}" if answer.answered_by else None
+    if answer.nobody:
+        return _nobody_answered(answer, record)
     if answer.outcome == "deny":
         record("deny", "person", "; ".join(x for x in (via, answer.reason) if x) or None)
         return Decision(False, "person", answer.reason)

@@ -202,6 +202,8 @@ class KernelDriver:
         sent as JupyterLab does, in the request's metadata (``cellId``)."""
         pending = list(actions or [])
         started = time.monotonic()
+        if cell_id is None and self.shows_widgets:
+            cell_id = uuid.uuid4().hex  # a notebook front names the cell it runs (front_ends.py)
         if cell_id is None:
             msg_id = self.kc.execute(code)
         else:

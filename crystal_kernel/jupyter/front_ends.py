@@ -17,10 +17,14 @@ jupyterlab_widgets 3, ipywidgets 8, nbclient 0.11):
 
 So :func:`watch` notes every comm message a front end sends this kernel. The Crystal
 kernel watches from its start, so JupyterLab's connection messages are seen. The
-``%crystal`` magics are loaded later, after those messages went by: there, the first
-form that finds nothing heard sends a probe (a comm to :data:`PROBE_TARGET`), which a
-JupyterLab page closes. A form that hears nothing within :data:`GRACE_SECONDS` ends
-as dismissed or denied, and the kernel's log says why and how to run unattended.
+``%crystal`` magics are loaded later, after those messages went by: there, the request
+that loads them says who sent it. JupyterLab, Notebook 7 and VS Code put the cell's id in
+an ``execute_request``'s metadata (``cellId``); nbclient, papermill, ``jupyter execute``
+and ``jupyter console`` send none. A ``%load_ext crystal_kernel`` that came with a cell
+id counts as a front end heard. (An earlier version opened a comm to a probe target,
+which a page closes; nbclient logged "No handler found for comm target" for it in every
+headless run.) A form that hears nothing within :data:`GRACE_SECONDS` ends as dismissed
+or denied, and the kernel's log says why and how to run unattended.
 """
 
 from __future__ import annotations
@@ -30,10 +34,9 @@ from typing import Any
 
 # Messages only a front end that speaks comms (and so can show widgets) sends.
 COMM_MESSAGES = ("comm_open", "comm_msg", "comm_close", "comm_info_request")
-PROBE_TARGET = "crystal.front-end-probe"
 # How long a form waits for a sign of a front end before it counts as headless. JupyterLab
-# sends its connection messages before a person can run a cell; its reply to the probe
-# takes milliseconds. Generous, for a loaded machine.
+# sends its connection messages before a person can run a cell. Generous, for a loaded
+# machine.
 GRACE_SECONDS = 10.0
 _ATTR = "_crystal_front_ends"
 
@@ -41,11 +44,9 @@ _ATTR = "_crystal_front_ends"
 class FrontEnds:
     """What one kernel has heard from front ends."""
 
-    def __init__(self, kernel: Any = None, *, probe: bool = False):
+    def __init__(self, kernel: Any = None) -> None:
         self.kernel = kernel
-        self.probe = probe  # watching began late (the magics): ask before giving up
         self.heard = False
-        self._probed = False
         self._waiter: tuple[asyncio.AbstractEventLoop, asyncio.Event] | None = None
 
     def hear(self) -> None:
@@ -58,19 +59,6 @@ class FrontEnds:
             except RuntimeError:
                 pass  # that loop is closed: nobody waits any more
 
-    def _send_probe(self) -> None:
-        if self._probed or not self.probe:
-            return
-        self._probed = True
-        try:
-            from comm import create_comm
-
-            # A page closes a comm to a target it does not know; nbclient never answers.
-            comm = create_comm(target_name=PROBE_TARGET, data={})
-            comm.on_close(lambda _msg: self.hear())
-        except Exception:
-            pass  # no comm machinery: nothing can answer a widget either
-
     async def someone_there(self, grace: float = GRACE_SECONDS) -> bool:
         """True once a front end was heard; False when ``grace`` seconds pass without one."""
         if self.heard:
@@ -78,7 +66,6 @@ class FrontEnds:
         event = asyncio.Event()
         self._waiter = (asyncio.get_running_loop(), event)
         try:
-            self._send_probe()
             if not self.heard:
                 await asyncio.wait_for(event.wait(), grace)
         except asyncio.TimeoutError:
@@ -88,16 +75,35 @@ class FrontEnds:
         return self.heard
 
 
-def watch(kernel: Any, *, probe: bool = False) -> FrontEnds | None:
+def sent_from_a_cell(kernel: Any) -> bool:
+    """Whether the request this kernel is executing carries a cell id (``cellId`` in its
+    metadata), as JupyterLab, Notebook 7 and VS Code send and nbclient does not."""
+    try:
+        parent = kernel.get_parent("shell")
+    except Exception:  # older ipykernel, or not a kernel at all
+        parent = getattr(kernel, "_parent_header", None)
+    metadata = parent.get("metadata") if isinstance(parent, dict) else None
+    return isinstance(metadata, dict) and bool(metadata.get("cellId"))
+
+
+def watch(kernel: Any, *, late: bool = False) -> FrontEnds | None:
     """Note every comm message that reaches ``kernel`` from a front end (once per
-    kernel). None when the kernel has no shell handlers (not an ipykernel kernel)."""
+    kernel). None when the kernel has no shell handlers (not an ipykernel kernel).
+
+    ``late``: watching starts after the front end connected (the magics); the request
+    running now counts as a front end's when it came from a notebook cell."""
     known = getattr(kernel, _ATTR, None)
-    if isinstance(known, FrontEnds):
-        return known
+    fronts = known if isinstance(known, FrontEnds) else _install(kernel)
+    if fronts is not None and late and sent_from_a_cell(kernel):
+        fronts.hear()
+    return fronts
+
+
+def _install(kernel: Any) -> FrontEnds | None:
     handlers = getattr(kernel, "shell_handlers", None)
     if not isinstance(handlers, dict):
         return None
-    fronts = FrontEnds(kernel, probe=probe)
+    fronts = FrontEnds(kernel)
     for name in COMM_MESSAGES:
         original = handlers.get(name)
         if original is None:

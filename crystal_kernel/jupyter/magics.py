@@ -382,8 +382,9 @@ def load_ipython_extension(shell: Any) -> None:
         register_comm_target(kernel)  # reload and restart: the lab extension asks what is live
         from crystal_kernel.jupyter.front_ends import watch
 
-        # Loaded after the front end connected: the first form may need to probe for one.
-        watch(kernel, probe=True)  # a headless run's form ends quickly (front_ends.py)
+        # Loaded after the front end connected: this request says whether a notebook
+        # front sent it (front_ends.py); a headless run's form ends quickly.
+        watch(kernel, late=True)
 
 
 def unload_ipython_extension(shell: Any) -> None:

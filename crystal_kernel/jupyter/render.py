@@ -429,7 +429,9 @@ class Renderer:
         if event.by == "person" and reason and reason.startswith("answered from the recording"):
             who = "the recording"
             reason = reason.partition("; ")[2] or None
-        shown_by_form = event.by == "person" and event.id in self._asked
+        # A form was shown: its summary states the decision, also when the host denied
+        # because nobody answered it (approval_flow.NOBODY_ANSWERED).
+        shown_by_form = event.by in ("person", "host") and event.id in self._asked
         if event.verdict and reason and reason == event.verdict.rationale:
             reason = None  # the verdict line below gives it
         if event.outcome == "ask":

@@ -269,12 +269,7 @@ class WidgetInteraction:
         # "model not found" (live_outputs.py).
         stale = form.summary_bundle(None, "The kernel stopped before anyone answered.")
         handle = self.output.show(_bundle_of(form.widget), stale=stale)
-        if self.timeout is not None:
-            until = time.strftime("%H:%M:%S", time.localtime(time.time() + self.timeout))
-            self.log.warning("Crystal is waiting for a person to answer %s (until %s; personTimeoutSeconds=%g). "
-                         "Nobody can answer in a headless run: use --unattended there.", what, until, self.timeout)
-        else:
-            self.log.warning("Crystal is waiting for a person to answer %s.", what)
+        self.log.warning("%s", self._waiting_line(what))
         self.open_forms.append(form)
         value: T | None = None
         note = ""
@@ -297,6 +292,22 @@ class WidgetInteraction:
         handle.update(form.summary_bundle(value, note))
         self._close(form)
         return value, note
+
+    def _waiting_line(self, what: str) -> str:
+        """The kernel log's line when a form starts waiting: what really happens next. A
+        kernel that has heard no front end gives one GRACE_SECONDS to show up (a headless
+        run then ends the form), and only then the whole personTimeoutSeconds."""
+        line = f"Crystal is waiting for a person to answer {what}"
+        until = ""
+        if self.timeout is not None:
+            clock = time.strftime("%H:%M:%S", time.localtime(time.time() + self.timeout))
+            until = f" until {clock} (personTimeoutSeconds={self.timeout:g})"
+        if self.fronts is not None and not self.fronts.heard:
+            grace = GRACE_SECONDS if self.timeout is None else min(GRACE_SECONDS, self.timeout)
+            return (f"{line}. No front end that shows forms has been heard from yet: if none shows up within "
+                    f"{grace:g} s, the form ends as denied (an approval) or dismissed (questions); otherwise it "
+                    f"waits{until or ' for as long as the turn runs'}. For a headless run use --unattended.")
+        return f"{line}{until}." if until else f"{line}."
 
     async def _answer(self, future: asyncio.Future[T]) -> T:
         """The person's answer. Raises TimeoutError after ``timeout``, and _NoFrontEnd
@@ -350,7 +361,7 @@ class WidgetInteraction:
                                     f"{summarize_arguments(request.tool, request.arguments)}")
         value, note = answered
         if value is None:
-            return PersonDecision(outcome="deny", reason=f"{note} The call was not approved.".strip())
+            return PersonDecision(outcome="deny", reason=f"{note} The call was not approved.".strip(), nobody=True)
         return value
 
 

@@ -295,7 +295,8 @@ def wait_past_the_headless_grace_then_allow(page, lab, marker: str) -> None:
 def test_forms_in_jupyterlab_wait_for_the_person_past_the_headless_grace(page, lab):
     """FORM-2: headless runs end a form's wait quickly (front_ends.py); JupyterLab is a front end
     that shows forms, so nothing changes there: in the Crystal kernel (heard from its
-    start) and in ``%%crystal``, loaded after the page connected (the kernel probes)."""
+    start) and in ``%%crystal``, loaded after the page connected (its %load_ext request carries
+    the cell id JupyterLab sends, so a front end counts as heard)."""
     fronts = (("grace.ipynb", "crystal", "/approval default", "Echo after a wait"),
               ("grace-magics.ipynb", "python3", "%load_ext crystal_kernel",
                "%%crystal --approval default\nEcho in Python after a wait"))
