@@ -28,6 +28,7 @@ import contextlib
 import os
 import shutil
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -36,7 +37,9 @@ from crystal_kernel.jobs import supervisor as _supervisor
 from crystal_kernel.mcp.config import ServerConfig
 
 if TYPE_CHECKING:
+    import mcp_types
     from mcp.client.session import ClientSession
+    from mcp.shared.exceptions import MCPError
 
 # Bounds (seconds). Stopping: the SDK waits 2 s for a stdio server to leave after its
 # stdin closes, then 2 s after SIGTERM; the supervisor adds its own grace.
@@ -72,7 +75,7 @@ class ServerConnection:
         self.detail = ""
         self.restarted = False
         self.closed = False
-        self.tools: list[Any] | None = None  # the last tools/list answer (mcp_types.Tool)
+        self.tools: list[mcp_types.Tool] | None = None  # the last tools/list answer
         self.server_name = ""
         self._session: ClientSession | None = None
         self._task: asyncio.Task[None] | None = None
@@ -276,7 +279,7 @@ class ServerConnection:
         loop.add_reader(fd, readable)
 
     # ----- calls -----------------------------------------------------------------------
-    async def ensure_running(self) -> Any:
+    async def ensure_running(self) -> ClientSession:
         """The open session; starts the server if needed, restarting a dead one once."""
         if self._lock is None:
             self._lock = asyncio.Lock()
@@ -304,17 +307,22 @@ class ServerConnection:
                 await self.start()
             except StartError as exc:
                 raise ToolError(f"The MCP server '{self.config.name}' could not start: {exc}") from None
+            assert self._session is not None  # start() opens the session or raises StartError
             return self._session
 
     async def call(self, tool: str, arguments: dict[str, Any], timeout: float | None,
-                   progress: Any = None) -> Any:
+                   progress: Callable[[float, float | None, str | None], None] | None = None,
+                   ) -> mcp_types.CallToolResult:
         """``tools/call``; failures become ToolError with one English sentence.
         ``progress(progress, total, message)`` gets the server's progress notifications."""
         from mcp.shared.exceptions import MCPError
 
-        async def on_progress(value: float, total: float | None, message: str | None) -> None:
-            if progress is not None:
-                progress(value, total, message)
+        report = progress
+
+        # The SDK's ProgressFnT: these parameter names.
+        async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+            if report is not None:
+                report(progress, total, message)
 
         session = await self.ensure_running()
         name = self.config.name
@@ -352,14 +360,14 @@ class ServerConnection:
             raise ToolError(f"The MCP server '{name}' sent an answer to {tool} that Crystal cannot read: "
                             f"{_reason(exc)}") from None
 
-    def _forgot_session(self, exc: Any) -> bool:
+    def _forgot_session(self, exc: MCPError) -> bool:
         """Whether a streamable-HTTP server answered that it does not know our session."""
         if self.config.transport != "http" or exc.code not in (INVALID_REQUEST, CONNECTION_CLOSED):
             return False
         text = str(exc.message or "").lower()
         return "session" in text
 
-    async def _reinitialize(self) -> Any:
+    async def _reinitialize(self) -> ClientSession:
         """A fresh MCP session with the same server (not counted as a restart: the server
         is up, it only forgot us). ToolError when it cannot be opened."""
         assert self._lock is not None
@@ -378,11 +386,11 @@ class ServerConnection:
             self._wake.set()
 
 
-async def _list_all(session: ClientSession) -> list[Any]:
+async def _list_all(session: ClientSession) -> list[mcp_types.Tool]:
     """Every page of tools/list (bounded)."""
     import mcp_types
 
-    tools: list[Any] = []
+    tools: list[mcp_types.Tool] = []
     cursor = None
     for _ in range(LIST_PAGES):
         params = mcp_types.PaginatedRequestParams(cursor=cursor) if cursor else None

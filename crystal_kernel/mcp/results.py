@@ -15,37 +15,40 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from crystal_kernel.core.errors import ToolError
 from crystal_kernel.core.messages import ImagePart
 from crystal_kernel.tools.base import ToolResult, truncate_output
 from crystal_kernel.tools.images import MAX_IMAGES, NO_IMAGES_TEXT, check_mime_type, decode_base64_image
 
+if TYPE_CHECKING:
+    import mcp_types
 
-def map_result(tool: str, result: Any, *, limit: int, images_ok: bool) -> ToolResult:
-    """``result`` is an ``mcp_types.CallToolResult`` (duck-typed: content, is_error,
-    structured_content)."""
+
+def map_result(tool: str, result: mcp_types.CallToolResult, *, limit: int, images_ok: bool) -> ToolResult:
+    """``result`` is the SDK's answer (read by its fields: content, is_error,
+    structured_content; the content blocks by their ``type``)."""
     texts: list[str] = []
     images: list[tuple[str, str]] = []
     for block in result.content or []:
-        kind = getattr(block, "type", None)
-        if kind == "text":
+        if block.type == "text":
             texts.append(block.text)
-        elif kind == "image":
+        elif block.type == "image":
             images.append((block.mime_type, block.data))
-        elif kind == "audio":
+        elif block.type == "audio":
             texts.append(f"[audio content ({block.mime_type}) omitted: Crystal passes text and images only]")
-        elif kind == "resource_link":
+        elif block.type == "resource_link":
             texts.append(f"[resource link: {block.name} {block.uri}]")
-        elif kind == "resource":
+        elif block.type == "resource":
             res = block.resource
-            if getattr(res, "text", None) is not None:
-                texts.append(f"[resource {res.uri}]\n{res.text}")
+            text = getattr(res, "text", None)  # a text resource; a blob has none
+            if text is not None:
+                texts.append(f"[resource {res.uri}]\n{text}")
             else:
                 texts.append(f"[binary resource {res.uri} ({res.mime_type or 'unknown type'}) omitted]")
         else:
-            texts.append(f"[content of type {kind!r} omitted]")
+            texts.append(f"[content of type {getattr(block, 'type', None)!r} omitted]")
     if not texts and not images and result.structured_content is not None:
         texts.append(json.dumps(without_binary(result.structured_content), ensure_ascii=False, indent=2))
     text = truncate_output("\n".join(texts), limit)

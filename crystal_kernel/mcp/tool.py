@@ -16,6 +16,8 @@ from crystal_kernel.tools.exec_sets import ExternalArguments
 from crystal_kernel.tools.schema_check import iter_errors
 
 if TYPE_CHECKING:
+    import mcp_types
+
     from crystal_kernel.mcp.connection import ServerConnection
     from crystal_kernel.mcp.manager import McpManager
 
@@ -32,7 +34,7 @@ class McpTool(Tool[ExternalArguments]):
     external = True
     risk = Risk.WRITE
 
-    def __init__(self, manager: McpManager, connection: ServerConnection, remote: Any):
+    def __init__(self, manager: McpManager, connection: ServerConnection, remote: mcp_types.Tool):
         self.manager = manager
         self.connection = connection
         self.remote_name: str = remote.name
