@@ -9,12 +9,17 @@ Each test's name and result is printed as it finishes (``-v``), with the share o
 suite done: the suite takes minutes, and a row of dots says nothing about where it is.
 pytest's exit code 5 ("no tests collected") is turned into a failure with a clear line:
 a run that tested nothing must never pass.
+
+The run ends with pytest's 30 slowest tests (``--durations``) and one line with the wall
+time of the static checks and of pytest, so a slow suite says where its time went
+(issue 33).
 """
 
 from __future__ import annotations
 
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -29,6 +34,9 @@ CHECKS: list[tuple[str, list[str], list[str], bool]] = [
     ("mypy", [sys.executable, "-m", "mypy"], ["crystal_kernel"], False),
     ("lint-imports", [str(Path(sys.executable).with_name("lint-imports")), "--no-cache"], ["crystal_kernel"], False),
 ]
+
+#: How many of the slowest tests pytest lists at the end of the run.
+SLOWEST_SHOWN = 30
 
 
 def run_checks() -> list[str]:
@@ -45,9 +53,14 @@ def run_checks() -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    started = time.monotonic()
     failed = run_checks()
-    args = [sys.executable, "-m", "pytest", "-v", "-p", "no:cacheprovider", *(argv or [])]
+    checked = time.monotonic()
+    args = [sys.executable, "-m", "pytest", "-v", "-p", "no:cacheprovider",
+            f"--durations={SLOWEST_SHOWN}", *(argv or [])]
     code = subprocess.call(args, cwd=ROOT)
+    print(f"make test: static checks {checked - started:.1f} s, pytest {time.monotonic() - checked:.1f} s "
+          f"(wall time).", flush=True)
     if code == 5:
         print("make test: pytest collected no tests; that is a failure.", file=sys.stderr)
         code = 1

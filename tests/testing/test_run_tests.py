@@ -51,3 +51,14 @@ def test_make_demo_says_up_front_that_the_first_run_installs_for_minutes(tmp_pat
     first = next(i for i, line in enumerate(lines) if "about three minutes" in line)
     assert first < next(i for i, line in enumerate(lines) if "pip install" in line)
     assert "the first run takes about three minutes" in lines[first]
+
+
+def test_make_test_prints_the_slowest_tests_and_its_wall_times(tmp_path):
+    """Issue 33: the run ends with pytest's slowest tests and the wall time of each part."""
+    (tmp_path / "test_one.py").write_text("def test_only():\n    pass\n")
+    out = run(tmp_path)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "slowest 30 durations" in out.stdout, out.stdout
+    last = out.stdout.strip().splitlines()[-1]
+    assert last.startswith("make test: static checks ") and ", pytest " in last and last.endswith("s (wall time)."), last
+
