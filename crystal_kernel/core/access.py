@@ -166,6 +166,9 @@ class CredentialCheck:
 class DirectoryRule:
     path: Path
     mode: Literal["ro", "rw"] = "rw"
+    # False: a client added it for this session only (ACP additionalDirectories); it is
+    # never saved as the person's grant (host/folders.py, TRUST-6).
+    granted: bool = True
 
 
 @dataclass
@@ -178,12 +181,13 @@ class AccessRules:
     def __post_init__(self) -> None:
         self.workspace = Path(os.path.realpath(self.workspace))
 
-    def add(self, directory: str | Path, mode: Literal["ro", "rw"] = "rw") -> DirectoryRule:
+    def add(self, directory: str | Path, mode: Literal["ro", "rw"] = "rw", *, granted: bool = True) -> DirectoryRule:
+        """Allow ``directory``; the checks of what may be added are host/folders.py's."""
         resolved = Path(os.path.realpath(Path(directory).expanduser()))
         if not resolved.is_dir():
             raise ToolError(f"'{directory}' is not a folder.")
         self.directories = [d for d in self.directories if d.path != resolved]
-        rule = DirectoryRule(resolved, mode)
+        rule = DirectoryRule(resolved, mode, granted)
         self.directories.append(rule)
         return rule
 

@@ -22,6 +22,7 @@ from crystal_kernel.core.config import Config, load_config
 from crystal_kernel.core.environ_block import scrub_initial_environment
 from crystal_kernel.core.errors import UserError
 from crystal_kernel.core.secrets import key_variables, pass_keys, withdraw_keys
+from crystal_kernel.host.folders import add_client_folders
 from crystal_kernel.host.session import ProcessFlags, Session
 from crystal_kernel.providers.base import Provider
 
@@ -180,11 +181,7 @@ def open_session(options: SessionOptions) -> Session:
         session.set_questions_available(False)
     if options.client_mcp_servers:
         session.use_client_mcp_servers(list(options.client_mcp_servers))
-    for directory in options.client_folders:
-        try:
-            session.access.add(directory, "rw")
-        except Exception as exc:
-            session.note(f"Additional directory {directory} was not added: {exc}")
+    add_client_folders(session, options.client_folders)  # checked like /access add (TRUST-6)
     for line in options.notes:
         session.note(line)
     # Compose once now so that flag problems (FL-3) refuse to start.

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from crystal_kernel.core.commands import CommandResult
 from crystal_kernel.core.errors import UserError
+from crystal_kernel.host.folders import add_folder
 
 if TYPE_CHECKING:
     from crystal_kernel.host.session import Session
@@ -189,21 +190,22 @@ def _access(session: Session, args: list[str]) -> str:
             mode = "ro"
         else:
             raise UserError("Usage: /access add DIR [ro|rw]")
-        try:
-            rule = session.access.add(args[1], mode)
-        except ToolError as exc:
-            raise UserError(str(exc)) from None
-        session.refresh_system()
+        rule = add_folder(session, args[1], mode)  # the one check of added folders (TRUST-6)
         return f"Added {rule.path} ({rule.mode})."
     if args and args[0] == "remove" and len(args) == 2:
-        if not session.access.remove(args[1]):
+        try:
+            target = session.access.absolute(args[1])  # against the workspace, as add does
+        except ToolError as exc:
+            raise UserError(str(exc)) from None
+        if not session.access.remove(target):
             raise UserError(f"'{args[1]}' is not an added directory.")
         session.refresh_system()
         return f"Removed {args[1]}."
     if args:
         raise UserError("Usage: /access [add DIR [ro|rw] | remove DIR]")
     lines = [f"Workspace: {session.workspace} (rw)"]
-    lines += [f"{d.path} ({d.mode})" for d in session.access.directories]
+    lines += [f"{d.path} ({d.mode}){'' if d.granted else ', added by the client for this session only'}"
+              for d in session.access.directories]
     return "\n".join(lines)
 
 

@@ -462,7 +462,9 @@ class Session:
         """The document's keys other than the message lists and the audit log; ``usage``
         without its per-turn list (a journal appends those, host/journal.py)."""
         doc = dict(self._extra_doc)
-        directories = [{"path": str(d.path), "mode": d.mode} for d in self.access.directories]
+        # Only the person's grants are saved (and signed); a client's folders end with the
+        # session (host/folders.py, TRUST-6).
+        directories = [{"path": str(d.path), "mode": d.mode} for d in self.access.directories if d.granted]
         usage = self.usage.as_dict()
         usage.pop("turns")
         doc.update(
