@@ -48,7 +48,12 @@ def test_approval_buttons_in_a_line_magic(kernel):
 
 def interrupt_when(predicate, quiet_too=False):
     """An on_message hook that interrupts the kernel (SIGINT) once ``predicate(msg)``
-    (also asked on quiet polls, with msg None, when ``quiet_too``)."""
+    (also asked on quiet polls, with msg None, when ``quiet_too``).
+
+    ``hook.state["sent"]`` is when the interrupt was sent: the tests time the turn's end
+    from there, not from the cell's start, since the cell's start, its model request and
+    its tool's start are what a loaded machine slows (a bound from the start failed under
+    load, issue 33). Each bound is well below the hang the interrupt cuts short."""
     state = {"sent": None}
 
     def hook(msg, driver):
@@ -65,9 +70,8 @@ def test_interrupt_ends_a_hanging_turn_and_the_next_cell_works(kernel):
     hook = interrupt_when(lambda m: m["msg_type"] == "display_data"
                           and "crystal-answer" in m["content"]["data"].get("text/html", ""))
     hook.km = kernel.km
-    started = time.monotonic()
     run = kernel.run("%%crystal\nWrite slowly", on_message=hook, timeout=30)
-    assert time.monotonic() - started < 10
+    assert time.monotonic() - hook.state["sent"] < 10, "the turn ends soon after the interrupt"
     assert run.status == "error" and run.reply["content"]["ename"] == "TurnInterrupted"
     assert run.find("Interrupted. The partial answer is kept")
     error = [m["content"] for m in run.messages if m["msg_type"] == "error"][-1]
@@ -85,9 +89,8 @@ def test_interrupt_stops_blocking_code_in_the_python_tool(kernel):
         "code": "import time\nprint('sleeping', flush=True)\ntime.sleep(60)"}}]}, {"text": "never"})
     hook = interrupt_when(lambda m: m["msg_type"] == "stream" and "sleeping" in m["content"]["text"])
     hook.km = kernel.km
-    started = time.monotonic()
     run = kernel.run("%%crystal\nSleep a minute", on_message=hook, timeout=30)
-    assert time.monotonic() - started < 15
+    assert time.monotonic() - hook.state["sent"] < 15, "the turn ends soon after the interrupt"
     assert run.status == "error" and run.reply["content"]["ename"] == "TurnInterrupted"
     card = run.find("[python]")
     assert "KeyboardInterrupt" in card["text/plain"]
@@ -125,9 +128,8 @@ def test_sync_form_in_a_function_and_its_interrupt(kernel):
     before = kernel.requests()
     hook = interrupt_when(lambda m: kernel.requests() > before, quiet_too=True)
     hook.km = kernel.km
-    started = time.monotonic()
     run = kernel.run("x = %crystal go slowly", on_message=hook, timeout=30)
-    assert time.monotonic() - started < 10
+    assert time.monotonic() - hook.state["sent"] < 10, "the turn ends soon after the interrupt"
     assert run.status == "error" and run.reply["content"]["ename"] == "TurnInterrupted"
     kernel.server.add({"text": "fine"})
     run = kernel.run("%crystal fine?")
@@ -194,9 +196,8 @@ def test_sync_form_runs_the_python_tool_and_its_interrupt_stops_user_code(kernel
         {"text": "never"})
     hook = interrupt_when(lambda m: m["msg_type"] == "stream" and "looping" in m["content"]["text"])
     hook.km = kernel.km
-    started = time.monotonic()
     run = kernel.run("said = %crystal loop for a minute", on_message=hook, timeout=30)
-    assert time.monotonic() - started < 10
+    assert time.monotonic() - hook.state["sent"] < 10, "the turn ends soon after the interrupt"
     assert run.status == "error" and run.reply["content"]["ename"] == "TurnInterrupted"
     assert "KeyboardInterrupt" in run.find("[python]")["text/plain"]
     kernel.server.add({"text": "ok"})
