@@ -29,6 +29,7 @@ from crystal_kernel.core.events import ToolResultEvent
 from crystal_kernel.core.messages import ImagePart, Message, Part, TextPart, ToolCallPart, ToolResultPart
 from crystal_kernel.core.todos import Todo
 from crystal_kernel.core.tool_types import FileChange
+from crystal_kernel.tools._proposed import proposed_change as proposed_file_change
 
 if TYPE_CHECKING:
     from crystal_kernel.host.session import Session
@@ -104,30 +105,9 @@ def diff_content(change: FileChange | None) -> list[Any] | None:
 
 
 def proposed_change(session: Session, name: str, args: dict[str, Any]) -> FileChange | None:
-    """What edit/write would do, computed before approval so the person sees the diff.
-
-    The tool itself decides later; a file that cannot be read or an edit that does not
-    apply shows no diff (the tool's own error follows)."""
-    if name not in ("edit", "write") or not isinstance(args.get("path"), str):
-        return None
-    try:
-        # The tool's own checks (access rules, credential paths) apply to the preview too.
-        path = session.access.resolve(args["path"], write=True)
-        if path.exists() and (not path.is_file() or path.stat().st_size > MAX_DIFF_CHARS):
-            return None
-        old = path.read_text(encoding="utf-8") if path.exists() else None
-    except Exception:  # ToolError, OSError, UnicodeDecodeError: no preview
-        return None
-    if name == "write":
-        new = args.get("content")
-        if not isinstance(new, str):
-            return None
-    else:
-        find, repl = args.get("old_string"), args.get("new_string")
-        if old is None or not isinstance(find, str) or not isinstance(repl, str) or not find or find not in old:
-            return None
-        new = old.replace(find, repl) if args.get("replace_all") else old.replace(find, repl, 1)
-    return FileChange(path=str(path), old_text=old, new_text=new)
+    """What edit/write would do, computed before approval so the person sees the diff
+    (the one host-side computation every front shares, tools/_proposed.py)."""
+    return proposed_file_change(session.access, name, args)
 
 
 def result_content(event: ToolResultEvent) -> list[Any]:

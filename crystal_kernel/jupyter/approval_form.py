@@ -4,7 +4,6 @@ the static summary it leaves once decided. widgets.WidgetInteraction shows and a
 from __future__ import annotations
 
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from crystal_kernel.core.interaction import ApprovalRequest, PersonDecision
@@ -31,12 +30,10 @@ _OUTCOME_TEXT = {"allow_once": "Allowed once", "allow_session": "Allowed for thi
 class ApprovalForm:
     """``Allow once`` / ``Allow for session`` / ``Deny`` (with an optional reason)."""
 
-    def __init__(self, request: ApprovalRequest, on_done: Callable[[PersonDecision], None],
-                 workspace: Path | None = None):
+    def __init__(self, request: ApprovalRequest, on_done: Callable[[PersonDecision], None]):
         import ipywidgets as w
 
         self.request = request
-        self.workspace = workspace
         self.on_done = on_done
         self.finished = False
         self.reason = w.Text(value="", placeholder="Reason for denying (optional; the model reads it)",
@@ -68,7 +65,7 @@ class ApprovalForm:
     def request_html(self) -> str:
         """The whole call, unfolded and uncut (approval_view.py): a person judges what
         actually runs, padding and line breaks included, and a write's diff."""
-        from crystal_kernel.jupyter.approval_view import call_html, preview_block
+        from crystal_kernel.jupyter.approval_view import CHANGE_TOOLS, call_html, preview_block
 
         r = self.request
         where = f"risk {r.risk} · authority {r.authority}" + (" · external tool" if r.external else "")
@@ -76,10 +73,11 @@ class ApprovalForm:
         verdict_html = f'<div style="color:#9a6700">{esc(verdict)}</div>' if verdict else ""
         # The change itself (notebook_edit's per-cell diff), open so the person reads it.
         # Whole, never cut to its end (approval_view.preview_html).
-        preview_html = preview_block(r.preview) if r.preview else ""
+        # edit/write: the preview is the diff against the file, drawn inside the call.
+        preview_html = preview_block(r.preview) if r.preview and r.tool not in CHANGE_TOOLS else ""
         return (f"<div><b>Allow {esc(r.tool)}?</b> <code>{esc(summarize_arguments(r.tool, r.arguments))}</code></div>"
                 f'<div style="{_MUTED}">{esc(where)}</div>{verdict_html}{preview_html}'
-                f'<div class="crystal-approval-call">{call_html(r.tool, r.arguments, self.workspace)}</div>')
+                f'<div class="crystal-approval-call">{call_html(r.tool, r.arguments, r.preview)}</div>')
 
     def summary_bundle(self, decision: PersonDecision | None, note: str = "") -> Bundle:
         r = self.request

@@ -8,19 +8,22 @@ the person judges the call and its diff).
   line break ends in ``↵``, control and invisible characters (zero-width, bidi
   overrides) are shown as ``⟨U+202E⟩``; a warning line above the command says how many
   lines it has and how much padding it carries.
-- A ``write`` shows the diff against the file on disk (or the new file's contents), an
-  ``edit`` the diff of its replacement, before the person decides.
+- A ``write`` or ``edit`` shows the diff against the file on disk (or a new file's
+  contents), before the person decides. The diff is the host's (tools/_proposed.py, the
+  request's ``preview``): real line numbers and context, the same text every front shows.
+- The warnings about line count and padding are for commands (what they say is what runs);
+  an ``edit``'s old_string and new_string are code fragments whose padding and newlines
+  are ordinary, so only what hides text (invisible characters, carriage returns, long
+  runs of blanks) is warned about there.
 
 Nothing here imports Jupyter; the widgets put this HTML inside the form.
 """
 
 from __future__ import annotations
 
-import difflib
 import json
 import re
 import unicodedata
-from pathlib import Path
 from typing import Any
 
 from crystal_kernel.jupyter.cards import diff_html, esc
@@ -28,8 +31,6 @@ from crystal_kernel.jupyter.cards import diff_html, esc
 # A model could send megabytes; a browser shows this much in a scroll box, and says
 # plainly when a call is longer (so the person can deny what they cannot see).
 SHOW_LIMIT = 1_000_000
-# A file read to diff a write against (bigger files: the new contents are shown).
-DIFF_FILE_LIMIT = 1_000_000
 
 _MARK = "color:var(--jp-warn-color0,#9a6700);background-color:var(--jp-warn-color3,#fff8c5)"
 _PRE = ("margin:2px 0 4px 0;padding:4px 6px;background-color:var(--jp-layout-color2,#f6f8fa);"
@@ -39,6 +40,11 @@ _PRE = ("margin:2px 0 4px 0;padding:4px 6px;background-color:var(--jp-layout-col
 _WARN = "color:var(--jp-warn-color0,#9a6700);font-weight:bold"
 _MUTED = "color:var(--jp-ui-font-color2,#6e7781)"
 _TEXT_KEYS = {"bash": "command", "bash_start": "command", "python": "code"}
+#: Tools whose approval draws the host's diff against the file (the request's preview).
+CHANGE_TOOLS = frozenset({"edit", "write"})
+# Tools whose text arguments are file contents or code fragments, never run as they
+# stand: a newline or padding in them is ordinary, not a warning.
+_FRAGMENT_TOOLS = CHANGE_TOOLS | {"notebook_edit"}
 _SPACE_RUN = re.compile(r" {3,}|\t+")
 
 
@@ -105,13 +111,14 @@ def _bounded(text: str) -> tuple[str, str]:
                                f"{SHOW_LIMIT:,} are shown. Deny it if you cannot judge it.]")
 
 
-def warnings(text: str) -> list[str]:
-    """Plain-English warnings about what a command's text hides."""
+def warnings(text: str, *, command: bool = True) -> list[str]:
+    """Plain-English warnings about what a text hides; the line-count and padding ones
+    only for a ``command`` (for other text, such as an edit's fragment, they are not news)."""
     out = []
     lines = text.count("\n") + 1
-    if lines > 1:
+    if command and lines > 1:
         out.append(f"This runs {lines} lines, not one.")
-    if text != text.strip():
+    if command and text != text.strip():
         out.append("It starts or ends with whitespace.")
     longest = max((len(m.group()) for m in _SPACE_RUN.finditer(text)), default=0)
     if longest >= 20:
@@ -133,50 +140,28 @@ def _label(name: str) -> str:
     return f'<div style="{_MUTED}">{esc(name)}</div>'
 
 
-def _text_block(name: str, text: str) -> str:
-    warn = "".join(f'<div style="{_WARN}">⚠ {esc(w)}</div>' for w in warnings(text))
+def _text_block(name: str, text: str, *, command: bool) -> str:
+    warn = "".join(f'<div style="{_WARN}">⚠ {esc(w)}</div>' for w in warnings(text, command=command))
     return _label(name) + warn + _pre(visible_html(text))
 
 
-def _diff(old: str, new: str, path: str) -> str:
-    lines = difflib.unified_diff(old.splitlines(keepends=True), new.splitlines(keepends=True),
-                                 fromfile=f"a/{path}", tofile=f"b/{path}")
-    return "".join(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n" for line in lines)
-
-
-def _file_on_disk(workspace: Path | None, path: str) -> str | None:
-    """The current text of ``path`` (relative to the workspace), or None when it does not
-    exist or cannot be read as text within the limit."""
-    if workspace is None or not path:
-        return None
-    try:
-        target = Path(path).expanduser()
-        target = target if target.is_absolute() else Path(workspace) / target
-        if not target.is_file() or target.stat().st_size > DIFF_FILE_LIMIT:
-            return None
-        return target.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError, ValueError):
-        return None
-
-
-def _change_block(tool: str, arguments: dict[str, Any], workspace: Path | None) -> tuple[str, set[str]]:
+def _change_block(tool: str, arguments: dict[str, Any], preview: str | None) -> tuple[str, set[str]]:
     """The diff (or new contents) a write/edit would make, and the argument names it
-    already shows in full."""
+    already shows in full. ``preview`` is the host's diff against the file (None when the
+    call would fail, e.g. old_string is not in the file: the tool's error follows)."""
     path = str(arguments.get("path", ""))
     if tool == "write" and isinstance(arguments.get("content"), str):
         new = arguments["content"]
-        old = _file_on_disk(workspace, path)
-        if old is None:
+        if preview is None or preview.startswith("--- /dev/null"):
             title = f"New contents of {path} ({new.count(chr(10)) + (0 if new.endswith(chr(10)) else 1)} lines)"
             return _label(title) + _pre(visible_html(new)), {"content"}
-        if old == new:
-            return _label(f"{path}: the contents are unchanged"), {"content"}
-        return _label(f"Changes to {path}") + _pre(diff_html(_bounded(_diff(old, new, path))[0])), {"content"}
-    if tool == "edit" and isinstance(arguments.get("old_string"), str) and isinstance(arguments.get("new_string"), str):
+        if not preview.startswith("--- "):
+            return _label(preview.strip()), {"content"}
+        return _label(f"Changes to {path}") + _pre(diff_html(_bounded(preview)[0])), {"content"}
+    if tool == "edit" and preview:
         every = " (every occurrence)" if arguments.get("replace_all") else ""
-        diff = _diff(arguments["old_string"], arguments["new_string"], path)
         # The exact texts stay below, marked, so padding in them is visible too.
-        return _label(f"Changes to {path}{every}") + _pre(diff_html(_bounded(diff)[0])), set()
+        return _label(f"Changes to {path}{every}") + _pre(diff_html(_bounded(preview)[0])), set()
     return "", set()
 
 
@@ -185,10 +170,11 @@ def preview_block(preview: str) -> str:
     return _label("The change") + _pre(esc(_bounded(preview)[0]))
 
 
-def call_html(tool: str, arguments: dict[str, Any], workspace: Path | None = None) -> str:
-    """Every argument of the call, in full, with the change a write/edit makes first."""
+def call_html(tool: str, arguments: dict[str, Any], preview: str | None = None) -> str:
+    """Every argument of the call, in full, with the change a write/edit makes first
+    (``preview``: the host's diff, :func:`crystal_kernel.tools._proposed.proposed_diff`)."""
     parts: list[str] = []
-    change, shown = _change_block(tool, arguments, workspace)
+    change, shown = _change_block(tool, arguments, preview)
     if change:
         parts.append(change)
     for name, value in arguments.items():
@@ -197,7 +183,7 @@ def call_html(tool: str, arguments: dict[str, Any], workspace: Path | None = Non
         if isinstance(value, str):
             if "\n" in value or len(value) > 80 or value != value.strip() or name == _TEXT_KEYS.get(tool) \
                     or _SPACE_RUN.search(value) or any(_invisible(c) for c in value):
-                parts.append(_text_block(name, value))
+                parts.append(_text_block(name, value, command=tool not in _FRAGMENT_TOOLS))
             else:
                 parts.append(f'<div><span style="{_MUTED}">{esc(name)}:</span> '
                              f'<code>{_escape_invisible(value)}</code></div>')

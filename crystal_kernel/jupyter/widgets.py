@@ -25,7 +25,6 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from crystal_kernel.core.interaction import ApprovalRequest, PersonDecision, Question
@@ -238,7 +237,7 @@ class WidgetInteraction:
 
     def __init__(self, output: Any = None, *, timeout: float | None = None,
                  before_ask: Callable[[], Awaitable[None] | None] | None = None,
-                 workspace: Path | None = None, log: logging.Logger | None = None, fronts: Any = None):
+                 log: logging.Logger | None = None, fronts: Any = None):
         if output is None:
             from crystal_kernel.jupyter.render import IPythonOutput
 
@@ -246,7 +245,6 @@ class WidgetInteraction:
         self.output = output
         self.timeout = timeout
         self.before_ask = before_ask
-        self.workspace = workspace  # a write's diff is read from here
         # The kernel's own log (the terminal that runs Jupyter), never the cell's stderr.
         self.log = log or _LOG
         # The forms on screen right now (tests and the kernel look at them).
@@ -356,7 +354,7 @@ class WidgetInteraction:
     async def ask_approval(self, request: ApprovalRequest) -> PersonDecision:
         await self._prepare()
         future: asyncio.Future[PersonDecision] = asyncio.get_running_loop().create_future()
-        form = ApprovalForm(request, lambda decision: _settle(future, decision), self.workspace)
+        form = ApprovalForm(request, lambda decision: _settle(future, decision))
         answered = await self._wait(form, future, f"an approval for {request.tool} "
                                     f"{summarize_arguments(request.tool, request.arguments)}")
         value, note = answered
@@ -386,5 +384,5 @@ def live_forms(session: Session, output: Any, *, ask_timeout: float | None,
         return None
     from crystal_kernel.jupyter.front_ends import of_running_kernel
 
-    return WidgetInteraction(output, timeout=timeout, before_ask=before_ask, workspace=session.workspace, log=log,
+    return WidgetInteraction(output, timeout=timeout, before_ask=before_ask, log=log,
                              fronts=of_running_kernel())

@@ -3,13 +3,24 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 
 from pydantic import Field
 
 from crystal_kernel.core.errors import ToolError
 from crystal_kernel.tools._changes import note_change
 from crystal_kernel.tools._files import display_path, looks_binary, read_head, unified_diff, write_allowed
-from crystal_kernel.tools.base import FileChange, Risk, Tool, ToolContext, ToolInput, ToolResult, truncate_output
+from crystal_kernel.tools._proposed import proposed_diff
+from crystal_kernel.tools.base import (
+    Classification,
+    FileChange,
+    Risk,
+    Tool,
+    ToolContext,
+    ToolInput,
+    ToolResult,
+    truncate_output,
+)
 
 
 class WriteInput(ToolInput):
@@ -22,6 +33,12 @@ class WriteTool(Tool[WriteInput]):
     Input = WriteInput
     risk = Risk.WRITE
     path_arguments = ("path",)
+
+    def classify(self, args: WriteInput, ctx: ToolContext) -> Classification:
+        base = super().classify(args, ctx)
+        # The diff against the file, real line numbers and context, for every front's
+        # approval (GUARD-4); replace keeps every other field (host_owned, TRUST-3).
+        return dataclasses.replace(base, preview=proposed_diff(ctx.access, self.name, args.model_dump()))
 
     async def run(self, args: WriteInput, ctx: ToolContext) -> ToolResult:
         # ROBUST-3: file work runs in a worker thread, so a file system that stops

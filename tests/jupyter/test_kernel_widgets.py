@@ -216,3 +216,26 @@ def test_live_comm_lists_the_waiting_form_and_shows_it_again(kernel):
         if msg["msg_type"] == "comm_msg" and msg["content"]["comm_id"] == "after":
             reply = msg["content"]["data"]
     assert reply == {"live": [], "running": []}, "nothing is kept once the turn ended"
+
+
+def test_edit_approval_form_shows_the_files_hunk_and_no_false_warning_GUARD4(kernel):
+    """GUARD-4, in the real kernel: the form for an ``edit`` of line 17 shows the
+    host's diff against the file (``@@ -14,7 +14,7 @@``, context, no 'No newline'
+    markers) and no warning about lines or whitespace for an ordinary fragment."""
+    lines = [f"v{n} = {n}\n" for n in range(1, 31)]
+    lines[16] = "total = price * qty\n"
+    target = kernel.workspace / "shop17.py"
+    target.write_text("".join(lines))
+    kernel.server.add({"tool_calls": [{"name": "edit", "arguments": {
+        "path": "shop17.py", "old_string": "price * qty", "new_string": "price * qty * 2"}}]},
+        {"text": "Left as it was."})
+    run = kernel.run("Double the total", actions=[click("Deny")])
+    assert run.status == "ok"
+    forms = [s.get("value", "") for s in kernel.driver.widgets.values()
+             if s.get("_model_name") == "HTMLModel" and "crystal-approval-call" in str(s.get("value", ""))]
+    shown = forms[-1]
+    assert "@@ -14,7 +14,7 @@" in shown and "@@ -1 +1 @@" not in shown
+    assert "v16 = 16" in shown and "v18 = 18" in shown
+    assert "No newline at end of file" not in shown
+    assert "This runs" not in shown and "starts or ends with whitespace" not in shown
+    assert target.read_text() == "".join(lines), "denied: the file is unchanged"

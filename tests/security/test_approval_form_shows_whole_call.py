@@ -10,15 +10,20 @@ import re
 
 import pytest
 
+from crystal_kernel.core.access import AccessRules
 from crystal_kernel.core.interaction import ApprovalRequest
 from crystal_kernel.jupyter.widgets import ApprovalForm
+from crystal_kernel.tools._proposed import proposed_diff
 
 DANGER = "; rm -rf ~"
 
 
 def form_html(tool: str, arguments: dict, workspace=None) -> str:
-    request = ApprovalRequest(call_id="c1", tool=tool, arguments=arguments, risk="execute", authority="workspace")
-    form = ApprovalForm(request, lambda decision: None, workspace)
+    # The host's diff against the file, as the approval flow carries it to every front.
+    preview = proposed_diff(AccessRules(workspace), tool, arguments) if workspace is not None else None
+    request = ApprovalRequest(call_id="c1", tool=tool, arguments=arguments, risk="execute", authority="workspace",
+                              preview=preview)
+    form = ApprovalForm(request, lambda decision: None)
     # What the browser gets: the (sanitized) HTML widget at the top of the form.
     shown = form.widget.children[0].value
     assert "crystal-approval-call" in shown
@@ -98,8 +103,34 @@ def test_write_of_a_new_file_shows_its_contents(tmp_path):
 
 
 def test_edit_shows_the_diff_of_its_replacement(tmp_path):
+    (tmp_path / "a.py").write_text("x = 1\n")
     text = visible_text(form_html("edit", {"path": "a.py", "old_string": "x = 1\n", "new_string": "x = 2\n"}, tmp_path))
     assert "-x = 1" in text and "+x = 2" in text
+
+
+def test_edit_in_mid_line_shows_the_files_line_17_and_no_false_warning(tmp_path):
+    """GUARD-4: a one-line change at line 17 is shown at line 17 with
+    context, a mid-line fragment is one changed line (no 'No newline' markers), and an
+    ordinary old_string/new_string draws no warning about lines or whitespace."""
+    lines = [f"line_{n} = {n}\n" for n in range(1, 31)]
+    lines[16] = "    total = price * qty  # line 17\n"
+    (tmp_path / "shop.py").write_text("".join(lines))
+    shown = form_html("edit", {"path": "shop.py", "old_string": "price * qty", "new_string": " price * qty * 2"},
+                      tmp_path)
+    text = visible_text(shown)
+    assert "@@ -14,7 +14,7 @@" in text, "real line numbers: 3 lines of context each side of line 17"
+    assert "-    total = price * qty  # line 17" in text and "+    total =  price * qty * 2  # line 17" in text
+    assert " line_16 = 16" in text and " line_18 = 18" in text, "context lines"
+    assert "No newline at end of file" not in text
+    assert "This runs" not in text and "starts or ends with whitespace" not in text
+    assert "·price" in text, "the leading blank of new_string is still drawn, in the exact texts below"
+
+
+def test_edit_whose_old_string_is_not_in_the_file_shows_no_made_up_diff(tmp_path):
+    (tmp_path / "a.py").write_text("x = 1\n")
+    text = visible_text(form_html("edit", {"path": "a.py", "old_string": "y = 1", "new_string": "y = 2"}, tmp_path))
+    assert "Changes to" not in text and "@@" not in text
+    assert "y = 1" in text and "y = 2" in text, "the exact texts are still shown"
 
 
 @pytest.mark.parametrize("tool", ["bash", "bash_start"])

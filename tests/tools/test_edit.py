@@ -5,6 +5,10 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from crystal_kernel.core.interaction import PersonDecision
+from crystal_kernel.core.messages import ToolCallPart
+from crystal_kernel.host.approval_flow import decide
+from crystal_kernel.tools.catalog import load_builtin
 from tests.tools.conftest import call
 
 
@@ -93,3 +97,50 @@ async def test_diff_truncated(ctx, workspace: Path):
     (workspace / "f.txt").write_text("a\n" * 500)
     result = await call("edit", ctx, path="f.txt", old_string="a\n", new_string="b\n", replace_all=True)
     assert result.ok and "characters cut" in result.text
+
+
+class _AskingPerson:
+    """A person who is asked and says no; records what they were shown."""
+
+    person_present = True
+
+    def __init__(self) -> None:
+        self.requests: list = []
+
+    async def ask_approval(self, request):
+        self.requests.append(request)
+        return PersonDecision(outcome="deny", reason="not now")
+
+
+async def test_approval_shows_the_diff_against_the_file_with_real_line_numbers(session, ctx, workspace: Path):
+    """GUARD-4: the host computes the diff a person approves from the
+    file (tools/_proposed.py), once for every front: a mid-line change at line 17 is
+    ``@@ -14,7 +14,7 @@`` with three lines of context, no 'No newline' markers."""
+    lines = [f"v{n} = {n}\n" for n in range(1, 31)]
+    lines[16] = "total = price * qty\n"
+    (workspace / "shop.py").write_text("".join(lines))
+    arguments = {"path": "shop.py", "old_string": "price * qty", "new_string": "price * qty * 2"}
+    tool = load_builtin("edit")
+    c = tool.classify(tool.parse(arguments), ctx)
+    person = _AskingPerson()
+    session.approval = "default"
+    decision = await decide(session, person, ToolCallPart(id="c1", name="edit", arguments=arguments), c,
+                            lambda event: None)
+    assert not decision.allowed
+    (request,) = person.requests
+    assert request.preview == (
+        "--- a/shop.py\n+++ b/shop.py\n@@ -14,7 +14,7 @@\n v14 = 14\n v15 = 15\n v16 = 16\n"
+        "-total = price * qty\n+total = price * qty * 2\n v18 = 18\n v19 = 19\n v20 = 20\n")
+    assert (workspace / "shop.py").read_text() == "".join(lines), "a preview writes nothing"
+
+
+async def test_approval_diff_for_write_and_for_an_edit_that_cannot_apply(ctx, workspace: Path):
+    (workspace / "a.txt").write_text("one\ntwo")  # no newline at the end: said once, truthfully
+    edit, write = load_builtin("edit"), load_builtin("write")
+    missing = edit.classify(edit.parse({"path": "a.txt", "old_string": "zzz", "new_string": "y"}), ctx)
+    assert missing.preview is None, "old_string not in the file: no made-up diff (the tool's error follows)"
+    c = write.classify(write.parse({"path": "a.txt", "content": "one\nTWO\n"}), ctx)
+    assert c.preview == ("--- a/a.txt\n+++ b/a.txt\n@@ -1,2 +1,2 @@\n one\n-two\n\\ No newline at end of file\n"
+                         "+TWO\n")
+    new = write.classify(write.parse({"path": "new.txt", "content": "x\n"}), ctx)
+    assert new.preview == "--- /dev/null\n+++ b/new.txt\n@@ -0,0 +1 @@\n+x\n"
