@@ -28,6 +28,7 @@ from crystal_kernel.jupyter.notebook_turn import CellOutcome, attach_notebook, r
 from crystal_kernel.jupyter.options import KernelOptions
 
 if TYPE_CHECKING:
+    from crystal_kernel.host.loop import Turn
     from crystal_kernel.host.session import Session
 
 _OPTIONS: KernelOptions | None = None
@@ -66,7 +67,7 @@ class CrystalKernel(IPythonKernel):
         self.options = current_options()
         self.crystal: Session | None = None  # the agent Session, opened on the first cell
         self.notebook = os.environ.get("JPY_SESSION_NAME")
-        self._turn: Any = None
+        self._turn: Turn | None = None
         self._cell_task: asyncio.Task[CellOutcome] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._background: set[asyncio.Task[None]] = set()
@@ -210,7 +211,7 @@ class CrystalKernel(IPythonKernel):
     async def _turn_cell(self, code: str) -> CellOutcome:
         session = self.ensure_session()
 
-        def track(turn: Any) -> None:
+        def track(turn: Turn | None) -> None:
             self._turn = turn
 
         try:

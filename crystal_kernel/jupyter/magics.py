@@ -33,6 +33,7 @@ from crystal_kernel.jupyter.nbrun import NOTEBOOK_RUN_ENV
 from crystal_kernel.jupyter.notebook_turn import TurnOutcome, attach_notebook, run_notebook_turn
 
 if TYPE_CHECKING:
+    from crystal_kernel.host.loop import Turn
     from crystal_kernel.host.session import Session
 
 MAGICS_HELP = """
@@ -87,7 +88,7 @@ class MagicsHost(SyncForm):
         self.notebook = os.environ.get("JPY_SESSION_NAME")
         self.no_widgets = widget_problem(shell)
         self._told_no_widgets = False
-        self._turn: Any = None
+        self._turn: Turn | None = None
         self._turn_loop: asyncio.AbstractEventLoop | None = None
         self._main_loop: asyncio.AbstractEventLoop | None = None
         self._stop_requested = False
@@ -246,7 +247,7 @@ class MagicsHost(SyncForm):
         session = self.ensure_session()
         self._refuse_if_busy()
 
-        def track(turn: Any) -> None:
+        def track(turn: Turn | None) -> None:
             self._turn = turn
             if turn is not None:
                 self._turn_loop = asyncio.get_running_loop()

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from crystal_kernel.host.loop import Turn
     from crystal_kernel.host.session import Session
 
 KERNEL_HELP = """
@@ -75,7 +76,7 @@ def final_text(session: Session, start: int) -> str:
 
 async def run_notebook_turn(session: Session, text: str, *, notes: list[str], interactive: bool,
                             ask_timeout: float | None, log: Any, offer_trust: bool,
-                            track: Callable[[Any], None], stopped: Callable[[], bool] = lambda: False) -> TurnOutcome:
+                            track: Callable[[Turn | None], None], stopped: Callable[[], bool] = lambda: False) -> TurnOutcome:
     """Run one turn of ``session`` on ``text`` and draw it in the current cell.
 
     ``track(turn)`` is called with the running turn (and with None when it ended) so the
