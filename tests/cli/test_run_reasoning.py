@@ -46,7 +46,10 @@ def test_text_mode_cut_off_at_the_output_limit_says_why(workspace):
         out = crystal(["run", "write a novel", "--workspace", str(workspace)], env_extra=openai_env(server))
         body = server.bodies("chat")[0]
     assert out.returncode == 1
-    assert "output limit (maxOutputTokens 16384)" in out.stderr.strip().splitlines()[-1]
+    # Why it stopped, then the line every text-mode run ends with: how to continue.
+    *_, why, hint = out.stderr.strip().splitlines()
+    assert "output limit (maxOutputTokens 16384)" in why
+    assert hint.startswith("Session ") and "crystal run --resume" in hint
     assert body["max_tokens"] == 16384
 
 
