@@ -68,10 +68,10 @@ bench: $(STAMP)
 	$(PY) -m bench
 
 # The executed tours in JupyterLab, on the replay provider, with fresh workspaces to run them again.
+# Its document store goes under build/, and SIGINT stops it also without a terminal
+# (crystal_kernel/demo.py run_lab).
 lab: $(DEMO_STAMP)
-	$(PY) -m crystal_kernel.demo --prepare
-	CRYSTAL_HOME=$(CURDIR)/build/demo/home $(VENV)/bin/jupyter lab --notebook-dir=build/demo \
-	  $(if $(filter 0,$(shell id -u)),--allow-root)
+	$(PY) -m crystal_kernel.demo --lab $(if $(filter 0,$(shell id -u)),--allow-root)
 
 clean:
 	rm -rf $(VENV) build

@@ -9,14 +9,16 @@
 The model's replies are recorded; every tool runs for real on real files. Nobody is at
 the keyboard, so the kernel runs ``--unattended`` and the recorded person's answers in
 the cassettes answer the question form and the approvals. Needs no API key and no
-network. ``python -m crystal_kernel.demo --prepare`` only lays out fresh workspaces
-(what ``make lab`` opens).
+network. ``python -m crystal_kernel.demo --prepare`` only lays out fresh workspaces;
+``python -m crystal_kernel.demo --lab [JUPYTER LAB FLAGS]`` lays them out and serves them
+in JupyterLab (``make lab``): see :func:`run_lab`.
 """
 
 from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -130,9 +132,52 @@ def closing_list() -> str:
             "Open them in JupyterLab with `make lab` (it resets the workspaces so you can run them again).")
 
 
+def lab_command(extra: list[str]) -> list[str]:
+    """``jupyter lab`` on the tour workspaces. The collaboration extension's document
+    store goes under build/ (by default it creates ``.jupyter_ystore.db`` in the current
+    folder, which for ``make lab`` is the repository)."""
+    jupyter = Path(sys.executable).parent / "jupyter"
+    return [str(jupyter), "lab", f"--notebook-dir={BUILD}",
+            f"--SQLiteYStore.db_path={BUILD / '.jupyter_ystore.db'}", *extra]
+
+
+def run_lab(extra: list[str]) -> int:
+    """Serve the tours in JupyterLab until SIGINT or SIGTERM, also without a terminal.
+
+    ``make lab`` run in the background of a script (no terminal) inherits SIGINT as
+    ignored, and JupyterLab only asks "Shutdown this server?" on a terminal: a SIGINT
+    then did nothing. Here both signals are handled: JupyterLab gets SIGTERM, its own
+    clean stop, and this process waits for it (bounded) and exits."""
+    for notebook in prepare_tours(keep_notebooks=True):
+        print(f"Fresh workspace for {_rel(notebook)}", flush=True)
+    env = dict(os.environ, CRYSTAL_HOME=str(BUILD / "home"))
+    on_terminal = bool(sys.stdin) and sys.stdin.isatty()
+    # On a terminal JupyterLab gets Ctrl-C itself and asks whether to shut down. Without
+    # one, SIGINT reaches it only through this process, as SIGTERM: a SIGINT to the whole
+    # process group (kill -INT -PGID) hung JupyterLab's shutdown when it got both.
+    child_sigint = signal.SIG_DFL if on_terminal else signal.SIG_IGN
+    child = subprocess.Popen(lab_command(extra), env=env,
+                             preexec_fn=lambda: signal.signal(signal.SIGINT, child_sigint))
+    stopping: list[int] = []
+
+    def stop(signum: int, _frame: object) -> None:
+        if signum == signal.SIGINT and on_terminal:
+            return  # Ctrl-C reached JupyterLab too, which asks whether to shut down
+        stopping.append(signum)
+        if child.poll() is None:
+            child.terminate()
+
+    signal.signal(signal.SIGINT, stop)
+    signal.signal(signal.SIGTERM, stop)
+    code = child.wait()  # a signal's handler runs meanwhile; wait goes on after it
+    return 0 if stopping else code
+
+
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     BUILD.mkdir(parents=True, exist_ok=True)
+    if args[:1] == ["--lab"]:
+        return run_lab(args[1:])
     if "--prepare" in args:
         for notebook in prepare_tours(keep_notebooks=True):
             print(f"Fresh workspace for {_rel(notebook)}")
