@@ -20,9 +20,12 @@ import os
 import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from crystal_kernel.core.errors import UserError
+
+if TYPE_CHECKING:
+    from crystal_kernel.host.session import ProcessFlags
 
 ENV = "CRYSTAL_ARGS"
 
@@ -81,7 +84,7 @@ class KernelOptions:
     ask_timeout: float | None = None
     overrides: dict[str, Any] = field(default_factory=dict)
 
-    def process_flags(self) -> Any:
+    def process_flags(self) -> ProcessFlags:
         from crystal_kernel.host.bootstrap import flags_from_args
         from crystal_kernel.host.session import ProcessFlags
 

@@ -11,13 +11,15 @@ must always go out.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from crystal_kernel.host.session import Session
+    from crystal_kernel.host.session import ProcessFlags, Session
+    from crystal_kernel.jupyter.kernel import CrystalKernel
 
 
-def kernel_status(kernel: Any) -> dict[str, Any]:
+def kernel_status(kernel: CrystalKernel) -> dict[str, Any]:
     try:
         session = getattr(kernel, "crystal", None)
         if session is not None:
@@ -27,7 +29,7 @@ def kernel_status(kernel: Any) -> dict[str, Any]:
         return {"error": f"{type(exc).__name__}: {exc}"[:300]}
 
 
-def _prompt_set(home: Any, workspace: Any, flags: Any) -> str:
+def _prompt_set(home: Path, workspace: Path, flags: ProcessFlags) -> str:
     try:
         from crystal_kernel.prompts.selection import resolve_selection
 
@@ -51,7 +53,7 @@ def _from_session(session: Session) -> dict[str, Any]:
     }
 
 
-def _from_config(kernel: Any) -> dict[str, Any]:
+def _from_config(kernel: CrystalKernel) -> dict[str, Any]:
     from crystal_kernel.core.config import load_config
 
     options = kernel.options

@@ -88,13 +88,13 @@ class McpTool(Tool[ExternalArguments]):
             raise ToolError(f"Invalid arguments for {self.name}: " + "; ".join(problems))
         return ExternalArguments(arguments)
 
-    def classify(self, args: Any, ctx: ToolContext) -> Classification:
+    def classify(self, args: ExternalArguments, ctx: ToolContext) -> Classification:
         # MODE-3 floor; the configuration may only raise it (config.ToolOverride).
         over = self.connection.config.override(self.remote_name)
         return Classification(max(Risk.WRITE, over.risk), max(Authority.WORKSPACE, over.authority), external=True)
 
     # ----- running ---------------------------------------------------------------------
-    async def run(self, args: Any, ctx: ToolContext) -> ToolResult:
+    async def run(self, args: ExternalArguments | dict[str, Any], ctx: ToolContext) -> ToolResult:
         arguments = args.root if isinstance(args, ExternalArguments) else dict(args)
         timeout = self.connection.config.timeout
         guard = None if timeout is None else timeout + self.connection.config.startup_timeout + GUARD_SECONDS

@@ -107,7 +107,7 @@ class ExecTool(Tool[ExternalArguments]):
             raise ToolError(f"Invalid arguments for {self.name}: " + "; ".join(problems))
         return ExternalArguments(arguments)
 
-    def classify(self, args: Any, ctx: ToolContext) -> Classification:
+    def classify(self, args: ExternalArguments, ctx: ToolContext) -> Classification:
         # MODE-3: an external tool is at least write risk with workspace authority.
         return Classification(Risk.WRITE, Authority.WORKSPACE, external=True)
 
@@ -189,7 +189,7 @@ class ExecTool(Tool[ExternalArguments]):
         return (os.path.join(home, "data", "tools", name),
                 str(paths.tool_data_dir(ctx.workspace, name)))
 
-    async def run(self, args: Any, ctx: ToolContext) -> ToolResult:
+    async def run(self, args: ExternalArguments | dict[str, Any], ctx: ToolContext) -> ToolResult:
         arguments = args.root if isinstance(args, ExternalArguments) else dict(args)
         if self.tool_set.source != "home":
             # TRUST-5: the set's closure is hashed again before every run, so a file
