@@ -147,7 +147,7 @@ def run_lab(extra: list[str]) -> int:
     ``make lab`` run in the background of a script (no terminal) inherits SIGINT as
     ignored, and JupyterLab only asks "Shutdown this server?" on a terminal: a SIGINT
     then did nothing. Here both signals are handled: JupyterLab gets SIGTERM, its own
-    clean stop, and this process waits for it (bounded) and exits."""
+    clean stop, and this process waits for it and exits."""
     for notebook in prepare_tours(keep_notebooks=True):
         print(f"Fresh workspace for {_rel(notebook)}", flush=True)
     env = dict(os.environ, CRYSTAL_HOME=str(BUILD / "home"))
@@ -155,9 +155,16 @@ def run_lab(extra: list[str]) -> int:
     # On a terminal JupyterLab gets Ctrl-C itself and asks whether to shut down. Without
     # one, SIGINT reaches it only through this process, as SIGTERM: a SIGINT to the whole
     # process group (kill -INT -PGID) hung JupyterLab's shutdown when it got both.
-    child_sigint = signal.SIG_DFL if on_terminal else signal.SIG_IGN
-    child = subprocess.Popen(lab_command(extra), env=env,
-                             preexec_fn=lambda: signal.signal(signal.SIGINT, child_sigint))
+    # Without a terminal it also gets a process group of its own, so that a signal to
+    # this group (kill -TERM -PGID) reaches it once, from here: two SIGTERMs hung it too.
+    def in_child() -> None:
+        if on_terminal:
+            signal.signal(signal.SIGINT, signal.SIG_DFL)
+        else:
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+            os.setpgid(0, 0)
+
+    child = subprocess.Popen(lab_command(extra), env=env, preexec_fn=in_child)
     stopping: list[int] = []
 
     def stop(signum: int, _frame: object) -> None:

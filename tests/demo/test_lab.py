@@ -61,7 +61,9 @@ async def open_room(port: int, session: dict[str, str]) -> None:
 
 
 @pytest.mark.timeout(240)
-def test_make_lab_keeps_its_store_in_build_and_stops_on_sigint_without_a_terminal(tmp_path: Path) -> None:
+@pytest.mark.parametrize("stop_signal", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_make_lab_keeps_its_store_in_build_and_stops_on_a_signal_without_a_terminal(tmp_path: Path,
+                                                                                    stop_signal: int) -> None:
     started_in = tmp_path / "checkout"  # where `make lab` runs: the repository
     started_in.mkdir()
     build = tmp_path / "build" / "demo"
@@ -80,7 +82,7 @@ def test_make_lab_keeps_its_store_in_build_and_stops_on_sigint_without_a_termina
         assert (build / ".jupyter_ystore.db").is_file(), "the collaboration store is under build/"
         assert not (started_in / ".jupyter_ystore.db").exists(), "nothing is left where make lab ran"
         stopped_at = time.monotonic()
-        os.killpg(proc.pid, signal.SIGINT)  # what kill -INT -PGID (or a job runner) sends
+        os.killpg(proc.pid, stop_signal)  # what kill -INT -PGID (or a job runner) sends
         code = proc.wait(timeout=60)
         assert time.monotonic() - stopped_at < 30
         assert code == 0
