@@ -9,9 +9,14 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from crystal_kernel.mcp.config import ServerConfig, config_files, load_servers
+
+if TYPE_CHECKING:
+    from crystal_kernel.core.config import Config
+    from crystal_kernel.mcp.manager import McpManager
+    from crystal_kernel.mcp.tool import McpTool
 
 
 class McpServers:
@@ -22,13 +27,13 @@ class McpServers:
 
     def __init__(self, *, keep: bool = True) -> None:
         self.keep = keep
-        self.manager: Any = None  # an mcp.manager.McpManager once a server is configured
+        self.manager: McpManager | None = None  # made once a server is configured
         # Entries an ACP client passed for its session (mcp/config.client_server); a
         # client's entry wins a name over mcp.json.
         self.client_servers: list[ServerConfig] = []
 
     async def tools(self, home: Path, workspace: Path, notes: list[str], *, owner_id: str = "listing",
-                    host_config: Any = None) -> list[Any]:
+                    host_config: Config | None = None) -> list[McpTool]:
         """The MCP tools for ``workspace``: the configuration is read off the loop and
         the servers start on the MCP loop, so the caller's loop keeps serving. Without
         ``mcp.json`` files this costs two ``stat`` calls and imports nothing."""
@@ -42,7 +47,7 @@ class McpServers:
             from crystal_kernel.mcp.manager import McpManager
 
             self.manager = McpManager(owner_id if self.keep else "listing", host_config if self.keep else None)
-        tools: list[Any] = await self.manager.atools_for(configs, Path(workspace), notes)
+        tools = await self.manager.atools_for(configs, Path(workspace), notes)
         if not self.keep:
             await asyncio.to_thread(self.manager.park)
         return tools

@@ -41,6 +41,8 @@ if TYPE_CHECKING:
     from mcp.client.session import ClientSession
     from mcp.shared.exceptions import MCPError
 
+    from crystal_kernel.core.config import Config
+
 # Bounds (seconds). Stopping: the SDK waits 2 s for a stdio server to leave after its
 # stdin closes, then 2 s after SIGTERM; the supervisor adds its own grace.
 STOP_SECONDS = 8.0
@@ -65,7 +67,7 @@ class StartError(Exception):
 class ServerConnection:
     """One configured server for one session."""
 
-    def __init__(self, config: ServerConfig, workspace: Path, session_id: str, host_config: Any = None):
+    def __init__(self, config: ServerConfig, workspace: Path, session_id: str, host_config: Config | None = None):
         self.config = config
         self.workspace = Path(workspace)
         self.session_id = session_id

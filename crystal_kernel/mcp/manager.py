@@ -13,12 +13,15 @@ from __future__ import annotations
 import atexit
 import weakref
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from crystal_kernel.mcp import runtime
 from crystal_kernel.mcp.config import ServerConfig
 from crystal_kernel.mcp.connection import STOP_SECONDS, ServerConnection, StartError
 from crystal_kernel.mcp.tool import McpTool
+
+if TYPE_CHECKING:
+    from crystal_kernel.core.config import Config
 
 _LIVE: weakref.WeakSet[McpManager] = weakref.WeakSet()
 
@@ -26,7 +29,7 @@ _LIVE: weakref.WeakSet[McpManager] = weakref.WeakSet()
 class McpManager:
     """Connections by server name, for one session."""
 
-    def __init__(self, session_id: str, host_config: Any = None):
+    def __init__(self, session_id: str, host_config: Config | None = None):
         self.session_id = session_id
         self.host_config = host_config
         self.connections: dict[str, ServerConnection] = {}
