@@ -3,15 +3,17 @@ collects nothing fails. Run on a small folder of its own, not on the suite."""
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 
-def run(folder: Path) -> subprocess.CompletedProcess:
+def run(folder: Path, cwd: Path | None = None) -> subprocess.CompletedProcess:
     code = ("import sys; from pathlib import Path; import crystal_kernel.testing.run_tests as r; "
             f"r.ROOT = Path({str(folder)!r}); sys.exit(r.main(['--rootdir', {str(folder)!r}]))")
-    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=folder)
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                          cwd=cwd or folder)
 
 
 def test_make_test_prints_each_test_name_as_it_runs(tmp_path):
@@ -39,6 +41,24 @@ def test_make_test_fails_on_a_ruff_finding_and_still_runs_the_suite(tmp_path):
     assert "F401" in out.stdout and "`os` imported but unused" in out.stdout
     assert any(line.startswith("tests/test_lint.py::test_one PASSED") for line in out.stdout.splitlines())
     assert "make test: the static checks found problems: ruff (see above)." in out.stderr
+
+
+def test_make_test_holds_the_whole_package_to_mypy_strict(tmp_path):
+    """Issue 28: `make test` runs mypy in strict mode (the project's own [tool.mypy]) on all
+    of crystal_kernel: an unparameterised generic outside core/ and host/ fails it."""
+    root = Path(__file__).resolve().parents[2]
+    shutil.copy(root / "pyproject.toml", tmp_path / "pyproject.toml")
+    (tmp_path / "crystal_kernel").mkdir()
+    (tmp_path / "crystal_kernel" / "__init__.py").write_text(
+        '"""A package."""\n\n\ndef count(items: list) -> int:\n    return len(items)\n')
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_one.py").write_text("def test_only():\n    pass\n")
+    elsewhere = tmp_path / "elsewhere"  # the runner itself is the real crystal_kernel's
+    elsewhere.mkdir()
+    out = run(tmp_path, cwd=elsewhere)
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert 'crystal_kernel/__init__.py:4: error: Missing type arguments for generic type "list"' in out.stdout, out.stdout
+    assert "mypy" in out.stderr.split("the static checks found problems:")[1], out.stderr
 
 
 def test_make_demo_says_up_front_that_the_first_run_installs_for_minutes(tmp_path):
