@@ -13,6 +13,8 @@ import shlex
 from typing import TYPE_CHECKING, Any
 
 from crystal_kernel.core.errors import UserError
+from crystal_kernel.jupyter import notebook_identity
+from crystal_kernel.jupyter.notebook_session import resume_target, sessions_by_notebook
 from crystal_kernel.jupyter.notebook_turn import KERNEL_HELP, CellOutcome
 
 if TYPE_CHECKING:
@@ -55,10 +57,19 @@ async def run_line(kernel: Any, line: str) -> None:
         _show_logs(kernel, session, args)
         return
     if name == "resume" and not args:
-        target = _notebook_session(kernel, session)
+        if notebook_identity.reported():  # the notebook's own session, never another's
+            target, why = resume_target(session)
+            if target is None:
+                _show_text(why or "")
+                return
+        else:
+            target = _notebook_session(kernel, session)
         if target:
             line = f"/resume {target}"
     result = await run_command(session, line)
+    if result.kind == "sessions" and result.data.get("sessions"):
+        _show_text(sessions_by_notebook(session, result.data["sessions"]))
+        return
     if result.kind == "fork" and result.data.get("session") is not None:
         kernel._attach(result.data["session"])
     if name in ("resume", "fork"):

@@ -24,6 +24,8 @@ from ipykernel.ipkernel import IPythonKernel
 from traitlets import List
 
 from crystal_kernel import __version__ as _version
+from crystal_kernel.jupyter import notebook_identity
+from crystal_kernel.jupyter.notebook_session import continue_notebook_session
 from crystal_kernel.jupyter.notebook_turn import CellOutcome, attach_notebook, run_notebook_turn
 from crystal_kernel.jupyter.options import KernelOptions
 
@@ -119,6 +121,7 @@ class CrystalKernel(IPythonKernel):
             from crystal_kernel.host.recorded_person import adopt_replayed_person
 
             adopt_replayed_person(session, self.options.unattended)  # replay: the cassette answers
+            continue_notebook_session(session)
             self._attach(session)
             return session
         return self.crystal
@@ -126,13 +129,17 @@ class CrystalKernel(IPythonKernel):
     def _attach(self, session: Session) -> None:
         attach_notebook(session, self.shell, self.notebook)
         self.crystal = session
+        notebook_identity.set_current(session.id)
 
     def _remember(self) -> None:
         from crystal_kernel.jupyter.notebook_map import remember_session
 
         if self.crystal is None:  # no session yet: nothing to remember
             return
-        problem = remember_session(self.crystal, self.notebook)
+        notebook_identity.set_current(self.crystal.id)  # after /resume, too
+        # The notebook's name now (after a rename or move) when the page said it; the
+        # sidebar and /sessions name the session by it.
+        problem = remember_session(self.crystal, notebook_identity.notebook_path() or self.notebook)
         if problem:
             self.log.warning("%s", problem)
 

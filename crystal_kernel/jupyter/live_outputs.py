@@ -33,6 +33,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from crystal_kernel.jupyter import notebook_identity
+
 Bundle = dict[str, Any]
 COMM_TARGET = "crystal.live"
 
@@ -79,6 +81,9 @@ def metadata(display_id: str, cell: str | None, stale: Bundle | None) -> dict[st
     info: dict[str, Any] = {"display": display_id}
     if cell:
         info["cell"] = cell
+    session = notebook_identity.current()
+    if session:  # the page keeps it in the notebook's metadata (notebook_identity.py)
+        info["session"] = session
     if stale is not None:
         info["live"] = True
         info["stale"] = stale
@@ -165,6 +170,10 @@ def _on_open(comm: Any, msg: Any) -> None:
     data = ((msg or {}).get("content") or {}).get("data") or {}
     if isinstance(data, dict) and data.get("streamDeltas") is True:
         _FRONT["streamDeltas"] = True
+    if isinstance(data, dict) and "notebook" in data:
+        notebook_identity.learn_from_front(data["notebook"])
+        if data.get("identityOnly") is True:  # a rename: the page wants nothing back
+            return
     # The list first: the extension adds the running cells it lacks, then the outputs
     # shown again find them (iopub keeps this order).
     comm.send({"live": live_ids(), "running": running_cells()})

@@ -48,6 +48,22 @@ def last_session(workspace: Path, notebook: str | None) -> str | None:
     return session if isinstance(session, str) else None
 
 
+def notebooks_by_session(workspace: Path) -> dict[str, str]:
+    """Session id -> the notebook that used it last, as its path relative to the server
+    root when the page reported it, else its file name. Raises UserError when corrupt."""
+    notebooks = _read(workspace).get("notebooks")
+    if not isinstance(notebooks, dict):
+        return {}
+    entries = sorted(((k, v) for k, v in notebooks.items() if isinstance(v, dict) and isinstance(k, str)),
+                     key=lambda kv: str(kv[1].get("updated", "")))
+    out: dict[str, str] = {}
+    for name, entry in entries:  # newest last: a session keeps the notebook that used it last
+        session = entry.get("session")
+        if isinstance(session, str):
+            out[session] = Path(name).name if Path(name).is_absolute() else name
+    return out
+
+
 def remember_session(session: Session, notebook: str | None) -> str | None:
     """Record a live session as its notebook's (kernel and magics alike). The map is a
     convenience for /resume, never a reason to fail a turn: an error comes back as text."""

@@ -18,6 +18,12 @@
  *   source. A cell this page lacks (the notebook was reloaded from a file saved before
  *   the cell was typed) is added at the end with the same id, and the outputs the
  *   kernel shows again are routed into it.
+ * - Notebook identity (SPEC §13): the notebook keeps its Crystal session's id in
+ *   `metadata.crystal.session_id`, taken from the `metadata.crystal.session` every
+ *   Crystal output carries. The comm's open message sends it with the notebook's path
+ *   now (`notebook: {path, sessionId}`), on connecting, after each restart and after a
+ *   rename, so the kernel continues this notebook's session
+ *   (crystal_kernel/jupyter/notebook_identity.py).
  */
 import { INotebookTracker, NotebookPanel } from '@jupyterlab/notebook';
 import { KernelMessage } from '@jupyterlab/services';
@@ -29,6 +35,7 @@ const LIVE_REPLY_MS = 10000;
 interface ICrystalMeta {
   display?: string;
   cell?: string;
+  session?: string;
   live?: boolean;
   stale?: Record<string, unknown>;
 }
@@ -125,6 +132,47 @@ function findOutput(outputs: any, display: string): number {
   return -1;
 }
 
+const SESSION_ID = /^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/;
+
+/** The notebook's metadata.crystal (an object, or an empty one). */
+function notebookCrystal(panel: NotebookPanel): Record<string, unknown> {
+  const value = panel.content.model?.getMetadata('crystal');
+  return value && typeof value === 'object' ? { ...(value as Record<string, unknown>) } : {};
+}
+
+/** What the kernel is told about its notebook: its path now and its session's id. */
+function notebookIdentity(panel: NotebookPanel): { path: string; sessionId: string | null } {
+  const id = notebookCrystal(panel).session_id;
+  return { path: panel.context.path, sessionId: typeof id === 'string' && SESSION_ID.test(id) ? id : null };
+}
+
+/** Keep the kernel's session in the notebook's metadata (saved with the notebook). */
+function keepSession(panel: NotebookPanel, session: unknown): void {
+  const model = panel.content.model;
+  if (!model || typeof session !== 'string' || !SESSION_ID.test(session)) {
+    return;
+  }
+  const crystal = notebookCrystal(panel);
+  if (crystal.session_id !== session) {
+    model.setMetadata('crystal', { ...crystal, session_id: session });
+  }
+}
+
+/** Tell the kernel the notebook's new path (a rename or move), nothing else. */
+function sendIdentity(panel: NotebookPanel): void {
+  const kernel = panel.sessionContext.session?.kernel;
+  if (!kernel || kernel.isDisposed || kernel.name !== 'crystal') {
+    return;
+  }
+  try {
+    const comm = kernel.createComm(COMM_TARGET);
+    comm.open({ identityOnly: true, notebook: notebookIdentity(panel) });
+    comm.close();
+  } catch (error) {
+    console.warn('Crystal: cannot tell the kernel the notebook was renamed', error);
+  }
+}
+
 /** Put a Crystal display message nobody on this page follows into its cell. */
 function route(panel: NotebookPanel, msg: KernelMessage.IMessage): void {
   const type = msg.header.msg_type;
@@ -133,6 +181,9 @@ function route(panel: NotebookPanel, msg: KernelMessage.IMessage): void {
   }
   const content = msg.content as any;
   const meta = crystalMeta(content.metadata);
+  if (meta?.session && (panel.sessionContext.session?.kernel?.name ?? '') === 'crystal') {
+    keepSession(panel, meta.session);
+  }
   if (!meta?.display || !meta.cell) {
     return;
   }
@@ -250,7 +301,7 @@ async function checkLive(panel: NotebookPanel): Promise<void> {
       // No such target (the kernel never loaded Crystal): nothing of Crystal is live.
       comm.onClose = () => finish(new Set<string>());
       // streamDeltas: this page renders answers streamed as appended text (stream.ts).
-      comm.open({ streamDeltas: true });
+      comm.open({ streamDeltas: true, notebook: notebookIdentity(panel) });
     } catch (error) {
       console.warn('Crystal: cannot ask the kernel what is live', error);
       finish(null);
@@ -279,6 +330,7 @@ function watchPanel(panel: NotebookPanel): void {
     }
   };
   context.connectionStatusChanged.connect(onStatus);
+  panel.context.pathChanged.connect(() => sendIdentity(panel));
   context.statusChanged.connect((_, status) => {
     if (status === 'restarting' || status === 'autorestarting') {
       lastKernel = '';

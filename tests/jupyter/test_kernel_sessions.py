@@ -37,7 +37,7 @@ def test_flags_sessions_and_resume_after_restart(llm_server, tmp_path, kernel_fa
     assert run.status == "error", "FL-1: switching is refused while --prompt-set is given"
 
     sessions = kernel.run("/sessions").texts()[0]
-    first = re.search(r"\* (\S+)", sessions).group(1)
+    first = re.search(r"\* .*?\((\S+)\)", sessions).group(1)  # "* notebook · topic  (id)"
     assert json.loads(map_path(kernel.workspace).read_text())["notebooks"][kernel.notebook]["session"] == first
 
     # Reopen the notebook (a new kernel process) and /resume: the same session.
