@@ -24,7 +24,6 @@ import os
 import queue
 import shutil
 import subprocess
-import sys
 import threading
 import time
 import weakref
@@ -37,6 +36,7 @@ from crystal_kernel.core import paths
 from crystal_kernel.core.errors import ToolError
 from crystal_kernel.core.fsutil import ensure_folder_inside
 from crystal_kernel.jobs.buffer import LogChunk
+from crystal_kernel.jobs.guarded import supervisor_command
 from crystal_kernel.jobs.job import KILL_MARGIN_SECONDS, RUNNING, STOPPED, Job, JobInfo
 from crystal_kernel.jobs.sandbox import Sandbox
 from crystal_kernel.jobs.status import mark_lost, next_job_number
@@ -49,7 +49,6 @@ GRACE_SECONDS = 5.0
 # Finished jobs kept in memory (their status and log files stay on disk regardless).
 MAX_FINISHED = 200
 
-SUPERVISOR = Path(__file__).with_name("supervisor.py")
 
 
 class _Spawner:
@@ -210,7 +209,7 @@ class JobManager:
             job.sandbox = sandbox
             # Holding the slot while spawning keeps the limit exact under concurrency.
             self._jobs[job_id] = job
-        argv = [sys.executable, "-I", "-S", str(SUPERVISOR), *(sandbox.launcher_args() if sandbox else ()),
+        argv = [*supervisor_command(), *(sandbox.launcher_args() if sandbox else ()),
                 str(os.getpid()), repr(self.grace_seconds), self._bash, command]
         env = job_environment(workdir, self.session_id, job_id, self.config)
         try:

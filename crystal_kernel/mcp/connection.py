@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from crystal_kernel.core.errors import ToolError
-from crystal_kernel.jobs import supervisor as _supervisor
+from crystal_kernel.jobs.guarded import supervisor_command
 from crystal_kernel.mcp.config import ServerConfig
 
 if TYPE_CHECKING:
@@ -52,7 +52,6 @@ STDERR_TAIL = 4096
 CONNECTION_CLOSED = -32000
 INVALID_REQUEST = -32600
 REQUEST_TIMEOUT = -32001
-SUPERVISOR = Path(_supervisor.__file__).resolve()  # standard library only; run as a script
 
 # Runs under the supervisor as ``python -c``: replaces itself with the server from an
 # argument list (no shell), or says in one line why it could not.
@@ -229,7 +228,7 @@ class ServerConnection:
         # dies with the host however the host dies.
         params = StdioServerParameters(
             command=sys.executable,
-            args=["-I", "-S", str(SUPERVISOR), str(os.getpid()), str(SUPERVISOR_GRACE), sys.executable,
+            args=[*supervisor_command()[1:], str(os.getpid()), str(SUPERVISOR_GRACE), sys.executable,
                   _EXEC.format(argv=argv)],
             env=env, cwd=str(self.workspace),
         )

@@ -18,13 +18,13 @@ import asyncio
 import os
 import shutil
 import signal
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 from pydantic import Field
 
 from crystal_kernel.core.errors import ToolError
+from crystal_kernel.jobs.guarded import supervisor_command
 from crystal_kernel.jobs.sandbox import Sandbox, refusal_note
 from crystal_kernel.tools._changes import note_change
 from crystal_kernel.tools._process import BoundedOutput, kill_process_tree
@@ -37,9 +37,6 @@ DRAIN_SECONDS = 0.5
 KILL_GRACE_SECONDS = 1.0
 HOST_BACKSTOP_SECONDS = 1.0
 READ_CHUNK = 65536
-# Standard library only, run as a script; found by path so that importing this tool
-# does not import the supervisor's ctypes.
-SUPERVISOR = str(Path(__file__).resolve().parent.parent / "jobs" / "supervisor.py")
 
 
 class BashInput(ToolInput):
@@ -117,7 +114,7 @@ async def run_supervised(command: str, *, cwd: Path, env: dict[str, str], timeou
     status_read, status_write = os.pipe()
     try:
         proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-I", "-S", SUPERVISOR, *(sandbox.launcher_args() if sandbox else ()),
+            *supervisor_command(), *(sandbox.launcher_args() if sandbox else ()),
             str(os.getpid()), repr(KILL_GRACE_SECONDS),
             bash, command, str(status_write),
             cwd=str(cwd),
