@@ -1,4 +1,4 @@
-"""TRUST-6 (issue #28): folders a client adds (ACP ``additionalDirectories``) go through
+"""TRUST-6: folders a client adds (ACP ``additionalDirectories``) go through
 the one check of ``/access add`` (host/folders.py): resolved against the session's cwd,
 never the agent process's; refused for ``/``, Home and the Crystal Home; noted in the
 session; for that session only — never a signed grant that a later ``crystal run

@@ -1,4 +1,4 @@
-"""SPEC §13 "Waits" (issue #28): every wait for a person ends within
+"""SPEC §13 "Waits": every wait for a person ends within
 personTimeoutSeconds in every front, ACP included. A real `crystal acp` driven over
 stdio by the ACP SDK's client, whose permission handler never answers: after the
 timeout the call is denied with a note saying why and the prompt ends. On the old code

@@ -1,4 +1,4 @@
-"""SPEC §13 "Session files" (issue #28): a session file exists only once it holds a
+"""SPEC §13 "Session files": a session file exists only once it holds a
 prompt. Through a real `crystal run` against the loopback model server: a slash command
 alone writes nothing to .crystal/sessions/; a prompt whose request failed (HTTP 500, a
 URL nothing listens on) is kept, so it can be resumed, and /sessions says it was never

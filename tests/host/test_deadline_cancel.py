@@ -1,4 +1,4 @@
-"""core.deadline.within (issue #28, SPEC §13 "Waits"): a bounded wait that never loses
+"""core.deadline.within (SPEC §13 "Waits"): a bounded wait that never loses
 the caller's cancel. asyncio.wait_for before Python 3.12 returned the result when the
 caller was cancelled in the moment the awaited thing finished, so an ACP turn stopped
 just as the client answered its permission request ran on (seen in

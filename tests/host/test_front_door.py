@@ -1,4 +1,4 @@
-"""The front door (issue #28, docs/architecture.md "The front door"): every front opens its
+"""The front door (docs/architecture.md "The front door"): every front opens its
 session through host.bootstrap.open_session, so the boundary protections behind it hold
 for all of them. These tests guard that no module outside crystal_kernel/host/ builds a
 Session itself, and that the door's options do what they say."""

@@ -1,4 +1,4 @@
-"""SPEC §13 "Waits" (issue #28): the host bounds every wait for a person, for every
+"""SPEC §13 "Waits": the host bounds every wait for a person, for every
 front (host/person_deadline.py, applied to each turn's interaction in host/loop.py).
 The ACP front is attacked for real in tests/acp/test_acp_person_timeout.py; here a
 front that never answers stands in for any other (a test double: it is the front's

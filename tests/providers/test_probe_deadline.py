@@ -1,4 +1,4 @@
-"""SPEC §13 "Waits" (issue #28): every request to a model server, probes included, ends
+"""SPEC §13 "Waits": every request to a model server, probes included, ends
 within requestTimeoutSeconds. The context-window probe of a local server (vLLM, llama.cpp,
 Ollama's POST /api/show, LM Studio) used a per-read timeout only, so a server — or a
 gateway in front of a stuck upstream — that answers with SSE keep-alive comments held

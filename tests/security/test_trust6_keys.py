@@ -1,4 +1,4 @@
-"""TRUST-4, TRUST-6 (issue #28): every host process withdraws the model key once its
+"""TRUST-4, TRUST-6: every host process withdraws the model key once its
 provider holds it, so a tool's shell finds no key — neither in its own environment nor
 in the initial environment block of the Crystal process that started it
 (``/proc/$PPID/environ``), nor further up. Attacked through the real fronts: a real
