@@ -37,14 +37,12 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from crystal_kernel.core import paths
 from crystal_kernel.core.interaction import ApprovalRequest, Interaction, NoPerson, PersonDecision, Question
 from crystal_kernel.core.trust import TrustStore, needs_content_trust
-
-if TYPE_CHECKING:
-    from crystal_kernel.host.session import Session
+from crystal_kernel.host.view import PersonSeat, SessionView
 
 #: ``on_answer(kind, asked, answer)``: kind "questions" (asked: list[Question], answer:
 #: list[list[str]] | None) or "approval" (asked: ApprovalRequest, answer: PersonDecision).
@@ -53,26 +51,26 @@ AnswerHook = Callable[[str, Any, Any], None]
 _OUTCOMES = ("allow_once", "allow_session", "deny")
 
 
-def _replay_provider(session: Session) -> Any:
+def _replay_provider(session: SessionView) -> Any:
     from crystal_kernel.providers.replay import ReplayProvider
 
     provider = getattr(session, "provider", None)
     return provider if isinstance(provider, ReplayProvider) else None
 
 
-def _recording_provider(session: Session) -> Any:
+def _recording_provider(session: SessionView) -> Any:
     from crystal_kernel.providers.replay import RecordingProvider
 
     provider = getattr(session, "provider", None)
     return provider if isinstance(provider, RecordingProvider) else None
 
 
-def replays_person(session: Session) -> bool:
+def replays_person(session: SessionView) -> bool:
     """True when ``session`` replays a cassette, so recorded answers can stand in for a person."""
     return _replay_provider(session) is not None
 
 
-def untrusted_cassette(session: Session) -> str | None:
+def untrusted_cassette(session: SessionView) -> str | None:
     """The note to give when ``session`` replays a workspace cassette the person has not
     trusted as it is now (TRUST-5); None when its recorded answers may be used."""
     replay = _replay_provider(session)
@@ -249,7 +247,7 @@ def _newest_call(provider: Any, name: str) -> str | None:
     return None
 
 
-def person_for(session: Session, live: Interaction | None, *, on_answer: AnswerHook | None = None,
+def person_for(session: SessionView, live: Interaction | None, *, on_answer: AnswerHook | None = None,
                before_ask: Callable[[], Any] | None = None) -> Interaction:
     """The Interaction a front should use for a turn.
 
@@ -271,7 +269,7 @@ def person_for(session: Session, live: Interaction | None, *, on_answer: AnswerH
     return live
 
 
-def adopt_replayed_person(session: Session, unattended: bool) -> None:
+def adopt_replayed_person(session: PersonSeat, unattended: bool) -> None:
     """An unattended session under replay still offers the question tool: the cassette
     answers it (the recorded run offered it, and the replay must match that run)."""
     if unattended and replays_person(session) and not session.person_present:

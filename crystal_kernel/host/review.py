@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
@@ -26,11 +26,16 @@ from crystal_kernel.core import paths
 from crystal_kernel.core.events import ReviewVerdict
 from crystal_kernel.host.approval import failed_verdict, host_risk_level, verdict_from
 from crystal_kernel.host.recorded_person import untrusted_cassette
-from crystal_kernel.host.sidecall import SideCallError, complete_text, escape_json_tags, render_conversation
+from crystal_kernel.host.sidecall import (
+    SideCallError,
+    complete_text,
+    escape_json_tags,
+    make_side_provider,
+    render_conversation,
+)
+from crystal_kernel.host.view import SessionView
+from crystal_kernel.prompts.compose import compose_named
 from crystal_kernel.tools.base import Classification
-
-if TYPE_CHECKING:
-    from crystal_kernel.host.session import Session
 
 DEFAULT_REVIEW_TIMEOUT = 60.0
 # Bounds on what one review request carries.
@@ -38,7 +43,7 @@ CONVERSATION_LIMIT = 30_000
 ARGUMENTS_LIMIT = 12_000
 
 
-def review_timeout(session: Session) -> float:
+def review_timeout(session: SessionView) -> float:
     """Seconds one review may take: config ``reviewTimeoutSeconds`` (default 60)."""
     raw = getattr(session.config, "raw", {}) or {}
     value = raw.get("reviewTimeoutSeconds", DEFAULT_REVIEW_TIMEOUT)
@@ -133,7 +138,7 @@ def review_fingerprint(workspace: Any) -> str:
     return digest.hexdigest()
 
 
-def workspace_review_files_ok(session: Session) -> bool:
+def workspace_review_files_ok(session: SessionView) -> bool:
     """False when a workspace file behind the reviewer's text changed since the session
     started: the acting model may have written it (TRUST-3), so the reviewer then reads
     only Home and built-in texts, and the person gets a note."""
@@ -149,11 +154,9 @@ def workspace_review_files_ok(session: Session) -> bool:
     return False
 
 
-def review_texts(session: Session, tool: str, arguments: dict[str, Any], c: Classification) -> tuple[str, str]:
+def review_texts(session: SessionView, tool: str, arguments: dict[str, Any], c: Classification) -> tuple[str, str]:
     """The review system text and user text for one call (REV-3, PH-7). The workspace's
     review texts count only as they were when the session started (TRUST-3)."""
-    from crystal_kernel.prompts.compose import compose_named
-
     own = workspace_review_files_ok(session)
     system = compose_named("review", session, workspace_files=own)
     user = compose_named("review.user", session, workspace_files=own, extra={
@@ -175,20 +178,18 @@ class ModelReviewer:
         self._provider: Any = None
         self._spec: str | None = None
 
-    def provider_for(self, session: Session) -> Any:
+    def provider_for(self, session: SessionView) -> Any:
         """The session's provider, or the one ``reviewModel`` names (built once)."""
         spec = session.config.review_model
         if not spec:
             return session.provider
         if self._provider is not None and self._spec == spec:
             return self._provider
-        from crystal_kernel.host.sidecall import make_side_provider
-
         self._provider = make_side_provider(session, spec)
         self._spec = spec
         return self._provider
 
-    async def review(self, session: Session, tool: str, arguments: dict[str, Any], c: Classification) -> ReviewVerdict:
+    async def review(self, session: SessionView, tool: str, arguments: dict[str, Any], c: Classification) -> ReviewVerdict:
         try:
             provider = self.provider_for(session)
         except Exception as exc:  # a bad reviewModel: ask, and say why

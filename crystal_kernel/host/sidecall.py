@@ -8,29 +8,25 @@ templates receive as ``{{conversation}}``.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from crystal_kernel.core.config import PROVIDERS
 from crystal_kernel.core.messages import ImagePart, Message, TextPart, ToolCallPart, ToolResultPart
+from crystal_kernel.host.view import SessionView
 from crystal_kernel.providers.base import ModelRequest, TextChunk, UsageChunk
-
-if TYPE_CHECKING:
-    from crystal_kernel.host.session import Session
+from crystal_kernel.providers.registry import known_providers, make_provider
 
 
 class SideCallError(Exception):
     """A side request failed; the message is one English line."""
 
 
-def make_side_provider(session: Session, spec: str) -> Any:
+def make_side_provider(session: SessionView, spec: str) -> Any:
     """A provider for a side model named ``[PROVIDER:]MODEL`` (``reviewModel``,
     ``topicModel``): a bare model name uses the session's provider settings. With
     ``record`` on it records into the same cassette as the session."""
-    import dataclasses
-
-    from crystal_kernel.core.config import PROVIDERS
-    from crystal_kernel.providers.registry import known_providers, make_provider
-
     name, sep, model = spec.partition(":")
     if not sep or name not in (*PROVIDERS, *known_providers()):
         name, model = session.config.provider, spec
@@ -39,7 +35,7 @@ def make_side_provider(session: Session, spec: str) -> Any:
 
 
 async def complete_text(
-    session: Session,
+    session: SessionView,
     provider: Any,
     *,
     system: str,

@@ -19,12 +19,15 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from crystal_kernel import plugins
 from crystal_kernel.core import paths
 from crystal_kernel.core.errors import ToolError
+from crystal_kernel.core.paths import home_dir
 from crystal_kernel.core.tool_types import ToolSpec
+from crystal_kernel.core.trust import is_trusted
+from crystal_kernel.host.view import SessionView
 from crystal_kernel.mcp import McpServers
 from crystal_kernel.mcp.config import ServerConfig
 from crystal_kernel.prompts.skills import discover_skills
@@ -32,9 +35,6 @@ from crystal_kernel.tools.base import Authority, Classification, Risk, Tool, Too
 from crystal_kernel.tools.catalog import RESERVED_NAMES, CatalogOptions, build_catalog, check_disabled
 from crystal_kernel.tools.exec_manifest import NAME_PATTERN, ManifestError, parse_tool, read_set
 from crystal_kernel.tools.exec_sets import ExecTool, ExecToolSet, SetSource
-
-if TYPE_CHECKING:
-    from crystal_kernel.host.session import Session
 
 CATALOGS = frozenset({"plan", "work"})
 MANIFEST = "tools.json"
@@ -63,9 +63,6 @@ def load_exec_set(source: SetSource, folder: Path, notes: list[str], home: Path 
         notes.append(f"Exec tool set folder {folder} has no {MANIFEST}; skipped.")
         return []
     if source != "home":
-        from crystal_kernel.core.paths import home_dir
-        from crystal_kernel.core.trust import is_trusted
-
         state = is_trusted(home if home is not None else home_dir(), "exec", manifest_path)
         if not state.trusted:
             notes.append(state.note())
@@ -238,18 +235,18 @@ class SessionTools:
         wins a name over mcp.json); they start with the next catalog."""
         self.mcp.client_servers = list(servers)
 
-    async def external_tools(self, session: Session) -> tuple[list[Tool[Any]], list[str]]:
+    async def external_tools(self, session: SessionView) -> tuple[list[Tool[Any]], list[str]]:
         """Every external tool for ``session`` whatever its mode, and the notes."""
         return await discover_external_tools(session.home, session.workspace, context=session, mcp=self.mcp)
 
-    async def get_tools(self, session: Session) -> list[Tool[Any]]:
+    async def get_tools(self, session: SessionView) -> list[Tool[Any]]:
         found, notes = await self.external_tools(session)
         return await asyncio.to_thread(self._catalog, session, found, notes)
 
     def check_disabled(self, names: Iterable[str]) -> list[str]:
         return check_disabled(names)
 
-    def _catalog(self, session: Session, found: list[Tool[Any]], notes: list[str]) -> list[Tool[Any]]:
+    def _catalog(self, session: SessionView, found: list[Tool[Any]], notes: list[str]) -> list[Tool[Any]]:
         for n in notes:
             session.note(n, once=True)
         external = [t for t in found if session.mode in getattr(t, "catalogs", {"work"})]

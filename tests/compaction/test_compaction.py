@@ -10,6 +10,7 @@ from crystal_kernel.core.config import load_config
 from crystal_kernel.core.errors import ProviderError, UserError
 from crystal_kernel.core.events import Compacted, Note, TextDelta, TurnStarted
 from crystal_kernel.core.messages import Message, TextPart, ToolCallPart, ToolResultPart
+from crystal_kernel.core.runner import run_to_completion
 from crystal_kernel.core.todos import Todo
 from crystal_kernel.host.commands import run_command
 from crystal_kernel.host.compaction import choose_cut, estimate_tokens, threshold_tokens
@@ -26,6 +27,7 @@ def make_session(workspace, replies=(), **config):
                       provider=ScriptedProvider(list(replies)), person_present=False)
     for key, value in config.items():
         setattr(session.config, key, value)
+    run_to_completion(session.prepare_tools())  # build_request sends the catalog's specs
     return session
 
 

@@ -196,6 +196,7 @@ async def test_reasoning_command_and_usage_show_it(workspace):
     said = (await run_command(session, "/reasoning medium")).text
     assert said.startswith("Reasoning is now medium. Saved as your default in ")
     assert json.loads(session.config.path.read_text())["reasoningEffort"] == "medium"
+    await session.prepare_tools()
     assert session.build_request().reasoning_effort == "medium"
     assert session.build_request("compaction").reasoning_effort is None  # side requests: provider default
     with pytest.raises(UserError, match="/reasoning must be one of none, low, medium, high"):

@@ -147,7 +147,7 @@ async def test_bash_rule_covers_bash_start(workspace):
     assert approvals(events) == [("deny", "policy")]
     assert (workspace / "victim").is_dir()
     # No job was started: the session's job manager was never even created.
-    assert session._jobs is None or session._jobs.status() == []
+    assert not session.has_jobs or session.jobs.status() == []
 
 
 @pytest.mark.parametrize("command", [

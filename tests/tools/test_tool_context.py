@@ -97,7 +97,7 @@ async def test_plugin_tool_through_the_loop_and_old_style_tool_fails_in_words(tm
     provider = ScriptedProvider()
     session = _session(tmp_path, provider)
     session.approval = "full"
-    session._tools = [NoteTool(), SessionReader()]
+    (await session.prepare_tools())[:] = [NoteTool(), SessionReader()]  # the catalog this turn uses
     provider.add(tool_reply([("team_note", {"text": "hi"}), ("old_style", {"text": "x"})]), text_reply("done"))
     async for _ in run_turn(session, "go", NoPerson()):
         pass
