@@ -25,9 +25,13 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from crystal_kernel.core.errors import UserError
+
+if TYPE_CHECKING:
+    from crystal_kernel.host.session import Session
+    from crystal_kernel.jupyter.kernel import CrystalKernel
 
 COMM_TARGET = "crystal.sidebar"
 MAX_REPLY_CHARS = 4 * 1024 * 1024
@@ -37,7 +41,7 @@ DEFAULT_LOG_CHUNK = 64 * 1024
 class _Where:
     """The kernel's Home and workspace, read at each request (``/cd`` moves it)."""
 
-    def __init__(self, kernel: Any):
+    def __init__(self, kernel: CrystalKernel):
         self.kernel = kernel
 
     @property
@@ -45,9 +49,10 @@ class _Where:
         return Path(self.kernel.workspace).resolve()
 
     @property
-    def session(self) -> Any:
+    def session(self) -> Session | None:
         """The kernel's open session, or None before its first cell."""
-        return getattr(self.kernel, "crystal", None)
+        session: Session | None = getattr(self.kernel, "crystal", None)
+        return session
 
     @property
     def home(self) -> Path:
@@ -199,7 +204,7 @@ def _bounded_transcript(data: dict[str, Any]) -> dict[str, Any]:
     return data
 
 
-def answer(kernel: Any, request: Any) -> dict[str, Any]:
+def answer(kernel: CrystalKernel, request: object) -> dict[str, Any]:
     """The reply to one request (never raises: a failure is a reply too)."""
     from crystal_kernel.jupyter.server.ids import NotFound
 
@@ -223,7 +228,7 @@ def answer(kernel: Any, request: Any) -> dict[str, Any]:
         return {"id": rid, "ok": False, "status": 500, "error": f"The kernel could not answer: {type(exc).__name__}: {exc}"[:400]}
 
 
-def register_comm_target(kernel: Any) -> bool:
+def register_comm_target(kernel: CrystalKernel) -> bool:
     """Answer the lab extension's ``crystal.sidebar`` comm on this kernel (once)."""
     manager = getattr(kernel, "comm_manager", None)
     if manager is None:
