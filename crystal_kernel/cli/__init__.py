@@ -51,6 +51,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = OneLineParser(prog="crystal", description="Crystal: a coding agent that lives in Jupyter.")
     parser.add_argument("--version", action="version", version=f"crystal {__version__}",
                         help="print the version and exit")
+    parser.epilog = "With no command, crystal starts an interactive session in the terminal (crystal --help-session)."
     sub = parser.add_subparsers(dest="command", parser_class=OneLineParser, required=True)
     run = sub.add_parser(
         "run", help="run one headless turn",
@@ -73,6 +74,25 @@ def build_parser() -> argparse.ArgumentParser:
     for module_name in SUBCOMMAND_MODULES:
         module = importlib.import_module(module_name)  # unguarded: a broken front fails loudly
         module.add_subparsers(sub)
+    return parser
+
+
+def starts_interactive(args: Sequence[str]) -> bool:
+    """``crystal`` alone, or with only flags (``crystal --model M``), is the interactive front."""
+    return not args or (args[0].startswith("-") and args[0] not in ("-h", "--help", "--version"))
+
+
+def build_interactive_parser() -> argparse.ArgumentParser:
+    """``crystal [flags]``: the interactive session (cli/interactive.py)."""
+    from crystal_kernel.cli.interactive import add_interactive_args, cmd_interactive
+
+    parser = OneLineParser(
+        prog="crystal", description="An interactive Crystal session in the terminal: Enter sends, Esc Enter or a "
+        "trailing backslash starts a new line, /help lists the commands, Ctrl-C interrupts a turn, Ctrl-D exits. "
+        "With stdin not a terminal, one turn like crystal run -. Other commands: crystal --help.")
+    parser.add_argument("--help-session", action="help", help="show this help and exit")
+    add_interactive_args(parser)
+    parser.set_defaults(handler=cmd_interactive)
     return parser
 
 
@@ -100,7 +120,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         from crystal_kernel.providers.deferred_init import defer_package_inits
 
         defer_package_inits()
-    parser = build_parser()
+    parser = build_interactive_parser() if starts_interactive(args) else build_parser()
     ns = parser.parse_args(args)
     try:
         result = ns.handler(ns)

@@ -129,6 +129,10 @@ class TurnPrinter:
         if text:
             self.at_line_start = text.endswith("\n")
 
+    def end_line(self) -> None:
+        """End the answer's last line (the interactive prompt starts on a fresh one)."""
+        self._eol()
+
     def _eol(self) -> None:
         if not self.at_line_start:
             self._write("\n")

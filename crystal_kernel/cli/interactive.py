@@ -1,0 +1,203 @@
+"""``crystal`` with no subcommand: an interactive session in the terminal (SPEC §13 Fronts).
+
+The same front door as every front (host/bootstrap.py ``open_session``), the same slash
+command dispatcher as the kernel (host/commands.py) and the same renderer as ``crystal
+run`` (cli/printer.py ``TurnPrinter``). Keys: Enter sends; Esc then Enter (or a line
+ending in a backslash) starts a new line; Tab completes slash commands; Ctrl-C clears
+the line, or on an empty line arms exit (a second Ctrl-C exits); Ctrl-D exits. During a
+turn Ctrl-C cancels it (its running commands are killed). With stdin not a terminal it
+behaves like ``crystal run -``: the prompt is read from stdin, one turn, then exit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import signal
+import sys
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any
+
+from prompt_toolkit import PromptSession
+from prompt_toolkit.completion import CompleteEvent, Completer, Completion
+from prompt_toolkit.document import Document
+from prompt_toolkit.history import FileHistory
+from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
+
+from crystal_kernel.cli import cmd_run
+from crystal_kernel.cli.printer import TurnPrinter
+from crystal_kernel.cli.terminal import say
+from crystal_kernel.cli.terminal_person import TerminalPerson
+from crystal_kernel.core.errors import UserError
+from crystal_kernel.host.bootstrap import (
+    SessionOptions,
+    add_model_flags,
+    add_process_flags,
+    add_reasoning_flag,
+    flags_from_args,
+    open_session,
+    overrides_from_args,
+)
+from crystal_kernel.host.commands import command_names, is_command, run_command
+from crystal_kernel.host.loop import run_turn
+
+if TYPE_CHECKING:
+    from crystal_kernel.host.session import Session
+
+PROMPT = "› "
+WELCOME = ("Crystal {version} — session {id} in {workspace}. /help lists the commands; Esc Enter (or a "
+           "trailing \\) for a new line; Ctrl-C interrupts a turn; Ctrl-D exits.")
+EXIT_HINT = "(press Ctrl-C again or Ctrl-D to exit)"
+
+
+def add_interactive_args(parser: argparse.ArgumentParser) -> None:
+    """The flags of ``crystal`` itself: those of ``crystal run`` that make sense for a session."""
+    parser.add_argument("--workspace", default=".", metavar="DIR", help="the workspace root (default: .)")
+    parser.add_argument("--resume", metavar="ID", help="continue a saved session, which must exist "
+                                                       "(default: a new session)")
+    add_model_flags(parser)
+    add_reasoning_flag(parser)
+    add_process_flags(parser)
+
+
+class SlashCompleter(Completer):
+    """Completes the command names after a leading '/'."""
+
+    def get_completions(self, document: Document, complete_event: CompleteEvent) -> Iterable[Completion]:
+        text = document.text_before_cursor
+        if not text.startswith("/") or " " in text:
+            return
+        for name in command_names():
+            if ("/" + name).startswith(text):
+                yield Completion("/" + name, start_position=-len(text))
+
+
+def prompt_keys() -> KeyBindings:
+    """Enter sends (a trailing backslash continues the line), Esc Enter adds a new line,
+    Ctrl-C clears a line with text and exits the prompt (KeyboardInterrupt) on an empty one."""
+    keys = KeyBindings()
+
+    @keys.add("enter", eager=True)
+    def _enter(event: KeyPressEvent) -> None:
+        buffer = event.current_buffer
+        if buffer.text.endswith("\\") and buffer.cursor_position == len(buffer.text):
+            buffer.delete_before_cursor(1)
+            buffer.insert_text("\n")
+        else:
+            buffer.validate_and_handle()
+
+    @keys.add("escape", "enter")
+    def _newline(event: KeyPressEvent) -> None:
+        event.current_buffer.insert_text("\n")
+
+    @keys.add("c-c")
+    def _interrupt(event: KeyPressEvent) -> None:
+        if event.current_buffer.text:
+            event.current_buffer.reset()
+        else:
+            event.app.exit(exception=KeyboardInterrupt())
+
+    return keys
+
+
+def cmd_interactive(ns: argparse.Namespace) -> int:
+    """Run ``crystal``: a session in the terminal, or one turn from a piped stdin."""
+    if not sys.stdin.isatty():
+        ns.prompt, ns.format, ns.session = "-", "text", None
+        return int(cmd_run(ns))
+    session = open_session(SessionOptions(
+        ns.workspace, overrides=overrides_from_args(ns), flags=flags_from_args(ns), resume=ns.resume,
+    ))
+    return asyncio.run(Repl(session).run())
+
+
+class Repl:
+    """The prompt loop: each line is a slash command or a turn."""
+
+    def __init__(self, session: Session) -> None:
+        self.session = session
+        self.printer = TurnPrinter("text")
+        # What Ctrl-C (SIGINT, while no prompt holds the keyboard) cancels now.
+        self._cancel: Callable[[], None] | None = None
+        history_dir = session.config.home / "history"
+        try:
+            history_dir.mkdir(parents=True, exist_ok=True)
+            history: Any = FileHistory(str(history_dir / "terminal"))
+        except OSError:
+            history = None  # an unwritable Home: in-memory history
+        self.prompt: PromptSession[str] = PromptSession(
+            history=history, completer=SlashCompleter(), key_bindings=prompt_keys(), complete_while_typing=False,
+        )
+
+    async def run(self) -> int:
+        from crystal_kernel import __version__
+
+        # SIGINT comes only while no prompt holds the keyboard (a prompt reads Ctrl-C as a
+        # key): it cancels the running turn or command. Prompts leave this handler alone.
+        loop = asyncio.get_running_loop()
+        loop.add_signal_handler(signal.SIGINT, self._interrupt)
+        say(WELCOME.format(version=__version__, id=self.session.id, workspace=self.session.workspace))
+        try:
+            armed = False
+            while True:
+                try:
+                    line = await self.prompt.prompt_async(PROMPT, handle_sigint=False)
+                except KeyboardInterrupt:
+                    if armed:
+                        break
+                    armed = True
+                    say(EXIT_HINT)
+                    continue
+                except EOFError:
+                    break
+                armed = False
+                if not line.strip():
+                    continue
+                await self._guarded(self._command(line) if is_command(line) else self._turn(line))
+        finally:
+            loop.remove_signal_handler(signal.SIGINT)
+            await self._close()
+        return 0
+
+    def _interrupt(self) -> None:
+        if self._cancel is not None:
+            self._cancel()
+
+    async def _guarded(self, work: Any) -> None:
+        """Run one command or turn as a task Ctrl-C can cancel; its errors are one line."""
+        task = asyncio.ensure_future(work)
+        self._cancel = task.cancel
+        try:
+            await task
+        except asyncio.CancelledError:
+            say("(interrupted)")
+        except UserError as exc:
+            say(f"crystal: {exc}")
+        finally:
+            self._cancel = None
+
+    async def _command(self, line: str) -> None:
+        result = await run_command(self.session, line)
+        replacement = result.data.get("session") if result.data else None
+        if replacement is not None and replacement is not self.session:
+            await self.session.close()  # /fork: the front continues in the new session
+            self.session = replacement
+        self.printer.command(result.text)
+        self.session.save()
+
+    async def _turn(self, prompt: str) -> None:
+        turn = run_turn(self.session, prompt, TerminalPerson(self.session, interrupt=lambda: turn.cancel()))
+        self._cancel = turn.cancel
+        async for event in turn:
+            self.printer.render(event)
+        self.printer.end_line()
+        if turn.stop_reason == "cancelled":
+            say("(interrupted)")
+        elif turn.stop_reason == "error":
+            say(f"crystal: {turn.error}")
+
+    async def _close(self) -> None:
+        """Close the session: its jobs stop and its lock is released (turns saved it)."""
+        await self.session.close()
+        if self.session.store.exists(self.session.id):
+            say(f"Session {self.session.id} saved; continue it with: crystal --resume {self.session.id}")
