@@ -1,5 +1,5 @@
 """`crystal` with no subcommand, driven in a real terminal (tmux) by typing at human speed
-against the loopback model server (SPEC §13 Fronts; issue 31)."""
+against the loopback model server (SPEC §13 Fronts)."""
 
 from __future__ import annotations
 
