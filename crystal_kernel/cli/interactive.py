@@ -40,6 +40,7 @@ from crystal_kernel.host.bootstrap import (
 )
 from crystal_kernel.host.commands import command_names, is_command, run_command
 from crystal_kernel.host.loop import run_turn
+from crystal_kernel.jobs.commands import follow_logs
 
 if TYPE_CHECKING:
     from crystal_kernel.host.session import Session
@@ -184,6 +185,15 @@ class Repl:
             self.session = replacement
         self.printer.command(result.text)
         self.session.save()
+        if result.kind == "logs" and result.data.get("follow"):
+            # /logs JOB --follow: new output as it arrives, until the job ends or Ctrl-C.
+            last = "\n"
+            async for text in follow_logs(self.session.jobs, result.data["jobId"], result.data.get("nextOffset")):
+                say(text, end="")  # job output: made safe for the terminal (TRUST-6)
+                last = text[-1:] or last
+            if last != "\n":
+                say()
+            say(f"(job {result.data['jobId']} ended)")
 
     async def _turn(self, prompt: str) -> None:
         turn = run_turn(self.session, prompt, TerminalPerson(self.session, interrupt=lambda: turn.cancel()))

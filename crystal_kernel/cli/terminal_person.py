@@ -14,15 +14,13 @@ import json
 import os
 import sys
 from collections.abc import Callable
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from prompt_toolkit import PromptSession
 
-from crystal_kernel.acp.mapping import proposed_change
 from crystal_kernel.core.interaction import ApprovalRequest, PersonDecision, Question
 from crystal_kernel.core.textsafe import terminal_safe
-from crystal_kernel.tools._files import display_path, unified_diff
+from crystal_kernel.tools._proposed import proposed_diff
 
 if TYPE_CHECKING:
     from crystal_kernel.host.session import Session
@@ -60,15 +58,12 @@ def approval_text(session: Session, request: ApprovalRequest, *, colour: bool) -
     title = f"{_BOLD}Allow {request.tool}?{_RESET}" if colour else f"Allow {request.tool}?"
     lines = [title + f"  (risk: {terminal_safe(request.risk)})"]
     command = request.arguments.get("command") if isinstance(request.arguments, dict) else None
-    change = proposed_change(session, request.tool, request.arguments)
+    # GUARD-4: the same diff every front shows (tools/_proposed.py), computed before the call runs.
+    diff = request.preview or proposed_diff(session.access, request.tool, request.arguments)
     if isinstance(command, str):
         lines.append("  $ " + terminal_safe(command).replace("\n", "\n    "))
-    elif change is not None:
-        label = display_path(Path(change.path), session.workspace)
-        lines.append(coloured_diff(unified_diff(change.old_text or "", change.new_text, label,
-                                                created=change.old_text is None), colour=colour))
-    elif request.preview:
-        lines.append(coloured_diff(request.preview, colour=colour))
+    elif diff:
+        lines.append(coloured_diff(diff, colour=colour))
     else:
         lines.append("  " + terminal_safe(json.dumps(request.arguments, ensure_ascii=False)[:600]))
     if request.verdict is not None:

@@ -207,3 +207,110 @@ def test_crystal_takes_the_process_flags_of_crystal_run(terminal_for):
     tools_listing = screen.split("/tools", 1)[1].split("/mode", 1)[0]
     assert "Disabled: bash" in tools_listing
     assert not any(line.split()[:1] == ["bash"] for line in tools_listing.splitlines())
+
+
+def test_the_question_tool_is_a_form_answered_by_number_several_numbers_or_free_text(terminal_for):
+    """Q-1/Q-4 in the terminal: one choice by number, a multi-select, a free-text answer."""
+    questions = [
+        {"header": "Database", "question": "Which database?", "options": [{"label": "Postgres"}, {"label": "SQLite"}]},
+        {"header": "Targets", "question": "Which platforms?", "multiple": True,
+         "options": [{"label": "Linux"}, {"label": "macOS"}, {"label": "Windows"}]},
+        {"header": "Name", "question": "What is the project called?"},
+    ]
+    replies = [{"tool_calls": [{"name": "question", "arguments": {"questions": questions}}]}, {"text": "Noted."}]
+    with LLMServer(replies) as server:
+        term = terminal_for(server)
+        term.type("set up the project")
+        term.key("Enter")
+        screen = term.wait_for("answer:")
+        assert "Which database?" in screen and "2) SQLite" in screen
+        term.type("2")
+        term.key("Enter")
+        term.wait_for("Which platforms?")
+        term.type("4")  # out of range: asked again
+        term.key("Enter")
+        term.wait_for("(one or more numbers", after=1)
+        term.type("1 3")
+        term.key("Enter")
+        term.wait_for("What is the project called?")
+        term.type("Crystal Ball")
+        term.key("Enter")
+        term.wait_for("Noted.")
+        sent = tool_messages(server)
+    assert json.loads(sent[0]) == [["SQLite"], ["Linux", "Windows"], ["Crystal Ball"]]
+
+
+def test_resume_bare_and_by_flag_continue_the_saved_session(terminal_for, workspace):
+    replies = [{"text": "First answer."}, {"text": "Second answer."}, {"text": "Third answer."}]
+    with LLMServer(replies) as server:
+        term = terminal_for(server)
+        term.type("remember the word turquoise")
+        term.key("Enter")
+        screen = term.wait_for("First answer.")
+        session_id = screen.split("session ", 1)[1].split()[0]
+        term.key("C-d")
+        term.wait_for("EXIT=0")
+        assert f"crystal --resume {session_id}" in term.screen()
+
+        again = terminal_for(server, "--resume", session_id)
+        again.type("what was the word?")
+        again.key("Enter")
+        again.wait_for("Second answer.")
+        again.key("C-d")
+        again.wait_for("EXIT=0")
+
+        fresh = terminal_for(server)
+        fresh.type("/resume")  # bare: the newest saved session of the workspace
+        fresh.key("Enter")
+        fresh.wait_for(f"Resumed session {session_id}")
+        fresh.type("and now?")
+        fresh.key("Enter")
+        fresh.wait_for("Third answer.")
+        bodies = server.bodies("chat")
+    for body, expected in ((bodies[1], 3), (bodies[2], 5)):
+        users = [json.dumps(m["content"]) for m in body["messages"] if m["role"] in ("user", "assistant")]
+        assert "turquoise" in users[0] and len(users) == expected, users
+
+
+def test_logs_follow_shows_a_background_job_as_it_writes(terminal_for):
+    command = "for i in 1 2 3 4 5 6; do echo tick-$i; sleep 0.5; done"
+    replies = [{"tool_calls": [{"name": "bash_start", "arguments": {"command": command}}]}, {"text": "Started."}]
+    with LLMServer(replies) as server:
+        term = terminal_for(server, "--approval", "full")
+        term.type("start the ticker")
+        term.key("Enter")
+        term.wait_for("Started.")
+        term.type("/jobs")
+        term.key("Enter")
+        term.wait_for("j1")
+        term.type("/logs j1 --follow")
+        term.key("Enter")
+        term.wait_for("tick-6", timeout=60)
+        term.wait_for("(job j1 ended)")
+
+
+def test_model_text_cannot_drive_the_terminal_and_no_color_turns_colour_off(terminal_for, workspace):
+    """TRUST-6 in this front: an escape sequence from the model is shown, not obeyed; and
+    with NO_COLOR the diff of an approval carries no colour."""
+    (workspace / "f.txt").write_text("old\n")
+    replies = [{"text": "Hi \x1b]2;PWNED\x07 there \x1b[2J"},
+               {"tool_calls": [{"name": "write", "arguments": {"path": "f.txt", "content": "new\n"}}]},
+               {"text": "Done."}]
+    with LLMServer(replies) as server:
+        term = terminal_for(server, env_extra={"NO_COLOR": "1"})
+        term.type("hello")
+        term.key("Enter")
+        term.wait_for("there")
+        assert "PWNED" not in term._tmux("display-message", "-p", "#{pane_title}")
+        assert "Crystal" in term.screen()  # the screen was not cleared
+        term.type("rewrite f")
+        term.key("Enter")
+        term.wait_for("choice [1/2/3]:")
+        coloured = term._tmux("capture-pane", "-p", "-e", "-S", "-2000")
+        diff_lines = [line for line in coloured.splitlines() if "-old" in line or "+new" in line]
+        assert diff_lines and not any("\x1b[3" in line for line in diff_lines), diff_lines
+        term.type("3")
+        term.key("Enter")
+        term.wait_for("reason for the model")
+        term.key("Enter")
+        term.wait_for("Done.")
