@@ -10,7 +10,8 @@ continuing this notebook's last session, and ``/fork`` switching the kernel to t
 from __future__ import annotations
 
 import shlex
-from typing import TYPE_CHECKING, Any
+from collections.abc import Coroutine
+from typing import TYPE_CHECKING, Any, Protocol
 
 from crystal_kernel.core.errors import UserError
 from crystal_kernel.jupyter import notebook_identity
@@ -21,13 +22,29 @@ if TYPE_CHECKING:
     from crystal_kernel.host.session import Session
 
 
+class CommandFront(Protocol):
+    """What a command line needs from the front that runs it: the Crystal kernel, or
+    the magics' host (``%crystal /command``)."""
+
+    @property
+    def notebook(self) -> str | None: ...
+
+    def ensure_session(self) -> Session: ...
+
+    def spawn(self, coro: Coroutine[Any, Any, None]) -> object: ...
+
+    def _attach(self, session: Session) -> None: ...
+
+    def _remember(self) -> None: ...
+
+
 def _show_text(text: str) -> None:
     from crystal_kernel.jupyter.render import IPythonOutput
 
     IPythonOutput().show({"text/plain": text})
 
 
-async def run_command_cell(kernel: Any, text: str) -> CellOutcome:
+async def run_command_cell(kernel: CommandFront, text: str) -> CellOutcome:
     lines = [line.strip() for line in text.splitlines() if line.strip()]
     for line in lines:
         if not line.startswith("/"):
@@ -38,7 +55,7 @@ async def run_command_cell(kernel: Any, text: str) -> CellOutcome:
     return CellOutcome()
 
 
-async def run_line(kernel: Any, line: str) -> None:
+async def run_line(kernel: CommandFront, line: str) -> None:
     from crystal_kernel.host.commands import HELP, run_command
 
     try:
@@ -82,7 +99,7 @@ async def run_line(kernel: Any, line: str) -> None:
         offer_trust(kernel.ensure_session(), IPythonOutput())  # TRUST-2: a Trust button
 
 
-def _notebook_session(kernel: Any, session: Session) -> str | None:
+def _notebook_session(kernel: CommandFront, session: Session) -> str | None:
     from crystal_kernel.jupyter.notebook_map import last_session
     from crystal_kernel.jupyter.render import IPythonOutput, Renderer
 
@@ -97,7 +114,7 @@ def _notebook_session(kernel: Any, session: Session) -> str | None:
     return target
 
 
-def _show_jobs(kernel: Any, session: Session) -> None:
+def _show_jobs(kernel: CommandFront, session: Session) -> None:
     from crystal_kernel.jupyter.jobs_view import JobsTable, jobs_table
     from crystal_kernel.jupyter.render import IPythonOutput
 
@@ -110,7 +127,7 @@ def _show_jobs(kernel: Any, session: Session) -> None:
         kernel.spawn(table.keep_fresh())
 
 
-def _show_logs(kernel: Any, session: Session, args: list[str]) -> None:
+def _show_logs(kernel: CommandFront, session: Session, args: list[str]) -> None:
     from crystal_kernel.jupyter.jobs_view import LogView, parse_logs_args
     from crystal_kernel.jupyter.render import IPythonOutput
 

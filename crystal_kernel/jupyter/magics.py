@@ -84,7 +84,7 @@ class MagicsHost(SyncForm):
         notebook_plugin.register()  # python, variables, cell_output: this front's own tools
         self.shell = shell
         self.options = parse([])[0]  # CRYSTAL_ARGS, as for the kernel
-        self.crystal: Any = None
+        self.crystal: Session | None = None
         self.notebook = os.environ.get("JPY_SESSION_NAME")
         self.no_widgets = widget_problem(shell)
         self._told_no_widgets = False
@@ -95,12 +95,14 @@ class MagicsHost(SyncForm):
         self._background: set[asyncio.Task[None]] = set()
 
     # ----- the session ------------------------------------------------------------------------
-    def ensure_session(self, opts: MagicOptions | None = None) -> Any:
+    def ensure_session(self, opts: MagicOptions | None = None) -> Session:
         if self.crystal is None:
-            self._attach(self._open(opts))
+            session = self._open(opts)
+            self._attach(session)
+            return session
         return self.crystal
 
-    def _open(self, opts: MagicOptions | None) -> Any:
+    def _open(self, opts: MagicOptions | None) -> Session:
         from crystal_kernel.core.config import PROVIDERS
         from crystal_kernel.host.bootstrap import SessionOptions, open_session
 
@@ -133,7 +135,8 @@ class MagicsHost(SyncForm):
     def _remember(self) -> None:
         from crystal_kernel.jupyter.notebook_map import remember_session
 
-        remember_session(self.crystal, self.notebook)  # a convenience for /resume; never fails a turn
+        if self.crystal is not None:  # no session yet: nothing to remember
+            remember_session(self.crystal, self.notebook)  # a convenience for /resume; never fails a turn
 
     def _refuse_if_busy(self) -> None:
         if self.crystal is not None and self.crystal.busy:

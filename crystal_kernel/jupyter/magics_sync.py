@@ -22,13 +22,16 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Callable, Coroutine
 from contextlib import asynccontextmanager
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from IPython.core.error import UsageError
 
 from crystal_kernel.core.errors import UserError
 from crystal_kernel.jupyter.magics_args import MagicOptions, interpolate, plan
 from crystal_kernel.jupyter.notebook_turn import TurnOutcome
+
+if TYPE_CHECKING:
+    from crystal_kernel.host.session import Session
 
 T = TypeVar("T")
 
@@ -142,7 +145,7 @@ class SyncForm(ABC):
         """Run slash commands and show their answers."""
 
     @abstractmethod
-    def ensure_session(self, opts: MagicOptions | None = None) -> Any:
+    def ensure_session(self, opts: MagicOptions | None = None) -> Session:
         """The host's session, opened on first use."""
 
     @abstractmethod
