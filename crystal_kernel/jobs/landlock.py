@@ -33,9 +33,14 @@ A process confined here cannot lift the restrictions: Landlock domains only stac
 ``no_new_privs`` is set (set-uid programs such as ``sudo`` do not gain privileges).
 """
 
-import ctypes
 import os
 import stat
+
+TYPE_CHECKING = False  # True for the type checker only
+if TYPE_CHECKING or __package__:
+    from crystal_kernel.jobs import libc
+else:
+    import libc  # jobs/libc.py, loaded by path by the supervisor (-I -S: no package)
 
 SYS_CREATE_RULESET = 444  # the same number on every Linux architecture since 5.13
 SYS_ADD_RULE = 445
@@ -63,17 +68,17 @@ MS_NOATIME, MS_NODIRATIME, MS_RELATIME = 1024, 2048, 1 << 21
 _KEEP = ((os.ST_NOSUID, MS_NOSUID), (os.ST_NODEV, MS_NODEV), (os.ST_NOEXEC, MS_NOEXEC),
          (os.ST_NOATIME, MS_NOATIME), (os.ST_NODIRATIME, MS_NODIRATIME), (os.ST_RELATIME, MS_RELATIME))
 
-_libc: ctypes.CDLL | None = None
+_libc: "libc.Libc | None" = None
 
 
 class SandboxError(Exception):
     """The sandbox could not be set up; the command must not run."""
 
 
-def _lib() -> ctypes.CDLL:
+def _lib() -> "libc.Libc":
     global _libc
     if _libc is None:
-        _libc = ctypes.CDLL(None, use_errno=True)
+        _libc = libc.Libc()
     return _libc
 
 
@@ -81,24 +86,24 @@ def abi_version() -> int:
     """The kernel's Landlock ABI version; 0 when there is none (or it is disabled)."""
     try:
         lib = _lib()
-        version = lib.syscall(SYS_CREATE_RULESET, None, ctypes.c_size_t(0), ctypes.c_uint32(CREATE_RULESET_VERSION))
+        version = lib.syscall(SYS_CREATE_RULESET, None, libc.c_size_t(0), libc.c_uint32(CREATE_RULESET_VERSION))
     except (OSError, AttributeError):
         return 0
     return max(int(version), 0)
 
 
-class _RulesetAttr(ctypes.Structure):
-    _fields_ = [("handled_access_fs", ctypes.c_uint64), ("handled_access_net", ctypes.c_uint64),
-                ("scoped", ctypes.c_uint64)]
+class _RulesetAttr(libc.Structure):
+    _fields_ = [("handled_access_fs", libc.c_uint64), ("handled_access_net", libc.c_uint64),
+                ("scoped", libc.c_uint64)]
 
 
-class _PathBeneath(ctypes.Structure):
+class _PathBeneath(libc.Structure):
     _pack_ = 1
-    _fields_ = [("allowed_access", ctypes.c_uint64), ("parent_fd", ctypes.c_int32)]
+    _fields_ = [("allowed_access", libc.c_uint64), ("parent_fd", libc.c_int32)]
 
 
 def _fail(what: str) -> "SandboxError":
-    err = ctypes.get_errno()
+    err = libc.get_errno()
     return SandboxError(f"{what}: {os.strerror(err)}")
 
 
@@ -140,9 +145,9 @@ def _write_file(path: str, text: str) -> None:
         os.close(fd)
 
 
-def _mount(lib: ctypes.CDLL, source: str | None, target: str, flags: int) -> None:
+def _mount(lib: "libc.Libc", source: str | None, target: str, flags: int) -> None:
     src = None if source is None else os.fsencode(source)
-    if lib.mount(src, os.fsencode(target), None, ctypes.c_ulong(flags), None) != 0:
+    if lib.mount(src, os.fsencode(target), None, libc.c_ulong(flags), None) != 0:
         raise _fail(f"cannot mount {target}")
 
 
@@ -216,7 +221,7 @@ def confine(writable: list[str], protected: list[str], allowed: list[str], netwo
         if abi >= 6:
             attr.scoped = SCOPE_ABSTRACT_UNIX
             size = 24
-    ruleset = lib.syscall(SYS_CREATE_RULESET, ctypes.byref(attr), ctypes.c_size_t(size), ctypes.c_uint32(0))
+    ruleset = lib.syscall(SYS_CREATE_RULESET, libc.byref(attr), libc.c_size_t(size), libc.c_uint32(0))
     if ruleset < 0:
         raise _fail("cannot create the Landlock rules")
     try:
@@ -228,7 +233,7 @@ def confine(writable: list[str], protected: list[str], allowed: list[str], netwo
             try:
                 is_dir = stat.S_ISDIR(os.fstat(fd).st_mode)
                 beneath = _PathBeneath(fs if is_dir else fs & (WRITE_FILE | TRUNCATE), fd)
-                if lib.syscall(SYS_ADD_RULE, ruleset, RULE_PATH_BENEATH, ctypes.byref(beneath), 0) != 0:
+                if lib.syscall(SYS_ADD_RULE, ruleset, RULE_PATH_BENEATH, libc.byref(beneath), 0) != 0:
                     raise _fail(f"cannot grant {path}")
             finally:
                 os.close(fd)

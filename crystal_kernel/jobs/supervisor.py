@@ -37,7 +37,6 @@ that ``preexec_fn`` would close (the host dying before the call) is closed by ch
 """
 
 import _signal as signal  # the C module: `import signal` costs ~5 ms (enum) per job start
-import ctypes
 import os
 import stat
 import sys
@@ -53,12 +52,20 @@ RESET = WATCHED | {signal.SIGPIPE, signal.SIGXFSZ, signal.SIGQUIT}
 POLL_SECONDS = 0.5
 # True for the type checker only (importing typing costs a job start several milliseconds).
 TYPE_CHECKING = False
+if TYPE_CHECKING or __package__:
+    from crystal_kernel.jobs import libc
+else:
+    # jobs/libc.py beside this file (run as a script under -I, its folder is not on sys.path).
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    try:
+        import libc
+    finally:
+        del sys.path[0]
 
 
 def _set_prctl(option: int, value: int) -> None:
     try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(option, value, 0, 0, 0)
+        libc.Libc().prctl(option, value, 0, 0, 0)
     except (OSError, AttributeError):
         pass  # not Linux: the getppid() poll still stops the job when the host is gone
 
