@@ -96,7 +96,11 @@ def check_crystal(text: str, complete: bool) -> list[str]:
     """What is wrong with a ``crystal …`` command line or synopsis ([] when nothing)."""
     tokens = tokens_of(text)
     assert tokens and tokens[0].endswith("crystal"), text
-    level, i, problems = [build_cli()], 1, []
+    from crystal_kernel.cli import build_interactive_parser, starts_interactive
+
+    # `crystal` alone or with only flags is the interactive front, with its own flags.
+    top = build_interactive_parser() if starts_interactive(tokens[1:]) else build_cli()
+    level, i, problems = [top], 1, []
     while i < len(tokens) and all(choices_of(p) for p in level):
         words = []
         while i < len(tokens) and is_word(tokens[i]):
