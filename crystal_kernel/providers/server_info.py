@@ -21,16 +21,19 @@ server that answers none of them leaves the table's guess in place. Nothing here
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from crystal_kernel.core.deadline import within
 
 # The SDKs' own HTTP client (httpx2, the same API as httpx): already loaded when a
 # provider asks, where importing httpx itself cost ~0.2 s of ``crystal run``'s start.
-try:
+if TYPE_CHECKING:  # checked against httpx2; httpx has the same API
     import httpx2 as httpx
-except ImportError:  # an SDK that still uses httpx
-    import httpx  # type: ignore[no-redef]
+else:
+    try:
+        import httpx2 as httpx
+    except ImportError:  # an SDK that still uses httpx
+        import httpx
 
 PROBE_TIMEOUT = 3.0
 
