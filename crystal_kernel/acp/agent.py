@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from acp import (
     PROTOCOL_VERSION,
@@ -67,6 +67,9 @@ from crystal_kernel.host.bootstrap import SessionOptions, open_session
 from crystal_kernel.host.session import ProcessFlags, Session
 from crystal_kernel.host.store import SessionStore
 
+if TYPE_CHECKING:
+    from crystal_kernel.host.loop import Turn
+
 CLIENT_OWNED = ("resume", "fork")
 # The turn's stopReason as ACP says it (an error is answered as a JSON-RPC error instead).
 STOP_REASONS: dict[StopReason, AcpStopReason] = {
@@ -95,7 +98,7 @@ class AgentOptions:
 class AcpSession:
     session: Session
     interaction: AcpInteraction | None = None
-    turn: Any = None
+    turn: Turn | None = None
     # call id -> set once the call's tool_call update was sent (see AcpInteraction).
     announced: dict[str, asyncio.Event] = field(default_factory=dict)
 
@@ -330,7 +333,7 @@ class CrystalAgent:
         return PromptResponse(stop_reason=stop, usage=Usage(input_tokens=usage[0], output_tokens=usage[1],
                                                            total_tokens=usage[0] + usage[1]))
 
-    async def _pump(self, entry: AcpSession, session_id: str, turn: Any) -> tuple[tuple[int, int], list[str]]:
+    async def _pump(self, entry: AcpSession, session_id: str, turn: Turn) -> tuple[tuple[int, int], list[str]]:
         """Send the turn's events as session updates until it ends (acp/updates.py)."""
 
         async def send(update: Any) -> None:
