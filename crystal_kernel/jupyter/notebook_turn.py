@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from crystal_kernel.host.loop import Turn
     from crystal_kernel.host.session import Session
+    from crystal_kernel.jupyter.widgets import WidgetInteraction
 
 KERNEL_HELP = """
 In this kernel:
@@ -100,12 +101,12 @@ async def run_notebook_turn(session: Session, text: str, *, notes: list[str], in
         from crystal_kernel.jupyter.trust_view import offer_trust as offer
 
         offer(session, output)  # TRUST-2: untrusted workspace config, with a Trust button
-    live: Any = None
+    live: WidgetInteraction | None = None
     if interactive:
         live = live_forms(session, output, ask_timeout=ask_timeout, before_ask=renderer.close, log=log)
     # Nobody there under replay: the cassette's recorded person answers; recording: the
     # person's answers are kept in the cassette (host/recorded_person.py).
-    interaction: Any = turn_interaction(session, live, output, renderer.close)
+    interaction = turn_interaction(session, live, output, renderer.close)
     turn = run_turn(session, prompt, interaction)
     start = len(session.history)
     track(turn)

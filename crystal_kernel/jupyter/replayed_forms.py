@@ -16,6 +16,7 @@ from crystal_kernel.jupyter.cards import BORDER, TEXT, Bundle, esc, summarize_ar
 from crystal_kernel.jupyter.safe_html import NO_MATH, html_bundle
 
 if TYPE_CHECKING:
+    from crystal_kernel.core.interaction import Interaction
     from crystal_kernel.host.session import Session
 
 _BOX = (f"border:1px solid {BORDER};border-radius:4px;padding:4px 8px;margin:4px 0;color:{TEXT};"
@@ -55,7 +56,8 @@ def show_answers(output: Any) -> Callable[[str, Any, Any], None]:
     return hook
 
 
-def turn_interaction(session: Session, live: Any, output: Any, before_ask: Callable[[], Any] | None) -> Any:
+def turn_interaction(session: Session, live: Interaction | None, output: Any,
+                     before_ask: Callable[[], Any] | None) -> Interaction:
     """The Interaction for one notebook turn: ``live`` (the widget forms, or None when
     nobody is there) as chosen by :func:`crystal_kernel.host.recorded_person.person_for`."""
     from crystal_kernel.host.recorded_person import person_for
