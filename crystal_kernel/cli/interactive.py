@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import shlex
 import signal
 import sys
 from collections.abc import Callable, Iterable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from prompt_toolkit import PromptSession
@@ -210,4 +212,7 @@ class Repl:
         """Close the session: its jobs stop and its lock is released (turns saved it)."""
         await self.session.close()
         if self.session.store.exists(self.session.id):
-            say(f"Session {self.session.id} saved; continue it with: crystal --resume {self.session.id}")
+            where = ""
+            if Path(self.session.workspace).resolve() != Path.cwd().resolve():
+                where = f" --workspace {shlex.quote(str(self.session.workspace))}"
+            say(f"Session {self.session.id} saved; continue it with: crystal --resume {self.session.id}{where}")

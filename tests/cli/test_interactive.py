@@ -169,6 +169,7 @@ def test_ctrl_c_clears_the_line_then_arms_exit_and_ctrl_d_exits_with_status_0(te
         term.key("C-c")  # clears the line
         term.key("C-c")  # an empty line: arms exit
         term.wait_for("press Ctrl-C again or Ctrl-D to exit")
+        term.wait_for(PROMPT, after=1)  # the next prompt holds the keyboard again
         assert "EXIT=" not in term.screen()
         term.key("C-d")
         term.wait_for("EXIT=0")
@@ -248,14 +249,16 @@ def test_resume_bare_and_by_flag_continue_the_saved_session(terminal_for, worksp
         term.key("Enter")
         screen = term.wait_for("First answer.")
         session_id = screen.split("session ", 1)[1].split()[0]
+        term.wait_for(PROMPT, after=1)  # Ctrl-D before the prompt is back would be the tty's EOF
         term.key("C-d")
         term.wait_for("EXIT=0")
-        assert f"crystal --resume {session_id}" in term.screen()
+        assert f"crystal --resume {session_id} --workspace {workspace}" in term.screen()
 
         again = terminal_for(server, "--resume", session_id)
         again.type("what was the word?")
         again.key("Enter")
         again.wait_for("Second answer.")
+        again.wait_for(PROMPT, after=1)
         again.key("C-d")
         again.wait_for("EXIT=0")
 
@@ -314,3 +317,21 @@ def test_model_text_cannot_drive_the_terminal_and_no_color_turns_colour_off(term
         term.wait_for("reason for the model")
         term.key("Enter")
         term.wait_for("Done.")
+
+
+def test_a_trailing_backslash_continues_the_line_and_a_second_ctrl_c_exits(terminal_for):
+    with LLMServer([{"text": "Two lines received."}]) as server:
+        term = terminal_for(server)
+        term.type("first\\")
+        term.key("Enter")
+        term.type("second")
+        term.key("Enter")
+        term.wait_for("Two lines received.")
+        user = [m for m in server.bodies("chat")[0]["messages"] if m["role"] == "user"][-1]
+        assert "first\nsecond" in json.dumps(user["content"]).replace("\\n", "\n")
+        term.wait_for(PROMPT, after=1)
+        term.key("C-c")
+        term.wait_for("press Ctrl-C again")
+        term.wait_for(PROMPT, after=2)
+        term.key("C-c")
+        term.wait_for("EXIT=0")
