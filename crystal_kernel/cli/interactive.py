@@ -212,7 +212,12 @@ class Repl:
         """Close the session: its jobs stop and its lock is released (turns saved it)."""
         await self.session.close()
         if self.session.store.exists(self.session.id):
-            where = ""
-            if Path(self.session.workspace).resolve() != Path.cwd().resolve():
-                where = f" --workspace {shlex.quote(str(self.session.workspace))}"
-            say(f"Session {self.session.id} saved; continue it with: crystal --resume {self.session.id}{where}")
+            say(exit_line(self.session))
+
+
+def exit_line(session: Session) -> str:
+    """The last line of a session that was saved: its id and the command that goes on."""
+    where = ""
+    if Path(session.workspace).resolve() != Path.cwd().resolve():
+        where = f" --workspace {shlex.quote(str(session.workspace))}"
+    return f"Session {session.id} saved; continue it with: crystal --resume {session.id}{where}"
