@@ -177,6 +177,11 @@ class Session(SessionState):
         self.runtime.provider = provider
         self.refresh_system()
 
+    def set_reasoning_effort(self, effort: str | None) -> None:
+        """The reasoning effort for this session's next turns (checked by the caller; not saved)."""
+        self._refuse_while_busy("change the reasoning effort")
+        self.config.reasoning_effort = effort
+
     def set_questions_available(self, available: bool) -> None:
         """False when a person answers approvals but not question forms (ACP without
         elicitation): the question tool is then left out of the catalog."""

@@ -179,7 +179,7 @@ class MagicsHost(SyncForm):
         if opts.reasoning:  # for this session, like --mode (not saved)
             from crystal_kernel.core.config import check_reasoning_effort
 
-            session.config.reasoning_effort = check_reasoning_effort(opts.reasoning, "--reasoning")
+            session.set_reasoning_effort(check_reasoning_effort(opts.reasoning, "--reasoning"))
         if new_flags is not None:
             session.set_flags(new_flags)
         return []

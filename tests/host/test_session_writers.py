@@ -3,8 +3,9 @@ the fronts, the MCP layer and the tools change a session only through a host ope
 (a method of the session or a function in ``host``), so every rule about a session's
 state (refused while a turn runs, the system text and catalog refreshed, the owner
 closing what it opened) is written once, in the host. An AST walk over the package
-finds ``session.<attr> = ...``, ``<x>.session.<attr> = ...`` (augmented and unpacking
-assignments, ``setattr(session, ...)`` and ``del session.<attr>`` included)."""
+finds ``session.<attr> = ...``, ``<x>.session.<attr> = ...`` and writes to a session's
+parts (``session.config.<attr> = ...``), augmented and unpacking assignments,
+``setattr(session, ...)`` and ``del session.<attr>`` included."""
 
 from __future__ import annotations
 
@@ -24,6 +25,17 @@ def _names_a_session(node: ast.expr) -> bool:
     if isinstance(node, ast.Attribute):
         return node.attr == "session" or node.attr.endswith("_session")
     return False
+
+
+def _rooted_in_a_session(node: ast.expr) -> bool:
+    """``session`` itself or one of its parts (``session.config``, ``self.session.access``):
+    a write to a part's attribute changes the session as much."""
+    while True:
+        if _names_a_session(node):
+            return True
+        if not isinstance(node, ast.Attribute):
+            return False
+        node = node.value
 
 
 def _targets(node: ast.AST) -> list[ast.expr]:
@@ -53,7 +65,7 @@ def session_writes(source: str, filename: str = "<source>") -> list[str]:
     found: list[str] = []
     for node in ast.walk(ast.parse(source, filename)):
         for target in (leaf for t in _targets(node) for leaf in _flatten(t)):
-            if isinstance(target, ast.Attribute) and _names_a_session(target.value):
+            if isinstance(target, ast.Attribute) and _rooted_in_a_session(target.value):
                 found.append(f"{filename}:{node.lineno}: {ast.unparse(target)}")
         if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("setattr", "delattr")
                 and node.args and _names_a_session(node.args[0])):
@@ -81,8 +93,9 @@ def test_the_walk_finds_each_kind_of_write():
         "entry.session.turns += 1\n"
         "setattr(session, 'mode', 'work')\n"
         "del child_session.topic\n"
+        "session.config.reasoning_effort = 'high'\n"
     )
-    assert len(session_writes(source)) == 7
+    assert len(session_writes(source)) == 8
 
 
 def test_reads_and_method_calls_are_not_writes():
