@@ -41,8 +41,9 @@ def hidden_path(rel: str) -> bool:
     return rel.startswith(".") or "/." in rel
 
 
-# A name suffix rg can take in a glob as it is: no character that means more in a glob.
-_PLAIN_SUFFIX = re.compile(r"[^*?\[\]{}\\!,:/]+")
+# A name suffix rg can take in a glob as it is: no character that means more in a glob,
+# and no NUL, which no argv can carry (such a suffix matches no name: the listing is untyped).
+_PLAIN_SUFFIX = re.compile(r"[^*?\[\]{}\\!,:/\x00]+")
 
 
 @dataclass(frozen=True)

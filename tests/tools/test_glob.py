@@ -74,3 +74,11 @@ async def test_output_truncated(ctx, workspace: Path):
         (workspace / f"file_with_a_long_name_{i:03d}.txt").write_text("x")
     result = await call("glob", ctx, pattern="*.txt")
     assert "characters cut" in result.text
+
+
+async def test_a_nul_in_the_pattern_matches_nothing(ctx, workspace: Path):
+    # ROBUST-1: no argv carries a NUL, so the pattern's suffix is not handed to rg as a
+    # file type (which failed with "embedded null byte", found by tests/reliability/test_fuzz.py).
+    (workspace / "a.txt").write_text("x")
+    result = await call("glob", ctx, pattern="a.txt\x00")
+    assert result.ok and result.text.startswith("No files match")
