@@ -12,6 +12,8 @@ import time
 import pytest
 from reliability_support import clear, kernel_helpers, session_documents, user_prompts
 
+from tests.cpu_wait import runqueue_wait
+
 TIMEOUT = 2.0
 
 
@@ -110,14 +112,23 @@ def test_hang_ends_with_the_stop_button(kernel):
     clear(kernel.server)
     kernel.server.add({"text": "Words and then silence", "chunk": 6, "hang": 15, "hang_after": 2})
     sent: dict[str, float] = {}
+    kernel_pid = kernel.km.provisioner.pid
+
+    def waited() -> float:  # the kernel's and this process's threads, ready but off the CPU
+        return runqueue_wait(kernel_pid) + runqueue_wait()
 
     def hook(msg, driver):
         if "at" not in sent and msg is not None and msg["msg_type"] == "display_data" \
                 and "crystal-answer" in msg["content"]["data"].get("text/html", ""):
-            sent["at"] = time.monotonic()
+            sent["at"], sent["waited"] = time.monotonic(), waited()
             kernel.km.interrupt_kernel()
 
     result = run(kernel, "Sixth question", on_message=hook, timeout=30)
+    elapsed, off_cpu = time.monotonic() - sent["at"], waited() - sent["waited"]
     assert result.reply["content"]["status"] == "error"
-    assert time.monotonic() - sent["at"] < 2.0
+    # The stop button ends the turn within 2 s of the kernel's and the client's own time:
+    # the wall time less what a loaded machine kept them waiting for a CPU (issue 33;
+    # the hang it cuts short is 15 s, and the hard cap catches a wait nothing explains).
+    assert elapsed - off_cpu < 2.0, (elapsed, off_cpu)
+    assert elapsed < 10, elapsed
     answered(kernel, "Next after the stop button", "Here.")
