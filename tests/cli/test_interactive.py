@@ -123,6 +123,11 @@ def test_help_and_jobs_run_the_kernels_slash_commands(terminal_for):
         term.type("/jobs")
         term.key("Enter")
         term.wait_for("No background jobs in this session.")
+        term.type("/tod")
+        term.key("Tab")  # completes the command name
+        term.wait_for("/todos")
+        term.key("Enter")
+        term.wait_for("No todos.")
         term.type("/nosuch")
         term.key("Enter")
         term.wait_for("Unknown command /nosuch")
