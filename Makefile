@@ -42,12 +42,16 @@ mutants: $(STAMP)
 
 # Browser tests drive Debian's chromium (never `playwright install`). The labextension
 # build needs Node.js >= 20.19 with npm on PATH.
+# tmux: the interactive `crystal` tests type into a real terminal (tests/cli/tmux_terminal.py).
 system-deps:
-	@if [ ! -x /usr/bin/chromium ]; then \
+	@missing=""; \
+	[ -x /usr/bin/chromium ] || missing="$$missing chromium"; \
+	command -v tmux >/dev/null || missing="$$missing tmux"; \
+	if [ -n "$$missing" ]; then \
 	  if [ "$$(id -u)" = 0 ]; then \
-	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
 	  else \
-	    echo "The browser tests need chromium: sudo apt-get install -y chromium" >&2; exit 1; \
+	    echo "The browser and terminal tests need:$$missing (sudo apt-get install -y$$missing)" >&2; exit 1; \
 	  fi; \
 	fi
 	@command -v node >/dev/null || { echo "Node.js >= 20.19 with npm is needed to build the JupyterLab extension" >&2; exit 1; }
