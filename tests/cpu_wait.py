@@ -3,7 +3,7 @@
 
 A test that promises "within N seconds" of the host's own work subtracts this from the
 wall time it measured: on the 2 shared cores a loaded machine keeps a ready thread off
-the CPU for seconds, which is the machine's time, not the host's (issue 33). The strict
+the CPU for seconds, which is the machine's time, not the host's. The strict
 wall-clock figure on a quiet machine is bench/'s job.
 """
 

@@ -24,7 +24,7 @@ from crystal_kernel.jobs.sandbox import Sandbox
 SUPERVISOR = str(Path(__file__).resolve().with_name("supervisor.py"))
 # How the supervisor is started: ``python -c`` imports it as a module, so its compiled
 # form in __pycache__ is used; run as a script it was compiled on every start (~5 ms of
-# CPU per tool call, issue 33). Its path stays on the command line (the first argument,
+# CPU per tool call, docs/benchmarks.md). Its path stays on the command line (the first argument,
 # taken off here), where the jobs server extension looks for it.
 _BOOT = ("import sys;sys.path.insert(0,sys.argv.pop(1).rpartition('/')[0]);import supervisor;"
          "del sys.path[0];supervisor.main(sys.argv)")

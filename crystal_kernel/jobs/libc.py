@@ -4,7 +4,7 @@ only: the supervisor loads it by path.
 
 Why not ``ctypes``: importing it costs the supervisor ~5 ms of CPU (it builds its type
 cache and a callback trampoline), and a supervisor starts for every exec tool, ripgrep
-and bash call (issue 33). Only what those calls need is defined here; the types behave
+and bash call (docs/benchmarks.md, exec tools). Only what those calls need is defined here; the types behave
 as ctypes' own (``ctypes.c_uint64`` is the same ``_SimpleCData`` with type code "Q").
 """
 

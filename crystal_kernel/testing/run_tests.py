@@ -12,7 +12,7 @@ a run that tested nothing must never pass.
 
 The run ends with pytest's 30 slowest tests (``--durations``) and one line with the wall
 time of the static checks and of pytest, so a slow suite says where its time went
-(issue 33).
+(docs/contributing.md).
 """
 
 from __future__ import annotations

@@ -159,7 +159,7 @@ def test_ctrl_c_stops_the_turn_and_kills_the_tool_within_2s(workspace):
         sleepers = [p for p in psutil.Process(proc.pid).children(recursive=True)]
         assert sleepers
         # ROBUST-3's 2 s is crystal run's own time: the wall time less what its threads
-        # and ours waited for a CPU on a loaded machine (issue 33), sampled until it exits.
+        # and ours waited for a CPU on a loaded machine (tests/cpu_wait.py), sampled until it exits.
         off_cpu = [runqueue_wait(proc.pid) + runqueue_wait()]
         sampling = threading.Event()
 

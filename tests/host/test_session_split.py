@@ -1,4 +1,4 @@
-"""Issue 28, item 2: the session is split into its state (host/state.py, saved through
+"""The session is split into its state (host/state.py, saved through
 host/document.py), its file (host/session_file.py) and its runtime (host/runtime.py),
 and ``host/session.py`` puts them together in under 300 lines. The helpers a session
 imports (review, side requests, tool sources) take the narrow SessionView protocol

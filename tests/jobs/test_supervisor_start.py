@@ -1,4 +1,4 @@
-"""Issue 33: the job supervisor starts for every exec tool, ripgrep and bash call, so
+"""The job supervisor starts for every exec tool, ripgrep and bash call, so
 its own start is kept small — loaded from its cached bytecode, without ``ctypes`` (its C
 calls go through jobs/libc.py), and with no /proc scan when the command left nothing
 running. A real supervisor process, started as every launcher starts it."""

@@ -53,7 +53,7 @@ def interrupt_when(predicate, quiet_too=False):
     ``hook.state["sent"]`` is when the interrupt was sent: the tests time the turn's end
     from there, not from the cell's start, since the cell's start, its model request and
     its tool's start are what a loaded machine slows (a bound from the start failed under
-    load, issue 33). Each bound is well below the hang the interrupt cuts short."""
+    load; tests/cpu_wait.py). Each bound is well below the hang the interrupt cuts short."""
     state = {"sent": None}
 
     def hook(msg, driver):

@@ -127,7 +127,7 @@ def test_hang_ends_with_the_stop_button(kernel):
     elapsed, off_cpu = time.monotonic() - sent["at"], waited() - sent["waited"]
     assert result.reply["content"]["status"] == "error"
     # The stop button ends the turn within 2 s of the kernel's and the client's own time:
-    # the wall time less what a loaded machine kept them waiting for a CPU (issue 33;
+    # the wall time less what a loaded machine kept them waiting for a CPU (tests/cpu_wait.py;
     # the hang it cuts short is 15 s, and the hard cap catches a wait nothing explains).
     assert elapsed - off_cpu < 2.0, (elapsed, off_cpu)
     assert elapsed < 10, elapsed

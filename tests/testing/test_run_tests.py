@@ -44,7 +44,7 @@ def test_make_test_fails_on_a_ruff_finding_and_still_runs_the_suite(tmp_path):
 
 
 def test_make_test_holds_the_whole_package_to_mypy_strict(tmp_path):
-    """Issue 28: `make test` runs mypy in strict mode (the project's own [tool.mypy]) on all
+    """`make test` runs mypy in strict mode (the project's own [tool.mypy]) on all
     of crystal_kernel: an unparameterised generic outside core/ and host/ fails it."""
     root = Path(__file__).resolve().parents[2]
     shutil.copy(root / "pyproject.toml", tmp_path / "pyproject.toml")
@@ -74,7 +74,7 @@ def test_make_demo_says_up_front_that_the_first_run_installs_for_minutes(tmp_pat
 
 
 def test_make_test_prints_the_slowest_tests_and_its_wall_times(tmp_path):
-    """Issue 33: the run ends with pytest's slowest tests and the wall time of each part."""
+    """The run ends with pytest's slowest tests and the wall time of each part."""
     (tmp_path / "test_one.py").write_text("def test_only():\n    pass\n")
     out = run(tmp_path)
     assert out.returncode == 0, out.stdout + out.stderr
