@@ -24,6 +24,13 @@ def run(workspace: Path, *args: str) -> subprocess.CompletedProcess:
                            "--format", "jsonl", *args], capture_output=True, text=True, env=env, timeout=60)
 
 
+def resume_hint(workspace: Path) -> str:
+    """The last line of a text-mode run: the session it saved and how to continue it."""
+    (path,) = (workspace / ".crystal" / "sessions").glob("*.jsonl")
+    return (f"Session {path.stem} saved; continue it with: crystal run --resume {path.stem} "
+            f"--workspace {workspace} \"…\"")
+
+
 def session_doc(workspace: Path) -> dict:
     (path,) = (workspace / ".crystal" / "sessions").glob("*.jsonl")
     return SessionStore(workspace).load(path.stem)
@@ -63,7 +70,8 @@ def test_topic_model_names_the_session_is_recorded_and_replayed(private_home, wo
         json.dumps({"version": 1, "interactions": interactions[:1]}))
     quiet = run(bare, "--format", "text")
     assert quiet.returncode == 0, quiet.stderr
-    assert quiet.stdout == "Hello, team!\n" and quiet.stderr == ""
+    # No note: stderr holds only the line every text-mode run ends with (how to continue).
+    assert quiet.stdout == "Hello, team!\n" and quiet.stderr.splitlines() == [resume_hint(bare)]
     assert session_doc(bare)["topic"] is None
 
 
@@ -74,5 +82,6 @@ def test_a_bad_topic_model_never_fails_the_turn(private_home, workspace):
         out = run(workspace, "--format", "text")
     assert out.returncode == 0, out.stderr
     assert out.stdout == "Hi.\n"
-    (line,) = out.stderr.splitlines()
+    line, hint = out.stderr.splitlines()
+    assert hint == resume_hint(workspace)
     assert line.startswith("note: The session was left unnamed: the topic request failed: ") and not line.endswith("..")
