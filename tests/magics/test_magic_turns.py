@@ -122,7 +122,10 @@ def test_two_cells_share_one_session_and_new_starts_a_fresh_one(kernel):
     mapped = json.loads((kernel.workspace / ".crystal" / "notebooks.json").read_text())
     assert mapped["notebooks"][kernel.notebook]["session"] == session_id
     run = kernel.run("%crystal /sessions")
-    assert f"* {session_id}" in run.texts()[0]
+    # The current session's row is starred and named by its notebook (SPEC §13 Notebook identity).
+    current = [line for line in run.texts()[0].splitlines() if line.startswith("* ")]
+    assert len(current) == 1 and f"({session_id})" in current[0]
+    assert current[0].startswith(f"* {Path(kernel.notebook).name} · ")
 
 
 def test_mode_command_and_session_options(kernel):
