@@ -27,7 +27,9 @@ def kernel_json(flags: Sequence[str] = (), *, display_name: str = DISPLAY_NAME,
         "display_name": display_name,
         "language": "markdown",
         "interrupt_mode": "message",
-        "metadata": {"debugger": False},
+        # The lab extension recognises a Crystal kernel by this, whatever its name
+        # (labextension/src/kernelspec.ts).
+        "metadata": {"debugger": False, "crystal": True},
     }
 
 

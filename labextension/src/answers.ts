@@ -17,7 +17,7 @@ import { Clipboard } from '@jupyterlab/apputils';
 import type { Cell, ICodeCellModel } from '@jupyterlab/cells';
 import { INotebookTracker, NotebookActions, NotebookPanel } from '@jupyterlab/notebook';
 
-import { KERNEL_NAME } from './status';
+import { isCrystalKernel } from './kernelspec';
 
 const CODE_SELECTOR = '.crystal-answer pre.crystal-code';
 const DONE = 'crystalTools';
@@ -26,7 +26,7 @@ const MAGIC = /^\s*%%crystal\b/;
 function isCrystalNotebook(panel: NotebookPanel): boolean {
   const kernel = panel.sessionContext.session?.kernel;
   const name = kernel?.name ?? panel.sessionContext.kernelPreference.name;
-  return name === KERNEL_NAME;
+  return isCrystalKernel(name);
 }
 
 /** The cell (and its index) whose node holds `node`. */

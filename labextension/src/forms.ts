@@ -28,6 +28,8 @@
 import { INotebookTracker, NotebookPanel } from '@jupyterlab/notebook';
 import { KernelMessage } from '@jupyterlab/services';
 
+import { isCrystalKernel } from './kernelspec';
+
 const FORM = '.crystal-form';
 const COMM_TARGET = 'crystal.live';
 const LIVE_REPLY_MS = 10000;
@@ -161,7 +163,7 @@ function keepSession(panel: NotebookPanel, session: unknown): void {
 /** Tell the kernel the notebook's new path (a rename or move), nothing else. */
 function sendIdentity(panel: NotebookPanel): void {
   const kernel = panel.sessionContext.session?.kernel;
-  if (!kernel || kernel.isDisposed || kernel.name !== 'crystal') {
+  if (!kernel || kernel.isDisposed || !isCrystalKernel(kernel.name)) {
     return;
   }
   try {
@@ -181,7 +183,7 @@ function route(panel: NotebookPanel, msg: KernelMessage.IMessage): void {
   }
   const content = msg.content as any;
   const meta = crystalMeta(content.metadata);
-  if (meta?.session && (panel.sessionContext.session?.kernel?.name ?? '') === 'crystal') {
+  if (meta?.session && isCrystalKernel(panel.sessionContext.session?.kernel?.name)) {
     keepSession(panel, meta.session);
   }
   if (!meta?.display || !meta.cell) {
@@ -277,7 +279,7 @@ async function checkLive(panel: NotebookPanel): Promise<void> {
   if (!kernel || kernel.isDisposed) {
     return;
   }
-  if (kernel.name !== 'crystal' && !hasCrystalOutputs(panel)) {
+  if (!isCrystalKernel(kernel.name) && !hasCrystalOutputs(panel)) {
     return; // a Python notebook that never used %crystal: do not bother its kernel
   }
   const live = await new Promise<Set<string> | null>(resolve => {

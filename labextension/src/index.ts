@@ -20,6 +20,7 @@ import { activateAnswers } from './answers';
 import { watchForms } from './forms';
 import { CrystalSidebar } from './sidebar';
 import { SourcePicker } from './sources';
+import { watchKernelSpecs } from './kernelspec';
 import { CrystalStatus, KERNEL_NAME } from './status';
 import { TranscriptView } from './transcript';
 
@@ -46,6 +47,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
     restorer: ILayoutRestorer | null
   ) => {
     const { commands, shell } = app;
+    watchKernelSpecs(app.serviceManager.kernelspecs); // Crystal kernels by their kernelspec, any name
     const transcripts = new Map<string, TranscriptView>();
     // The server's disk, or the notebook's kernel when kernels run elsewhere (a gateway).
     const sources = new SourcePicker(tracker);

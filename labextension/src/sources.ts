@@ -9,7 +9,7 @@ import { INotebookTracker, NotebookPanel } from '@jupyterlab/notebook';
 
 import { api, ISource, NoSourceError, serverInfo } from './api';
 import { KernelSource } from './kernelsource';
-import { KERNEL_NAME } from './status';
+import { isCrystalKernel } from './kernelspec';
 
 export class SourcePicker {
   /** null until the server has said where its kernels run. */
@@ -40,7 +40,7 @@ export class SourcePicker {
 
   private isCrystal(panel: NotebookPanel): boolean {
     const context = panel.sessionContext;
-    return context.session?.kernel?.name === KERNEL_NAME || context.kernelPreference.name === KERNEL_NAME;
+    return isCrystalKernel(context.session?.kernel?.name) || isCrystalKernel(context.kernelPreference.name);
   }
 
   /** The current Crystal notebook, or the last one that was current. */
@@ -72,7 +72,7 @@ export class SourcePicker {
       );
     }
     const kernel = panel.sessionContext.session?.kernel;
-    if (!kernel || kernel.name !== KERNEL_NAME) {
+    if (!kernel || !isCrystalKernel(kernel.name)) {
       throw new NoSourceError('The Crystal notebook\u2019s kernel is starting.');
     }
     for (const [id, source] of this.kernels) {

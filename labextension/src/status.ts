@@ -11,8 +11,9 @@ import { Signal } from '@lumino/signaling';
 import { Widget } from '@lumino/widgets';
 
 import { IStatus } from './api';
+import { isCrystalKernel } from './kernelspec';
 
-export const KERNEL_NAME = 'crystal';
+export { KERNEL_NAME } from './kernelspec';
 
 export class CrystalStatus extends Widget {
   readonly changed = new Signal<this, void>(this);
@@ -73,9 +74,9 @@ export class CrystalStatus extends Widget {
   private async update_(): Promise<void> {
     const context = this.context;
     const kernel = context?.session?.kernel;
-    if (!context || !kernel || kernel.name !== KERNEL_NAME) {
+    if (!context || !kernel || !isCrystalKernel(kernel.name)) {
       this.setActive(
-        !!context && (context.kernelPreference.name === KERNEL_NAME || context.session?.kernel?.name === KERNEL_NAME)
+        !!context && (isCrystalKernel(context.kernelPreference.name) || isCrystalKernel(context.session?.kernel?.name))
       );
       this.render(null, 'starting');
       return;

@@ -1,0 +1,40 @@
+/**
+ * Which kernels are Crystal's: recognised by what their kernelspec declares, whatever
+ * they are called (`crystal kernel install --name crystal-ollama` included).
+ *
+ * A kernelspec is Crystal's when its `metadata.crystal` is true (crystal_kernel/jupyter/
+ * kernelspec.py writes it), or, for kernelspecs installed before that, when its argv runs
+ * `crystal_kernel.jupyter`. The name `crystal` always counts (the launcher's own).
+ */
+import type { KernelSpec } from '@jupyterlab/services';
+
+/** The kernelspec the launcher entry and tours create notebooks with. */
+export const KERNEL_NAME = 'crystal';
+
+let specs: KernelSpec.ISpecModels | null = null;
+
+/** Follow the server's kernelspecs (call once, at activation). */
+export function watchKernelSpecs(manager: KernelSpec.IManager): void {
+  specs = manager.specs;
+  manager.specsChanged.connect((_, value) => {
+    specs = value;
+  });
+}
+
+/** Whether the kernelspec called `name` is a Crystal kernel. */
+export function isCrystalKernel(name: string | null | undefined): boolean {
+  if (!name) {
+    return false;
+  }
+  if (name === KERNEL_NAME) {
+    return true;
+  }
+  const spec = specs?.kernelspecs?.[name];
+  if (!spec) {
+    return false;
+  }
+  if ((spec.metadata as any)?.crystal === true) {
+    return true;
+  }
+  return Array.isArray(spec.argv) && spec.argv.includes('crystal_kernel.jupyter');
+}
