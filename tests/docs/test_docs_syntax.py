@@ -48,6 +48,8 @@ INLINE_UNCHECKED: dict[str, str] = {
     "CRYSTAL_UPDATE_SNAPSHOTS=1 .venv/bin/python -m pytest tests/tools/test_schemas.py":
         "rewrites another suite's snapshot file; the module path is checked to exist",
     'python -X importtime -c "import openai"': "a measurement shown in benchmarks.md, not a Crystal command",
+    "python -I -S -c pass": "a measurement shown in benchmarks.md (the bare interpreter start a job's supervisor "
+                            "costs), not a Crystal command",
     "echo hi": "what an agent runs in a benchmark task, not a command for a person",
     "python3 ~/.crystal/tools/imagetools/imagetools.py plot --width 100":
         "the argv Crystal starts; the console block right after it runs the same command",
