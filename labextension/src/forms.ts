@@ -18,6 +18,8 @@
  *   source. A cell this page lacks (the notebook was reloaded from a file saved before
  *   the cell was typed) is added at the end with the same id, and the outputs the
  *   kernel shows again are routed into it.
+ * - A new form is scrolled into view (only as far as needed): it waits for the person,
+ *   and one that appears below the fold would otherwise go unseen.
  * - Notebook identity (SPEC §13): the notebook keeps its Crystal session's id in
  *   `metadata.crystal.session_id`, taken from the `metadata.crystal.session` every
  *   Crystal output carries. The comm's open message sends it with the notebook's path
@@ -343,8 +345,40 @@ function watchPanel(panel: NotebookPanel): void {
   void context.ready.then(onStatus);
 }
 
+/** Scroll each form that appears in a notebook into view, as far as needed. */
+function watchNewForms(tracker: INotebookTracker): void {
+  const seen = new WeakSet<Element>();
+  const reveal = (form: Element): void => {
+    if (seen.has(form) || !tracker.find(panel => panel.node.contains(form))) {
+      return;
+    }
+    seen.add(form);
+    // After layout (the widget view fills the form in its own tick).
+    window.setTimeout(() => form.scrollIntoView({ block: 'nearest', behavior: 'smooth' }), 100);
+  };
+  const observer = new MutationObserver(records => {
+    for (const record of records) {
+      // The widget view adds its classes after it is in the page: a class change counts.
+      if (record.type === 'attributes' && record.target instanceof Element && record.target.matches(FORM)) {
+        reveal(record.target);
+      }
+      record.addedNodes.forEach(node => {
+        if (!(node instanceof Element)) {
+          return;
+        }
+        if (node.matches(FORM)) {
+          reveal(node);
+        }
+        node.querySelectorAll(FORM).forEach(reveal);
+      });
+    }
+  });
+  observer.observe(document.body, { childList: true, subtree: true, attributes: true, attributeFilter: ['class'] });
+}
+
 export function watchForms(tracker: INotebookTracker): void {
   watchFocus(tracker);
+  watchNewForms(tracker);
   tracker.forEach(watchPanel);
   tracker.widgetAdded.connect((_, panel) => watchPanel(panel));
 }
