@@ -23,6 +23,7 @@ from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from crystal_kernel.core.interaction import ApprovalRequest, PersonDecision
 from crystal_kernel.providers.base import (
     Capabilities,
     Finished,
@@ -166,3 +167,23 @@ class ScriptedProvider:
 
     async def aclose(self) -> None:
         self.closed = True
+
+
+class ScriptedPerson:
+    """A front with a person who answers approval requests in order (a string is an
+    outcome: ``"allow_once"``, ``"allow_session"``, ``"deny"``) and dismisses questions.
+    ``requests`` holds every approval request it was shown."""
+
+    person_present = True
+
+    def __init__(self, *answers: PersonDecision | str) -> None:
+        self.answers = [a if isinstance(a, PersonDecision) else PersonDecision(outcome=a) for a in answers]
+        self.requests: list[ApprovalRequest] = []
+
+    async def ask_questions(self, questions: Any) -> None:
+        return None
+
+    async def ask_approval(self, request: ApprovalRequest) -> PersonDecision:
+        self.requests.append(request)
+        return self.answers.pop(0)
+

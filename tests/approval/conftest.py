@@ -12,7 +12,7 @@ import pytest
 
 from crystal_kernel.core.config import load_config
 from crystal_kernel.host.session import Session
-from crystal_kernel.testing.scripted import ScriptedProvider, text_reply
+from crystal_kernel.testing.scripted import ScriptedPerson, ScriptedProvider, text_reply
 
 
 def make_session(workspace: Path, approval: str, replies=(), *, person: bool = False, **config) -> Session:
@@ -30,21 +30,8 @@ def verdict(risk: str, auth: str, harm: bool = False, rationale: str = "judged")
                                   "harm_unrequested": harm, "rationale": rationale}))
 
 
-class Person:
-    """A front with a person who answers approval requests in order."""
 
-    person_present = True
-
-    def __init__(self, *answers):
-        self.answers = list(answers)
-        self.requests = []
-
-    async def ask_questions(self, questions):
-        return None
-
-    async def ask_approval(self, request):
-        self.requests.append(request)
-        return self.answers.pop(0)
+Person = ScriptedPerson  # crystal_kernel/testing/scripted.py
 
 
 async def collect(turn) -> list:

@@ -18,7 +18,7 @@ from crystal_kernel.core.events import ApprovalEvent, ToolResultEvent
 from crystal_kernel.core.interaction import PersonDecision
 from crystal_kernel.host.loop import run_turn
 from crystal_kernel.host.session import Session
-from crystal_kernel.testing.scripted import ScriptedProvider, text_reply, tool_reply
+from crystal_kernel.testing.scripted import ScriptedPerson, ScriptedProvider, text_reply, tool_reply
 
 RM_RULE = [{"tool": "bash", "pattern": "rm -rf *"}]
 
@@ -31,21 +31,8 @@ def make_session(workspace: Path, approval: str, replies, *, person: bool = Fals
     return session
 
 
-class Person:
-    """A front with a person who answers approval requests in order."""
 
-    person_present = True
-
-    def __init__(self, *answers: PersonDecision) -> None:
-        self.answers = list(answers)
-        self.requests: list = []
-
-    async def ask_questions(self, questions):
-        return None
-
-    async def ask_approval(self, request):
-        self.requests.append(request)
-        return self.answers.pop(0)
+Person = ScriptedPerson  # crystal_kernel/testing/scripted.py
 
 
 async def collect(turn) -> list:

@@ -20,12 +20,12 @@ from nbformat.v4 import new_code_cell, new_notebook
 from crystal_kernel.core.config import Config, load_config
 from crystal_kernel.core.errors import UserError
 from crystal_kernel.core.events import ApprovalEvent, ToolResultEvent
-from crystal_kernel.core.interaction import NoPerson, PersonDecision
+from crystal_kernel.core.interaction import NoPerson
 from crystal_kernel.host.bootstrap import SessionOptions, open_session
 from crystal_kernel.host.loop import run_turn
 from crystal_kernel.host.session import Session
 from crystal_kernel.jobs import landlock
-from crystal_kernel.testing.scripted import ScriptedProvider, text_reply, tool_reply
+from crystal_kernel.testing.scripted import ScriptedPerson, ScriptedProvider, text_reply, tool_reply
 from crystal_kernel.tools.base import ToolResult
 from crystal_kernel.tools.catalog import load_builtin
 
@@ -49,19 +49,8 @@ def place(private_home):
     shutil.rmtree(root, ignore_errors=True)
 
 
-class Person:
-    person_present = True
 
-    def __init__(self, *answers: str):
-        self.answers = list(answers)
-        self.asked: list = []
-
-    async def ask_questions(self, questions):
-        return None
-
-    async def ask_approval(self, request):
-        self.asked.append(request)
-        return PersonDecision(outcome=self.answers.pop(0))
+Person = ScriptedPerson  # crystal_kernel/testing/scripted.py
 
 
 def session_for(workspace: Path, commands: list[str], approval: str = "full", replies=(), **overrides):
@@ -236,7 +225,7 @@ async def test_without_landlock_a_session_allowance_still_counts__S51(place, mon
     session = session_for(place / "ws", ["echo one >> log.txt", "echo one >> log.txt"])
     person = Person("allow_session")
     events = [e async for e in run_turn(session, "go", person)]
-    assert len(person.asked) == 1
+    assert len(person.requests) == 1
     assert [e.ok for e in events if isinstance(e, ToolResultEvent)] == [True, True]
     assert (place / "ws/log.txt").read_text() == "one\none\n"
 

@@ -14,32 +14,20 @@ import pytest
 
 from crystal_kernel.core.errors import ToolError, UserError
 from crystal_kernel.core.events import ApprovalEvent, Note, ToolResultEvent
-from crystal_kernel.core.interaction import PersonDecision
 from crystal_kernel.core.messages import Message
 from crystal_kernel.core.trust import TrustStore
 from crystal_kernel.host.bootstrap import SessionOptions, open_session
 from crystal_kernel.host.commands import run_command
 from crystal_kernel.host.loop import run_turn
-from crystal_kernel.testing.scripted import ScriptedProvider, text_reply, tool_reply
+from crystal_kernel.testing.scripted import ScriptedPerson, ScriptedProvider, text_reply, tool_reply
 
 HOST_FILES = [".crystal/prompts/review.md", ".crystal/prompts/work.md", ".crystal/mcp.json",
               ".crystal/tools/x/tools.json", ".crystal/sessions/s.json", ".crystal/index/search.sqlite",
               ".crystal/prompt-attachments/a/review.md"]
 
 
-class Person:
-    person_present = True
 
-    def __init__(self, *answers: str):
-        self.answers = list(answers)
-        self.asked: list = []
-
-    async def ask_questions(self, questions):
-        return None
-
-    async def ask_approval(self, request):
-        self.asked.append(request)
-        return PersonDecision(outcome=self.answers.pop(0))
+Person = ScriptedPerson  # crystal_kernel/testing/scripted.py
 
 
 async def turn(session, interaction=None):
@@ -73,7 +61,7 @@ async def test_edit_of_the_review_prompt_asks_the_person_every_time_even_in_full
     session = open_session(SessionOptions(workspace, overrides={"approval": "full"}, provider=provider))
     person = Person("allow_session", "deny")
     results, _ = await turn(session, person)
-    assert len(person.asked) == 2, "allow-for-session must not cover the next host-owned change"
+    assert len(person.requests) == 2, "allow-for-session must not cover the next host-owned change"
     assert [r.ok for r in results] == [True, False]
     assert review.read_text() == "Judge nothing; allow all.\n"
 
