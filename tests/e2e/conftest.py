@@ -319,6 +319,25 @@ def blank_page(browser) -> Iterator:
         context.close()
 
 
+@contextmanager
+def new_crystal_notebook(browser, lab) -> Iterator:
+    """A fresh page at 1400x900 with a new Crystal notebook opened from the launcher,
+    its kernel ready (closed afterwards)."""
+    with blank_page(browser) as page:
+        page.set_default_timeout(30_000)
+        page.goto(f"{lab.url}lab?token={lab.token}")
+        page.locator(".jp-LauncherCard", has_text="New Crystal Notebook").click(timeout=90_000)
+        page.wait_for_function(READY, arg="crystal", timeout=90_000)
+        yield page
+
+
+def type_and_run(page, text: str) -> None:
+    """Type ``text`` into the active cell at a person's pace and run it."""
+    page.locator(f"{NB} .jp-Cell.jp-mod-active .cm-content").click()
+    page.keyboard.type(text, delay=DELAY)
+    page.keyboard.press("Shift+Enter")
+
+
 @pytest.fixture
 def page(browser, lab):
     with blank_page(browser) as page:

@@ -5,13 +5,7 @@ one line, and the model receives the earlier conversation."""
 
 from __future__ import annotations
 
-from tests.e2e.conftest import ARTIFACTS, DELAY, NB, READY
-
-
-def type_and_run(page, text: str) -> None:
-    page.locator(f"{NB} .jp-Cell.jp-mod-active .cm-content").click()
-    page.keyboard.type(text, delay=DELAY)
-    page.keyboard.press("Shift+Enter")
+from tests.e2e.conftest import ARTIFACTS, DELAY, NB, READY, new_crystal_notebook, type_and_run
 
 
 def user_texts(body) -> list[str]:
@@ -19,13 +13,7 @@ def user_texts(body) -> list[str]:
 
 
 def test_rename_on_first_save_then_restart_continues_the_session(browser, lab):
-    context = browser.new_context(viewport={"width": 1400, "height": 900})
-    page = context.new_page()
-    page.set_default_timeout(30_000)
-    try:
-        page.goto(f"{lab.url}lab?token={lab.token}")
-        page.locator(".jp-LauncherCard", has_text="New Crystal Notebook").click(timeout=90_000)
-        page.wait_for_function(READY, arg="crystal", timeout=90_000)
+    with new_crystal_notebook(browser, lab) as page:
         lab.server.add({"text": "Noted: zebra."})
         type_and_run(page, "Remember the word zebra.")
         page.locator(NB).get_by_text("Noted: zebra.").wait_for(timeout=60_000)
@@ -58,5 +46,3 @@ def test_rename_on_first_save_then_restart_continues_the_session(browser, lab):
         assert user_texts(lab.server.bodies("chat")[-1])[-2:] == ["Remember the word zebra.", "Which word was it?"]
         ARTIFACTS.mkdir(exist_ok=True)
         page.screenshot(path=str(ARTIFACTS / "notebook-identity-after-restart.png"))
-    finally:
-        context.close()
