@@ -51,7 +51,10 @@ LIST_PAGES = 20
 STDERR_TAIL = 4096
 CONNECTION_CLOSED = -32000
 INVALID_REQUEST = -32600
+INTERNAL_ERROR = -32603
 REQUEST_TIMEOUT = -32001
+# An error answer's body is read (for the words "session") only up to this size.
+REJECTION_BODY_BYTES = 16384
 
 # Runs under the supervisor as ``python -c``: replaces itself with the server from an
 # argument list (no shell), or says in one line why it could not.
@@ -86,6 +89,9 @@ class ServerConnection:
         self._lost = False
         self._lock: asyncio.Lock | None = None
         self._stderr = bytearray()
+        # Set by the HTTP client when the server refused a request naming our MCP
+        # session as one it does not know (see _note_session_refused).
+        self._session_refused = False
 
     # ----- what listings show ----------------------------------------------------------
     def describe_state(self) -> str:
@@ -113,6 +119,7 @@ class ServerConnection:
         self._lost = False
         self._wake = asyncio.Event()
         self._stderr.clear()
+        self._session_refused = False
         self.state, self.detail = "starting", ""
         self._task = loop.create_task(self._serve(ready), name=f"mcp:{self.config.name}")
         try:
@@ -211,10 +218,28 @@ class ServerConnection:
             from mcp.client.streamable_http import streamable_http_client
 
             client = httpx2.AsyncClient(headers=dict(self.config.headers),
-                                        timeout=httpx2.Timeout(10.0, read=300.0))
+                                        timeout=httpx2.Timeout(10.0, read=300.0),
+                                        event_hooks={"response": [self._note_session_refused]})
             await stack.enter_async_context(client)
             return await stack.enter_async_context(streamable_http_client(self.config.url or "", http_client=client))
         return await self._open_stdio(stack)
+
+    async def _note_session_refused(self, response: Any) -> None:
+        """HTTP response hook: remember that the server refused a request that carried
+        our ``Mcp-Session-Id`` because it does not know that session. The MCP spec says
+        404; servers built on the TypeScript SDK (server-everything) and older Python
+        SDKs answer 400 "Bad Request: No valid session ID provided", which the client
+        SDK reports only as a generic -32603, without the words."""
+        if response.status_code not in (400, 404) or "mcp-session-id" not in response.request.headers:
+            return
+        if response.status_code == 404:
+            self._session_refused = True
+            return
+        size = response.headers.get("content-length", "")
+        if not size.isdigit() or int(size) > REJECTION_BODY_BYTES:
+            return  # unbounded or large: not the short refusal servers send
+        body = await response.aread()
+        self._session_refused = b"session" in body.lower()
 
     async def _open_stdio(self, stack: contextlib.AsyncExitStack) -> tuple[Any, Any]:
         from mcp.client.stdio import StdioServerParameters, stdio_client
@@ -362,11 +387,19 @@ class ServerConnection:
                             f"{_reason(exc)}") from None
 
     def _forgot_session(self, exc: MCPError) -> bool:
-        """Whether a streamable-HTTP server answered that it does not know our session."""
-        if self.config.transport != "http" or exc.code not in (INVALID_REQUEST, CONNECTION_CLOSED):
+        """Whether a streamable-HTTP server answered that it does not know our session:
+        the SDK's "Session terminated" (its spelling of HTTP 404; some SDK versions give
+        it a code without the minus sign), a JSON-RPC error that names the session
+        (server-everything's -32000 "Bad Request: No valid session ID provided"), or a
+        generic error for an HTTP answer the response hook saw refuse our session."""
+        if self.config.transport != "http":
             return False
         text = str(exc.message or "").lower()
-        return "session" in text
+        if text == "session terminated":
+            return True
+        if exc.code in (INVALID_REQUEST, CONNECTION_CLOSED) and "session" in text:
+            return True
+        return exc.code == INTERNAL_ERROR and self._session_refused
 
     async def _reinitialize(self) -> ClientSession:
         """A fresh MCP session with the same server (not counted as a restart: the server

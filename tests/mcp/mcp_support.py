@@ -103,7 +103,8 @@ class HttpServer:
     """``servers/http_server.py`` in a child process on 127.0.0.1; can be killed and
     started again on the same port."""
 
-    def __init__(self, folder: Path):
+    def __init__(self, folder: Path, lost_session: str = "404"):
+        self.lost_session = lost_session  # how it refuses an unknown session (http_server.py)
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}/mcp"
         self.log = folder / "deletes.log"
@@ -114,7 +115,7 @@ class HttpServer:
 
     def start(self) -> None:
         env = dict(os.environ, MCP_TEST_PIDFILE=str(self.pidfile), MCP_TEST_MARKS=str(self.marks))
-        self.proc = subprocess.Popen([PY, str(HTTP_SERVER), str(self.port), str(self.log)], env=env,
+        self.proc = subprocess.Popen([PY, str(HTTP_SERVER), str(self.port), str(self.log), self.lost_session], env=env,
                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         assert wait_until(self._listening, 20), "the HTTP MCP server did not start"
 

@@ -4,7 +4,8 @@ the server went away, and the MCP session ended when the Crystal session closes.
 
 from __future__ import annotations
 
-from mcp_support import call, session_for, wait_until, write_config
+import pytest
+from mcp_support import HttpServer, call, session_for, wait_until, write_config
 
 from crystal_kernel.tools.images import NO_IMAGES_TEXT
 
@@ -96,3 +97,28 @@ async def test_a_restarted_server_that_forgot_the_session_is_reinitialized_and_t
         assert session.tool("web_echo").state == "running"
     finally:
         await session.close()
+
+
+@pytest.mark.parametrize("spelling", ["400-json", "400-text"])
+async def test_a_restarted_server_that_answers_400_no_valid_session_is_reinitialized(
+        home, workspace, tmp_path, spelling):
+    """Issue 32 item 5 (MCP-HTTP reconnect, docs/mcp.md): the SDK's own server, restarted
+    mid-session, refuses our old session id the way server-everything (400, a JSON-RPC
+    error without an id) or mcp 1.x's Python server (400, plain text) do: "Bad Request:
+    No valid session ID provided". The client SDK reports that only as -32603; the next
+    call still opens a new session and succeeds, after every restart."""
+    server = HttpServer(tmp_path, lost_session=spelling)
+    server.start()
+    write_config(home / "mcp.json", {"web": {"url": server.url, "timeoutSeconds": 10}})
+    session = session_for(workspace)
+    try:
+        assert (await call(session, "web_echo", {"text": "one"})).ok
+        for n in range(2):
+            server.kill()
+            server.start()
+            again = await call(session, "web_echo", {"text": f"after restart {n}"})
+            assert again.ok and again.text == f"echo: after restart {n}", again.text
+        assert session.tool("web_echo").state == "running"
+    finally:
+        await session.close()
+        server.kill()
