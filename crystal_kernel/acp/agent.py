@@ -60,7 +60,7 @@ from crystal_kernel.acp.mapping import (
 )
 from crystal_kernel.acp.options import available_commands, config_options, mode_state
 from crystal_kernel.acp.updates import TurnUpdates
-from crystal_kernel.core.errors import UserError
+from crystal_kernel.core.errors import UnknownSession, UserError
 from crystal_kernel.core.events import StopReason
 from crystal_kernel.core.messages import TextPart
 from crystal_kernel.host.bootstrap import SessionOptions, open_session
@@ -76,12 +76,16 @@ STOP_REASONS: dict[StopReason, AcpStopReason] = {
     "end_turn": "end_turn", "max_steps": "max_turn_requests", "cancelled": "cancelled",
     "max_tokens": "max_tokens", "refusal": "refusal", "error": "end_turn"}
 LIST_PAGE = 100
+RESOURCE_NOT_FOUND = -32002  # ACP's error code for an unknown session id (session/load, session/resume)
 # The MCP servers a client may pass with a session (mapping.client_servers reads them).
 McpServers = list[HttpMcpServer | SseMcpServer | AcpMcpServer | McpServerStdio] | None
 
 
 def _user_error(exc: Exception) -> RequestError:
-    """A person's bad input: JSON-RPC invalid params carrying the one-line English error."""
+    """A person's bad input: JSON-RPC invalid params carrying the one-line English error;
+    a session id that names no saved session is ACP's -32002, resource not found."""
+    if isinstance(exc, UnknownSession):
+        return RequestError(RESOURCE_NOT_FOUND, str(exc))
     return RequestError(-32602, str(exc))
 
 

@@ -2,6 +2,7 @@
 
 - :class:`UserError`: the person gave bad input (a flag, a config file, an id). Fronts
   show the one-line message; the CLI exits 2. Nothing was changed.
+  :class:`UnknownSession` is the one for an id that names no saved session.
 - :class:`ToolError`: a tool call failed in a way the *model* should read and act on.
   The loop turns it into a failed tool result; it is never a crash.
 - :class:`ProviderError`: the model service failed (auth, connection, unknown model,
@@ -19,6 +20,11 @@ class CrystalError(Exception):
 
 class UserError(CrystalError):
     """Bad input from the person; the message is one English line."""
+
+
+class UnknownSession(UserError):
+    """The id names no saved session in the workspace (ACP answers -32002, resource not
+    found)."""
 
 
 class ToolError(CrystalError):

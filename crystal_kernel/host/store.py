@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from crystal_kernel.core import paths
-from crystal_kernel.core.errors import UserError
+from crystal_kernel.core.errors import UnknownSession, UserError
 from crystal_kernel.core.fsutil import read_json_object
 from crystal_kernel.host.journal import (
     JournalState,
@@ -105,7 +105,7 @@ class SessionStore:
         marked unverified, and ``notes`` gets one line saying so (TRUST-5)."""
         path = self.path_for(session_id)
         if not path.exists():
-            raise UserError(f"No session '{session_id}' in {self.folder}.")
+            raise UnknownSession(f"No session '{session_id}' in {self.folder}.")
         if path.suffix == ".jsonl":
             from crystal_kernel.core.messages import parse_message_line
 

@@ -222,6 +222,11 @@ async def test_load_replays_the_saved_session_and_continues_it(workspace):
             with pytest.raises(RequestError) as err:
                 await conn.load_session(cwd=str(workspace), session_id="no-such-session")
             assert "No session 'no-such-session'" in str(err.value)
+            # ACP's resource not found (issue 32 item 6), not invalid params.
+            assert err.value.code == -32002, err.value
+            with pytest.raises(RequestError) as err:
+                await conn.resume_session(cwd=str(workspace), session_id="no-such-session")
+            assert err.value.code == -32002 and "No session 'no-such-session'" in str(err.value)
         body = server.bodies("chat")[0]
     assert "write a plan" in json.dumps(body["messages"])
     doc = SessionStore(workspace).load(sid)
