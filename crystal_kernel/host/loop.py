@@ -296,8 +296,8 @@ class Turn:
 
         session = self.session
         tool = session.tool(call.name)
-        if tool is None or call.raw_arguments is not None:
-            return False
+        if tool is None or call.raw_arguments is not None or tool.classify_reads_files:
+            return False  # the tools whose classification reads files are all writes
         try:
             classification = tool.classify(tool.parse(call.arguments), session.tool_context(
                 self.interaction, call_id=call.id, images_ok=session.capabilities.images))
@@ -355,7 +355,10 @@ class Turn:
         ctx = session.tool_context(self.interaction, call_id=call.id, images_ok=session.capabilities.images,
                                    progress=self._progress_for(call))
         try:
-            classification = tool.classify(args, ctx)
+            if tool.classify_reads_files:  # ROBUST-3: off the loop (Tool.classify_reads_files)
+                classification = await asyncio.to_thread(tool.classify, args, ctx)
+            else:
+                classification = tool.classify(args, ctx)
         except ToolError as exc:
             return self._result(call, ToolResult.fail(str(exc)))
         except Exception as exc:  # a bug in one tool must not end the turn

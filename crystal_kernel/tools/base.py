@@ -152,6 +152,10 @@ class Tool(Generic[InputT]):
     # SANDBOX-1: the tool starts processes that run in the sandbox (bash, jobs, exec
     # sets, notebook_run); without one, approval asks for them in every mode.
     sandboxed: ClassVar[bool] = False
+    # ROBUST-3: ``classify`` reads the files the call names (the diff a person approves,
+    # GUARD-4), so the loop runs it in a worker thread: a file system that stops answering
+    # must not hold the event loop (and with it the cancel) before the tool even starts.
+    classify_reads_files: ClassVar[bool] = False
 
     @property
     def description(self) -> str:

@@ -35,6 +35,7 @@ class EditTool(Tool[EditInput]):
     Input = EditInput
     risk = Risk.WRITE
     path_arguments = ("path",)
+    classify_reads_files = True  # the preview reads the file
 
     def classify(self, args: EditInput, ctx: ToolContext) -> Classification:
         base = super().classify(args, ctx)

@@ -55,6 +55,7 @@ class NotebookEditTool(Tool[NotebookEditInput]):
     Input = NotebookEditInput
     risk = Risk.WRITE
     path_arguments = ("path",)
+    classify_reads_files = True  # the preview reads the file
 
     def classify(self, args: NotebookEditInput, ctx: ToolContext) -> Classification:
         base = super().classify(args, ctx)

@@ -33,6 +33,7 @@ class WriteTool(Tool[WriteInput]):
     Input = WriteInput
     risk = Risk.WRITE
     path_arguments = ("path",)
+    classify_reads_files = True  # the preview reads the file
 
     def classify(self, args: WriteInput, ctx: ToolContext) -> Classification:
         base = super().classify(args, ctx)

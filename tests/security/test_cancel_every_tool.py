@@ -181,12 +181,30 @@ def make_session(ws: Path, replies: list, *, person: bool) -> Session:
                    person_present=person, notebook=True)
 
 
+#: The longest the event loop may go without running a ready task during a turn on the
+#: hung mount. A file operation there blocks for 15 s; far above any scheduling delay.
+LOOP_STALL_LIMIT = 5.0
+
+
+async def longest_stall(done: asyncio.Event) -> float:
+    """The longest gap, in seconds, between two ticks of a 0.05 s heartbeat on the event
+    loop until ``done`` is set: blocking work on the loop shows as a gap that long."""
+    longest, last = 0.0, time.monotonic()
+    while not done.is_set():
+        await asyncio.sleep(0.05)
+        now = time.monotonic()
+        longest, last = max(longest, now - last), now
+    return longest
+
+
 async def cancel_inside(session: Session, tool: str, interaction: Any, wait: Callable[[], bool]) -> tuple:
     """Run a turn, cancel it 0.5 s after ``tool`` started (and ``wait()`` holds);
-    returns (seconds from the cancel to TurnEnd, events)."""
+    returns (seconds from the cancel to TurnEnd, events, the loop's longest stall)."""
     turn = run_turn(session, "go", interaction)
     events: list[Any] = []
     started = asyncio.Event()
+    ended = asyncio.Event()
+    heartbeat = asyncio.ensure_future(longest_stall(ended))
 
     async def consume() -> None:
         async for event in turn:
@@ -203,7 +221,9 @@ async def cancel_inside(session: Session, tool: str, interaction: Any, wait: Cal
     cancelled_at = time.monotonic()
     turn.cancel()
     await asyncio.wait_for(task, 30)
-    return time.monotonic() - cancelled_at, events
+    took = time.monotonic() - cancelled_at
+    ended.set()
+    return took, events, await heartbeat
 
 
 @pytest.mark.parametrize("tool", sorted(SLOW))
@@ -219,13 +239,16 @@ async def test_cancelling_a_turn_inside_the_tool_ends_it_within_2_seconds(worksp
     if case.hung:
         mount.install(monkeypatch)
     try:
-        took, events = await cancel_inside(session, tool, NeverAnswers() if case.person else None,
-                                           mount.blocked.is_set if case.hung else (lambda: True))
+        took, events, stall = await cancel_inside(session, tool, NeverAnswers() if case.person else None,
+                                                  mount.blocked.is_set if case.hung else (lambda: True))
     finally:
         mount.release.set()
         await session.close()
     if case.hung:
         assert mount.blocked.is_set(), f"{tool} never touched the hung mount: the case tests nothing"
+    # A hung file operation on the event loop (before the tool starts too, e.g. the
+    # approval preview's read) holds every other task of the host and the cancel.
+    assert stall < LOOP_STALL_LIMIT, f"{tool}: the event loop was held for {stall:.1f} s during the turn"
     assert isinstance(events[-1], TurnEnd) and events[-1].stop_reason == "cancelled", events[-3:]
     assert took < 2, f"{tool}: the turn ended {took:.1f} s after the cancel"
     result = [e for e in events if isinstance(e, ToolResultEvent) and e.name == tool][-1]
@@ -289,7 +312,7 @@ async def test_an_external_tool_that_never_answers_is_cancelled_within_2_seconds
         tool, arguments = exec_sleeper(workspace), {}
     session = make_session(workspace, [tool_reply([(tool, arguments)]), text_reply("done")], person=False)
     try:
-        took, events = await cancel_inside(session, tool, None, lambda: True)
+        took, events, _ = await cancel_inside(session, tool, None, lambda: True)
     finally:
         await session.close()
         if http is not None:
