@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import json
 import sys
+import time
+from collections.abc import Callable
 
 from typing_extensions import assert_never
 
@@ -39,6 +41,9 @@ from crystal_kernel.core.textsafe import terminal_json, terminal_safe
 PREVIEW_LINES = 16
 PREVIEW_HEAD = 12
 PREVIEW_WIDTH = 200
+# A tool's progress notifications: the first is shown, then at most one a second per call
+# (a server may send hundreds).
+PROGRESS_INTERVAL = 1.0
 
 
 def result_preview(text: str) -> str:
@@ -52,14 +57,26 @@ def result_preview(text: str) -> str:
 
 
 
+def image_size(data: str) -> str:
+    """The size of a base64 image, for a person: ``24 bytes``, ``3.1 KiB``, ``1.2 MiB``."""
+    size = len(data) * 3 // 4 - data[-2:].count("=")
+    if size < 1024:
+        return f"{size} bytes"
+    if size < 1024 * 1024:
+        return f"{size / 1024:.1f} KiB"
+    return f"{size / (1024 * 1024):.1f} MiB"
+
+
 class TurnPrinter:
     """text: the answer on stdout, tool activity on stderr; jsonl: one event per line."""
 
-    def __init__(self, fmt: str) -> None:
+    def __init__(self, fmt: str, clock: Callable[[], float] = time.monotonic) -> None:
         self.fmt = fmt
         self.at_line_start = True
         # Reasoning streams to stderr in text mode (never into the answer on stdout).
         self.thinking = False
+        self.clock = clock
+        self._progress_shown: dict[str, float] = {}  # call id -> when its last progress line was printed
 
     def command(self, text: str) -> None:
         """A slash command's output (the CLI runs one instead of a turn)."""
@@ -104,7 +121,12 @@ class TurnPrinter:
                 self._eol()
                 say(f"→ {event.name} {json.dumps(event.arguments, ensure_ascii=False)[:200]}", err=True)
             case ToolResultEvent():
+                self._progress_shown.pop(event.id, None)
                 say(f"{'✓' if event.ok else '✗'} {event.name} {result_preview(event.text)}", err=True)
+                for image in event.images:  # the terminal cannot show it: say it is there
+                    say(f"  [image: {image.mime_type}, {image_size(image.data)}]", err=True)
+            case ToolProgress():
+                self._progress(event)
             case ApprovalEvent():
                 if event.outcome == "deny":
                     say(f"denied ({event.by}): {event.name} {event.reason or ''}", err=True)
@@ -116,12 +138,23 @@ class TurnPrinter:
                 say(f"note: {event.text}", err=True)
             case ErrorEvent() | TurnEnd():
                 self._eol()  # the error itself is printed once, as the command's last line
-            case TurnStarted() | ToolProgress() | UsageEvent():
+            case TurnStarted() | UsageEvent():
                 pass  # nothing a person reading the answer needs
             case TodosUpdated():
                 pass  # the todowrite result line above shows the new list
             case _:
                 assert_never(event)
+
+    def _progress(self, event: ToolProgress) -> None:
+        """``… name 3/10: copying files`` on stderr: the first report of a call, then at
+        most one each PROGRESS_INTERVAL."""
+        now = self.clock()
+        last = self._progress_shown.get(event.id)
+        if last is not None and now - last < PROGRESS_INTERVAL:
+            return
+        self._progress_shown[event.id] = now
+        self._eol()
+        say(f"… {event.name} {event.line()[:PREVIEW_WIDTH]}", err=True)
 
     def _write(self, text: str) -> None:
         sys.stdout.write(text)

@@ -86,6 +86,10 @@ class ToolResult:
     display: Literal["text", "diff", "terminal"] = "text"
     # Set by edit and write; never sent to the model.
     file_change: FileChange | None = None
+    # What the person is shown when it differs from what the model gets (MCP content
+    # annotated for one audience): None shows ``text`` and ``images``.
+    shown_text: str | None = None
+    shown_images: list[ImagePart] | None = None
 
     @classmethod
     def fail(cls, text: str) -> ToolResult:

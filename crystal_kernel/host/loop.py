@@ -442,9 +442,13 @@ class Turn:
         # File names that are not UTF-8 reach tools as surrogate escapes; the model, the
         # fronts and the session document get them as visible \xNN text (ROBUST-1).
         result.text = clean_text(result.text)
-        self._emit(ToolResultEvent(id=call.id, name=call.name, ok=result.ok, text=result.text,
+        # Fronts show the person's view of the result, the model gets its own (they
+        # differ only for content annotated for one audience, ToolResult.shown_text).
+        shown = result.text if result.shown_text is None else clean_text(result.shown_text)
+        shown_images = result.images if result.shown_images is None else result.shown_images
+        self._emit(ToolResultEvent(id=call.id, name=call.name, ok=result.ok, text=shown,
                                    status=status or ("ok" if result.ok else "failed"),
-                                   images=list(result.images), display=result.display,
+                                   images=list(shown_images), display=result.display,
                                    file_change=result.file_change))
         if self.session.todos != self._todos_seen:
             # A call (todowrite, or any tool given the list) changed the plan: fronts

@@ -6,7 +6,10 @@ exec tool images (:mod:`crystal_kernel.tools.images`: supported type, magic numb
 ``This model cannot accept tool images.`` (EX-12). ``isError`` fails the result and
 attaches no images (as EX-11 does for a non-zero exit). Content Crystal does not pass
 on (audio, binary resources) is named in the text so the model knows it was there.
-``structuredContent`` is the text only when the result has no content of its own, and
+Content annotated for one audience goes only there: ``audience: ["user"]`` is shown to
+the person and never reaches the model, ``["assistant"]`` reaches the model and is not
+shown (``ToolResult.shown_text``). ``structuredContent`` is the model's text only when
+the result has no content for the model of its own, and
 never carries binary data as text: long base64 strings and ``data:`` URLs in it are
 replaced by a note (an image there is also in the content, or it is not for the model).
 """
@@ -28,10 +31,45 @@ if TYPE_CHECKING:
 
 def map_result(tool: str, result: mcp_types.CallToolResult, *, limit: int, images_ok: bool) -> ToolResult:
     """``result`` is the SDK's answer (read by its fields: content, is_error,
-    structured_content; the content blocks by their ``type``)."""
+    structured_content; the content blocks by their ``type``).
+
+    A block annotated ``audience: ["user"]`` is for the person only: it never reaches
+    the model (a note there says it was shown), and fronts show it (``shown_text``,
+    ``shown_images``). A block annotated ``["assistant"]`` reaches the model only."""
+    blocks = list(result.content or [])
+    for_model = [b for b in blocks if _audience(b)[0]]
+    for_person = [b for b in blocks if _audience(b)[1]]
+    mapped = _map_blocks(tool, for_model, result, limit=limit, images_ok=images_ok)
+    if len(for_model) == len(blocks) == len(for_person):
+        return mapped  # no block is meant for one audience only
+    person_only = len(blocks) - len(for_model)
+    if person_only:
+        note = f"[{person_only} content block{'s' if person_only > 1 else ''} of this result shown to the person only]"
+        mapped.text = f"{mapped.text}\n{note}" if mapped.text else note
+    texts, images = _collect(for_person)
+    mapped.shown_text = truncate_output("\n".join(texts), limit)
+    try:
+        mapped.shown_images = load_images(images)
+    except ToolError as exc:
+        mapped.shown_images = []
+        mapped.shown_text = truncate_output(f"{mapped.shown_text}\n[images not shown: {exc}]".strip(), limit)
+    return mapped
+
+
+def _audience(block: Any) -> tuple[bool, bool]:
+    """(for the model, for the person) from the block's ``annotations.audience``; a block
+    without one is for both."""
+    roles = getattr(getattr(block, "annotations", None), "audience", None)
+    if not roles:
+        return True, True
+    return "assistant" in roles, "user" in roles
+
+
+def _collect(blocks: list[Any]) -> tuple[list[str], list[tuple[str, str]]]:
+    """The blocks' texts (other content named in words) and (mimeType, base64) images."""
     texts: list[str] = []
     images: list[tuple[str, str]] = []
-    for block in result.content or []:
+    for block in blocks:
         if block.type == "text":
             texts.append(block.text)
         elif block.type == "image":
@@ -49,6 +87,13 @@ def map_result(tool: str, result: mcp_types.CallToolResult, *, limit: int, image
                 texts.append(f"[binary resource {res.uri} ({res.mime_type or 'unknown type'}) omitted]")
         else:
             texts.append(f"[content of type {getattr(block, 'type', None)!r} omitted]")
+    return texts, images
+
+
+def _map_blocks(tool: str, blocks: list[Any], result: mcp_types.CallToolResult, *, limit: int,
+                images_ok: bool) -> ToolResult:
+    """The model's result from its content blocks (EX-11, EX-12)."""
+    texts, images = _collect(blocks)
     if not texts and not images and result.structured_content is not None:
         texts.append(json.dumps(without_binary(result.structured_content), ensure_ascii=False, indent=2))
     text = truncate_output("\n".join(texts), limit)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import anyio
 from mcp.server.mcpserver import Context, MCPServer
-from mcp_types import CallToolResult, ImageContent, TextContent
+from mcp_types import Annotations, CallToolResult, ImageContent, TextContent
 
 PNG = b"\x89PNG\r\n\x1a\n" + b"\x00" * 16
 GIF = b"GIF89a" + b"\x00" * 16
@@ -72,6 +72,17 @@ def build(name: str = "demo") -> MCPServer:
             await ctx.report_progress(n, count, f"step {n}")
             await anyio.sleep(0.05)
         return f"{count} steps done"
+
+    @server.tool(description="Content for each audience: both, the person only (text and an image), the model only.")
+    def audience() -> CallToolResult:
+        person, model = Annotations(audience=["user"]), Annotations(audience=["assistant"])
+        return CallToolResult(content=[
+            TextContent(type="text", text="for everyone: 3 rows"),
+            TextContent(type="text", text="for the person only: the raw table", annotations=person),
+            ImageContent(type="image", data=base64.b64encode(PNG).decode(), mime_type="image/png",
+                         annotations=person),
+            TextContent(type="text", text="for the model only: rows are sorted by date", annotations=model),
+        ])
 
     @server.tool(description="An environment variable of the server process.")
     def getenv(name: str) -> str:
