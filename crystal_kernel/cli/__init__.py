@@ -40,6 +40,7 @@ SUBCOMMAND_MODULES = (
     "crystal_kernel.cli.tools",
     "crystal_kernel.cli.prompts",
     "crystal_kernel.jupyter.cli",
+    "crystal_kernel.jupyter.space",
     "crystal_kernel.acp.cli",
     "crystal_kernel.host.trust_commands",
 )

@@ -126,6 +126,8 @@ def check_crystal(text: str, complete: bool) -> list[str]:
     while i < len(tokens):
         token = tokens[i]
         i += 1
+        if token == "--":
+            break  # what follows a bare -- is passed on (crystal space -- JUPYTER_OPTION...)
         if not token.startswith("--"):
             continue
         flag = token.split("=")[0]
