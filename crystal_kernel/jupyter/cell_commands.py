@@ -14,7 +14,7 @@ from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any, Protocol
 
 from crystal_kernel.core.errors import UserError
-from crystal_kernel.jupyter import notebook_identity
+from crystal_kernel.jupyter import notebook_identity, parameters
 from crystal_kernel.jupyter.notebook_session import resume_target, sessions_by_notebook
 from crystal_kernel.jupyter.notebook_turn import KERNEL_HELP, CellOutcome
 
@@ -44,13 +44,27 @@ def _show_text(text: str) -> None:
     IPythonOutput().show({"text/plain": text})
 
 
-async def run_command_cell(kernel: CommandFront, text: str) -> CellOutcome:
+async def run_command_cell(kernel: CommandFront, text: str, namespace: dict[str, Any]) -> CellOutcome:
+    """Each line a command; ``/parameter`` lines set values in ``namespace`` (the
+    kernel's Python namespace), which later cells use as ``{NAME}``."""
     lines = [line.strip() for line in text.splitlines() if line.strip()]
     for line in lines:
         if not line.startswith("/"):
             raise UserError(f"Each line of a command cell must start with '/': {line[:60]!r}. "
                             "Put the prompt in a cell of its own.")
+    # Parameters first, all checked before any is set: a papermill cell with one bad
+    # line changes nothing.
+    settings = [parameters.parse_line(line) for line in lines if parameters.is_parameter_line(line)]
+    for name, raw, value in settings:
+        if raw is not None:
+            assert name is not None  # parse_line gives a name with every value
+            parameters.set_parameter(namespace, name, value)
     for line in lines:
+        if parameters.is_parameter_line(line):
+            name, raw, _ = parameters.parse_line(line)
+            if raw is None:  # no value: show the parameters (or one)
+                _show_text(parameters.describe(namespace, name))
+            continue
         await run_line(kernel, line)
     return CellOutcome()
 

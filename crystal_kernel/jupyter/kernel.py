@@ -24,7 +24,7 @@ from ipykernel.ipkernel import IPythonKernel
 from traitlets import List
 
 from crystal_kernel import __version__ as _version
-from crystal_kernel.jupyter import notebook_identity
+from crystal_kernel.jupyter import notebook_identity, parameters
 from crystal_kernel.jupyter.notebook_session import continue_notebook_session
 from crystal_kernel.jupyter.notebook_turn import CellOutcome, attach_notebook, run_notebook_turn
 from crystal_kernel.jupyter.options import KernelOptions
@@ -203,19 +203,24 @@ class CrystalKernel(IPythonKernel):
         text = code.strip()
         if not text:
             return CellOutcome()
+        shell = self.shell
+        assert shell is not None  # IPythonKernel makes its shell when it starts
         try:
+            # {NAME} of a parameter set earlier (papermill -p, docs/kernel.md).
+            code, notes = parameters.interpolate(code, shell.user_ns)
+            text = code.strip()
             if text.startswith("/"):
                 from crystal_kernel.jupyter.cell_commands import run_command_cell
 
-                return await run_command_cell(self, text)
+                return await run_command_cell(self, text, shell.user_ns)
             from crystal_kernel.jupyter.live_outputs import running_cell
 
             with running_cell():  # a page reloaded mid-turn gets the cell back (FORM-2)
-                return await self._turn_cell(code)
+                return await self._turn_cell(code, notes)
         except UserError as exc:  # shown once, as the cell's error output (do_execute)
             return CellOutcome.error("UserError", str(exc))
 
-    async def _turn_cell(self, code: str) -> CellOutcome:
+    async def _turn_cell(self, code: str, notes: list[str]) -> CellOutcome:
         session = self.ensure_session()
 
         def track(turn: Turn | None) -> None:
@@ -223,7 +228,7 @@ class CrystalKernel(IPythonKernel):
 
         try:
             outcome = await run_notebook_turn(
-                session, code, notes=[], interactive=not self.options.unattended,
+                session, code, notes=notes, interactive=not self.options.unattended,
                 ask_timeout=self.options.ask_timeout, log=self.log, offer_trust=True, track=track,
                 stopped=lambda: self._stop_requested)
         finally:

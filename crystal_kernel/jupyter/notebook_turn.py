@@ -24,7 +24,9 @@ KERNEL_HELP = """
 In this kernel:
 Tab                            completes /commands, their arguments and @paths
 @path                          attaches that file's content to the turn
-Stop (interrupt)               ends the turn; background jobs keep running"""
+Stop (interrupt)               ends the turn; background jobs keep running
+/parameter [NAME [VALUE]]      set (or show) a parameter; later cells use it as {NAME}
+                               (papermill -p NAME VALUE writes these lines)"""
 
 
 @dataclass
