@@ -9,17 +9,20 @@ as its own task and waits for it with ``asyncio.wait``, which never absorbs a ca
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Coroutine
-from typing import Any, TypeVar
+from collections.abc import Awaitable
+from typing import TypeVar
 
 T = TypeVar("T")
 
 
-async def within(coroutine: Coroutine[Any, Any, T], seconds: float | None) -> T:
-    """The coroutine's result, or TimeoutError (the coroutine cancelled) after ``seconds``
-    (None: no limit; 0 or less: it is not run at all). A cancel of the caller cancels it."""
+async def within(coroutine: Awaitable[T], seconds: float | None) -> T:
+    """The result of ``coroutine`` (any awaitable: an async iterator's ``__anext__()``
+    too), or TimeoutError (it cancelled) after ``seconds`` (None: no limit; 0 or less:
+    it is not run at all). A cancel of the caller cancels it."""
     if seconds is not None and seconds <= 0:
-        coroutine.close()
+        close = getattr(coroutine, "close", None)
+        if close is not None:
+            close()
         raise TimeoutError
     task = asyncio.ensure_future(coroutine)
     try:

@@ -16,6 +16,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from crystal_kernel.core.deadline import within
 from crystal_kernel.core.errors import ProviderError
 from crystal_kernel.core.messages import Message, ToolResultPart
 from crystal_kernel.providers.base import Capabilities
@@ -97,10 +98,12 @@ async def with_retries(open_stream: Callable[[], Awaitable[T]], where: Endpoint,
         try:
             if left is not None and left <= 0:
                 raise asyncio.TimeoutError()
-            return await asyncio.wait_for(open_stream(), left) if left is not None else await open_stream()
+            # core.deadline.within, not asyncio.wait_for: before Python 3.12 wait_for
+            # swallows a stop that arrives as the awaited step finishes (ROBUST-3).
+            return await within(open_stream(), left) if left is not None else await open_stream()
         except asyncio.CancelledError:
             raise
-        except asyncio.TimeoutError:
+        except (asyncio.TimeoutError, TimeoutError):  # distinct types on Python 3.10
             tries = f" (after {attempt + 1} attempts)" if attempt else ""
             raise ProviderError(f"The model server at {where.url} did not answer within {total:g} s{tries} "
                                 "(requestTimeoutSeconds).", retryable=True) from None
@@ -131,10 +134,13 @@ async def idle_bounded(stream: Any, seconds: float | None, where: Endpoint) -> A
             if limit is None:
                 item = await iterator.__anext__()
             else:
-                item = await asyncio.wait_for(iterator.__anext__(), limit)
+                # Not asyncio.wait_for: before Python 3.12 it returns the chunk and drops
+                # the stop when the person's Stop lands as a chunk arrives (the loop busy
+                # rendering the previous one), and the turn then waits out a hung stream.
+                item = await within(iterator.__anext__(), limit)
         except StopAsyncIteration:
             return
-        except asyncio.TimeoutError:
+        except (asyncio.TimeoutError, TimeoutError):  # distinct types on Python 3.10
             raise ProviderError(f"The model server at {where.url} sent nothing but keep-alives for {seconds:g} s; "
                                 "the answer was stopped (requestTimeoutSeconds).") from None
         yield item

@@ -76,11 +76,15 @@ def test_interrupt_ends_a_hanging_turn_and_the_next_cell_works(kernel):
     assert run.find("Interrupted. The partial answer is kept")
     error = [m["content"] for m in run.messages if m["msg_type"] == "error"][-1]
     assert error["traceback"] == ["KeyboardInterrupt: The turn was interrupted."], "one line, no traceback"
+    interrupted_texts = run.texts()
     kernel.server.add({"text": "Back."})
     run = kernel.run("%crystal continue")
     assert run.status == "ok" and run.outputs()[-1]["text/plain"] == "Back."
     previous = [m for m in kernel.last_body()["messages"] if m["role"] == "assistant"][-1]["content"]
-    assert previous.startswith("partial"), "the partial answer is kept in the conversation"
+    # As far as the answer had come when the Stop landed (a chunk arriving in that same
+    # moment is dropped with the turn, never shown): at least the first chunk, shown.
+    assert previous and "partial answer then".startswith(previous), previous
+    assert any(previous in text for text in interrupted_texts), "the partial answer is kept as it was shown"
 
 
 def test_interrupt_stops_blocking_code_in_the_python_tool(kernel):
