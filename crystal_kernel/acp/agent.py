@@ -262,7 +262,7 @@ class CrystalAgent:
         more = str(start + LIST_PAGE) if start + LIST_PAGE < len(rows) else None
         return ListSessionsResponse(
             sessions=[SessionInfo(session_id=r.id, cwd=str(root),
-                                  title=(r.topic or None) if r.answered else f"{r.topic or 'Session'} (not answered)",
+                                  title=(r.title or None) if r.answered else f"{r.title or 'Session'} (not answered)",
                                   updated_at=r.updated or None) for r in page],
             next_cursor=more,
         )

@@ -221,9 +221,9 @@ def _sessions(session: Session, args: list[str]) -> CommandResult:
     if not rows:
         return CommandResult("No saved sessions in this workspace.", kind="sessions")
     lines = [f"{'*' if r.id == session.id else ' '} {r.id}  {r.updated}  turns {r.turns}  tokens {r.tokens}  "
-             f"{r.topic or ''}{'' if r.answered else '  (not answered: its last prompt got no reply)'}"
+             f"{r.title or ''}{'' if r.answered else '  (not answered: its last prompt got no reply)'}"
              for r in rows]
-    return CommandResult("\n".join(lines), data={"sessions": [r.__dict__ for r in rows]}, kind="sessions")
+    return CommandResult("\n".join(lines), data={"sessions": [{**r.__dict__, "title": r.title} for r in rows]}, kind="sessions")
 
 
 def _resume(session: Session, args: list[str]) -> str:

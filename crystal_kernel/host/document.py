@@ -14,6 +14,7 @@ from crystal_kernel.core.messages import Message, load_transcript
 from crystal_kernel.core.todos import Todo
 from crystal_kernel.host.grants import sign as sign_grants
 from crystal_kernel.host.grants import verify as verify_grants
+from crystal_kernel.host.prompt_topic import first_prompt_topic
 from crystal_kernel.host.state import SessionState, Usage
 from crystal_kernel.host.store import DOCUMENT_VERSION, now_iso
 
@@ -21,7 +22,7 @@ from crystal_kernel.host.store import DOCUMENT_VERSION, now_iso
 OWN_KEYS = {
     "version", "id", "created", "updated", "workspace", "topic", "mode", "approval", "provider",
     "model", "turns", "transcript", "history", "todos", "usage", "audit", "directories", "forkedFrom",
-    "directoriesSignature", "answered",
+    "directoriesSignature", "answered", "promptTopic",
 }
 
 
@@ -42,6 +43,9 @@ def meta_document(state: SessionState, home: Path, provider: str, model: str) ->
             "updated": now_iso(),
             "workspace": str(state.workspace),
             "topic": state.topic,
+            # What names the session until topic naming does (or when it is off): its
+            # first prompt, shortened and made safe to show (host/topic.py).
+            "promptTopic": first_prompt_topic(state.history),
             "mode": state.mode,
             "approval": state.approval,
             "provider": provider,

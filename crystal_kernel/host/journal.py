@@ -13,7 +13,7 @@ costs what it adds, not what the session already holds:
   appended to a list; ``len`` is the list's length afterwards (older entries beyond it
   are dropped, as the audit log is bounded).
 - ``{"t": "set", "k": {...}}`` — top-level document keys that changed. Every save ends
-  with one, holding at least ``updated``, ``turns``, ``topic`` and ``usage``, so that a
+  with one, holding at least ``updated``, ``turns``, ``topic``, ``promptTopic`` and ``usage``, so that a
   listing reads only the first and the last line of a journal.
 - ``{"t": "sig", "c": ..., "s": ...}`` — after that set line, the Home key's signature
   of everything the file holds (TRUST-5, host/journal_sign.py).
@@ -389,7 +389,7 @@ def _merge_set(doc: dict[str, Any], raw: bytes) -> bool:
 
 
 # Keys every save's closing ``set`` line carries, changed or not (see read_summary).
-ALWAYS_SET = ("updated", "turns", "topic", "usage", "answered")
+ALWAYS_SET = ("updated", "turns", "topic", "promptTopic", "usage", "answered")
 
 
 class JournalWriter:

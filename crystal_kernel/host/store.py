@@ -35,6 +35,7 @@ from crystal_kernel.host.journal import (
     write_snapshot,
 )
 from crystal_kernel.host.journal_sign import key_for, sign_save
+from crystal_kernel.host.prompt_topic import prompt_topic
 
 DOCUMENT_VERSION = 1
 _ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
@@ -62,6 +63,16 @@ class SessionSummary:
     # False when the session's last prompt got no answer (its request failed, or it was
     # cancelled first): it can be resumed, and listings say so.
     answered: bool = True
+    # The first prompt, shortened and made safe (host/topic.py): names the session in
+    # listings while it has no topic.
+    prompt_topic: str | None = None
+
+    @property
+    def title(self) -> str | None:
+        """What names the session in a listing: its topic, else its first prompt quoted."""
+        if self.topic:
+            return self.topic
+        return f"“{self.prompt_topic}”" if self.prompt_topic else None
 
 
 class SessionStore:
@@ -169,6 +180,7 @@ class SessionStore:
                         tokens=int(usage.get("inputTokens", 0)) + int(usage.get("outputTokens", 0)),
                         signed=path.suffix == ".jsonl" and summary_signed(path, key),
                         answered=data.get("answered") is not False,
+                        prompt_topic=_prompt_topic(data.get("promptTopic")),
                     )
                 )
             except (OSError, ValueError, TypeError, AttributeError):
@@ -188,6 +200,11 @@ class SessionStore:
             return path.is_file() and summary_signed(path, key_for(self.home, create=False))
         except (OSError, UserError):
             return False
+
+
+def _prompt_topic(value: Any) -> str | None:
+    # A session file is a workspace file (untrusted): the label is cleaned once more.
+    return prompt_topic(value) if isinstance(value, str) else None
 
 
 def mark_unverified(document: dict[str, Any]) -> int:

@@ -14,7 +14,7 @@ from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any, Protocol
 
 from crystal_kernel.core.errors import UserError
-from crystal_kernel.jupyter import notebook_identity, parameters
+from crystal_kernel.jupyter import parameters
 from crystal_kernel.jupyter.notebook_session import resume_target, sessions_by_notebook
 from crystal_kernel.jupyter.notebook_turn import KERNEL_HELP, CellOutcome
 
@@ -87,14 +87,11 @@ async def run_line(kernel: CommandFront, line: str) -> None:
     if name == "logs":
         _show_logs(kernel, session, args)
         return
-    if name == "resume" and not args:
-        if notebook_identity.reported():  # the notebook's own session, never another's
-            target, why = resume_target(session)
-            if target is None:
-                _show_text(why or "")
-                return
-        else:
-            target = _notebook_session(kernel, session)
+    if name == "resume" and not args:  # the notebook's own session, never another's
+        target, why = resume_target(session, kernel.notebook)
+        if why:
+            _show_text(why)
+            return
         if target:
             line = f"/resume {target}"
     result = await run_command(session, line)
@@ -111,21 +108,6 @@ async def run_line(kernel: CommandFront, line: str) -> None:
         from crystal_kernel.jupyter.trust_view import offer_trust
 
         offer_trust(kernel.ensure_session(), IPythonOutput())  # TRUST-2: a Trust button
-
-
-def _notebook_session(kernel: CommandFront, session: Session) -> str | None:
-    from crystal_kernel.jupyter.notebook_map import last_session
-    from crystal_kernel.jupyter.render import IPythonOutput, Renderer
-
-    try:
-        target = last_session(session.workspace, kernel.notebook)
-    except UserError as exc:
-        Renderer(IPythonOutput()).show_note(f"{exc} Resuming the workspace's latest session instead.")
-        return None
-    # TRUST-5: the map is a workspace file too; only a session this Home signed is picked.
-    if target and not session.store.signed(target):
-        return None
-    return target
 
 
 def _show_jobs(kernel: CommandFront, session: Session) -> None:

@@ -27,6 +27,7 @@ from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, magics_class, no_var_expand
 
 from crystal_kernel.core.errors import UserError
+from crystal_kernel.jupyter import notebook_identity
 from crystal_kernel.jupyter.magics_args import MagicOptions, interpolate, merged_flags, plan
 from crystal_kernel.jupyter.magics_sync import SyncForm, raise_for, running_loop
 from crystal_kernel.jupyter.nbrun import NOTEBOOK_RUN_ENV
@@ -136,7 +137,10 @@ class MagicsHost(SyncForm):
         from crystal_kernel.jupyter.notebook_map import remember_session
 
         if self.crystal is not None:  # no session yet: nothing to remember
-            remember_session(self.crystal, self.notebook)  # a convenience for /resume; never fails a turn
+            # The notebook's name now when the page said it (JPY_SESSION_NAME keeps the
+            # name the kernel started with, also after a rename); a convenience for
+            # /resume and /sessions that never fails a turn.
+            remember_session(self.crystal, notebook_identity.notebook_path() or self.notebook)
 
     def _refuse_if_busy(self) -> None:
         if self.crystal is not None and self.crystal.busy:

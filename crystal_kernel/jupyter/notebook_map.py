@@ -12,6 +12,7 @@ It is rewritten atomically; unknown fields survive; a corrupt file is left as it
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -23,12 +24,11 @@ from crystal_kernel.host.store import now_iso
 if TYPE_CHECKING:
     from crystal_kernel.host.session import Session
 
-FILE = "notebooks.json"
 MAX_ENTRIES = 500
 
 
 def map_path(workspace: Path) -> Path:
-    return paths.host_dir(workspace) / FILE
+    return paths.notebook_map_file(workspace)
 
 
 def _read(workspace: Path) -> dict[str, Any]:
@@ -48,9 +48,12 @@ def last_session(workspace: Path, notebook: str | None) -> str | None:
     return session if isinstance(session, str) else None
 
 
-def notebooks_by_session(workspace: Path) -> dict[str, str]:
-    """Session id -> the notebook that used it last, as its path relative to the server
-    root when the page reported it, else its file name. Raises UserError when corrupt."""
+def notebooks_by_session(workspace: Path, root: Path | None = None) -> dict[str, str]:
+    """Session id -> the notebook that used it last: the kernel's and the magics'
+    ``/sessions`` and the server's listings (server/transcripts.py, server/jobfiles.py)
+    all read it here. A path the page reported is relative to the server root and shown
+    as it is; an absolute one (``JPY_SESSION_NAME``) is shown relative to ``root`` when
+    it is under it, else by its file name. Raises UserError when the map is corrupt."""
     notebooks = _read(workspace).get("notebooks")
     if not isinstance(notebooks, dict):
         return {}
@@ -60,8 +63,19 @@ def notebooks_by_session(workspace: Path) -> dict[str, str]:
     for name, entry in entries:  # newest last: a session keeps the notebook that used it last
         session = entry.get("session")
         if isinstance(session, str):
-            out[session] = Path(name).name if Path(name).is_absolute() else name
+            out[session] = _shown(name, root)
     return out
+
+
+def _shown(name: str, root: Path | None) -> str:
+    path = Path(name)
+    if not path.is_absolute():
+        return name  # jupyter_server gives kernels the notebook's path relative to its root
+    if root is not None:
+        real = Path(os.path.realpath(path))
+        if root in real.parents:
+            return os.path.relpath(real, root)
+    return path.name
 
 
 def remember_session(session: Session, notebook: str | None) -> str | None:

@@ -10,8 +10,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from crystal_kernel.core.errors import UserError
+from crystal_kernel.host.prompt_topic import first_prompt_topic
 from crystal_kernel.jupyter import notebook_identity
-from crystal_kernel.jupyter.notebook_map import notebooks_by_session
+from crystal_kernel.jupyter.notebook_map import last_session, notebooks_by_session
 
 if TYPE_CHECKING:
     from crystal_kernel.host.session import Session
@@ -23,9 +24,12 @@ def _note(text: str) -> None:
     Renderer(IPythonOutput()).show_note(text)
 
 
-def session_label(session_id: str, topic: str | None) -> str:
-    """``topic (id)``, or the id alone when the session has no topic yet."""
-    return f"{topic} ({session_id})" if topic else session_id
+def session_label(session: Session) -> str:
+    """``topic (id)`` — the topic, else the first prompt quoted — or the id alone when
+    the session has neither yet."""
+    prompt = first_prompt_topic(session.history)
+    title = session.topic or (f"“{prompt}”" if prompt else None)
+    return f"{title} ({session.id})" if title else session.id
 
 
 def _saved(session: Session, session_id: str) -> bool:
@@ -35,14 +39,36 @@ def _saved(session: Session, session_id: str) -> bool:
         return False
 
 
-def resume_target(session: Session) -> tuple[str | None, str | None]:
-    """What a bare ``/resume`` continues when a page reported the notebook: (session id,
-    None), or (None, the line to show) when this notebook names no other saved session.
-    Never another notebook's session: the workspace's latest is not a fallback here."""
-    wanted = notebook_identity.notebook_session_id()
+def resume_target(session: Session, notebook: str | None) -> tuple[str | None, str | None]:
+    """What a bare ``/resume`` continues in a notebook (the Crystal kernel's or one with
+    the ``%crystal`` magics): (session id, None), or (None, the line to show) when this
+    notebook has no other saved session. ``notebook`` is the path the kernel was started
+    for (``JPY_SESSION_NAME``).
+
+    The notebook's metadata names its session when the page reported it (the Crystal
+    kernel); otherwise the notebook map (``.crystal/notebooks.json``) says which session
+    the notebook used last, under its reported path or ``notebook``. Never another
+    notebook's session: the workspace's latest is not a fallback here. Only a session
+    this Home signed is picked (TRUST-5: the metadata and the map are workspace files).
+    (None, None) when the kernel knows no notebook at all (a terminal IPython): the
+    host's bare ``/resume`` applies."""
+    reported = notebook_identity.reported()
+    here = notebook_identity.notebook_path()
+    if not reported and not notebook:
+        return None, None
+    wanted = notebook_identity.notebook_session_id() if reported else None
+    if wanted is None:
+        for path in dict.fromkeys(p for p in (here, notebook) if p):
+            try:
+                wanted = last_session(session.workspace, path)
+            except UserError as exc:
+                _note(f"{exc} The notebook's last session is not known.")
+                break
+            if wanted:
+                break
     if wanted and wanted != session.id and _saved(session, wanted) and session.store.signed(wanted):
         return wanted, None
-    return None, (f"This notebook's session is {session_label(session.id, session.topic)}, the one in use; "
+    return None, (f"This notebook's session is {session_label(session)}, the one in use; "
                   "/sessions lists the others and /resume ID continues one of them.")
 
 
@@ -68,7 +94,7 @@ def continue_notebook_session(session: Session) -> bool:
     except UserError as exc:
         _note(f"This notebook's session {wanted} cannot be continued: {exc} A new session starts.")
         return False
-    _note(f"Continuing this notebook's session {session_label(session.id, session.topic)}: "
+    _note(f"Continuing this notebook's session {session_label(session)}: "
           f"{len(session.transcript)} messages.")
     return True
 
@@ -87,7 +113,7 @@ def sessions_by_notebook(session: Session, rows: list[dict[str, Any]]) -> str:
     for row in rows:
         sid = str(row.get("id"))
         name = names.get(sid, "no notebook")
-        topic = row.get("topic") or "no topic yet"
+        topic = row.get("title") or "no topic yet"
         unanswered = "" if row.get("answered", True) else "  (not answered: its last prompt got no reply)"
         lines.append(f"{'*' if sid == session.id else ' '} {name} · {topic}  ({sid})  {row.get('updated')}  "
                      f"turns {row.get('turns')}  tokens {row.get('tokens')}{unanswered}")

@@ -16,6 +16,10 @@ export interface ISessionRow {
   workspace?: string;
   /** The notebook that used the session last, when one did. */
   notebook?: string | null;
+  /** False when the session's last prompt got no answer (its request failed or was stopped). */
+  answered?: boolean;
+  /** The first prompt, shortened and made safe: names the session while it has no topic. */
+  prompt?: string | null;
 }
 
 export interface IPart {

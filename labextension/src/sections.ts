@@ -86,12 +86,27 @@ export class SessionsSection extends Section {
         : s.workspace
           ? `${s.workspace}/ (no notebook)`
           : '(no notebook)';
+      // Named by its topic, else its first prompt (quoted); the id is in the tooltip.
+      const title = s.topic || (s.prompt ? `“${s.prompt}”` : s.id);
+      const answered =
+        s.answered === false
+          ? h(
+              'span',
+              { class: 'jp-crystal-unanswered', title: 'Its last prompt got no reply (the request failed or was stopped)' },
+              'not answered'
+            )
+          : h('span', { class: 'jp-crystal-answered', title: 'Its last prompt was answered' }, 'answered');
       const item = h(
         'li',
         { class: 'jp-crystal-session jp-crystal-clickable', title: `Open session ${s.id}`, 'data-id': s.id },
-        h('div', { class: 'jp-crystal-row-title' }, s.topic || s.id),
+        h('div', { class: 'jp-crystal-row-title' }, title),
         h('div', { class: 'jp-crystal-session-notebook', title: 'The notebook that used this session last' }, where),
-        h('div', { class: 'jp-crystal-muted' }, `${when(s.updated)} · ${s.turns} turns · ${s.tokens} tokens`)
+        h(
+          'div',
+          { class: 'jp-crystal-muted jp-crystal-session-stats' },
+          `${when(s.updated)} · ${s.turns} turns · ${s.tokens} tokens · `,
+          answered
+        )
       );
       item.addEventListener('click', () => this.openSession(s.id));
       list.append(item);

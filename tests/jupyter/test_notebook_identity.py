@@ -63,7 +63,8 @@ def test_renamed_notebook_continues_its_session_after_a_restart(llm_server, tmp_
     run = a.run("Which word did I ask you to remember?")
     assert run.status == "ok"
     notes = [t for t in run.texts() if "Continuing this notebook's session" in t]
-    assert len(notes) == 1 and a_session in notes[0] and "2 messages" in notes[0], run.texts()
+    assert notes == [f"Note: Continuing this notebook's session “Remember the word zebra.” ({a_session}): "
+                     "2 messages."], run.texts()
     assert user_texts(llm_server.bodies("chat")[-1])[-2:] == ["Remember the word zebra.",
                                                               "Which word did I ask you to remember?"]
     assert session_in_outputs(run) == a_session
@@ -71,7 +72,7 @@ def test_renamed_notebook_continues_its_session_after_a_restart(llm_server, tmp_
     # A bare /resume in A: A's own session, which it already is; never B's.
     text = "\n".join(a.run("/resume").texts())
     assert b_session not in text and "another Crystal front" not in text
-    assert f"This notebook's session is {a_session}" in text
+    assert f"This notebook's session is “Remember the word zebra.” ({a_session}), the one in use" in text
 
 
 def test_a_notebook_naming_a_session_that_is_not_saved_starts_a_new_one(llm_server, tmp_path, kernel_factory):
@@ -89,7 +90,8 @@ def test_a_notebook_naming_a_session_that_is_not_saved_starts_a_new_one(llm_serv
 
 def test_sessions_are_named_by_notebook_and_topic(llm_server, tmp_path, kernel_factory):
     """``/sessions`` in a notebook names each session by the notebook that used it last
-    (its name now, after a rename) and its topic, with the id after them."""
+    (its name now, after a rename) and its topic — while it has none (topic naming is off
+    here), its first prompt, shortened and made safe — with the id after them."""
     kernel = kernel_factory.start()
     page_connects(kernel, "work/Untitled.ipynb", None)
     llm_server.add({"text": "First."})
@@ -97,8 +99,10 @@ def test_sessions_are_named_by_notebook_and_topic(llm_server, tmp_path, kernel_f
     restart(kernel)
     page_connects(kernel, "work/sales.ipynb", None)  # renamed, and its metadata has no id yet
     llm_server.add({"text": "Second."})
-    second = session_in_outputs(kernel.run("Two"))
+    second = session_in_outputs(kernel.run("Two\x1b[31m  red\u202e and a very long line that goes on and on, far past sixty "
+                                           "characters\nsecond line"))
     assert second != first
     lines = kernel.run("/sessions").texts()[0].splitlines()
-    assert f"* work/sales.ipynb · no topic yet  ({second})" in "\n".join(lines), lines
-    assert f"  work/Untitled.ipynb · no topic yet  ({first})" in "\n".join(lines), lines
+    assert f"* work/sales.ipynb · “Two [31m red and a very long line that goes on and on, far…”  ({second})" \
+        in "\n".join(lines), lines
+    assert f"  work/Untitled.ipynb · “One”  ({first})" in "\n".join(lines), lines

@@ -31,11 +31,13 @@ class MagicKernel(Kernel):
         return len(self.server.bodies("chat"))
 
 
-def start_python_kernel(tmp: Path, server: LLMServer, env_extra: dict[str, str] | None = None) -> MagicKernel:
-    home = make_home(tmp)
-    workspace = tmp / "ws"
-    workspace.mkdir()
-    notebook = str(workspace / "analysis.ipynb")
+def start_python_kernel(tmp: Path, server: LLMServer, env_extra: dict[str, str] | None = None, *,
+                        home: Path | None = None, workspace: Path | None = None,
+                        notebook: str | None = None) -> MagicKernel:
+    home = home or make_home(tmp)
+    workspace = workspace or tmp / "ws"
+    workspace.mkdir(exist_ok=True)
+    notebook = notebook or str(workspace / "analysis.ipynb")
     env = dict(os.environ)
     for var in ("ANTHROPIC_API_KEY", "CRYSTAL_ARGS", "CRYSTAL_APPROVAL", "CRYSTAL_MODEL"):
         env.pop(var, None)

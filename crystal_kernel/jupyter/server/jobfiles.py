@@ -24,7 +24,7 @@ from crystal_kernel.core import paths
 from crystal_kernel.core.errors import UserError
 from crystal_kernel.host.store import SessionStore
 from crystal_kernel.jupyter.server.ids import NotFound, check_id, inside
-from crystal_kernel.jupyter.server.workspaces import notebooks_by_session, relative
+from crystal_kernel.jupyter.server.workspaces import notebook_names, relative
 
 MAX_LOG_CHUNK = 256 * 1024      # bytes per log request
 MAX_JOBS_LISTED = 500
@@ -157,7 +157,7 @@ def list_jobs_in(root: Path, workspaces: list[Path]) -> dict[str, Any]:
         if not jobs:
             continue
         topics = {s.id: s.topic for s in SessionStore(folder).list()}
-        notebooks = notebooks_by_session(root, folder)
+        notebooks = notebook_names(root, folder)
         for row in jobs:
             row.update({"workspace": relative(root, folder), "sessionTopic": topics.get(row["session"]),
                         "notebook": notebooks.get(row["session"])})

@@ -20,7 +20,7 @@ from crystal_kernel.core.errors import UserError
 from crystal_kernel.host.store import SessionStore
 from crystal_kernel.jupyter.safe_html import markdown_html
 from crystal_kernel.jupyter.server.ids import NotFound, check_id, inside
-from crystal_kernel.jupyter.server.workspaces import notebooks_by_session, relative
+from crystal_kernel.jupyter.server.workspaces import notebook_names, relative
 
 MAX_PART_CHARS = 20_000      # one text or tool result in the reading view
 MAX_MESSAGES = 2_000         # the newest messages of a very long session
@@ -33,10 +33,11 @@ def list_sessions(workspace: Path, workspaces: list[Path] | None = None, root: P
     root = root or workspace
     rows: list[dict[str, Any]] = []
     for folder in workspaces or [workspace]:
-        notebooks = notebooks_by_session(root, folder)
+        notebooks = notebook_names(root, folder)
         rows += [
             {"id": s.id, "topic": s.topic, "created": s.created, "updated": s.updated,
-             "turns": s.turns, "tokens": s.tokens, "answered": s.answered, "workspace": relative(root, folder),
+             "turns": s.turns, "tokens": s.tokens, "answered": s.answered, "prompt": s.prompt_topic,
+             "workspace": relative(root, folder),
              "notebook": notebooks.get(s.id)}
             for s in SessionStore(folder).list()
         ]

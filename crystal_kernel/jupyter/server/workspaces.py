@@ -14,10 +14,10 @@ from __future__ import annotations
 import os
 from collections import deque
 from pathlib import Path
-from typing import Any
 
 from crystal_kernel.core import paths
-from crystal_kernel.core.fsutil import read_json_object
+from crystal_kernel.core.errors import UserError
+from crystal_kernel.jupyter.notebook_map import notebooks_by_session
 
 MAX_DEPTH = 3
 MAX_FOLDERS = 2000
@@ -61,36 +61,10 @@ def relative(root: Path, workspace: Path) -> str:
     return "" if rel == "." else rel.replace(os.sep, "/")
 
 
-def notebooks_by_session(root: Path, workspace: Path) -> dict[str, str]:
-    """Session id -> the notebook that used it last (from ``.crystal/notebooks.json``,
-    written by the kernel and the magics), as a path relative to the server root when
-    it is under it."""
-    path = paths.notebook_map_file(workspace)
+def notebook_names(root: Path, workspace: Path) -> dict[str, str]:
+    """Session id -> its notebook (jupyter/notebook_map.py), shown relative to the server
+    root; a corrupt map names none (the sessions and jobs are still listed)."""
     try:
-        data: dict[str, Any] = read_json_object(path, "notebook map") if path.is_file() else {}
-    except Exception:
+        return notebooks_by_session(workspace, root)
+    except UserError:
         return {}
-    notebooks = data.get("notebooks")
-    out: dict[str, str] = {}
-    if not isinstance(notebooks, dict):
-        return out
-    entries = sorted(((k, v) for k, v in notebooks.items() if isinstance(v, dict)),
-                     key=lambda kv: str(kv[1].get("updated", "")))
-    for name, entry in entries:  # newest last: a session keeps the notebook that used it last
-        session = entry.get("session")
-        if isinstance(session, str) and isinstance(name, str):
-            out[session] = _shown(root, workspace, name)
-    return out
-
-
-def _shown(root: Path, workspace: Path, name: str) -> str:
-    path = Path(name)
-    if path.is_absolute():
-        path = Path(os.path.realpath(path))
-    else:
-        # jupyter_server gives kernels the notebook's path relative to its root.
-        return name
-    try:
-        return os.path.relpath(path, root) if root in path.parents else path.name
-    except ValueError:
-        return path.name
