@@ -3,7 +3,9 @@
 The same front door as every front (host/bootstrap.py ``open_session``), the same slash
 command dispatcher as the kernel (host/commands.py) and the same renderer as ``crystal
 run`` (cli/printer.py ``TurnPrinter``). Keys: Enter sends; Esc then Enter (or a line
-ending in a backslash) starts a new line; Tab completes slash commands; Ctrl-C clears
+ending in a backslash) starts a new line; Tab completes slash commands, their arguments
+(prompt set and attachment names, job ids) and ``@file`` mentions, which attach the file
+as in a notebook cell; long tool output is folded (``/expand N`` shows it); Ctrl-C clears
 the line, or on an empty line arms exit (a second Ctrl-C exits); Ctrl-D exits. During a
 turn Ctrl-C cancels it (its running commands are killed). With stdin not a terminal it
 behaves like ``crystal run -``: the prompt is read from stdin, one turn, then exit.
@@ -27,6 +29,8 @@ from prompt_toolkit.history import FileHistory
 from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
 
 from crystal_kernel.cli import cmd_run
+from crystal_kernel.cli.folds import COMMAND as EXPAND
+from crystal_kernel.cli.folds import OutputFolds
 from crystal_kernel.cli.printer import TurnPrinter
 from crystal_kernel.cli.terminal import say
 from crystal_kernel.cli.terminal_person import TerminalPerson
@@ -40,8 +44,10 @@ from crystal_kernel.host.bootstrap import (
     open_session,
     overrides_from_args,
 )
-from crystal_kernel.host.commands import command_names, is_command, run_command
+from crystal_kernel.host.commands import is_command, run_command
+from crystal_kernel.host.completion import complete, session_sources
 from crystal_kernel.host.loop import run_turn
+from crystal_kernel.host.mentions import attach_mentions
 from crystal_kernel.jobs.commands import follow_logs
 
 if TYPE_CHECKING:
@@ -63,16 +69,24 @@ def add_interactive_args(parser: argparse.ArgumentParser) -> None:
     add_process_flags(parser)
 
 
-class SlashCompleter(Completer):
-    """Completes the command names after a leading '/'."""
+class SessionCompleter(Completer):
+    """Tab completion, the kernel's own (host/completion.py): slash commands and their
+    arguments (job ids, prompt set and attachment names), ``@file`` mentions; and this
+    front's ``/expand``."""
+
+    def __init__(self, current: Callable[[], Session]) -> None:
+        self.current = current  # the session now (/resume and /fork replace it)
 
     def get_completions(self, document: Document, complete_event: CompleteEvent) -> Iterable[Completion]:
-        text = document.text_before_cursor
-        if not text.startswith("/") or " " in text:
-            return
-        for name in command_names():
-            if ("/" + name).startswith(text):
-                yield Completion("/" + name, start_position=-len(text))
+        session = self.current()
+        cursor = document.cursor_position
+        reply = complete(document.text, cursor, session.workspace, **session_sources(session))
+        matches = list(reply["matches"])
+        before = document.text_before_cursor
+        if before.startswith("/") and " " not in before and EXPAND.startswith(before):
+            matches.append(EXPAND)
+        for match in matches:
+            yield Completion(match, start_position=reply["cursor_start"] - cursor if match != EXPAND else -len(before))
 
 
 def prompt_keys() -> KeyBindings:
@@ -119,7 +133,8 @@ class Repl:
 
     def __init__(self, session: Session) -> None:
         self.session = session
-        self.printer = TurnPrinter("text")
+        self.folds = OutputFolds()
+        self.printer = TurnPrinter("text", preview=self.folds.preview)
         # What Ctrl-C (SIGINT, while no prompt holds the keyboard) cancels now.
         self._cancel: Callable[[], None] | None = None
         history_dir = session.config.home / "history"
@@ -129,7 +144,7 @@ class Repl:
         except OSError:
             history = None  # an unwritable Home: in-memory history
         self.prompt: PromptSession[str] = PromptSession(
-            history=history, completer=SlashCompleter(), key_bindings=prompt_keys(), complete_while_typing=False,
+            history=history, completer=SessionCompleter(lambda: self.session), key_bindings=prompt_keys(), complete_while_typing=False,
         )
 
     async def run(self) -> int:
@@ -155,6 +170,9 @@ class Repl:
                     break
                 armed = False
                 if not line.strip():
+                    continue
+                if line.split()[0] == EXPAND:
+                    say(self.folds.expand(line.strip()[len(EXPAND):]))
                     continue
                 await self._guarded(self._command(line) if is_command(line) else self._turn(line))
         finally:
@@ -197,7 +215,10 @@ class Repl:
                 say()
             say(f"(job {result.data['jobId']} ended)")
 
-    async def _turn(self, prompt: str) -> None:
+    async def _turn(self, text: str) -> None:
+        prompt, notes = attach_mentions(self.session, text)  # @file, as in a notebook cell
+        for note in notes:
+            say(f"note: {note}", err=True)
         turn = run_turn(self.session, prompt, TerminalPerson(self.session, interrupt=lambda: turn.cancel()))
         self._cancel = turn.cancel
         async for event in turn:

@@ -70,8 +70,12 @@ def image_size(data: str) -> str:
 class TurnPrinter:
     """text: the answer on stdout, tool activity on stderr; jsonl: one event per line."""
 
-    def __init__(self, fmt: str, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, fmt: str, clock: Callable[[], float] = time.monotonic,
+                 preview: Callable[[str, str], str] | None = None) -> None:
         self.fmt = fmt
+        # How a tool result shows in text mode, from (tool name, text): result_preview
+        # unless the front folds long output (the interactive terminal, cli/folds.py).
+        self.preview = preview or (lambda name, text: result_preview(text))
         self.at_line_start = True
         # Reasoning streams to stderr in text mode (never into the answer on stdout).
         self.thinking = False
@@ -122,7 +126,7 @@ class TurnPrinter:
                 say(f"→ {event.name} {json.dumps(event.arguments, ensure_ascii=False)[:200]}", err=True)
             case ToolResultEvent():
                 self._progress_shown.pop(event.id, None)
-                say(f"{'✓' if event.ok else '✗'} {event.name} {result_preview(event.text)}", err=True)
+                say(f"{'✓' if event.ok else '✗'} {event.name} {self.preview(event.name, event.text)}", err=True)
                 for image in event.images:  # the terminal cannot show it: say it is there
                     say(f"  [image: {image.mime_type}, {image_size(image.data)}]", err=True)
             case ToolProgress():

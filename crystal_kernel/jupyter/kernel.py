@@ -291,16 +291,16 @@ class CrystalKernel(IPythonKernel):
 
     # ----- completion, inspection --------------------------------------------------------------------
     async def do_complete(self, code: str, cursor_pos: int | None) -> dict[str, Any]:
-        from crystal_kernel.jupyter.completion import complete
+        from crystal_kernel.core.paths import home_dir
+        from crystal_kernel.host.completion import attachment_names, complete, prompt_set_names, session_sources
 
         cursor = len(code) if cursor_pos is None else cursor_pos
-
-        def job_ids() -> list[str]:
-            if self.crystal is None or not self.crystal.has_jobs:
-                return []
-            return [info.id for info in self.crystal.jobs.status()]
-
-        return complete(code, cursor, self.workspace, job_ids)
+        if self.crystal is not None:
+            return complete(code, cursor, self.workspace, **session_sources(self.crystal))
+        # No session before the first cell: no jobs yet; the prompt names are on disk.
+        home, workspace = home_dir(), self.workspace
+        return complete(code, cursor, workspace, prompt_sets=lambda: prompt_set_names(home),
+                        attachments=lambda: attachment_names(home, workspace))
 
     async def do_inspect(self, code: str, cursor_pos: int, detail_level: int = 0,
                          omit_sections: Any = ()) -> dict[str, Any]:

@@ -88,7 +88,7 @@ async def run_notebook_turn(session: Session, text: str, *, notes: list[str], in
     normal way: the partial answer is kept and shown as interrupted.
     """
     from crystal_kernel.host.loop import run_turn
-    from crystal_kernel.jupyter.mentions import attach_mentions
+    from crystal_kernel.host.mentions import attach_mentions
     from crystal_kernel.jupyter.render import IPythonOutput, Renderer, status_of
     from crystal_kernel.jupyter.replayed_forms import turn_interaction
     from crystal_kernel.jupyter.widgets import live_forms

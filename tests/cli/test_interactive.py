@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import subprocess
 import sys
@@ -340,3 +341,68 @@ def test_a_trailing_backslash_continues_the_line_and_a_second_ctrl_c_exits(termi
         term.wait_for(PROMPT, after=2)
         term.key("C-c")
         term.wait_for("EXIT=0")
+
+
+def test_tab_completes_prompt_names_and_file_mentions_and_a_mention_attaches_the_file(terminal_for, workspace):
+    """The kernel's completion in the terminal (host/completion.py): a prompt set's name
+    after /promptset, an attachment's after /promptattach enable, a file after @; the
+    completed names take effect and the mentioned file reaches the model (host/mentions.py)."""
+    home = Path(os.environ["CRYSTAL_HOME"])
+    for folder, text in ((home / "promptsets" / "terse", "You are terse. TERSE-SET-BODY"),
+                         (workspace / ".crystal" / "prompt-attachments" / "house-style", "HOUSE-STYLE-NOTE")):
+        folder.mkdir(parents=True)
+        (folder / "prompt.json").write_text('{"enabled": false}')
+        (folder / "work.md").write_text(text)
+    (workspace / "src").mkdir()
+    (workspace / "src" / "main.py").write_text("print('kumquat')\n")
+    with LLMServer([{"text": "It prints kumquat."}]) as server:
+        term = terminal_for(server)
+        term.type("/promptset te")
+        term.key("Tab")
+        term.wait_for("/promptset terse")
+        term.key("Enter")
+        term.wait_for(PROMPT, after=1)
+        term.type("/promptattach enable ho")
+        term.key("Tab")
+        term.wait_for("/promptattach enable house-style")
+        term.key("Enter")
+        term.wait_for(PROMPT, after=2)
+        term.type("what does @src/ma")
+        term.key("Tab")
+        term.wait_for("what does @src/main.py")
+        term.type(" print?")
+        term.key("Enter")
+        term.wait_for("It prints kumquat.")
+        assert "Attached @src/main.py" in term.screen()
+        body = server.bodies("chat")[0]
+    system = json.dumps(body["messages"][0]["content"])
+    assert "TERSE-SET-BODY" in system and "HOUSE-STYLE-NOTE" in system
+    user = json.dumps([m["content"] for m in body["messages"] if m["role"] == "user"][-1])
+    assert "what does @src/main.py print?" in user and '<file path=\\"src/main.py\\">' in user and "kumquat" in user
+
+
+def test_long_tool_output_is_folded_and_expand_shows_it_whole(terminal_for):
+    """A long result shows its first lines and '… N more lines — /expand 1'; /expand
+    (completed by Tab) prints it whole. The model got all of it either way."""
+    command = "for i in $(seq 1 40); do echo row-$i; done"
+    replies = [{"tool_calls": [{"name": "bash", "arguments": {"command": command}}]}, {"text": "Listed."}]
+    with LLMServer(replies) as server:
+        term = terminal_for(server, "--approval", "full")
+        term.type("list the rows")
+        term.key("Enter")
+        screen = term.wait_for("Listed.")
+        folded = re.search(r"… (\d+) more lines — /expand 1", screen)
+        assert folded and int(folded.group(1)) >= 30, screen
+        assert "row-8" in screen and "row-40" not in screen
+        term.wait_for(PROMPT, after=1)
+        term.type("/exp")
+        term.key("Tab")
+        term.wait_for("/expand")
+        term.type(" 1")
+        term.key("Enter")
+        screen = term.wait_for("end of output 1")
+        assert "row-40" in screen
+        assert "row-40" in tool_messages(server)[0]
+        term.type("/expand 7")
+        term.key("Enter")
+        term.wait_for("No folded output 7; the ones kept are 1–1.")

@@ -12,9 +12,9 @@ import pytest
 from crystal_kernel.core.config import load_config
 from crystal_kernel.core.errors import UserError
 from crystal_kernel.core.messages import ImagePart, TextPart
+from crystal_kernel.host.completion import attachment_names, complete, prompt_set_names
+from crystal_kernel.host.mentions import attach_mentions, find_mentions
 from crystal_kernel.host.session import Session
-from crystal_kernel.jupyter.completion import complete
-from crystal_kernel.jupyter.mentions import attach_mentions, find_mentions
 from crystal_kernel.jupyter.notebook_map import last_session, map_path, remember
 from crystal_kernel.jupyter.options import parse, to_argv
 from crystal_kernel.testing.scripted import ScriptedProvider
@@ -61,6 +61,25 @@ def test_completion_of_arguments_and_hidden_files(workspace):
     assert complete("/logs ", 6, workspace, job_ids=lambda: ["j1"])["matches"] == ["j1", "--follow"]
     assert complete("/cd s", 5, workspace)["matches"] == ["src/"]
     assert complete("plain words", 5, workspace)["matches"] == []
+
+
+def test_completion_of_prompt_set_and_attachment_names(workspace, tmp_path):
+    """PS-7/PA-8 arguments complete from what is on disk: the sets of Home (and default),
+    the attachments of Home and workspace; only in their argument's position."""
+    home = tmp_path / "home"
+    for folder in (home / "promptsets" / "terse", home / "prompt-attachments" / "house-style",
+                   workspace / ".crystal" / "prompt-attachments" / "repo-notes"):
+        folder.mkdir(parents=True)
+        (folder / "prompt.json").write_text('{"enabled": false}')
+        (folder / "work.md").write_text("Be brief.")
+    sources = {"prompt_sets": lambda: prompt_set_names(home),
+               "attachments": lambda: attachment_names(home, workspace)}
+    assert complete("/promptset ", 11, workspace, **sources)["matches"] == ["default", "terse"]
+    assert complete("/prompts t", 10, workspace, **sources)["matches"] == ["terse"]
+    assert complete("/promptattach enable ", 21, workspace, **sources)["matches"] == ["house-style", "repo-notes"]
+    assert complete("/promptattach up r", 18, workspace, **sources)["matches"] == ["repo-notes"]
+    assert complete("/promptattach e", 15, workspace, **sources)["matches"] == ["enable"]
+    assert complete("/promptset terse ", 17, workspace, **sources)["matches"] == []
 
 
 def test_kernel_flags_from_argv_and_CRYSTAL_ARGS():
