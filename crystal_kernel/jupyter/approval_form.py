@@ -7,11 +7,12 @@ from collections.abc import Callable
 from typing import Any
 
 from crystal_kernel.core.interaction import ApprovalRequest, PersonDecision
+from crystal_kernel.jupyter import palette
 from crystal_kernel.jupyter.cards import Bundle, esc, summarize_arguments
 from crystal_kernel.jupyter.safe_html import NO_MATH, clean, html_bundle
 
 # Shared with the question form (widgets.py).
-MUTED = "color:var(--jp-content-font-color2,#6e7781)"
+MUTED = f"color:{palette.MUTED}"
 BOX = "border:1px solid var(--jp-border-color1,#d0d7de);border-radius:4px;padding:4px 8px;margin:4px 0"
 _MUTED, _BOX = MUTED, BOX
 
@@ -51,6 +52,7 @@ class ApprovalForm:
         self.widget = w.VBox([_html(w, self.request_html()), w.HBox([self.allow_once, self.allow_session, self.deny]),
                               self.reason], layout=w.Layout(border="1px solid #d0d7de", padding="4px 8px"))
         self.widget.add_class("crystal-form")  # the lab extension keeps focus off the running cell
+        self.widget.add_class("crystal-widget")  # and colours its buttons to read (contrast)
 
     def _finish(self, decision: PersonDecision) -> None:
         if self.finished:
@@ -70,7 +72,7 @@ class ApprovalForm:
         r = self.request
         where = f"risk {r.risk} · authority {r.authority}" + (" · external tool" if r.external else "")
         verdict = self.verdict_text()
-        verdict_html = f'<div style="color:#9a6700">{esc(verdict)}</div>' if verdict else ""
+        verdict_html = f'<div style="color:{palette.WARN}">{esc(verdict)}</div>' if verdict else ""
         # The change itself (notebook_edit's per-cell diff), open so the person reads it.
         # Whole, never cut to its end (approval_view.preview_html).
         # edit/write: the preview is the diff against the file, drawn inside the call.

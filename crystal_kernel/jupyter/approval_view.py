@@ -26,19 +26,20 @@ import re
 import unicodedata
 from typing import Any
 
+from crystal_kernel.jupyter import palette
 from crystal_kernel.jupyter.cards import diff_html, esc
 
 # A model could send megabytes; a browser shows this much in a scroll box, and says
 # plainly when a call is longer (so the person can deny what they cannot see).
 SHOW_LIMIT = 1_000_000
 
-_MARK = "color:var(--jp-warn-color0,#9a6700);background-color:var(--jp-warn-color3,#fff8c5)"
-_PRE = ("margin:2px 0 4px 0;padding:4px 6px;background-color:var(--jp-layout-color2,#f6f8fa);"
-        "color:var(--jp-content-font-color1,#1f2328);max-height:24em;overflow:auto;white-space:pre-wrap;"
+_MARK = palette.MARKED
+_PRE = ("margin:2px 0 4px 0;padding:4px 6px;background-color:" + palette.CODE_BG + ";"
+        "color:" + palette.TEXT + ";max-height:24em;overflow:auto;white-space:pre-wrap;"
         "overflow-wrap:anywhere;font-family:var(--jp-code-font-family,monospace);font-size:90%;"
         "border:1px solid var(--jp-border-color2,#d0d7de)")
-_WARN = "color:var(--jp-warn-color0,#9a6700);font-weight:bold"
-_MUTED = "color:var(--jp-ui-font-color2,#6e7781)"
+_WARN = f"color:{palette.WARN};font-weight:bold"
+_MUTED = f"color:{palette.MUTED}"
 _TEXT_KEYS = {"bash": "command", "bash_start": "command", "python": "code"}
 #: Tools whose approval draws the host's diff against the file (the request's preview).
 CHANGE_TOOLS = frozenset({"edit", "write"})

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 # esc and markdown_bundle are re-exported: the views take every bundle maker from here.
+from crystal_kernel.jupyter import palette
 from crystal_kernel.jupyter.safe_html import NO_MATH, html_bundle, inline_markdown_html
 from crystal_kernel.jupyter.safe_html import esc as esc
 from crystal_kernel.jupyter.safe_html import markdown_bundle as markdown_bundle
@@ -28,21 +29,20 @@ CARD_TEXT_LIMIT = 20_000
 ARGS_PREVIEW = 160
 ARGS_LIMIT = 8_000
 
-# Theme variables first, light fallbacks for static exports (readable in JupyterLab Dark).
-BORDER = "var(--jp-border-color1,#d0d7de)"
-TEXT = "var(--jp-content-font-color1,#1f2328)"
-PRE_BG = "var(--jp-layout-color2,#f6f8fa)"
+# Colours from the palette: per-theme values from the lab extension, light fallbacks for
+# static exports (readable in JupyterLab Light and Dark at 4.5:1).
+BORDER = palette.BORDER
+TEXT = palette.TEXT
+PRE_BG = palette.CODE_BG
 _BOX = (f"border:1px solid {BORDER};border-left:4px solid {{accent}};border-radius:4px;"
         f"padding:4px 8px;margin:4px 0;font-size:90%;color:{TEXT}")
 _PRE = (f"margin:4px 0 0 0;padding:4px 6px;background-color:{PRE_BG};color:{TEXT};max-height:24em;overflow:auto;"
         "white-space:pre-wrap;word-break:break-word;font-family:var(--jp-code-font-family,monospace);font-size:90%")
-_MUTED = "color:var(--jp-content-font-color2,#6e7781)"
-_RED = "var(--jp-error-color1,#cf222e)"
-_GREEN = "var(--jp-success-color1,#1a7f37)"
-_AMBER = "var(--jp-warn-color1,#9a6700)"
-_BLUE = "var(--jp-brand-color1,#0550ae)"
-_ADDED_BG = "var(--jp-success-color3,#e6ffec)"
-_REMOVED_BG = "var(--jp-error-color3,#ffebe9)"
+_MUTED = f"color:{palette.MUTED}"
+_RED = palette.ERROR
+_GREEN = palette.OK
+_AMBER = palette.WARN
+_BLUE = palette.ACCENT
 
 # The one argument that best says what a call does, per built-in tool.
 _KEY_ARGUMENT = {
@@ -99,7 +99,7 @@ def thinking_bundle(text: str, done: bool = False) -> Bundle:
     """
     label = "Thinking" if done else "Thinking…"
     fragment = (f'<details class="crystal-thinking {NO_MATH}" data-state="{"done" if done else "running"}"'
-                f'{"" if done else " open"} style="{_MUTED};font-size:90%;margin:4px 0">'
+                f'{"" if done else " open"} style="{_MUTED};{palette.THINKING_BOX};font-size:90%;margin:4px 0">'
                 f"<summary>{label}</summary>"
                 f'<div style="white-space:pre-wrap;font-style:italic">{esc(clip(text, CARD_TEXT_LIMIT))}</div>'
                 "</details>")
@@ -187,9 +187,9 @@ def diff_html(text: str) -> str:
     for line in text.splitlines():
         style = ""
         if line.startswith("+") and not line.startswith("+++"):
-            style = f"color:{_GREEN};background-color:{_ADDED_BG}"
+            style = palette.ADDED
         elif line.startswith("-") and not line.startswith("---"):
-            style = f"color:{_RED};background-color:{_REMOVED_BG}"
+            style = palette.REMOVED
         elif line.startswith("@@"):
             style = f"color:{_BLUE}"
         out.append(f'<span style="{style}">{esc(line)}</span>' if style else esc(line))

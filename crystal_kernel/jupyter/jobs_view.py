@@ -15,6 +15,7 @@ import time
 from typing import Any
 
 from crystal_kernel.core.errors import ToolError, UserError
+from crystal_kernel.jupyter import palette
 from crystal_kernel.jupyter.cards import Bundle, esc, table_bundle
 from crystal_kernel.jupyter.safe_html import NO_MATH, html_bundle
 
@@ -78,6 +79,7 @@ class JobsTable:
                 button.on_click(lambda _b, job_id=info.id: self._stop(job_id))
                 self.buttons[info.id] = button
         self.row = w.HBox(list(self.buttons.values()))
+        self.row.add_class("crystal-widget")  # the lab extension's button colours (contrast)
         self.row_handle = output.show(self.row._repr_mimebundle_(), stale=STOP_ROW_STALE) if self.buttons else None
         self.stopping: set[asyncio.Task[None]] = set()
         self.done = not self.buttons
@@ -186,7 +188,7 @@ class LogView:
         header = self.header()
         note = f"[showing the last {LOG_LINES} lines]\n" if self.dropped else ""
         body = note + self.text()
-        colour = "var(--jp-warn-color1,#9a6700)" if self.info.active else "var(--jp-content-font-color2,#6e7781)"
+        colour = palette.WARN if self.info.active else palette.MUTED
         html = (f'<div class="{NO_MATH}" data-job="{esc(self.job_id)}" data-state="{esc(self.info.state)}">'
                 f'<div style="color:{colour};font-size:85%"><code>{esc(header)}</code></div>'
                 f'<pre style="margin:2px 0;padding:4px 6px;background-color:#1f2328;color:#e6edf3;max-height:30em;font-family:monospace;font-size:85%;'

@@ -3,12 +3,15 @@
 ``interrupt_mode`` is ``message``: the stop button reaches the kernel as an
 ``interrupt_request`` on the control channel, and no SIGINT hits the kernel's children
 (DESIGN.md). Crystal's process flags can be baked into argv, so a person can install a
-kernelspec with, for example, a forced prompt set (FL-1).
+kernelspec with, for example, a forced prompt set (FL-1). The kernelspec carries Crystal's
+logo (``logo-svg.svg``, ``logo-64x64.png``, ``logo-32x32.png``), which JupyterLab's
+launcher shows on the kernel's tiles.
 """
 
 from __future__ import annotations
 
 import json
+import shutil
 import sys
 import tempfile
 from collections.abc import Sequence
@@ -17,6 +20,8 @@ from typing import Any
 
 KERNEL_NAME = "crystal"
 DISPLAY_NAME = "Crystal"
+#: The kernelspec's logo files, named as Jupyter expects them.
+LOGOS = tuple(sorted((Path(__file__).parent / "logo").glob("logo-*")))
 
 
 def kernel_json(flags: Sequence[str] = (), *, display_name: str = DISPLAY_NAME,
@@ -33,6 +38,14 @@ def kernel_json(flags: Sequence[str] = (), *, display_name: str = DISPLAY_NAME,
     }
 
 
+def write_kernelspec(folder: Path, spec: dict[str, Any]) -> None:
+    """Write ``spec`` as ``folder``/kernel.json with Crystal's logo files beside it."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "kernel.json").write_text(json.dumps(spec, indent=2), encoding="utf-8")
+    for logo in LOGOS:
+        shutil.copyfile(logo, folder / logo.name)
+
+
 def install(*, user: bool = False, prefix: str | None = None, name: str = KERNEL_NAME,
             display_name: str = DISPLAY_NAME, flags: Sequence[str] = ()) -> str:
     """Install the kernelspec; returns the folder it was installed in."""
@@ -40,7 +53,5 @@ def install(*, user: bool = False, prefix: str | None = None, name: str = KERNEL
 
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp) / name
-        folder.mkdir()
-        (folder / "kernel.json").write_text(json.dumps(kernel_json(flags, display_name=display_name), indent=2),
-                                            encoding="utf-8")
+        write_kernelspec(folder, kernel_json(flags, display_name=display_name))
         return KernelSpecManager().install_kernel_spec(str(folder), name, user=user, prefix=prefix)

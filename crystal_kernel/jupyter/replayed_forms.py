@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from crystal_kernel.jupyter import palette
 from crystal_kernel.jupyter.cards import BORDER, TEXT, Bundle, esc, summarize_arguments
 from crystal_kernel.jupyter.safe_html import NO_MATH, html_bundle
 
@@ -21,7 +22,7 @@ if TYPE_CHECKING:
 
 _BOX = (f"border:1px solid {BORDER};border-radius:4px;padding:4px 8px;margin:4px 0;color:{TEXT};"
         "border-left:4px solid {}")
-_MUTED = "color:var(--jp-content-font-color2,#6e7781)"
+_MUTED = f"color:{palette.MUTED}"
 _OUTCOME = {"allow_once": "Allowed once", "allow_session": "Allowed for this session", "deny": "Denied"}
 SOURCE = "answered from the recording"
 

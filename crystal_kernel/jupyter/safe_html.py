@@ -35,6 +35,9 @@ from typing import TYPE_CHECKING, Any
 
 import nh3
 
+from crystal_kernel.jupyter import palette
+from crystal_kernel.jupyter.highlight import highlighted_html
+
 if TYPE_CHECKING:
     from markdown_it.token import Token
 
@@ -169,16 +172,27 @@ def _image_as_link(renderer: Any, tokens: Sequence[Token], idx: int, options: An
     return f'<a href="{esc(src)}">[image: {esc(alt)}]</a>'
 
 
-# A code block reads as one in JupyterLab (either theme) and in a static export.
-_CODE_STYLE = ("background-color:var(--jp-layout-color2,#f6f8fa);color:var(--jp-content-font-color1,#1f2328);"
-               "padding:6px 8px;border-radius:4px;overflow-x:auto")
+# A code block reads as one in JupyterLab (either theme) and in a static export, and keeps
+# its distance from the paragraph after it.
+_CODE_STYLE = (f"background-color:{palette.CODE_BG};color:{palette.TEXT};border:1px solid var(--jp-border-color2,#d0d7de);"
+               "padding:6px 8px;margin:0.5em 0 1em 0;border-radius:4px;overflow-x:auto")
 
 
 def _fence(renderer: Any, tokens: Sequence[Token], idx: int, options: Any, env: Any) -> str:
     token = tokens[idx]
     lang = (token.info or "").strip().split(" ")[0][:40]
     lang_attr = f' data-lang="{esc(lang)}"' if lang else ""
-    return f'<pre class="crystal-code"{lang_attr} style="{_CODE_STYLE}"><code style="background-color:transparent;color:inherit">{esc(token.content)}</code></pre>\n'
+    return (f'<pre class="crystal-code"{lang_attr} style="{_CODE_STYLE}">'
+            f'<code style="background-color:transparent;color:inherit">{highlighted_html(token.content, lang)}</code>'
+            "</pre>\n")
+
+
+def _left_aligned_cells(state: Any) -> None:
+    """Table cells without an alignment of their own read left to right, as JupyterLab's
+    Markdown tables do (its HTML output styles right-align them, for data frames)."""
+    for token in state.tokens:
+        if token.type in ("th_open", "td_open") and not token.attrGet("style"):
+            token.attrSet("style", "text-align:left")
 
 
 @lru_cache(maxsize=1)
@@ -197,6 +211,7 @@ def _markdown() -> Any:
     md.add_render_rule("image", _image_as_link)
     md.add_render_rule("fence", _fence)
     md.add_render_rule("code_block", _fence)
+    md.core.ruler.push("crystal_table_align", _left_aligned_cells)
     return md
 
 

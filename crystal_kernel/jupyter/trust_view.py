@@ -36,6 +36,7 @@ def offer_trust(session: Session, output: Any) -> list[Any]:
         output.show(note_bundle(state.note()))
         button = w.Button(description="Trust", tooltip=str(state.path), button_style="warning",
                           icon="shield", layout=w.Layout(width="auto"))
+        button.add_class("crystal-widget")  # the lab extension's button colours (contrast)
         button.on_click(lambda b, s=state: _trust(session, s, b))
         output.show(button._repr_mimebundle_())
         buttons.append(button)

@@ -28,6 +28,7 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from crystal_kernel.core.interaction import ApprovalRequest, PersonDecision, Question
+from crystal_kernel.jupyter import palette
 from crystal_kernel.jupyter.approval_form import BOX as _BOX
 from crystal_kernel.jupyter.approval_form import MUTED as _MUTED
 from crystal_kernel.jupyter.approval_form import ApprovalForm
@@ -92,6 +93,7 @@ class QuestionForm:
         self.step1 = self._build_questions()
         self.widget = w.VBox([self.step1], layout=w.Layout(border="1px solid #d0d7de", padding="4px 8px"))
         self.widget.add_class("crystal-form")  # the lab extension keeps focus off the running cell
+        self.widget.add_class("crystal-widget")  # and colours its buttons to read (contrast)
 
     # ----- building ------------------------------------------------------------------------
     def _build_questions(self) -> Any:
@@ -172,7 +174,7 @@ class QuestionForm:
         missing = [q.header for qi, q in enumerate(self.questions)
                    if not q.multiple and not self.answers()[qi]]
         if missing:
-            self.message.value = (f'<span style="color:#cf222e">Choose an answer for: '
+            self.message.value = (f'<span style="color:{palette.ERROR}">Choose an answer for: '
                                   f'{esc(", ".join(missing))}</span>')
             return
         self.message.value = ""

@@ -1,8 +1,10 @@
 /**
  * What Crystal adds to notebooks:
  *
- * - Copy and "Insert as new cell" buttons on the code blocks of Crystal answers
- *   (`.crystal-answer pre.crystal-code`, made by crystal_kernel/jupyter/safe_html.py).
+ * - Copy and "Insert" buttons on the code blocks of Crystal answers
+ *   (`.crystal-answer pre.crystal-code`, made by crystal_kernel/jupyter/safe_html.py). In a
+ *   Crystal notebook the code is inserted as a Markdown cell with a fenced block, so it
+ *   never reaches the model as a prompt; in other notebooks as a code cell.
  *   The buttons are added in the page, never saved in the output, so a notebook opened
  *   without a kernel (or exported to static HTML) shows plain, readable code blocks and
  *   gets the buttons again as soon as JupyterLab shows it.
@@ -40,6 +42,14 @@ function cellOf(panel: NotebookPanel, node: Node): [Cell, number] | null {
   return null;
 }
 
+/** `code` as a Markdown fenced block: a fence longer than any run of backticks in it. */
+export function fenced(code: string, lang: string): string {
+  const longest = Math.max(0, ...(code.match(/`+/g) ?? []).map(run => run.length));
+  const fence = '`'.repeat(Math.max(3, longest + 1));
+  const info = /^[\w+#.-]*$/.test(lang) ? lang : '';
+  return `${fence}${info}\n${code.replace(/\n$/, '')}\n${fence}`;
+}
+
 function toolbarFor(panel: NotebookPanel, pre: HTMLElement): HTMLElement {
   const bar = document.createElement('div');
   bar.className = 'jp-crystal-code-tools';
@@ -58,11 +68,17 @@ function toolbarFor(panel: NotebookPanel, pre: HTMLElement): HTMLElement {
     copy.textContent = 'Copied';
     window.setTimeout(() => (copy.textContent = 'Copy'), 1500);
   });
+  // In a Crystal notebook every code cell is a prompt: code inserted as one would reach
+  // the model as the person's message when run. There the code becomes a Markdown cell
+  // holding it as a fenced block (running it only renders it); elsewhere a code cell.
+  const crystal = isCrystalNotebook(panel);
   const insert = document.createElement('button');
   insert.type = 'button';
   insert.className = 'jp-crystal-button jp-crystal-insert';
-  insert.textContent = 'Insert as new cell';
-  insert.title = 'Insert this code as a new cell below the answer';
+  insert.textContent = crystal ? 'Insert as Markdown cell' : 'Insert as new cell';
+  insert.title = crystal
+    ? 'Insert this code below the answer as a Markdown cell (never sent to the model)'
+    : 'Insert this code as a new cell below the answer';
   insert.addEventListener('click', event => {
     event.stopPropagation();
     const found = cellOf(panel, pre);
@@ -70,10 +86,14 @@ function toolbarFor(panel: NotebookPanel, pre: HTMLElement): HTMLElement {
     if (found) {
       notebook.activeCellIndex = found[1];
     }
+    const asMarkdown = isCrystalNotebook(panel);
     NotebookActions.insertBelow(notebook);
+    if (asMarkdown) {
+      NotebookActions.changeCellType(notebook, 'markdown');
+    }
     const cell = notebook.activeCell;
     if (cell) {
-      cell.model.sharedModel.setSource(code());
+      cell.model.sharedModel.setSource(asMarkdown ? fenced(code(), pre.dataset.lang ?? '') : code());
       notebook.mode = 'edit';
       cell.editor?.focus();
     }

@@ -18,6 +18,7 @@ import { LabIcon } from '@jupyterlab/ui-components';
 import crystalSvg from '../style/icons/crystal.svg';
 import { activateAnswers } from './answers';
 import { watchForms } from './forms';
+import { followLogs } from './logs';
 import { CrystalSidebar } from './sidebar';
 import { SourcePicker } from './sources';
 import { watchKernelSpecs } from './kernelspec';
@@ -92,6 +93,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
     if (tracker) {
       activateAnswers(tracker);
       watchForms(tracker); // focus after form clicks, reload and restart
+      followLogs(tracker); // /logs --follow shows its newest line
     }
     const status = tracker && statusBar ? new CrystalStatus(tracker) : null;
     const sidebar = new CrystalSidebar(

@@ -15,11 +15,31 @@ import { isCrystalKernel } from './kernelspec';
 
 export { KERNEL_NAME } from './kernelspec';
 
+/** What JupyterLab says of the notebook's kernel, in the item's words. */
+function kernelState(context: ISessionContext): string {
+  const state = context.kernelDisplayStatus;
+  switch (state) {
+    case 'dead':
+      return 'kernel dead';
+    case 'disconnected':
+      return 'disconnected';
+    case 'terminating':
+      return 'shutting down';
+    case 'unknown':
+    case 'initializing':
+      return 'starting';
+    default:
+      return state;
+  }
+}
+
 export class CrystalStatus extends Widget {
   readonly changed = new Signal<this, void>(this);
   private context: ISessionContext | null = null;
   private lastStatus: Kernel.Status | null = null;
   private active = false;
+  /** Counts the questions to the kernel: only the newest answer is shown. */
+  private asked = 0;
 
   constructor(private tracker: INotebookTracker) {
     super();
@@ -42,12 +62,20 @@ export class CrystalStatus extends Widget {
     if (this.context) {
       this.context.statusChanged.disconnect(this.onStatus, this);
       this.context.kernelChanged.disconnect(this.onKernel, this);
+      this.context.connectionStatusChanged.disconnect(this.onKernel, this);
+      this.context.sessionChanged.disconnect(this.onKernel, this); // shut down: no session
     }
     const panel = this.tracker.currentWidget;
     this.context = panel ? panel.sessionContext : null;
+    this.lastStatus = null;
     if (this.context) {
       this.context.statusChanged.connect(this.onStatus, this);
       this.context.kernelChanged.connect(this.onKernel, this);
+      this.context.connectionStatusChanged.connect(this.onKernel, this);
+      this.context.sessionChanged.connect(this.onKernel, this); // shut down: no session
+      // A notebook restored after a reload may get its kernel before this item hears
+      // of it: ask again once its session is ready.
+      void this.context.ready.then(() => this.update_()).catch(() => undefined);
     }
     void this.update_();
   }
@@ -59,7 +87,9 @@ export class CrystalStatus extends Widget {
   private onStatus(_: ISessionContext, status: Kernel.Status): void {
     const previous = this.lastStatus;
     this.lastStatus = status;
-    if (status === 'idle' && previous !== 'idle') {
+    // Idle after anything else: the kernel may have changed mode etc. Any other change
+    // but busy (starting, restarting, dead, …) is a state worth showing as it is.
+    if (status !== previous && status !== 'busy') {
       void this.update_();
     }
   }
@@ -73,15 +103,27 @@ export class CrystalStatus extends Widget {
 
   private async update_(): Promise<void> {
     const context = this.context;
-    const kernel = context?.session?.kernel;
-    if (!context || !kernel || !isCrystalKernel(kernel.name)) {
-      this.setActive(
-        !!context && (isCrystalKernel(context.kernelPreference.name) || isCrystalKernel(context.session?.kernel?.name))
-      );
-      this.render(null, 'starting');
+    const asked = ++this.asked;
+    const kernel = context?.session?.kernel ?? null;
+    // With no kernel (shut down, or not started yet after a reload), the notebook says
+    // whose it is: the kernel it asks for, or the kernelspec saved in its metadata.
+    const spec = this.tracker.currentWidget?.model?.getMetadata('kernelspec') as { name?: string } | undefined;
+    const crystal =
+      !!context &&
+      (kernel ? isCrystalKernel(kernel.name) : isCrystalKernel(context.kernelPreference.name || spec?.name));
+    this.setActive(crystal);
+    if (!context || !crystal) {
       return;
     }
-    this.setActive(true);
+    if (!kernel) {
+      // The true state: no kernel at all (shut down, or none chosen), or one on its way.
+      this.render(null, context.hasNoKernel || context.isDisposed ? 'no kernel' : kernelState(context));
+      return;
+    }
+    if (kernel.connectionStatus !== 'connected' || !['idle', 'busy', 'unknown'].includes(kernel.status)) {
+      this.render(null, kernelState(context));
+      return; // asked again when it connects or goes idle
+    }
     let status: IStatus | null = null;
     try {
       const reply = await kernel.requestKernelInfo();
@@ -89,8 +131,8 @@ export class CrystalStatus extends Widget {
     } catch {
       status = null;
     }
-    if (context === this.context) {
-      this.render(status, kernel.connectionStatus);
+    if (asked === this.asked && context === this.context) {
+      this.render(status, status ? 'status unavailable' : kernelState(context));
     }
   }
 
@@ -118,6 +160,12 @@ export class CrystalStatus extends Widget {
 
   dispose(): void {
     this.tracker.currentChanged.disconnect(this.follow, this);
+    if (this.context) {
+      this.context.statusChanged.disconnect(this.onStatus, this);
+      this.context.kernelChanged.disconnect(this.onKernel, this);
+      this.context.connectionStatusChanged.disconnect(this.onKernel, this);
+      this.context.sessionChanged.disconnect(this.onKernel, this); // shut down: no session
+    }
     super.dispose();
   }
 }

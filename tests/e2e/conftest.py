@@ -33,7 +33,7 @@ from pathlib import Path
 
 import pytest
 
-from crystal_kernel.jupyter.kernelspec import kernel_json
+from crystal_kernel.jupyter.kernelspec import kernel_json, write_kernelspec
 from crystal_kernel.testing.folder_shared import SHARED_IN_FOLDER, FolderShared
 from crystal_kernel.testing.llm_server import LLMServer
 
@@ -145,8 +145,11 @@ def write_kernelspecs(data: Path, server: LLMServer | None) -> None:
     for name, spec in (("crystal", crystal), ("python3", python3)):
         if server is not None:
             spec["env"] = {"CRYSTAL_BASE_URL": server.base_url, SHARED_IN_FOLDER: ""}
-        (data / "kernels" / name).mkdir(parents=True, exist_ok=True)
-        (data / "kernels" / name / "kernel.json").write_text(json.dumps(spec))
+        if name == "crystal":
+            write_kernelspec(data / "kernels" / name, spec)  # with its logo, as installed
+        else:
+            (data / "kernels" / name).mkdir(parents=True, exist_ok=True)
+            (data / "kernels" / name / "kernel.json").write_text(json.dumps(spec))
 
 
 def end_module(shared: SharedLab, module: str) -> None:

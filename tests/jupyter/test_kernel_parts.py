@@ -123,6 +123,12 @@ def test_crystal_kernel_install_writes_the_kernelspec(tmp_path, private_home):
     spec = json.loads((tmp_path / "share/jupyter/kernels/crystal/kernel.json").read_text())
     assert spec["display_name"] == "Crystal" and spec["interrupt_mode"] == "message"
     assert spec["argv"][1:] == ["-m", "crystal_kernel.jupyter", "-f", "{connection_file}", "--prompt-set", "strict"]
+    # The launcher's tile shows Crystal's logo, not a letter (docs/jupyterlab.md, Launcher).
+    folder = tmp_path / "share/jupyter/kernels/crystal"
+    assert (folder / "logo-svg.svg").read_text().startswith("<svg")
+    for size in (32, 64):
+        png = (folder / f"logo-{size}x{size}.png").read_bytes()
+        assert png[:8] == b"\x89PNG\r\n\x1a\n" and int.from_bytes(png[16:20], "big") == size
     bad = subprocess.run(crystal + ["kernel", "install", "--prefix", str(tmp_path / "x"), "--disable-tool", "nope"],
                          capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2 and bad.stderr == "crystal: --disable-tool: unknown built-in tool 'nope'.\n"

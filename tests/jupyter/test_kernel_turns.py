@@ -52,7 +52,7 @@ def test_tool_cards_show_running_then_results(kernel):
     ok_card, failed_card, edit_card = cards
     assert 'data-state="done"' in ok_card["text/html"] and "from-bash" in ok_card["text/plain"]
     assert "background-color:#1f2328" in ok_card["text/html"], "bash output is shown as a terminal"
-    assert 'data-state="failed"' in failed_card["text/html"] and "#cf222e" in failed_card["text/html"]
+    assert 'data-state="failed"' in failed_card["text/html"] and "--crystal-error, #b71c1c" in failed_card["text/html"]
     assert 'data-state="done"' in edit_card["text/html"]
     assert run.outputs()[-1]["text/plain"] == "All done."
     assert (kernel.workspace / "notes.txt").read_text() == "alpha\ngamma\n"

@@ -13,6 +13,7 @@ from crystal_kernel.core.events import (
     UsageEvent,
 )
 from crystal_kernel.core.messages import ImagePart
+from crystal_kernel.jupyter import palette
 from crystal_kernel.jupyter.cards import CardState, Status, card_bundle, diff_html
 from crystal_kernel.jupyter.render import RecordingOutput, Renderer
 
@@ -70,10 +71,10 @@ def test_text_segments_are_split_by_tool_cards_and_usage_updates_status():
 def test_cards_show_diffs_errors_and_reviewer_verdicts():
     diff = "--- a\n+++ b\n@@ -1 +1 @@\n-old\n+new"
     html = diff_html(diff)
-    # Theme colours with the light fallbacks a static export uses (readable in JupyterLab Dark).
-    assert ('color:var(--jp-success-color1,#1a7f37);background-color:var(--jp-success-color3,#e6ffec)">+new<'
-            in html)
-    assert 'color:var(--jp-error-color1,#cf222e);background-color:var(--jp-error-color3,#ffebe9)">-old<' in html
+    # The palette's colours (the lab extension's per-theme values) with the light fallbacks
+    # a static export uses; tests/e2e/test_polish.py measures them at 4.5:1 in Light and Dark.
+    assert f'{palette.ADDED}">+new<' in html and f'{palette.REMOVED}">-old<' in html
+    assert palette.ADDED == "color:var(--crystal-diff-added,#1b5e20);background-color:var(--crystal-diff-added-bg,#c8e6c9)"
     card = CardState(id="1", name="edit", arguments={"path": "a.py"}, state="done", result=diff, display="diff")
     assert "+new" in card_bundle(card)["text/html"]
     out = RecordingOutput()
@@ -83,7 +84,7 @@ def test_cards_show_diffs_errors_and_reviewer_verdicts():
                            verdict={"risk_level": "high", "user_authorization": "low", "rationale": "not asked"}))
     r.render(ToolResultEvent(id="c", name="write", ok=False, text="The call was denied by the reviewer."))
     bundle = out.outputs[0]
-    assert 'data-state="denied"' in bundle["text/html"] and "--jp-error-color1, #cf222e" in bundle["text/html"]
+    assert 'data-state="denied"' in bundle["text/html"] and "--crystal-error, #b71c1c" in bundle["text/html"]
     assert "Reviewer: risk high, authorization low — not asked" in bundle["text/plain"]
     assert "&lt;b&gt;" in bundle["text/html"], "arguments are escaped"
 

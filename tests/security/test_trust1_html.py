@@ -7,6 +7,7 @@ unless it is clearly math (docs/kernel.md)."""
 from __future__ import annotations
 
 import re
+from html import unescape
 from html.parser import HTMLParser
 from types import SimpleNamespace
 
@@ -122,8 +123,12 @@ def test_trust1_markdown_still_renders_tables_code_and_safe_links():
             "```python\nprint('<b>hi</b>')\n```\n\n"
             "See [the docs](https://example.org/docs) and **bold** `code`.")
     html = markdown_html(text)
-    assert "<table>" in html and "<th>tool</th>" in html and "<td>ok</td>" in html
-    assert re.search(r'<pre class="crystal-code" data-lang="python"[^>]*><code[^>]*>print\(\'&lt;b&gt;hi&lt;/b&gt;\'\)', html)
+    # Table cells are left-aligned, as JupyterLab's Markdown tables are.
+    assert "<table>" in html and '<th style="text-align:left">tool</th>' in html
+    assert '<td style="text-align:left">ok</td>' in html
+    code = re.search(r'<pre class="crystal-code" data-lang="python"[^>]*><code[^>]*>(.*?)</code></pre>', html, re.S)
+    assert code and unescape(re.sub(r"<span[^>]*>|</span>", "", code.group(1))) == "print('<b>hi</b>')\n"
+    assert "<b>" not in html
     assert re.search(r'<a href="https://example.org/docs" rel="[^"]*noopener[^"]*">the docs</a>', html)
     assert "<strong>bold</strong>" in html and "<code>code</code>" in html
 
@@ -269,3 +274,24 @@ def test_trust1_streamed_answer_deltas_carry_text_only_and_the_final_html_is_ine
     assert max((b[STREAM_MIME]["text"] for b in live if b[STREAM_MIME]["at"] == 0), key=len) in text
     assert_bundle_inert(final)
     assert "crystal-answer" in final["text/html"]
+
+
+CODE_PAYLOADS = ['</span><img src=x onerror="window.__pwned=1">', '"></code></pre><script>alert(1)</script>',
+                 "<!-- x --><svg onload=alert(1)>", "' style=\"background:url(http://evil)\" x='"]
+
+
+@pytest.mark.parametrize("lang", ["python", "html", "javascript", "bash", "css", "unknown-lang", ""])
+def test_trust1_highlighted_code_is_the_code_as_text(lang):
+    """Syntax colours add only coloured spans: the code block's text is
+    the code, markup in it stays text, and no span carries anything but a colour."""
+    code = "\n".join(f"x = {p!r}  # {p}" for p in CODE_PAYLOADS) + "\n"
+    html = markdown_html(f"```{lang}\n{code}```\n")
+    body = re.search(r"<code[^>]*>(.*)</code></pre>", html, re.S)
+    assert body, html
+    spans = re.findall(r"<span[^>]*>", body.group(1))
+    assert all(re.fullmatch(r'<span style="color:var\(--jp-mirror-editor-[a-z0-9-]+-color, #[0-9a-f]{6}\)">', s)
+               for s in spans), spans
+    assert unescape(re.sub(r"<span[^>]*>|</span>", "", body.group(1))) == code
+    assert not re.search(r"<(?!/?(span|code|pre)\b)[a-z]", body.group(1)), "no other element in the code"
+    if lang in ("python", "javascript"):
+        assert spans, "a known language is coloured"
