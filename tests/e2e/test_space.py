@@ -135,10 +135,13 @@ def test_space_opens_a_crystal_notebook_and_disable_tool_reaches_the_kernel(brow
 
 def test_space_resume_opens_a_notebook_that_continues_the_saved_session(browser, tmp_path):
     """`crystal space --resume ID`: the notebook it opens names the session, and its first
-    cell continues it (the model receives the earlier conversation)."""
+    cell continues it (the model receives the earlier conversation); the background job
+    that cell started ends with the space at Ctrl-C."""
     workspace = tmp_path / "ws"
     workspace.mkdir()
-    replies = [{"text": "Noted: turquoise."}, {"text": "It was turquoise."}]
+    replies = [{"text": "Noted: turquoise."},
+               {"tool_calls": [{"name": "bash_start", "arguments": {"command": "sleep 487"}}]},
+               {"text": "It was turquoise."}]
     with LLMServer(replies) as server:
         env = server_env(tmp_path, tmp_path / "home", tmp_path / "jupyter", server)
         write_home(tmp_path / "home" / ".crystal")
@@ -157,9 +160,23 @@ def test_space_resume_opens_a_notebook_that_continues_the_saved_session(browser,
                 note.wait_for(timeout=90_000)
                 page.locator(NB).get_by_text("It was turquoise.").wait_for(timeout=90_000)
                 assert session_id in note.inner_text()
+                SHOTS.mkdir(parents=True, exist_ok=True)
+                page.screenshot(path=str(SHOTS / "crystal-space-resume.png"))
             users = [m["content"] for m in server.bodies("chat")[-1]["messages"] if m["role"] == "user"]
             assert "Remember the word turquoise." in json.dumps(users) and "Which word was it?" in json.dumps(users)
+            # A background job of the kernel is running; Ctrl-C ends it with the kernel.
+            assert sleeps(), "the background job did not start"
             stop_with_ctrl_c(term, workspace)
+            _, alive = psutil.wait_procs(sleeps(), timeout=20)
+            assert not alive, f"the kernel's job outlived the space: {alive}"
+
+
+def sleeps() -> list[psutil.Process]:
+    found = []
+    for proc in psutil.process_iter(["cmdline"]):
+        if (proc.info["cmdline"] or [])[:2] == ["sleep", "487"]:
+            found.append(proc)
+    return found
 
 
 def test_space_refuses_a_session_that_is_not_saved_and_starts_nothing(tmp_path):
