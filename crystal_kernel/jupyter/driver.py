@@ -117,8 +117,10 @@ class CellRun:
         return status
 
     def outputs(self) -> list[dict[str, Any]]:
-        """The latest bundle of each output, in order."""
-        return [self.displays[k] for k in self.order]
+        """The latest bundle of each output, in order; an output emptied by an update (a
+        streamed answer replaced by its whole text, live_outputs.LiveDisplay) shows
+        nothing in a notebook and is left out."""
+        return [self.displays[k] for k in self.order if self.displays[k]]
 
     def texts(self) -> list[str]:
         """Each output's text: its ``text/plain``, or an answer's text from its HTML."""

@@ -91,17 +91,28 @@ def metadata(display_id: str, cell: str | None, stale: Bundle | None) -> dict[st
 
 
 class LiveDisplay:
-    """One display: shown once, updated in place; live while it has a ``stale`` bundle."""
+    """One display: shown once, updated in place; live while it has a ``stale`` bundle.
 
-    def __init__(self, bundle: Bundle, stale: Bundle | None = None):
+    A *streamed* display (an answer or its Thinking card while the text streams) is kept
+    whole for clients that ignore ``update_display_data`` and keep only ``display_data``
+    (jupyter-mcp-server's execute tools): its ``display_data`` is empty and the first
+    piece comes as an update, and the final update (``final=True``) empties it and shows
+    the whole text as a new ``display_data`` with its own display id. JupyterLab applies
+    every update, so it shows the text once: the emptied output renders as nothing (a
+    second ``display_data`` with the same display id would be a second output there).
+    """
+
+    def __init__(self, bundle: Bundle, stale: Bundle | None = None, *, streamed: bool = False):
         from IPython.display import display
 
         self.id = uuid.uuid4().hex
         self.cell = current_cell_id()
         self._display = display
         meta = metadata(self.id, self.cell, stale)
-        display(bundle, raw=True, display_id=self.id, metadata=meta)
-        self._track(bundle, meta, stale)
+        display({} if streamed else bundle, raw=True, display_id=self.id, metadata=meta)
+        self._track({} if streamed else bundle, meta, stale)
+        if streamed:
+            self.update(bundle, stale)
 
     def _track(self, bundle: Bundle, meta: dict[str, Any], stale: Bundle | None) -> None:
         if stale is not None:
@@ -114,11 +125,21 @@ class LiveDisplay:
             if self.id in kept or len(kept) < MAX_KEPT_DISPLAYS:
                 kept[self.id] = (bundle, meta)
 
-    def update(self, bundle: Bundle, stale: Bundle | None = None, kept: Bundle | None = None) -> None:
+    def update(self, bundle: Bundle, stale: Bundle | None = None, kept: Bundle | None = None, *,
+               final: bool = False) -> None:
         """``kept``: what showing this output again (a reloaded page) sends, when
-        ``bundle`` is only a part of it (a streamed answer's appended text)."""
-        from IPython.display import update_display
+        ``bundle`` is only a part of it (a streamed answer's appended text). ``final``:
+        the whole streamed text, shown as a new output that replaces this one."""
+        from IPython.display import display, update_display
 
+        if final:
+            update_display({}, raw=True, display_id=self.id, metadata=metadata(self.id, self.cell, None))
+            self._track({}, metadata(self.id, self.cell, None), None)
+            self.id = uuid.uuid4().hex
+            meta = metadata(self.id, self.cell, stale)
+            display(bundle, raw=True, display_id=self.id, metadata=meta)
+            self._track(bundle, meta, stale)
+            return
         meta = metadata(self.id, self.cell, stale)
         update_display(bundle, raw=True, display_id=self.id, metadata=meta)
         self._track(kept if kept is not None else bundle, meta, stale)

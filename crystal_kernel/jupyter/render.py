@@ -79,26 +79,29 @@ SHOWN_LIVE = frozenset({"python"})
 
 
 class Handle(Protocol):
-    def update(self, bundle: Bundle, stale: Bundle | None = None, kept: Bundle | None = None) -> None: ...
+    def update(self, bundle: Bundle, stale: Bundle | None = None, kept: Bundle | None = None, *,
+               final: bool = False) -> None: ...
 
 
 class Output(Protocol):
     """Where rendered bundles go. ``show`` adds an output and returns its handle;
     ``stale`` is what a live output says once its kernel is gone."""
 
-    def show(self, bundle: Bundle, stale: Bundle | None = None) -> Handle: ...
+    def show(self, bundle: Bundle, stale: Bundle | None = None, *, streamed: bool = False) -> Handle: ...
 
 
 class IPythonOutput:
     """Shows bundles through IPython's display machinery (display_id outputs, updated
     in place with ``update_display_data``)."""
 
-    def show(self, bundle: Bundle, stale: Bundle | None = None) -> Handle:
+    def show(self, bundle: Bundle, stale: Bundle | None = None, *, streamed: bool = False) -> Handle:
         """``stale``: for a live output (a form, Stop buttons), what it should say once
-        its kernel is gone (live_outputs.py: reload and restart)."""
+        its kernel is gone (live_outputs.py: reload and restart). ``streamed``: the
+        first piece of a streaming text, whose ``update(final=True)`` ends it
+        (live_outputs.LiveDisplay: what a client that ignores display updates keeps)."""
         from crystal_kernel.jupyter.live_outputs import LiveDisplay
 
-        return LiveDisplay(bundle, stale)
+        return LiveDisplay(bundle, stale, streamed=streamed)
 
     @property
     def deltas(self) -> bool:
@@ -122,7 +125,7 @@ class RecordingOutput:
         self.kept: list[Bundle | None] = []
         self.deltas = deltas
 
-    def show(self, bundle: Bundle, stale: Bundle | None = None) -> Handle:
+    def show(self, bundle: Bundle, stale: Bundle | None = None, *, streamed: bool = False) -> Handle:
         index = len(self.outputs)
         self.outputs.append(dict(bundle))
         self.sent.append(dict(bundle))
@@ -130,7 +133,8 @@ class RecordingOutput:
         outer = self
 
         class _H:
-            def update(self, b: Bundle, stale: Bundle | None = None, kept: Bundle | None = None) -> None:
+            def update(self, b: Bundle, stale: Bundle | None = None, kept: Bundle | None = None, *,
+                       final: bool = False) -> None:
                 outer.outputs[index] = dict(b)
                 outer.sent.append(dict(b))
                 outer.kept.append(kept)
@@ -190,7 +194,8 @@ class _Stream:
       N / ``LIVE_BYTES_PER_SECOND`` seconds (a 10 KB answer updates ~3 times a second,
       a 100 KB one every ~3 s); a live update carries only the rendered ``text/html``.
 
-    Either way :meth:`finish` sends the whole bundle once, so the final output is
+    Either way :meth:`finish` sends the whole bundle once (as a new output that replaces
+    the streamed one, for clients that ignore display updates), so the final output is
     exactly the HTML ``bundle`` renders (sanitized as always, TRUST-1); with deltas, an
     answer's ``text/plain`` is then only a preview (``html_answer_bundle``).
     """
@@ -224,7 +229,8 @@ class _Stream:
         self.length += len(delta)
         now = self.clock()
         if self.handle is None:
-            self.handle = self.output.show(delta_bundle(0, self.text) if self.deltas else self.bundle(self.text))
+            self.handle = self.output.show(delta_bundle(0, self.text) if self.deltas else self.bundle(self.text),
+                                           streamed=True)
             self.shown, self.last = self.text, now
             self.partial = self.deltas
             return
@@ -278,10 +284,11 @@ class _Stream:
             return
         if final is None and self.deltas and self.bundle is markdown_bundle:
             final = html_answer_bundle(self.text)  # the answer once, as HTML
-        if final is not None or self.partial or self.text != self.shown:
-            self.handle.update(final if final is not None else self.bundle(self.text))
-            self.shown, self.partial = self.text, False
-            self.updates += 1
+        # Always, also when nothing changed: a client that ignores display updates gets
+        # the whole text only from this final one (live_outputs.LiveDisplay).
+        self.handle.update(final if final is not None else self.bundle(self.text), final=True)
+        self.shown, self.partial = self.text, False
+        self.updates += 1
 
 
 def delta_bundle(at: int, text: str) -> Bundle:

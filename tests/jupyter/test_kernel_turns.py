@@ -25,11 +25,16 @@ def test_streamed_answer_is_one_markdown_display_throttled(kernel):
     status = run.outputs()[0]["text/plain"]
     assert status.startswith("Crystal · work · approval default · openai:gpt-4.1 · prompts default ·")
     markdown = [k for k in run.order if "crystal-answer" in run.displays[k].get("text/html", "")]
-    assert len(markdown) == 1, "the answer is one display updated in place"
+    assert len(markdown) == 1, "the answer is shown once"
     assert run.displays[markdown[0]]["text/plain"] == text
-    # ~600 deltas over the stream; at most ~15 updates a second reach the notebook.
-    assert run.updates[markdown[0]] <= run.seconds * 15 + 2
-    assert run.updates[markdown[0]] >= 2
+    # It streamed into one display updated in place, emptied when the whole answer was
+    # shown as its own output (for clients that ignore display updates, issue 32).
+    streamed = [k for k in run.order if run.displays[k] == {}]
+    assert len(streamed) == 1
+    # ~600 deltas over the stream; at most ~15 updates a second reach the notebook
+    # (and one more that empties it).
+    assert run.updates[streamed[0]] <= run.seconds * 15 + 3
+    assert run.updates[streamed[0]] >= 2
     # The status line counts the session's tokens so far, updated as usage arrives.
     shown_first = next(m for m in run.messages if m["msg_type"] == "display_data")["content"]["data"]["text/plain"]
     before = int(shown_first.rsplit("·", 1)[1].split()[0].replace(",", ""))
