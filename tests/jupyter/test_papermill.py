@@ -54,7 +54,8 @@ def test_papermill_parameters_reach_the_prompts_and_never_the_model_as_a_prompt(
     workspace.mkdir()
     source = crystal_notebook(workspace / "in.ipynb")
     env = papermill_env(kernel_factory, tmp_path, workspace / "out.ipynb")
-    server = kernel_factory.server
+    server = kernel_factory.server  # shared by the folder: count only this test's requests
+    earlier = len(server.bodies("chat"))
     server.add({"text": "A summary in three sentences."})
     run = subprocess.run([PAPERMILL, str(source), str(workspace / "out.ipynb"), "-k", "crystal",
                           "-p", "target", "notes.md", "-p", "count", "3", "--cwd", str(workspace)],
@@ -66,7 +67,7 @@ def test_papermill_parameters_reach_the_prompts_and_never_the_model_as_a_prompt(
     assert injected.metadata["tags"] == ["injected-parameters"]
     assert injected.source == '/parameter target "notes.md"\n/parameter count 3\n'
     # One model request: the prompt cell with the values in, the parameter cells nowhere.
-    bodies = server.bodies("chat")
+    bodies = server.bodies("chat")[earlier:]
     assert len(bodies) == 1, bodies
     users = [m for m in bodies[0]["messages"] if m["role"] == "user"]
     sent = json.dumps(bodies[0]["messages"])
