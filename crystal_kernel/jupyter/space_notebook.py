@@ -92,7 +92,9 @@ def space_notebook(workspace: Path, home: Path, resume: str | None) -> Path:
     from crystal_kernel.jupyter.notebook_map import notebooks_by_session
 
     try:
-        last = notebooks_by_session(workspace).get(resume)
+        # Paths relative to the workspace: a page's (the space's root is the workspace;
+        # another lab's root may not be, and then no notebook names the session there).
+        last = notebooks_by_session(workspace, workspace.resolve()).get(resume)
     except UserError:
         last = None  # a corrupt map: a new notebook still resumes the session
     if last:
