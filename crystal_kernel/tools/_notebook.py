@@ -261,6 +261,8 @@ def output_lines(output: dict[str, Any], images: list[ImagePart], attach: bool |
         return [f"→ {kind} output"]
     raw = output.get("data")
     data: dict[str, Any] = raw if isinstance(raw, dict) else {}
+    if not data:
+        return []  # shows nothing: a streamed answer's display, emptied when the whole answer was shown
     out: list[str] = []
     label = "result" if kind == "execute_result" else "display"
     for mime in ("text/markdown", "text/plain"):

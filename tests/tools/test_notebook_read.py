@@ -138,3 +138,17 @@ async def test_read_takes_a_long_answer_text_from_its_html(workspace, ctx):
         in result.text
     assert "```python\nparse(x < 2)\n```" in result.text and "The last line." in result.text
     assert "<p>" not in result.text and "crystal-answer" not in result.text
+
+
+async def test_an_emptied_display_is_not_listed(workspace, ctx):
+    """A Crystal cell's streamed answer display, emptied when the whole answer was shown
+    as its own output (issue 32), shows nothing in a notebook, and nothing to the model."""
+    nb = analysis_notebook()
+    nb.cells.append(new_code_cell("Tell me", outputs=[
+        new_output("display_data", data={}),
+        new_output("display_data", data={"text/plain": "The whole answer."})]))
+    write(workspace / "answered.ipynb", nb)
+    result = await call("read", ctx, path="answered.ipynb", offset=6)
+    assert result.ok
+    assert "In [ ]\nTell me\n→ display (text/plain):\nThe whole answer.\n" in result.text
+    assert "→ display: " not in result.text
