@@ -51,7 +51,6 @@ LIST_PAGES = 20
 STDERR_TAIL = 4096
 CONNECTION_CLOSED = -32000
 INVALID_REQUEST = -32600
-INTERNAL_ERROR = -32603
 REQUEST_TIMEOUT = -32001
 # An error answer's body is read (for the words "session") only up to this size.
 REJECTION_BODY_BYTES = 16384
@@ -230,8 +229,9 @@ class ServerConnection:
         404; servers built on the TypeScript SDK (server-everything) and older Python
         SDKs answer 400 "Bad Request: No valid session ID provided", which the client
         SDK reports only as a generic -32603, without the words."""
-        if response.status_code not in (400, 404) or "mcp-session-id" not in response.request.headers:
-            return
+        request = response.request
+        if response.status_code not in (400, 404) or request.method != "POST" or "mcp-session-id" not in request.headers:
+            return  # only a refused message (a call), not the event stream's GET
         if response.status_code == 404:
             self._session_refused = True
             return
@@ -391,15 +391,16 @@ class ServerConnection:
         the SDK's "Session terminated" (its spelling of HTTP 404; some SDK versions give
         it a code without the minus sign), a JSON-RPC error that names the session
         (server-everything's -32000 "Bad Request: No valid session ID provided"), or a
-        generic error for an HTTP answer the response hook saw refuse our session."""
+        generic error (or, with mcp 1.x, whose client closes the transport on a 400, the
+        connection closed) after the response hook saw the server refuse our session."""
         if self.config.transport != "http":
             return False
+        if self._session_refused:  # the server said so itself: it did not run the call
+            return True
         text = str(exc.message or "").lower()
         if text == "session terminated":
             return True
-        if exc.code in (INVALID_REQUEST, CONNECTION_CLOSED) and "session" in text:
-            return True
-        return exc.code == INTERNAL_ERROR and self._session_refused
+        return exc.code in (INVALID_REQUEST, CONNECTION_CLOSED) and "session" in text
 
     async def _reinitialize(self) -> ClientSession:
         """A fresh MCP session with the same server (not counted as a restart: the server
