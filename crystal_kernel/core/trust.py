@@ -73,9 +73,14 @@ class WorkspaceFile:
             return "review prompt"
         return "cassette"
 
+    @property
+    def left_unused(self) -> str:
+        """What stays unused until the file is trusted ("its tools are not offered")."""
+        return _WHAT_IS_LEFT_UNUSED[self.kind]
+
     def note(self) -> str:
         """The one-line note a listing shows for an untrusted file."""
-        what = _WHAT_IS_LEFT_UNUSED[self.kind]
+        what = self.left_unused
         if self.problem:
             return f"Workspace {self.label} {self.path} cannot be trusted: {self.problem}; {what}."
         why = "changed since you trusted it" if self.changed else "is not trusted yet"

@@ -26,6 +26,9 @@ Bundle = dict[str, Any]
 
 # How much of a tool result a card shows (the model's copy is bounded separately).
 CARD_TEXT_LIMIT = 20_000
+# A plain-text result longer than this many lines (a file the read tool read) shows its
+# first lines; the rest is one click away ("Show the other N lines"), never dumped.
+PREVIEW_LINES = 12
 ARGS_PREVIEW = 160
 ARGS_LIMIT = 8_000
 
@@ -135,7 +138,7 @@ def _notebook_edit_summary(arguments: dict[str, Any]) -> str:
     action = str(arguments.get("action") or "edit")
     cell = arguments.get("cell_id")
     if cell is None and isinstance(arguments.get("index"), int):
-        cell = f"#{arguments['index'] + 1}"
+        cell = f"#{arguments['index']}"  # the tool numbers cells from 1, as a person does
     kind = f"{arguments['cell_type']} " if action == "insert" and arguments.get("cell_type") else ""
     where = f" {cell}" if cell is not None else ""
     return f"{arguments.get('path', '')}: {action} {kind}cell{where}".strip()
@@ -303,12 +306,29 @@ def card_bundle(card: CardState) -> Bundle:
             parts.append(f'<pre style="{_PRE};background-color:#1f2328;color:#e6edf3" class="crystal-terminal">'
                          f'{esc(body)}</pre>')
         elif body:
-            parts.append(f'<pre style="{_PRE}">{esc(body)}</pre>')
+            head, rest = _preview(body)
+            if rest:
+                plain[-1] = head + f"\n[… {rest.count(chr(10)) + 1} more lines]"
+                parts.append(f'<pre style="{_PRE}">{esc(head)}</pre>'
+                             f'<details class="crystal-more"><summary style="{_MUTED}">'
+                             f"Show the other {rest.count(chr(10)) + 1} lines</summary>"
+                             f'<pre style="{_PRE};margin-top:0">{esc(rest)}</pre></details>')
+            else:
+                parts.append(f'<pre style="{_PRE}">{esc(body)}</pre>')
     if card.images:
         word = "image" if card.images == 1 else "images"
         plain.append(f"({card.images} {word} below)")
     parts.append("</div></div>")
     return html_bundle("\n".join(plain), "".join(parts))
+
+
+def _preview(text: str) -> tuple[str, str]:
+    """(the first ``PREVIEW_LINES`` lines, the rest) — the rest empty when the text is
+    short enough to show whole (a couple of lines more is not worth a click)."""
+    lines = text.rstrip("\n").split("\n")
+    if len(lines) <= PREVIEW_LINES + 3:
+        return text, ""
+    return "\n".join(lines[:PREVIEW_LINES]), "\n".join(lines[PREVIEW_LINES:])
 
 
 def image_bundle(mime_type: str, data_base64: str, caption: str = "") -> Bundle:

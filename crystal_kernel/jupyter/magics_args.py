@@ -33,6 +33,8 @@ _FLAG = re.compile(r"--([A-Za-z][\w-]*)(?:=(\"[^\"]*\"|'[^']*'|\S*))?")
 _VALUE = re.compile(r"\"([^\"]*)\"|'([^']*)'|(\S+)")
 
 MAX_VALUE_CHARS = 20_000  # what one {name} may add to a prompt
+# A value up to this long on one line goes inline in backticks; longer ones get a block.
+INLINE_VALUE_CHARS = 80
 _BRACES = re.compile(r"\{\{|\}\}|\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 
@@ -126,14 +128,36 @@ def cell_options(line: str) -> MagicOptions:
     return opts
 
 
+def _inline(value: str) -> str | None:
+    """A short one-line value in backticks (more of them than any run inside it, so
+    the value cannot end the span), or None when it needs a block."""
+    if "\n" in value or len(value) > INLINE_VALUE_CHARS:
+        return None
+    ticks = "`" * (max((len(run) for run in re.findall(r"`+", value)), default=0) + 1)
+    pad = " " if value.startswith("`") or value.endswith("`") or not value.strip() else ""
+    return f"{ticks}{pad}{value}{pad}{ticks}"
+
+
+def _block(name: str, value: str, kind: str) -> str:
+    """A value as a fenced block labelled with the variable's name and type; the fence
+    is longer than any run of backticks inside the value."""
+    fence = "`" * max(3, max((len(run) for run in re.findall(r"`+", value)), default=0) + 1)
+    return f"`{name}` ({kind}):\n{fence}\n{value.rstrip(chr(10))}\n{fence}"
+
+
 def interpolate(text: str, namespace: dict[str, Any]) -> tuple[str, list[str]]:
-    """Replace ``{name}`` with ``str()`` of the notebook variable; ``{{``/``}}`` are
-    literal braces; braces around anything that is not a name stay as they are.
+    """Replace ``{name}`` with ``str()`` of the notebook variable, delimited so the
+    model sees where a value starts and ends: a short one-line value inline in
+    backticks; anything longer (a DataFrame, a list that wraps) is named in the sentence
+    (```df` (below)``) and follows the prompt as a fenced block labelled with its name
+    and type, once per variable. ``{{``/``}}`` are literal braces; braces around
+    anything that is not a name stay as they are.
 
     An unknown name is a UserError (nothing runs). Each value is cut at
     ``MAX_VALUE_CHARS`` characters, with a note.
     """
     notes: list[str] = []
+    blocks: dict[str, str] = {}
 
     def replace(m: re.Match[str]) -> str:
         token = m.group(0)
@@ -145,16 +169,25 @@ def interpolate(text: str, namespace: dict[str, Any]) -> tuple[str, list[str]]:
         if name not in namespace:
             raise UserError(f"{{{name}}} in the prompt names no variable of the notebook; define it first, "
                             "or write {{ and }} for literal braces.")
+        raw = namespace[name]
         try:
-            value = str(namespace[name])
+            value = str(raw)
         except Exception as exc:
             raise UserError(f"{{{name}}} could not be turned into text: {type(exc).__name__}: {exc}") from None
         if len(value) > MAX_VALUE_CHARS:
             notes.append(f"{{{name}}} was cut to its first {MAX_VALUE_CHARS:,} of {len(value):,} characters.")
             value = value[:MAX_VALUE_CHARS] + f"\n[… {len(value) - MAX_VALUE_CHARS:,} more characters]"
-        return value
+        inline = _inline(value)
+        if inline is not None:
+            return inline
+        if name not in blocks:
+            blocks[name] = _block(name, value, type(raw).__name__)
+        return f"`{name}` (below)"
 
-    return _BRACES.sub(replace, text), notes
+    bound = _BRACES.sub(replace, text)
+    if blocks:
+        bound = bound.rstrip() + "\n\n" + "\n\n".join(blocks.values())
+    return bound, notes
 
 
 def plan(line: str, body: str | None) -> tuple[MagicOptions, str, Any]:

@@ -120,6 +120,8 @@ class _Collected:
         self.budget = [CAPTURE_LIMIT]
         self.images: list[ImagePart] = []
         self.dropped_images = 0
+        # Text the cell does not show (a plain-text value): the tool's card shows it.
+        self.unshown: list[str] = []
 
     def add_bundle(self, data: dict[str, Any]) -> None:
         for mime in IMAGE_TYPES:
@@ -150,9 +152,12 @@ def format_exception(etype: Any, value: BaseException, tb: Any) -> str:
     return "".join(traceback.format_exception(etype, value, tb)).rstrip()
 
 
-async def run_code(shell: Any, code: str) -> tuple[bool, str, list[ImagePart]]:
+async def run_code(shell: Any, code: str) -> tuple[bool, str, list[ImagePart], str]:
     """Run ``code`` in the shell's namespace the way a cell would (magics, ``!cmd`` and
-    top-level await included) and return (ok, text, images)."""
+    top-level await included) and return (ok, text, images, unshown): what it printed,
+    displayed and raised shows in the cell as it happens; ``text`` and ``images`` are the
+    model's copy, ``unshown`` the part of ``text`` the cell did not show (plain-text
+    values), which is all the tool's card needs to add."""
     got = _Collected()
     pub = shell.display_pub
     real_publish = pub.publish
@@ -161,7 +166,8 @@ async def run_code(shell: Any, code: str) -> tuple[bool, str, list[ImagePart]]:
         if not kwargs.get("update"):
             got.add_bundle(data)
             if set(data) <= {"text/plain"}:
-                return None  # the tool's card shows this text already: once is enough
+                got.unshown.append(str(data.get("text/plain", "")) + "\n")
+                return None  # the tool's card shows this text: once is enough
         return real_publish(data, metadata, *args, **kwargs)
 
     saved_out, saved_err = sys.stdout, sys.stderr
@@ -190,7 +196,7 @@ async def run_code(shell: Any, code: str) -> tuple[bool, str, list[ImagePart]]:
     text = "".join(got.text)
     if got.dropped_images:
         text += f"\n[{got.dropped_images} more images were not sent (at most {MAX_IMAGES})]"
-    return ok, text, got.images
+    return ok, text, got.images, "".join(got.unshown)
 
 
 def _flush_figures() -> None:
@@ -266,10 +272,16 @@ class PythonTool(Tool[PythonInput]):
         # os.environ. The Crystal kernel withdrew them for good already; in the magics
         # (the person's own kernel) they are out only while the tool runs.
         with keys_withdrawn(ctx.config):
-            ok, text, images = await run_code(shell, args.code)
+            ok, text, images, unshown = await run_code(shell, args.code)
         if not text.strip() and not images:
             text = "(no output)" if ok else text
-        return ToolResult(ok=ok, text=text, images=images)
+        # The person saw the printed text, the displays and the traceback in the cell as
+        # the code ran: the card adds only what the cell did not show (and, for a
+        # failure, the exception's line), never a repeat of the output.
+        error = "" if ok else next((ln for ln in reversed(text.splitlines()) if ln.strip()), "")
+        shown = "\n".join(p for p in (unshown.rstrip("\n"), error) if p) or (
+            "(no output)" if not text.strip() and not images else "(its output is shown in the cell)")
+        return ToolResult(ok=ok, text=text, images=images, shown_text=shown, shown_images=[])
 
 
 _REPR = reprlib.Repr()

@@ -100,9 +100,11 @@ async def run_notebook_turn(session: Session, text: str, *, notes: list[str], in
     for note in [*notes, *mention_notes]:
         renderer.show_note(note)
     if offer_trust:
+        from crystal_kernel.jupyter.trust_view import covered_notes
         from crystal_kernel.jupyter.trust_view import offer_trust as offer
 
         offer(session, output)  # TRUST-2: untrusted workspace config, with a Trust button
+        renderer.covered_notes = covered_notes(session)  # the card says it: once
     live: WidgetInteraction | None = None
     if interactive:
         live = live_forms(session, output, ask_timeout=ask_timeout, before_ask=renderer.close, log=log)

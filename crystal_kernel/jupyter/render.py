@@ -328,6 +328,8 @@ class Renderer:
         self.stop_reason: str | None = None
         self.errors: list[str] = []
         self._answer = _Joined()
+        # Host notes another view of this cell already says (a Trust card): not repeated.
+        self.covered_notes: set[str] = set()
 
     @property
     def text(self) -> str:
@@ -392,7 +394,8 @@ class Renderer:
             case UsageEvent():
                 self._tokens(event.input_tokens + event.output_tokens)
             case Note():
-                self.output.show(note_bundle(event.text))
+                if event.text not in self.covered_notes:
+                    self.output.show(note_bundle(event.text))
             case ErrorEvent():
                 self.errors.append(event.message)
                 self.output.show(error_bundle(event.message))

@@ -269,7 +269,10 @@ class WidgetInteraction:
         # "model not found" (live_outputs.py).
         stale = form.summary_bundle(None, "The kernel stopped before anyone answered.")
         handle = self.output.show(_bundle_of(form.widget), stale=stale)
-        self.log.warning("%s", self._waiting_line(what))
+        # A warning only when this may be a headless run (no front end heard yet): a
+        # person looking at the form needs no warning in the terminal that it waits.
+        maybe_headless = self.fronts is not None and not self.fronts.heard
+        self.log.log(logging.WARNING if maybe_headless else logging.INFO, "%s", self._waiting_line(what))
         self.open_forms.append(form)
         value: T | None = None
         note = ""

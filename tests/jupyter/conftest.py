@@ -83,8 +83,9 @@ def kernel_env(home: Path, server: LLMServer, notebook: str, extra: dict[str, st
 
 def start_kernel(tmp: Path, server: LLMServer, *, flags: list[str] = (), env_extra: dict[str, str] | None = None,
                  home: Path | None = None, workspace: Path | None = None, notebook: str | None = None,
-                 widgets: bool = True) -> Kernel:
-    """``widgets=False``: the client speaks no comms, like nbclient (front_ends.py)."""
+                 widgets: bool = True, stderr: Any = None) -> Kernel:
+    """``widgets=False``: the client speaks no comms, like nbclient (front_ends.py);
+    ``stderr``: a file for the kernel's log."""
     home = home or make_home(tmp)
     workspace = workspace or (tmp / "ws")
     workspace.mkdir(exist_ok=True)
@@ -92,7 +93,7 @@ def start_kernel(tmp: Path, server: LLMServer, *, flags: list[str] = (), env_ext
     notebook = notebook or str(workspace / "analysis.ipynb")
     env = kernel_env(home, server, notebook, env_extra)
     km = KernelManager(kernel_name="crystal", kernel_spec_manager=KernelSpecManager(kernel_dirs=[str(kernels)]))
-    km.start_kernel(env=env, cwd=str(workspace))
+    km.start_kernel(env=env, cwd=str(workspace), **({"stderr": stderr} if stderr is not None else {}))
     kc = km.client()
     kc.start_channels()
     kc.wait_for_ready(timeout=60)

@@ -130,3 +130,22 @@ def test_a_client_that_never_speaks_comms_gets_the_quick_end(kernel_factory, tmp
     assert NO_FRONT_END in tool_results(k.last_body())[-1]
     assert not (k.workspace / "never").exists()
     assert "\n".join(run.texts()).count("Nobody can answer") == 1, run.texts()  # said once
+
+
+def test_an_interactive_wait_logs_no_warning_about_headless_runs(kernel_factory, tmp_path):
+    """A person at a front end that shows widgets (the driver, as JupyterLab) answers an
+    approval: the kernel's log warns about nothing — no "headless", no --unattended, no
+    waiting line at WARNING level (it is an INFO line); the warning stays for a run with
+    no front end (the tests above)."""
+    log = tmp_path / "kernel.log"
+    with open(log, "w") as stderr:
+        kernel = kernel_factory.start(stderr=stderr)
+        kernel_factory.server.add({"tool_calls": [{"name": "bash", "arguments": {"command": "echo hi"}}]},
+                                  {"text": "Ran it."})
+        run = kernel.run("Say hi in bash.", actions=[click("Allow once")])
+        assert run.status == "ok"
+        assert tool_results(kernel_factory.server.bodies("chat")[-1])[-1].startswith("hi")  # allowed: it ran
+    text = log.read_text()
+    warnings = [line for line in text.splitlines() if "WARNING" in line and "without encryption" not in line]
+    assert warnings == [], warnings
+    assert "headless" not in text and "--unattended" not in text and NO_FRONT_END not in text

@@ -44,15 +44,37 @@ def test_cell_turn_streams_the_answer_and_shows_tool_cards(kernel):
     assert not any("Out[" in t for t in run.texts()), "the magic leaves no Out[] value"
 
 
+def test_the_python_tools_output_shows_once(kernel):
+    """What the python tool's code prints shows in the cell as it runs, once: the card
+    adds only what the cell did not show (a plain-text value), while the model gets all
+    of it."""
+    kernel.reset(approval="full")
+    kernel.server.add({"tool_calls": [{"name": "python", "arguments": {"code": "print('hello', 'from', 'python')\n21*2"}}]},
+                      {"text": "Done."})
+    run = kernel.run("%%crystal\nRun it")
+    assert run.status == "ok", run.texts()
+    shown = run.streams + "\n".join(run.texts())
+    assert shown.count("hello from python") == 1, shown
+    card = run.find("[python] ")
+    assert card["text/plain"].endswith("— done\n42"), card["text/plain"]
+    assert tool_results(kernel.last_body())[-1] == "hello from python\n42\n"
+
+
 def test_variables_are_interpolated_into_the_request(kernel):
-    kernel.run("rows = [1, 2, 3]\nname = 'sales'")
+    """{name} is delimited in what the model receives: a short value in backticks, a
+    table (anything on several lines) named in the sentence and given after the prompt
+    as a fenced block labelled with its name and type (docs/magics.md)."""
+    kernel.run("rows = [1, 2, 3]\nname = 'sales'\n"
+               "class Table:\n    def __str__(self):\n        return '   item  price qty\\n0  bolt    NaN   3'\n"
+               "df = Table()")
     kernel.server.add({"text": "Six."})
     run = kernel.run("%%crystal\nSum {rows} from {name}; keep {{literal}} and {not a name}.\n")
     assert run.status == "ok"
-    assert user_text(kernel.last_body()) == "Sum [1, 2, 3] from sales; keep {literal} and {not a name}."
+    assert user_text(kernel.last_body()) == "Sum `[1, 2, 3]` from `sales`; keep {literal} and {not a name}."
     kernel.server.add({"text": "One line."})
-    run = kernel.run("%crystal --mode work count {rows}")
-    assert user_text(kernel.last_body()) == "count [1, 2, 3]"
+    run = kernel.run("%crystal --mode work NaNs in {df}")
+    assert user_text(kernel.last_body()) == ("NaNs in `df` (below)\n\n`df` (Table):\n```\n"
+                                             "   item  price qty\n0  bolt    NaN   3\n```")
 
 
 def test_an_unknown_name_is_a_one_line_error_and_no_turn(kernel):

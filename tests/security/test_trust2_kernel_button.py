@@ -54,8 +54,19 @@ def test_kernel_runs_nothing_until_the_trust_button_is_clicked(llm_server, tmp_p
         turn = kernel.run("Hi")
         assert turn.status == "ok"
         assert not marker.exists(), "opening the notebook's session ran the repository's MCP command"
-        note = turn.find("crystal trust")
-        assert "not trusted yet" in note["text/plain"] and str(path.resolve()) in note["text/plain"]
+        # One card, said once (the host's note about the same file is left out), readable
+        # (no Markdown backticks), naming the file once by its workspace path (the full
+        # path only in the tooltip) and what trusting it would start.
+        said = [t for t in turn.texts() if "mcp.json" in t]
+        assert len(said) == 1, turn.texts()
+        card = turn.find("Trusting it lets Crystal:")
+        text = card["text/plain"]
+        assert text.startswith("This workspace's MCP servers configuration .crystal/mcp.json is not trusted yet: "
+                               "its servers were not started and their tools are not offered."), text
+        assert f"  - start {sys.executable} -c " in text and "(MCP server 'evil')" in text, text
+        assert "`" not in text and str(path.resolve()) not in text, text
+        assert f'title="{path.resolve()}"' in card["text/html"] and 'data-state="offered"' in card["text/html"]
+        card_id = next(did for did, bundle in turn.displays.items() if bundle is card)
         assert "evil" not in json.dumps(kernel.last_body().get("tools", []))
         assert len(trust_buttons(kernel)) == 1
 
@@ -65,6 +76,12 @@ def test_kernel_runs_nothing_until_the_trust_button_is_clicked(llm_server, tmp_p
             "the same file version is offered once per kernel"
 
         assert kernel.driver._try(click("Trust", tooltip=str(path.resolve())))
+        # The card now says the file is trusted (it no longer says "not trusted").
+        kernel.driver.drain(10, until=lambda d: card_id in d.late_updates)
+        after = kernel.driver.late_updates[card_id]
+        assert after["text/plain"].startswith("Trusted: this workspace's MCP servers configuration "
+                                              ".crystal/mcp.json."), after
+        assert "not trusted" not in after["text/plain"] and 'data-state="trusted"' in after["text/html"]
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline and not marker.exists():
             kernel.driver.drain(0.5)
