@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from crystal_kernel.core.trust import TrustStore, WorkspaceFile, file_digest, workspace_states
 from crystal_kernel.host.trust_scope import what_trusting_enables
+from crystal_kernel.jupyter import palette
 from crystal_kernel.jupyter.cards import Bundle
 from crystal_kernel.jupyter.safe_html import NO_MATH, esc, html_bundle
 
@@ -28,11 +29,11 @@ if TYPE_CHECKING:
 
     from crystal_kernel.host.session import Session
 
-_AMBER = "var(--jp-warn-color1,#9a6700)"
-_GREEN = "var(--jp-success-color1,#1a7f37)"
-_RED = "var(--jp-error-color1,#cf222e)"
-_BOX = ("border:1px solid var(--jp-border-color1,#d0d7de);border-left:4px solid {accent};border-radius:4px;"
-        "padding:4px 8px;margin:4px 0;font-size:90%;color:var(--jp-content-font-color1,#1f2328)")
+_AMBER = palette.WARN
+_GREEN = palette.OK
+_RED = palette.ERROR
+_BOX = (f"border:1px solid {palette.BORDER};border-left:4px solid {{accent}};border-radius:4px;"
+        f"padding:4px 8px;margin:4px 0;font-size:90%;color:{palette.TEXT}")
 _LIST = "margin:2px 0 2px 1.2em;padding:0;font-family:var(--jp-code-font-family,monospace)"
 
 
