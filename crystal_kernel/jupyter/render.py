@@ -6,9 +6,9 @@ The kernel and the ``%crystal`` magics both pass :class:`IPythonOutput`; tests m
 :class:`RecordingOutput`. The renderer never imports IPython itself.
 
 What a turn shows, in order: a status line (updated with the token count), the answer
-as Markdown (one display per text segment, updated in place while it streams with only
-the appended text when the lab extension renders it, else at most ``max_rate`` times a
-second and less often as it grows: :class:`_Stream`), a card per tool call (running,
+as Markdown (one display per text segment, updated in place while it streams: with the
+lab extension, as changes to the sanitized HTML of the Markdown so far (stream_html.py),
+else at most ``max_rate`` times a second and less often as it grows: :class:`_Stream`), a card per tool call (running,
 approval, result), images as image outputs, notes, errors, and a closing line when the
 turn was interrupted or failed.
 """
@@ -50,7 +50,8 @@ from crystal_kernel.jupyter.cards import (
     status_bundle,
     thinking_bundle,
 )
-from crystal_kernel.jupyter.safe_html import html_answer_bundle
+from crystal_kernel.jupyter.safe_html import html_answer_bundle, markdown_html
+from crystal_kernel.jupyter.stream_html import html_update
 
 if TYPE_CHECKING:
     from crystal_kernel.host.session import Session
@@ -58,7 +59,7 @@ if TYPE_CHECKING:
 DEFAULT_MAX_RATE = 15.0  # display updates per second while text streams
 #: Bytes a second a streaming display may re-send while it grows (see :class:`_Stream`).
 LIVE_BYTES_PER_SECOND = 32 * 1024
-#: Live updates a second, at most, when they carry only the appended text
+#: Live updates a second, at most, when they carry only what changed
 #: (:class:`_Stream`): five a second is how often ipykernel flushes printed text. Each
 #: update's own envelope (ids, metadata) is ~260 bytes, so once an answer is long an
 #: update waits for ``DELTA_MIN_CHARS`` new characters, or at most ``DELTA_MAX_WAIT``
@@ -68,8 +69,10 @@ DELTA_RATE = 5.0
 DELTA_MIN_CHARS = 4096
 DELTA_MAX_WAIT = 1.0
 DELTA_SLOWDOWN_CHARS = 16 * 1024
-#: The mime type of a streamed answer's appended text (the lab extension renders it).
-STREAM_MIME = "application/vnd.crystal.stream+json"
+#: With deltas each live update renders the whole Markdown so far (stream_html.py): the
+#: next one waits at least that rendering's time / ``RENDER_SHARE``, so re-rendering a
+#: long answer takes at most a fifth of the kernel's time (100 KB of prose: ~40 ms).
+RENDER_SHARE = 0.2
 
 
 #: Tools whose outputs (images included) already show in the cell while they run: the
@@ -105,8 +108,8 @@ class IPythonOutput:
 
     @property
     def deltas(self) -> bool:
-        """Stream answers as appended text: a front that renders it (the lab extension)
-        has connected to this kernel."""
+        """Stream answers as changes to their HTML (stream_html.py): a front that renders
+        them (the lab extension) has connected to this kernel."""
         from crystal_kernel.jupyter.live_outputs import stream_deltas
 
         return stream_deltas()
@@ -184,11 +187,13 @@ class _Stream:
     square:
 
     - ``deltas`` (a front that renders them is connected: the lab extension): each live
-      update carries only the text appended since the last one, as ``STREAM_MIME``
-      ``{"at": offset, "text": appended}``, at most ``DELTA_RATE`` times a second and, for
-      a long answer, when ``DELTA_MIN_CHARS`` are new or a second has passed; the
-      extension appends it as plain text (never markup, TRUST-1). A page reloaded
-      mid-stream gets the whole text so far once (``kept``: live_outputs.py).
+      update carries only how the sanitized HTML of the Markdown so far changed since the
+      last one (``STREAM_MIME``, stream_html.py), at most ``DELTA_RATE`` times a second
+      and, for a long answer, when ``DELTA_MIN_CHARS`` are new or a second has passed;
+      the extension shows that HTML as JupyterLab shows the final one, so the answer is
+      rendered while it streams and the end changes nothing else (TRUST-1: the HTML is
+      the kernel's sanitizer's output). A page reloaded mid-stream gets the whole HTML
+      so far once (``kept``: live_outputs.py).
     - otherwise updates come at most ``max_rate`` times a second, and the rate falls as
       the answer grows: after an update of N bytes the next waits at least
       N / ``LIVE_BYTES_PER_SECOND`` seconds (a 10 KB answer updates ~3 times a second,
@@ -213,6 +218,8 @@ class _Stream:
         self.length = 0  # characters so far (without joining them)
         self.handle: Handle | None = None
         self.shown = ""
+        self.html = ""  # with deltas: the HTML the page has (stream_html.py)
+        self.render_cost = 0.0  # seconds the last rendering of the text so far took
         self.last = 0.0
         self.wait = self.interval  # before the next live update (falls as the text grows)
         self.partial = False  # the display holds a live (html-only) update
@@ -229,14 +236,15 @@ class _Stream:
         self.length += len(delta)
         now = self.clock()
         if self.handle is None:
-            self.handle = self.output.show(delta_bundle(0, self.text) if self.deltas else self.bundle(self.text),
+            self.handle = self.output.show(self._html_update() if self.deltas else self.bundle(self.text),
                                            streamed=True)
             self.shown, self.last = self.text, now
             self.partial = self.deltas
             return
-        wait = self._delta_wait() if self.deltas else self.wait
+        least = max(self.interval, self.render_cost / RENDER_SHARE)
+        wait = max(self._delta_wait(), least) if self.deltas else self.wait
         elapsed = now - self.last
-        if elapsed >= wait or (self.deltas and elapsed >= self.interval
+        if elapsed >= wait or (self.deltas and elapsed >= least
                                and self.length - len(self.shown) >= DELTA_MIN_CHARS):
             self.flush()
         elif self.timer is None:
@@ -257,15 +265,23 @@ class _Stream:
             self.timer.cancel()
             self.timer = None
 
+    def _html_update(self) -> Bundle:
+        """The update that brings the page from ``self.html`` to the text so far's HTML."""
+        started = time.perf_counter()
+        html = markdown_html(self.text)
+        self.render_cost = time.perf_counter() - started
+        update = html_update(self.html, html)
+        self.html, self.shown = html, self.text
+        return update
+
     def flush(self) -> None:
-        """A live update: the appended text (``deltas``), else the text so far as the
+        """A live update: how the HTML changed (``deltas``), else the text so far as the
         rendered HTML only."""
         self._cancel()
         if self.handle is not None and self.deltas:
-            text, sent = self.text, len(self.shown)
-            if len(text) > sent:
-                self.handle.update(delta_bundle(sent, text[sent:]), kept=delta_bundle(0, text))
-                self.shown, self.last = text, self.clock()
+            if self.length > len(self.shown):
+                self.handle.update(self._html_update(), kept=html_update("", self.html))
+                self.last = self.clock()
                 self.updates += 1
             return
         if self.handle is not None and self.text != self.shown:
@@ -289,13 +305,6 @@ class _Stream:
         self.handle.update(final if final is not None else self.bundle(self.text), final=True)
         self.shown, self.partial = self.text, False
         self.updates += 1
-
-
-def delta_bundle(at: int, text: str) -> Bundle:
-    """A live update of a streamed answer as appended text (``_Stream`` with deltas):
-    ``text`` goes at character ``at`` of the answer so far (0: the whole text so far).
-    The short ``text/plain`` is for a front without the lab extension."""
-    return {STREAM_MIME: {"at": at, "text": text}, "text/plain": "Answering…"}
 
 
 def live_bundle(bundle: Bundle) -> Bundle:

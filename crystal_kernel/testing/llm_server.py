@@ -21,6 +21,10 @@ or not, from a queue of scripted replies. A reply is a JSON-able dict:
 - ``usage``: ``{"input_tokens", "output_tokens", "reasoning_tokens"?}`` (default 11 / 7 / 0);
 - ``stop``: an explicit stop reason in the protocol's own words;
 - ``delay``: seconds between streamed events;
+- ``hold_after: N`` (or a list of such counts): after N streamed events, wait until the
+  test calls :meth:`LLMServer.release` (or ``max_hang`` seconds pass), then go on: a
+  reply caught mid-stream for as long as a test looks at it (:meth:`LLMServer.wait_held`);
+  with Chat Completions the first event is the role, then one per ``chunk`` of text;
 - faults: ``status`` (an HTTP error: 429, 500, 401, 404, ...) with optional ``headers``
   (e.g. ``{"retry-after": "0.05"}``) and ``message``; ``cut_after: N`` closes the
   connection abruptly after N events (the chunked body is left incomplete); ``end_after:
@@ -110,6 +114,9 @@ class LLMServer:
         # Counts of connections a client closed while the server hung on them.
         self.disconnects = 0
         self._disconnect_event = threading.Condition(self._lock)
+        # hold_after: set while a reply waits mid-stream / to let it go on.
+        self._held = threading.Event()
+        self._release = threading.Event()
         self._httpd = ThreadingHTTPServer(("127.0.0.1", port), _make_handler(self))
         self._httpd.daemon_threads = True
         self._thread: threading.Thread | None = None
@@ -186,6 +193,21 @@ class LLMServer:
                     return False
                 self._disconnect_event.wait(left)
             return True
+
+    def wait_held(self, timeout: float = 30.0) -> bool:
+        """Wait until a reply with ``hold_after`` has sent its first events and waits."""
+        return self._held.wait(timeout)
+
+    def release(self) -> None:
+        """Let the reply that waits (or the next one to hold) go on."""
+        self._held.clear()
+        self._release.set()
+
+    def _hold(self) -> None:
+        self._held.set()
+        self._release.wait(self.max_hang)
+        self._release.clear()
+        self._held.clear()
 
     def _record(self, entry: dict[str, Any]) -> None:
         with self._lock:
@@ -295,10 +317,14 @@ def _make_handler(server: LLMServer) -> type[BaseHTTPRequestHandler]:
             ping_after = reply.get("ping_after", 0) if "ping" in reply else None
             delay = float(reply.get("delay", 0))
             end_after = reply.get("end_after")
+            holds = reply.get("hold_after", [])
+            holds = {int(n) for n in (holds if isinstance(holds, list) else [holds])}
             sent = 0
             for event in events.sse():
                 if end_after is not None and sent >= int(end_after):
                     break
+                if sent in holds:
+                    server._hold()
                 if cut_after is not None and sent >= int(cut_after):
                     raise _Cut()
                 if hang_after is not None and sent >= int(hang_after):

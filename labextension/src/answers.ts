@@ -11,6 +11,7 @@
  * - Prompt cells wrap long lines: every cell of a Crystal-kernel notebook, and `%%crystal`
  *   cells of any notebook.
  * - `%%crystal` cells are edited as Markdown, not highlighted as Python.
+ * - The notebook follows new text while the person is at its end (follow.ts).
  *
  * Nothing here reads output HTML as markup: code is taken with textContent and buttons
  * are made with createElement.
@@ -19,9 +20,11 @@ import { Clipboard } from '@jupyterlab/apputils';
 import type { Cell, ICodeCellModel } from '@jupyterlab/cells';
 import { INotebookTracker, NotebookActions, NotebookPanel } from '@jupyterlab/notebook';
 
+import { followNewText } from './follow';
 import { isCrystalKernel } from './kernelspec';
 
 const CODE_SELECTOR = '.crystal-answer pre.crystal-code';
+const STREAMING_SELECTOR = '.jp-crystal-streaming';
 const DONE = 'crystalTools';
 const MAGIC = /^\s*%%crystal\b/;
 
@@ -151,8 +154,16 @@ function styleCell(panel: NotebookPanel, cell: Cell): void {
   cell.model.contentChanged.connect(apply);
 }
 
+/** Whether a mutation added a code block of an answer. */
+function addsCode(record: MutationRecord): boolean {
+  return Array.from(record.addedNodes).some(
+    node => node instanceof Element && (node.matches('pre.crystal-code') || node.querySelector('pre.crystal-code'))
+  );
+}
+
 function follow(panel: NotebookPanel): void {
   const notebook = panel.content;
+  followNewText(panel, () => isCrystalNotebook(panel) || !!notebook.node.querySelector(STREAMING_SELECTOR));
   const restyle = () => notebook.widgets.forEach(cell => styleCell(panel, cell));
   void panel.sessionContext.ready.then(restyle);
   panel.sessionContext.kernelChanged.connect(restyle);
@@ -161,7 +172,13 @@ function follow(panel: NotebookPanel): void {
     window.requestAnimationFrame(restyle);
   });
   let pending = 0;
-  const observer = new MutationObserver(() => {
+  const observer = new MutationObserver(records => {
+    if (records.some(addsCode)) {
+      // At once (before the page is painted): a code block, streamed or final, never
+      // shows without its buttons, so its height does not change a frame later.
+      decorate(panel);
+      return;
+    }
     if (!pending) {
       pending = window.requestAnimationFrame(() => {
         pending = 0;

@@ -329,6 +329,11 @@ def new_crystal_notebook(browser, lab) -> Iterator:
     with blank_page(browser) as page:
         page.set_default_timeout(30_000)
         page.goto(f"{lab.url}lab?token={lab.token}")
+        # A module's earlier notebook may be restored instead of the launcher: open one.
+        page.wait_for_function("() => window.jupyterapp && window.jupyterapp.started !== undefined", timeout=90_000)
+        page.evaluate("async () => { await window.jupyterapp.restored; "
+                      "if (!document.querySelector('.jp-LauncherCard')) "
+                      "await window.jupyterapp.commands.execute('launcher:create'); }")
         page.locator(".jp-LauncherCard", has_text="New Crystal Notebook").click(timeout=90_000)
         page.wait_for_function(READY, arg="crystal", timeout=90_000)
         yield page

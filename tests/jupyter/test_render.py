@@ -163,15 +163,16 @@ def test_stream_updates_slow_down_as_the_answer_grows_and_the_final_bundle_is_wh
     assert len(live[-1]["text/html"]) / LIVE_BYTES_PER_SECOND > 1
 
 
-def test_stream_deltas_carry_only_the_appended_text_and_the_final_bundle_is_whole():
+def test_stream_deltas_carry_only_what_changed_in_the_html_and_the_final_bundle_is_whole():
     """With a front that renders them (the lab extension), live updates of an answer
-    carry only the text appended since the last one (at most DELTA_RATE a second), so
-    the bytes sent while it streams are its length plus a small envelope per update,
-    whatever its size; the final update is the same sanitized rendering as ever
-    (TRUST-1)."""
+    carry only how the sanitized HTML of the Markdown so far changed (stream_html.py),
+    at most DELTA_RATE a second, so the bytes sent while it streams stay near its length
+    whatever its size; every HTML they rebuild is the kernel's sanitized rendering of a
+    prefix of the answer (TRUST-1), and the final update is that rendering of all of it."""
     from crystal_kernel.core.html_text import ANSWER_IN_HTML, answer_text
-    from crystal_kernel.jupyter.render import DELTA_RATE, STREAM_MIME
-    from crystal_kernel.jupyter.safe_html import markdown_bundle
+    from crystal_kernel.jupyter.render import DELTA_RATE
+    from crystal_kernel.jupyter.safe_html import clean, markdown_bundle
+    from crystal_kernel.jupyter.stream_html import STREAM_MIME, apply_update
 
     out, clock = RecordingOutput(deltas=True), Clock()
     r = Renderer(out, clock=clock, max_rate=15)
@@ -190,17 +191,49 @@ def test_stream_deltas_carry_only_the_appended_text_and_the_final_bundle_is_whol
     assert final["text/plain"].startswith("word <b>x</b>") and final["text/plain"].endswith(ANSWER_IN_HTML)
     assert len(final["text/plain"]) < 300
     assert answer_text(final).startswith("word <b>x</b> word")
-    assert all(STREAM_MIME in b and "text/html" not in b for b in live)
-    # The pieces join into the whole text, each starting where the last one ended.
-    text = ""
+    assert all(set(b) == {STREAM_MIME, "text/plain"} for b in live)
+    # Each update applies to the HTML the one before it built; the result is sanitized.
+    html = ""
     for b in live:
-        delta = b[STREAM_MIME]
-        assert delta["at"] == len(text)
-        text += delta["text"]
-    assert text == whole[:len(text)] and len(text) > len(whole) - 2 * len(piece) * 100 // DELTA_RATE
+        rebuilt = apply_update(html, b[STREAM_MIME])
+        assert rebuilt is not None and len(rebuilt) >= len(html) and clean(rebuilt) == rebuilt
+        html = rebuilt
+    assert html.startswith('<div class="crystal-answer') and "&lt;b&gt;" in html and "<b>" not in html
+    shown = html.count("word &lt;b&gt;x&lt;/b&gt;") // 10  # pieces the last update showed
+    assert shown >= 500 and html == markdown_bundle(piece * shown)["text/html"]
+    # A paragraph growing at its end re-sends only its end: the pieces add up to about
+    # the answer's HTML once.
+    assert sum(len(b[STREAM_MIME]["html"]) for b in live) < 1.1 * len(final["text/html"])
     assert len(live) <= 20 * DELTA_RATE + 2
-    # What a reloaded page gets again is the whole text so far, not the last piece.
-    assert shown_again[-2][STREAM_MIME] == {"at": 0, "text": text}
+    # What a reloaded page gets again is the whole HTML so far, not the last change.
+    assert apply_update("", shown_again[-2][STREAM_MIME]) == html
+    assert shown_again[-2][STREAM_MIME]["at"] == 0
+
+
+def test_stream_deltas_render_an_unclosed_fence_as_code_and_survive_other_alphabets():
+    """A fence still open mid-stream shows as a code block (CommonMark: it runs to the
+    end of the text so far); offsets count UTF-16 code units, as the browser does, so
+    text beyond the BMP (emoji) does not shift them."""
+    from crystal_kernel.jupyter.safe_html import markdown_html
+    from crystal_kernel.jupyter.stream_html import STREAM_MIME, apply_update
+
+    out, clock = RecordingOutput(deltas=True), Clock()
+    r = Renderer(out, clock=clock, max_rate=15)
+    r.start(None)
+    pieces = ["# Plan 🚀\n\n", "Run `ls` first ✓.\n\n", "```python\nprint('😀')\n", "x = 1\n", "```\n\nDone 🎉."]
+    html, texts = "", ""
+    for i, p in enumerate(pieces):
+        clock.now = i
+        r.render(TextDelta(text=p))
+        texts += p
+        html = apply_update(html, out.sent[-1][STREAM_MIME]) or "MISSED"
+        assert html == markdown_html(texts)
+        if i == 2:  # the fence is open: a code block, not a paragraph with backticks
+            assert '<pre class="crystal-code" data-lang="python"' in html and "```" not in html
+        if i >= 1:
+            assert "<h1>Plan 🚀</h1>" in html and "<code>ls</code>" in html
+    r.render(TurnEnd(session_id="s", stop_reason="end_turn"))
+    assert out.sent[-1]["text/html"] == html
 
 
 def test_stream_deltas_are_off_for_a_front_that_did_not_ask_for_them():

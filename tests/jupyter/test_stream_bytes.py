@@ -1,7 +1,7 @@
 """A long streamed answer in a real kernel, with the front JupyterLab is when Crystal's
 extension is loaded (it opens ``crystal.live`` with ``streamDeltas``): the bytes the
 kernel publishes on iopub stay near the answer's length, the final output is the same
-sanitized rendering (TRUST-1), and a page reloaded mid-stream gets the whole text so
+sanitized rendering (TRUST-1), and a page reloaded mid-stream gets the whole HTML so
 far (FORM-2)."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from __future__ import annotations
 import json
 import time
 
-from crystal_kernel.jupyter.render import STREAM_MIME
 from crystal_kernel.jupyter.safe_html import markdown_html
+from crystal_kernel.jupyter.stream_html import STREAM_MIME, apply_update
 
 WORDS = 6000
 
@@ -26,9 +26,10 @@ def lab_front(kernel) -> None:
 
 
 def test_iopub_bytes_of_a_long_streamed_answer_stay_near_its_length(kernel_factory):
-    """TRUST-1: the final output is the same sanitized HTML; live updates carry only the
-    appended text, so the whole cell's iopub content is under 2.2x the answer's length
-    plus a small constant (each update re-sent the whole answer before: ~26x)."""
+    """TRUST-1: the final output is the same sanitized HTML; live updates carry only how
+    the HTML of the text so far changed, so the whole cell's iopub content is under 2.2x
+    the answer's length plus a small constant (each update re-sent the whole answer
+    before: ~26x)."""
     k = kernel_factory.start()
     lab_front(k)
     text = long_answer()
@@ -48,9 +49,10 @@ def test_iopub_bytes_of_a_long_streamed_answer_stay_near_its_length(kernel_facto
     assert shown and shown[0].split() == text.split()
 
 
-def test_a_page_reloaded_mid_stream_gets_the_whole_text_so_far(kernel_factory):
+def test_a_page_reloaded_mid_stream_gets_the_whole_html_so_far(kernel_factory):
     """FORM-2: the extension opens crystal.live again on reload; the kernel shows the
-    running answer again as its whole text so far, and the next pieces continue it."""
+    running answer again as the whole HTML of its text so far, and the next updates
+    apply to it."""
     k = kernel_factory.start()
     lab_front(k)
     text = long_answer()
@@ -64,7 +66,7 @@ def test_a_page_reloaded_mid_stream_gets_the_whole_text_so_far(kernel_factory):
         if STREAM_MIME not in data:
             return
         delta = data[STREAM_MIME]
-        if not state["reopened"] and delta["at"] > 2000:
+        if not state["reopened"] and delta["at"] > 4000:
             state["reopened"] = True
             driver.open_comm("crystal.live", {"streamDeltas": True})
         elif state["reopened"] and state["snapshot"] is None and msg["msg_type"] == "display_data":
@@ -77,9 +79,13 @@ def test_a_page_reloaded_mid_stream_gets_the_whole_text_so_far(kernel_factory):
     assert run.status == "ok", run.texts()
     snap = state["snapshot"]
     assert snap is not None, f"no whole text shown again ({time.monotonic() - started:.1f} s)"
-    assert snap["at"] == 0 and len(snap["text"]) > 2000 and text.startswith(snap["text"])
-    # The pieces after it continue the text (none missing between them).
-    end = len(snap["text"])
+    html = apply_update("", snap)
+    assert snap["at"] == 0 and html is not None and len(html) > 4000
+    assert html.startswith('<div class="crystal-answer') and " word word" in html
+    # The updates after it apply to it in turn (none missing between them).
+    assert state["after"]
+    before = len(html)
     for delta in state["after"]:
-        assert delta["at"] <= end
-        end = max(end, delta["at"] + len(delta["text"]))
+        html = apply_update(html, delta)
+        assert html is not None
+    assert len(html) > before and markdown_html(text).startswith(html[:-len("</p>\n</div>")])

@@ -247,33 +247,44 @@ def test_allowed_once_line_shows_the_command_as_code_not_math():
     assert NO_MATH in html and "Allowed once: <code>bash echo $(date) $HOME</code>" in html
 
 
-def test_trust1_streamed_answer_deltas_carry_text_only_and_the_final_html_is_inert():
-    """With the lab extension's streamed answers (render.py, deltas), every live update of
-    a payload answer, and what a reloaded page gets again, carries the model's text only
-    under STREAM_MIME (which the extension shows as a text node), never as HTML or
-    Markdown; the final output is the sanitized rendering, inert."""
-    from crystal_kernel.jupyter.render import STREAM_MIME
+def test_trust1_streamed_answer_updates_rebuild_only_sanitized_html_and_the_final_is_inert():
+    """With the lab extension's streamed answers (render.py, stream_html.py), every live
+    update of a payload answer, split at every few characters so a payload spans
+    updates, and what a reloaded page gets again, rebuilds HTML that is the kernel's
+    sanitized rendering of the text so far (inert), never raw Markdown; the final output
+    is the sanitized rendering, inert."""
+    from crystal_kernel.jupyter.stream_html import STREAM_MIME, apply_update
 
     out = RecordingOutput(deltas=True)
     now = [0.0]
     r = Renderer(out, max_rate=1000, clock=lambda: now[0])
     r.start(None)
-    text = ""
-    for payload in PAYLOADS * 3:
-        now[0] += 0.3  # past the update interval: each payload goes out in its own update
-        r.render(TextDelta(text=payload + "\n\n"))
-        text += payload + "\n\n"
+    text = "".join(payload + "\n\n" for payload in PAYLOADS * 2)
+    for at in range(0, len(text), 7):
+        now[0] += 0.3  # past the update interval: each piece goes out in its own update
+        r.render(TextDelta(text=text[at:at + 7]))
     r.render(TurnEnd(session_id="s", stop_reason="end_turn"))
     r.close()
-    # What went out live, and what a reloaded page gets again (each update's kept bundle).
-    live, final = out.sent[:-1] + [k for k in out.kept if k is not None], out.sent[-1]
+    live, final = out.sent[:-1], out.sent[-1]
     assert len(live) > len(PAYLOADS)
+    html = ""
     for bundle in live:
         assert set(bundle) == {STREAM_MIME, "text/plain"}, bundle.keys()
         assert "<" not in bundle["text/plain"]
-    assert max((b[STREAM_MIME]["text"] for b in live if b[STREAM_MIME]["at"] == 0), key=len) in text
+        rebuilt = apply_update(html, bundle[STREAM_MIME])
+        assert rebuilt is not None
+        assert_inert(rebuilt)
+        html = rebuilt
+    for kept in out.kept:  # what a reloaded page gets again: the whole HTML so far
+        if kept is not None:
+            assert kept[STREAM_MIME]["at"] == 0
+            assert_inert(kept[STREAM_MIME]["html"])
+    # A piece that does not fit what the page has (it missed an update) rebuilds
+    # nothing (the page keeps what it shows): no part of one HTML glued to another.
+    assert apply_update(html.replace("pwned", "pwneX", 1), live[-1][STREAM_MIME]) is None
+    assert apply_update(html[:10], live[-1][STREAM_MIME]) is None
     assert_bundle_inert(final)
-    assert "crystal-answer" in final["text/html"]
+    assert "crystal-answer" in final["text/html"] and final["text/html"] == html
 
 
 CODE_PAYLOADS = ['</span><img src=x onerror="window.__pwned=1">', '"></code></pre><script>alert(1)</script>',
