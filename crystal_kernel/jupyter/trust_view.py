@@ -69,8 +69,8 @@ def trust_card(state: WorkspaceFile, workspace: Path, *, outcome: str = "offered
         why = "changed since you trusted it" if state.changed else "is not trusted yet"
         accent, head = _AMBER, f"{what[0].upper()}{what[1:]} {name} {why}: {state.left_unused}."
         lead = "Trusting it lets Crystal:"
-        tail = (f"Read the file first. Trust trusts it exactly as it is now (a later change asks again); "
-                f"/trust {name} in a cell does the same.")
+        tail = (f"Read the file first: the button trusts it exactly as it is now (a later change asks "
+                f"again); /trust {name} in a cell does the same.")
     items = enables if lead else []
     plain = [head, *([lead] if lead else []), *(f"  - {line}" for line in items), *([tail] if tail else [])]
     html = [f'<div class="{NO_MATH}"><div class="crystal-trust" data-state="{esc(outcome.split(":")[0])}" '
