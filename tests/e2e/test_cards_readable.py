@@ -1,5 +1,5 @@
 """What a person sees of Crystal's cards in real JupyterLab + Chromium, typed at a
-person's pace (issue 30 item 7, kernel side): the workspace-trust card once, readable,
+person's pace (SPEC §13 fronts, VIEW-2): the workspace-trust card once, readable,
 naming what trusting runs, and saying "Trusted" after the click (TRUST-2); a long
 ``read`` result as a preview with the rest one click away; the ``python`` tool's output
 once; the ``notebook_edit`` header as a sentence. Screenshots go to /work/wt/shots/small7/
