@@ -52,6 +52,11 @@ RESET = WATCHED | {signal.SIGPIPE, signal.SIGXFSZ, signal.SIGQUIT}
 POLL_SECONDS = 0.5
 # True for the type checker only (importing typing costs a job start several milliseconds).
 TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Mapping, MutableMapping
+
+    Environment = MutableMapping[str, str]  # os.environ or a command's own
+    SpawnEnvironment = Mapping[str, str] | Mapping[bytes, bytes]
 if TYPE_CHECKING or __package__:
     from crystal_kernel.jobs import libc
 else:
@@ -63,9 +68,14 @@ else:
         del sys.path[0]
 
 
+_LIBC: "list[libc.Libc]" = []  # made once: a forked supervisor (jobs/spawn_server.py) inherits it
+
+
 def _set_prctl(option: int, value: int) -> None:
     try:
-        libc.Libc().prctl(option, value, 0, 0, 0)
+        if not _LIBC:
+            _LIBC.append(libc.Libc())
+        _LIBC[0].prctl(option, value, 0, 0, 0)
     except (OSError, AttributeError):
         pass  # not Linux: the getppid() poll still stops the job when the host is gone
 
@@ -223,11 +233,11 @@ def _sandbox_options(argv: list[str]) -> tuple[_SandboxRules | None, list[str]]:
     return rules, [argv[0]] + argv[i:]
 
 
-def _use_cache(folder: str) -> None:
+def _use_cache(folder: str, env: "Environment") -> None:
     """Point the command's caches (XDG_CACHE_HOME: pip, uv, go, yarn; npm's own) at
     ``folder``, a temp folder the sandbox lets it write, when the person's cache folder
     is outside it. Only a folder of our own: a planted link or another user's folder is
-    not used (the caches then fail as before)."""
+    not used (the caches then fail as before). ``env``: the command's environment."""
     try:
         os.makedirs(folder, mode=0o700, exist_ok=True)
         info = os.lstat(folder)
@@ -235,12 +245,13 @@ def _use_cache(folder: str) -> None:
         return
     if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid():
         return
-    os.environ["XDG_CACHE_HOME"] = folder
-    os.environ["npm_config_cache"] = os.path.join(folder, "npm")
+    env["XDG_CACHE_HOME"] = folder
+    env["npm_config_cache"] = os.path.join(folder, "npm")
 
 
-def _confine(rules: _SandboxRules) -> None:
-    """Apply the sandbox to this process (and so to the command) or refuse to run."""
+def _confine(rules: _SandboxRules, env: "Environment") -> None:
+    """Apply the sandbox to this process (and so to the command, whose environment is
+    ``env``) or refuse to run."""
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     try:
         if TYPE_CHECKING:
@@ -250,7 +261,7 @@ def _confine(rules: _SandboxRules) -> None:
     finally:
         del sys.path[0]
     for cache in rules.paths["cache"]:
-        _use_cache(cache)
+        _use_cache(cache, env)
     try:
         landlock.confine(rules.paths["write"], rules.paths["protect"], rules.paths["allow"], rules.network,
                          use_namespace=not rules.split)
@@ -260,39 +271,52 @@ def _confine(rules: _SandboxRules) -> None:
         os._exit(126)
 
 
-def main(argv: list[str]) -> None:
-    rules, argv = _sandbox_options(argv)
-    host, grace, bash, command = int(argv[1]), float(argv[2]), argv[3], argv[4]
-    status_fd = int(argv[5]) if len(argv) > 5 else None
-    # Block first: a stop that arrives from now on is read by sigtimedwait, not lost.
-    signal.pthread_sigmask(signal.SIG_BLOCK, WATCHED)
+def arm(parent: int) -> None:
+    """Ask for SIGTERM when ``parent`` dies and adopt every orphan below us; exit at once
+    if ``parent`` is already gone (it died before the death signal was armed)."""
     _set_prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
     _set_prctl(PR_SET_CHILD_SUBREAPER, 1)
-    if os.getppid() != host:
-        os._exit(255)  # the host died before the death signal was armed
-    if rules is not None:
-        # SANDBOX-1: the supervisor confines itself, so the shell and all it starts
-        # inherit the rules (a launcher after exec, not a preexec_fn in the threaded host).
-        _confine(rules)
-        _set_prctl(PR_SET_PDEATHSIG, signal.SIGTERM)  # kept through the namespace; armed again to be sure
-        if os.getppid() != host:
-            os._exit(255)
+    if os.getppid() != parent:
+        os._exit(255)
+
+
+def confine_or_exit(rules: "_SandboxRules | None", parent: int, env: "Environment") -> None:
+    """SANDBOX-1: the supervisor confines itself, so the command and all it starts
+    inherit the rules (a launcher after exec or fork, not a preexec_fn in the threaded
+    host)."""
+    if rules is None:
+        return
+    _confine(rules, env)
+    _set_prctl(PR_SET_PDEATHSIG, signal.SIGTERM)  # kept through the namespace; armed again to be sure
+    if os.getppid() != parent:
+        os._exit(255)
+
+
+def run(parent: int, grace: float, program: str, argv: list[str], env: "SpawnEnvironment",
+        status_fd: "int | None", *, drop_output: bool, linger: bool) -> "int | None":
+    """Start ``argv`` (``program`` is its path), wait for it, stop what it left behind
+    and return its wait status. WATCHED signals must be blocked and :func:`arm` done.
+    ``status_fd`` gets ``exit WAITSTATUS`` when the program exits and ``left N`` once
+    its tree is stopped; ``drop_output``: keep no copy of stdout/stderr (the host then
+    sees end-of-file once the command's processes close them); ``linger``: after the
+    program exits, wait for the host's stop (or for nothing to be left) before stopping
+    the rest."""
     if status_fd is not None:
         os.set_inheritable(status_fd, False)  # the host's channel, not the command's
     try:
-        shell = os.posix_spawn(bash, [os.path.basename(bash), "-c", command], os.environ,
-                               setsigmask=(), setsigdef=RESET)
+        shell = os.posix_spawn(program, argv, env, setsigmask=(), setsigdef=RESET)
     except OSError as exc:
-        sys.stderr.write(f"crystal: cannot start {bash}: {exc.strerror or exc}\n")
+        sys.stderr.write(f"crystal: cannot start {program}: {exc.strerror or exc}\n")
         sys.stderr.flush()
+        _report(status_fd, f"exit {127 << 8}")
         os._exit(127)
     # The supervisor never reads stdin: keeping the host's pipe open here would let a host
     # writing arguments to a program that stopped reading block instead of seeing EPIPE.
     null_in = os.open(os.devnull, os.O_RDONLY)
     os.dup2(null_in, 0)
     os.close(null_in)
-    if status_fd is not None:
-        # Only the command's processes hold the output pipe from now on.
+    if drop_output:
+        # Only the command's processes hold the output pipes from now on.
         null = os.open(os.devnull, os.O_WRONLY)
         os.dup2(null, 1)
         os.dup2(null, 2)
@@ -303,13 +327,13 @@ def main(argv: list[str]) -> None:
         info = signal.sigtimedwait(WATCHED, POLL_SECONDS)
         if info is not None and info.si_signo in STOP_SIGNALS:
             stopping = True
-        elif info is None and os.getppid() != host:
+        elif info is None and os.getppid() != parent:
             stopping = True
         status = _reap(shell, status)
     left = 0
     if status_fd is not None and status is not None:
         _report(status_fd, f"exit {status}")
-        if _linger(host):
+        if linger and _linger(parent):
             left = len(_tree(os.getpid()))
     status = _stop_tree(shell, status, grace)
     while status is None:  # the shell was killed above; make sure we have its status
@@ -319,6 +343,19 @@ def main(argv: list[str]) -> None:
         except ChildProcessError:
             break
     _report(status_fd, f"left {left}")
+    return status
+
+
+def main(argv: list[str]) -> None:
+    rules, argv = _sandbox_options(argv)
+    host, grace, bash, command = int(argv[1]), float(argv[2]), argv[3], argv[4]
+    status_fd = int(argv[5]) if len(argv) > 5 else None
+    # Block first: a stop that arrives from now on is read by sigtimedwait, not lost.
+    signal.pthread_sigmask(signal.SIG_BLOCK, WATCHED)
+    arm(host)
+    confine_or_exit(rules, host, os.environ)
+    status = run(host, grace, bash, [os.path.basename(bash), "-c", command], os.environ, status_fd,
+                 drop_output=status_fd is not None, linger=status_fd is not None)
     _exit_like(status)
 
 

@@ -11,6 +11,7 @@ import subprocess
 from collections.abc import Iterable
 from pathlib import Path
 
+from crystal_kernel.jobs.spawner import ToolProcess
 from crystal_kernel.tools._notebook import MAX_NOTEBOOK_BYTES, cell_sources
 from crystal_kernel.tools._walk import RG_BASE_FLAGS, hidden_path, rg_binary, walk
 
@@ -53,7 +54,7 @@ BATCH_BYTES = 8 << 20
 _LINE_NUMBER = re.compile(rb"^(\d+):", re.MULTILINE)
 
 
-def _matched_lines(proc: subprocess.Popen[bytes]) -> set[int]:
+def _matched_lines(proc: ToolProcess) -> set[int]:
     assert proc.stdout is not None and proc.stderr is not None
     out = proc.stdout.read()
     proc.stderr.read()

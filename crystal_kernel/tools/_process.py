@@ -16,7 +16,9 @@ import subprocess
 import threading
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from crystal_kernel.jobs.spawner import SupervisedProcess
 
 # psutil is imported where a tree is stopped: its import reads /proc and was ~20 ms of
 # every `crystal run` start, which loads this module with the tools.
@@ -95,7 +97,10 @@ def kill_process_tree(pid: int, *, grace: float = 1.0) -> None:
         time.sleep(0.02)
 
 
-async def start_off_loop(start: Callable[[], subprocess.Popen[bytes]]) -> subprocess.Popen[bytes]:
+Child = TypeVar("Child", subprocess.Popen[bytes], SupervisedProcess, subprocess.Popen[bytes] | SupervisedProcess)
+
+
+async def start_off_loop(start: Callable[[], Child]) -> Child:
     """Run ``start`` (which creates a ``Popen``) in a worker thread: the fork, the exec and
     the wait for exec's verdict, and any path checks before them, do not stall the event
     loop. A cancel while the child starts does not leave it behind: its tree is stopped
@@ -108,7 +113,7 @@ async def start_off_loop(start: Callable[[], subprocess.Popen[bytes]]) -> subpro
         raise
 
 
-def _stop_unwanted(started: asyncio.Future[subprocess.Popen[bytes]]) -> None:
+def _stop_unwanted(started: asyncio.Future[Any]) -> None:
     if started.cancelled() or started.exception() is not None:
         return
     popen = started.result()
@@ -119,6 +124,8 @@ def _stop_unwanted(started: asyncio.Future[subprocess.Popen[bytes]]) -> None:
         for stream in (popen.stdin, popen.stdout, popen.stderr):
             if stream is not None:
                 stream.close()
+        if isinstance(popen, SupervisedProcess):
+            popen.close()
 
     threading.Thread(target=stop, name="crystal-stop-child", daemon=True).start()
 

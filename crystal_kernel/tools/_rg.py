@@ -19,8 +19,9 @@ from collections.abc import Callable
 from typing import TypeVar
 
 from crystal_kernel.core.errors import ToolError
-from crystal_kernel.jobs.guarded import guarded_argv
+from crystal_kernel.jobs.guarded import GRACE_SECONDS, guarded_argv
 from crystal_kernel.jobs.sandbox import read_only_sandbox
+from crystal_kernel.jobs.spawner import SupervisedProcess, ToolProcess, spawn
 from crystal_kernel.tools._process import kill_process_tree
 from crystal_kernel.tools._walk import rg_binary
 
@@ -40,7 +41,7 @@ class SearchTimedOut(ToolError):
     """ripgrep was stopped by its time limit: whatever it found is incomplete."""
 
 
-def _feed(proc: subprocess.Popen[bytes], data: bytes) -> None:
+def _feed(proc: ToolProcess, data: bytes) -> None:
     assert proc.stdin is not None
     try:
         proc.stdin.write(data)
@@ -53,19 +54,35 @@ def _feed(proc: subprocess.Popen[bytes], data: bytes) -> None:
             pass
 
 
-async def run_rg(argv: list[str], collect: Callable[[subprocess.Popen[bytes]], T], *, timeout: float,
+def _collect_and_release(collect: Callable[[ToolProcess], T], proc: ToolProcess) -> T:
+    try:
+        return collect(proc)
+    finally:
+        if isinstance(proc, SupervisedProcess):
+            proc.close()  # its status pipe; the supervisor stops what rg left on its own
+
+
+async def run_rg(argv: list[str], collect: Callable[[ToolProcess], T], *, timeout: float,
                  data: bytes | None = None) -> T:
     """Start ``argv`` (rg and its arguments) under the job supervisor, so it dies with
     the host however the host dies; ``collect(proc)`` reads its output in a worker thread
     to the end. ``data`` is written to its stdin. After ``timeout`` seconds the process
     tree is killed and :class:`SearchTimedOut` raised; a cancelled caller kills it too
     (the reader thread then ends with the closed output)."""
+    sandbox = read_only_sandbox()
+    stdin = subprocess.DEVNULL if data is None else subprocess.PIPE
+    proc: ToolProcess | None = None
     try:
-        # Popen only forks and execs (no wait); asyncio's subprocess API would tie rg to
-        # the loop's child watcher, and the reads happen in a worker thread anyway.
-        proc = subprocess.Popen(  # noqa: ASYNC220
-            guarded_argv(argv, read_only_sandbox()), stdin=subprocess.DEVNULL if data is None else subprocess.PIPE,
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+        if os.path.isabs(argv[0]):
+            # Under a supervisor forked by the spawn server: no interpreter start per search.
+            proc = spawn(argv, cwd=os.getcwd(), env=None, sandbox=sandbox, grace=GRACE_SECONDS,
+                         stdin=stdin, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        if proc is None:
+            # Popen only forks and execs (no wait); asyncio's subprocess API would tie rg to
+            # the loop's child watcher, and the reads happen in a worker thread anyway.
+            proc = subprocess.Popen(  # noqa: ASYNC220
+                guarded_argv(argv, sandbox), stdin=stdin, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                start_new_session=True)
     except OSError as exc:
         raise ToolError(f"Cannot run ripgrep: {exc.strerror or exc}.") from None
     if data is not None:
@@ -80,7 +97,7 @@ async def run_rg(argv: list[str], collect: Callable[[subprocess.Popen[bytes]], T
     timer.daemon = True
     timer.start()
     try:
-        result = await asyncio.to_thread(collect, proc)
+        result = await asyncio.to_thread(_collect_and_release, collect, proc)
     except asyncio.CancelledError:
         # At once: SIGKILL to rg's process group (the supervisor and rg); the reader thread
         # then sees the end of the output. The thorough tree scan follows in the background.

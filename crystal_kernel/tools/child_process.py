@@ -18,12 +18,15 @@ import os
 import shutil
 import signal
 import subprocess
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
 from crystal_kernel.core.errors import ToolError
-from crystal_kernel.jobs.guarded import guarded_argv
+from crystal_kernel.jobs import spawner
+from crystal_kernel.jobs.guarded import GRACE_SECONDS, guarded_argv
 from crystal_kernel.jobs.sandbox import Sandbox
+from crystal_kernel.jobs.spawner import SupervisedProcess
 from crystal_kernel.tools._process import start_off_loop
 
 _CHUNK = 65536
@@ -47,7 +50,7 @@ class _Child:
     """Event-loop callbacks around one Popen; ``done`` resolves when stdin is finished,
     both streams reached end of file and the child exited."""
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, popen: subprocess.Popen[bytes], payload: bytes | None,
+    def __init__(self, loop: asyncio.AbstractEventLoop, popen: Started, payload: bytes | None,
                  max_bytes: int, outcome: ProcessOutcome):
         self.loop = loop
         self.popen = popen
@@ -99,7 +102,7 @@ class _Child:
         self._one_done()
 
     def _stop_if_running(self) -> None:
-        if not self.exited.done() and not _has_exited(self.popen.pid):
+        if not self.exited.done() and not _has_exited(self.popen):
             kill_process_tree(self.popen.pid)
 
     def _close_stdin(self) -> None:
@@ -146,12 +149,22 @@ class _Child:
         if self.popen.poll() is not None:
             self._exit_seen()
             return
+        if isinstance(self.popen, SupervisedProcess):
+            # Its supervisor says when the program exits, on the status pipe.
+            self.loop.add_reader(self.popen.sentinel, self._status_ready)
+            return
         try:
             self.pidfd = os.pidfd_open(self.popen.pid)
             self.loop.add_reader(self.pidfd, self._pidfd_ready)
         except (AttributeError, OSError):  # no pidfd (not Linux): a thread waits
             waiter = self.loop.run_in_executor(None, self.popen.wait)
             waiter.add_done_callback(lambda _: self._exit_seen())
+
+    def _status_ready(self) -> None:
+        assert isinstance(self.popen, SupervisedProcess)
+        if self.popen.poll() is not None:
+            self.loop.remove_reader(self.popen.sentinel)
+            self._exit_seen()
 
     def _pidfd_ready(self) -> None:
         if self.pidfd is not None:  # set before this reader was added
@@ -196,25 +209,98 @@ class _Child:
             self.loop.remove_reader(self.pidfd)
             os.close(self.pidfd)
             self.pidfd = None
+        if isinstance(self.popen, SupervisedProcess):
+            if self.watching and self.popen.sentinel >= 0:
+                self.loop.remove_reader(self.popen.sentinel)
+            self.popen.close()
         for stream in (self.popen.stdout, self.popen.stderr):
             if stream is not None:
                 stream.close()
 
 
-def _spawn(argv: list[str], *, cwd: Path, env: dict[str, str], guarded: bool,
-           sandbox: Sandbox | None) -> subprocess.Popen[bytes]:
-    """Find the program on the child's PATH and start it with three pipes, in a new
-    session. Blocking (path checks, fork/exec): called in a worker thread."""
+# What a tool process is started as: a Popen, or a forked supervisor's handle (which
+# offers the same pid, streams, poll, wait and returncode).
+Started = subprocess.Popen[bytes] | SupervisedProcess
+
+
+def _executable(argv: list[str], env: dict[str, str]) -> str:
+    """The program's path, found on the child's PATH; ToolError when it cannot run."""
     executable = argv[0] if os.sep in argv[0] else shutil.which(argv[0], path=env.get("PATH"))
     if executable is None or not os.access(executable, os.X_OK) or os.path.isdir(executable):
         reason = "No such file or directory" if executable is None or not os.path.exists(executable) else "Permission denied"
         raise ToolError(f"Could not start {argv[0]}: {reason}.")
+    return executable
+
+
+def _spawn(argv: list[str], *, cwd: Path, env: dict[str, str], guarded: bool,
+           sandbox: Sandbox | None) -> subprocess.Popen[bytes]:
+    """Start the program with three pipes, in a new session (under a supervisor of its
+    own when ``guarded`` or ``sandbox``). Blocking (path checks, fork/exec): called in a
+    worker thread."""
+    executable = _executable(argv, env)
     started = guarded_argv([executable, *argv[1:]], sandbox) if guarded or sandbox else argv
     try:
         return subprocess.Popen(started, cwd=str(cwd), env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, start_new_session=True, bufsize=0)
     except OSError as exc:
         raise ToolError(f"Could not start {argv[0]}: {exc.strerror or exc}.") from None
+
+
+async def _start_supervised(argv: list[str], *, cwd: Path, env: dict[str, str],
+                            sandbox: Sandbox | None) -> SupervisedProcess | None:
+    """ROBUST-3: start the program under a supervisor forked by the long-lived spawn
+    server (jobs/spawner.py), from the loop itself: the request is one message and the
+    supervisor's ``pid`` line is awaited like any pipe, so no worker thread wakes up
+    (handing a start to a thread cost up to the interpreter's 5 ms switch interval
+    under load, docs/benchmarks.md). None: the server cannot be used here."""
+    if not spawner.server_ready() and not await asyncio.to_thread(spawner.start_server):
+        return None
+    executable = _executable(argv, env)  # a few stat calls: the path was resolved when the catalog was built
+    try:
+        request = spawner.send([executable, *argv[1:]], cwd=str(cwd), env=env, sandbox=sandbox, grace=GRACE_SECONDS,
+                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, bufsize=0)
+    except OSError as exc:
+        raise ToolError(f"Could not start {argv[0]}: {exc.strerror or exc}.") from None
+    if request is None:
+        return None
+    loop = asyncio.get_running_loop()
+    os.set_blocking(request.status_fd, False)
+    try:
+        while not request.read():
+            ready: asyncio.Future[None] = loop.create_future()
+            loop.add_reader(request.status_fd, _wake, ready)
+            try:
+                await ready
+            finally:
+                loop.remove_reader(request.status_fd)
+    except asyncio.CancelledError:
+        # Cancelled while its supervisor starts: stop it as soon as it exists.
+        threading.Thread(target=_stop_request, args=(request,), name="crystal-stop-child", daemon=True).start()
+        raise
+    try:
+        return request.started()
+    except OSError as exc:
+        raise ToolError(f"Could not start {argv[0]}: {exc}.") from None
+
+
+def _wake(ready: asyncio.Future[None]) -> None:
+    if not ready.done():
+        ready.set_result(None)
+
+
+def _stop_request(request: spawner.Request) -> None:
+    os.set_blocking(request.status_fd, True)
+    request.read()
+    try:
+        proc = request.started()
+    except OSError:
+        return
+    kill_process_tree(proc.pid)
+    proc.wait()
+    for stream in (proc.stdin, proc.stdout, proc.stderr):
+        if stream is not None:
+            stream.close()
+    proc.close()
 
 
 async def run_process(argv: list[str], *, cwd: Path, env: dict[str, str], payload: bytes | None,
@@ -228,7 +314,11 @@ async def run_process(argv: list[str], *, cwd: Path, env: dict[str, str], payloa
     the host however the host dies (ROBUST-3). ``sandbox``: it runs confined (SANDBOX-1),
     always under the supervisor."""
     loop = asyncio.get_running_loop()
-    popen = await start_off_loop(lambda: _spawn(argv, cwd=cwd, env=env, guarded=guarded, sandbox=sandbox))
+    popen: Started | None = None
+    if guarded or sandbox:
+        popen = await _start_supervised(argv, cwd=cwd, env=env, sandbox=sandbox)
+    if popen is None:
+        popen = await start_off_loop(lambda: _spawn(argv, cwd=cwd, env=env, guarded=guarded, sandbox=sandbox))
     outcome = ProcessOutcome(returncode=None)
     child = _Child(loop, popen, payload, max_bytes, outcome)
     # A plain timer rather than asyncio.wait_for: fewer tasks and loop turns per call.
@@ -257,8 +347,11 @@ async def run_process(argv: list[str], *, cwd: Path, env: dict[str, str], payloa
     return outcome
 
 
-def _has_exited(pid: int) -> bool:
+def _has_exited(popen: Started) -> bool:
     """True when the child already ended (peeked without reaping it)."""
+    if isinstance(popen, SupervisedProcess):
+        return popen.poll() is not None
+    pid = popen.pid
     try:
         info = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
     except ChildProcessError:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import subprocess
 import threading
 from collections import Counter
 from collections.abc import Callable
@@ -18,6 +17,7 @@ from pydantic import Field
 
 from crystal_kernel.core.access import CredentialCheck, is_credential_parts
 from crystal_kernel.core.errors import ToolError
+from crystal_kernel.jobs.spawner import ToolProcess
 from crystal_kernel.tools._files import display_path, looks_binary, read_head
 from crystal_kernel.tools._notebook_search import match_cells, notebook_files
 from crystal_kernel.tools._rg import require_rg, run_rg
@@ -128,7 +128,7 @@ def _path_filter(root: Path, glob_re: GlobMatcher | None, prefix: tuple[str, ...
     return allowed
 
 
-def _drain_stderr(proc: subprocess.Popen[bytes]) -> tuple[threading.Thread, list[bytes]]:
+def _drain_stderr(proc: ToolProcess) -> tuple[threading.Thread, list[bytes]]:
     # Read stderr alongside so rg never blocks on it.
     box: list[bytes] = []
     stderr = proc.stderr
@@ -138,7 +138,7 @@ def _drain_stderr(proc: subprocess.Popen[bytes]) -> tuple[threading.Thread, list
     return thread, box
 
 
-def _finish(proc: subprocess.Popen[bytes], thread: threading.Thread, box: list[bytes]) -> tuple[str, int]:
+def _finish(proc: ToolProcess, thread: threading.Thread, box: list[bytes]) -> tuple[str, int]:
     code = proc.wait()
     thread.join(1.0)
     assert proc.stdout is not None and proc.stderr is not None
@@ -147,7 +147,7 @@ def _finish(proc: subprocess.Popen[bytes], thread: threading.Thread, box: list[b
     return (box[0] if box else b"").decode("utf-8", errors="replace").strip(), code
 
 
-def _collect_lines(proc: subprocess.Popen[bytes], with_context: bool) -> tuple[dict[bytes, list[tuple[int, bool, str]]],
+def _collect_lines(proc: ToolProcess, with_context: bool) -> tuple[dict[bytes, list[tuple[int, bool, str]]],
                                                                          Counter[bytes], str, int]:
     """The first STORE_LINES lines of rg's listing per file, and every file's number of
     match lines (context lines and ``--`` separators do not count)."""

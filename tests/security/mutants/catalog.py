@@ -330,7 +330,7 @@ SANDBOX_PASS: list[Mutant] = [
        "the network is on by default", T_SBX),
     _n("S69", "crystal_kernel/core/config.py", 'sandbox: str = "workspace-write"', 'sandbox: str = "off"',
        "the sandbox is off by default", BEYOND),
-    _n("S70", "crystal_kernel/jobs/supervisor.py", "        _confine(rules)\n", "        pass\n",
+    _n("S70", "crystal_kernel/jobs/supervisor.py", "    _confine(rules, env)\n", "    pass\n",
        "the supervisor never confines itself", BEYOND),
 ]
 

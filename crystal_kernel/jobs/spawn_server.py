@@ -1,0 +1,130 @@
+"""One long-lived supervisor per host that forks a job supervisor for each tool process
+(standard library only, loaded by path like :mod:`supervisor`).
+
+Why: starting a Python interpreter for the supervisor of every tool call cost ~10 ms of
+CPU (docs/benchmarks.md), ten times the tool itself for a program that exits
+at once. This server is started once (jobs/spawner.py) as
+``python -I -S -c BOOT .../spawn_server.py HOST_PID CONTROL_FD``; for each request it
+forks a copy of itself, already initialised, which becomes that call's supervisor:
+the same code as a started one (:func:`supervisor.run`), so the guarantees are the same.
+
+- No orphans (ROBUST-3). The server has a parent-death signal on the host and exits when
+  the host closes the control socket. Each forked supervisor has a parent-death signal
+  on the server and is a child subreaper: the host dies, the server gets SIGTERM and
+  dies, each supervisor gets SIGTERM and stops its whole tree (TERM, then KILL after the
+  grace). A forked supervisor is in a session of its own (its pid is its process group,
+  which the host signals to stop a call, as before).
+- Sandbox (SANDBOX-1). The forked supervisor confines itself with Landlock (and its
+  mount namespace) before it starts the program: the server is single-threaded, so its
+  fork may do that.
+
+A request is one ``SOCK_SEQPACKET`` message: ``marshal`` of (argv, cwd, env,
+sandbox launcher options, grace, linger) and four descriptors passed with
+``SCM_RIGHTS``: the program's stdin, stdout and stderr and the status pipe's write end.
+The forked supervisor writes on the status pipe ``pid PID`` (its own pid) at once,
+``exit WAITSTATUS`` when the program ends and ``left N`` once its tree is stopped; the
+pipe closes when it exits. A request that cannot be started gets ``error TEXT``.
+"""
+
+import _signal as signal
+import _socket
+import marshal
+import os
+import sys
+
+TYPE_CHECKING = False  # True for the type checker only (importing typing costs a start)
+if TYPE_CHECKING or __package__:
+    from crystal_kernel.jobs import landlock, supervisor
+else:
+    import landlock  # noqa: F401 - loaded once here, not in every forked supervisor
+    import supervisor
+
+MAX_REQUEST = 1 << 20
+FDS = 4
+
+
+def _write(fd: int, line: str) -> None:
+    try:
+        os.write(fd, line.encode("utf-8", "replace") + b"\n")
+    except OSError:
+        pass
+
+
+def _child(server: int, request: bytes, fds: list[int]) -> None:
+    """In the forked copy: become the supervisor of one call; never returns."""
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)  # the server ignores it to reap us
+    signal.pthread_sigmask(signal.SIG_BLOCK, supervisor.WATCHED)
+    stdin, stdout, stderr, status = fds
+    os.setsid()
+    _write(status, f"pid {os.getpid()}")
+    argv, cwd, env_bytes, launcher, grace, linger = marshal.loads(request)
+    supervisor.arm(server)
+    for target, fd in enumerate((stdin, stdout, stderr)):
+        os.dup2(fd, target)
+    for fd in {stdin, stdout, stderr} - {0, 1, 2, status}:
+        os.close(fd)
+    try:
+        os.chdir(cwd)
+    except OSError as exc:
+        sys.stderr.write(f"crystal: cannot enter {cwd}: {exc.strerror or exc}\n")
+        sys.stderr.flush()
+        _write(status, f"exit {127 << 8}")
+        os._exit(127)
+    rules, _ = supervisor._sandbox_options(["supervisor", *launcher])
+    if rules is not None:
+        moved: dict[str, str] = {}  # the caches the sandbox moves (bytes environment below)
+        supervisor.confine_or_exit(rules, server, moved)
+        env_bytes.update({os.fsencode(key): os.fsencode(value) for key, value in moved.items()})
+    supervisor.run(server, grace, argv[0], argv, env_bytes, status, drop_output=True, linger=linger)
+    os._exit(0)
+
+
+def _received_fds(ancdata: list[tuple[int, int, bytes]]) -> list[int]:
+    fds: list[int] = []
+    for level, kind, data in ancdata:
+        if level == _socket.SOL_SOCKET and kind == _socket.SCM_RIGHTS:
+            usable = len(data) - len(data) % 4
+            fds.extend(int.from_bytes(data[i:i + 4], sys.byteorder, signed=True) for i in range(0, usable, 4))
+    return fds
+
+
+def serve(host: int, control_fd: int) -> None:
+    """Answer requests on ``control_fd`` until the host closes it or dies."""
+    supervisor._set_prctl(supervisor.PR_SET_PDEATHSIG, signal.SIGTERM)
+    if os.getppid() != host:
+        os._exit(255)  # the host died before the death signal was armed
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # the forked supervisors are reaped by the kernel
+    me = os.getpid()
+    control = _socket.socket(fileno=control_fd)
+    space = _socket.CMSG_SPACE(FDS * 4)
+    while True:
+        try:
+            request, ancdata, _flags, _address = control.recvmsg(MAX_REQUEST, space)
+        except InterruptedError:
+            continue
+        except OSError:
+            os._exit(0)
+        fds = _received_fds(ancdata)
+        if not request or os.getppid() != host:
+            os._exit(0)  # the host closed its end, or is gone
+        if len(fds) != FDS:
+            for fd in fds:
+                os.close(fd)
+            continue
+        try:
+            pid = os.fork()
+        except OSError as exc:
+            _write(fds[3], f"error cannot start a supervisor: {exc.strerror or exc}")
+            pid = -1
+        if pid == 0:
+            try:
+                control.close()
+                _child(me, request, fds)
+            finally:
+                os._exit(255)
+        for fd in fds:
+            os.close(fd)
+
+
+if __name__ == "__main__":
+    serve(int(sys.argv[1]), int(sys.argv[2]))

@@ -1,0 +1,313 @@
+"""Tool processes started by a long-lived spawn server instead of a new supervisor
+interpreter per call (ROBUST-3 and SANDBOX-1 kept: jobs/spawn_server.py).
+
+:func:`spawn` returns a :class:`SupervisedProcess`, the part of ``subprocess.Popen`` the
+tools use (``pid``, the three streams, ``poll``, ``wait``, ``returncode``), or None when
+the server cannot take the request (not Linux, a request too large for one message, the
+server could not start): the caller then starts a supervisor of its own as before.
+
+The server is started on first use from a thread of its own that lives as long as the
+process (the parent-death signal follows the thread that started a child, so it cannot
+be a worker thread that may end), and again after a fork or if it died.
+"""
+
+from __future__ import annotations
+
+import errno
+import marshal
+import os
+import select
+import signal
+import socket
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from typing import IO, Any
+
+from crystal_kernel.jobs.sandbox import Sandbox
+
+SERVER = str(Path(__file__).resolve().with_name("spawn_server.py"))
+# Imported as a module from its folder, so its compiled form in __pycache__ is used.
+_BOOT = ("import sys;sys.path.insert(0,sys.argv.pop(1).rpartition('/')[0]);import spawn_server;"
+         "spawn_server.serve(int(sys.argv[1]),int(sys.argv[2]))")
+_START_SECONDS = 10.0
+# A killed supervisor reports nothing: the call is reported as killed.
+_KILLED = -signal.SIGKILL
+
+
+class SupervisedProcess:
+    """One tool process under a forked supervisor. ``pid`` is the supervisor's, the
+    leader of the call's process group (as a started supervisor was); ``returncode``
+    is the program's, from the status pipe (``sentinel``: readable when a line or the
+    end arrives)."""
+
+    def __init__(self, pid: int, status_fd: int, pending: bytes, stdin: IO[bytes] | None,
+                 stdout: IO[bytes] | None, stderr: IO[bytes] | None) -> None:
+        self.pid = pid
+        self.sentinel = status_fd
+        self.stdin, self.stdout, self.stderr = stdin, stdout, stderr
+        self.returncode: int | None = None
+        self.left: int | None = None
+        self._buffer = pending
+        self._eof = False
+        os.set_blocking(status_fd, False)
+        self._parse()
+
+    def _parse(self) -> None:
+        while b"\n" in self._buffer:
+            line, _, self._buffer = self._buffer.partition(b"\n")
+            word, _, value = line.decode("ascii", "replace").partition(" ")
+            if word == "exit" and self.returncode is None:
+                self.returncode = os.waitstatus_to_exitcode(int(value))
+            elif word == "left":
+                self.left = int(value)
+
+    def _read(self) -> None:
+        while not self._eof:
+            try:
+                data = os.read(self.sentinel, 4096)
+            except BlockingIOError:
+                return
+            except OSError:
+                data = b""
+            if not data:
+                self._eof = True
+                if self.returncode is None:
+                    self.returncode = _KILLED
+                return
+            self._buffer += data
+            self._parse()
+
+    @property
+    def finished(self) -> bool:
+        """The supervisor has exited (its tree is stopped)."""
+        self._read()
+        return self._eof
+
+    def poll(self) -> int | None:
+        """The program's exit code once it has exited (negative: killed by a signal)."""
+        if self.returncode is None:
+            self._read()
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        """Block until the program has exited; ``subprocess.TimeoutExpired`` after ``timeout``."""
+        poller = select.poll()
+        poller.register(self.sentinel, select.POLLIN)
+        while self.poll() is None:
+            if not poller.poll(None if timeout is None else timeout * 1000):
+                raise subprocess.TimeoutExpired([str(self.pid)], timeout or 0)
+        assert self.returncode is not None
+        return self.returncode
+
+    def send_signal(self, sig: int) -> None:
+        """Signal the call's process group (the supervisor and the program)."""
+        if not self.finished:
+            try:
+                os.killpg(self.pid, sig)
+            except OSError:
+                pass
+
+    def kill(self) -> None:
+        self.send_signal(signal.SIGKILL)
+
+    def close(self) -> None:
+        """Release the status pipe (the streams are the caller's to close)."""
+        if self.sentinel >= 0:
+            os.close(self.sentinel)
+            self.sentinel = -1
+
+
+class _Server:
+    """The spawn server of this process: started once, from a thread that lives on."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.owner = -1
+        self.control: socket.socket | None = None
+        self.failed = False
+        self.pid: int | None = None
+
+    def control_socket(self) -> socket.socket | None:
+        with self.lock:
+            if self.owner != os.getpid():  # first use, or a forked copy of the host
+                self.control, self.owner, self.failed = None, os.getpid(), False
+            if self.control is None and not self.failed:
+                self.control = self._start()
+                self.failed = self.control is None
+            return self.control
+
+    def forget(self, control: socket.socket) -> None:
+        with self.lock:
+            if self.control is control:
+                self.control = None
+            control.close()
+
+    def _start(self) -> socket.socket | None:
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        started = threading.Event()
+        box: list[subprocess.Popen[bytes] | None] = [None]
+
+        def keep() -> None:
+            try:
+                proc = box[0] = subprocess.Popen(
+                    [sys.executable, "-I", "-S", "-c", _BOOT, SERVER, str(os.getpid()), str(theirs.fileno())],
+                    stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                    pass_fds=(theirs.fileno(),), start_new_session=True)
+            except OSError:
+                return
+            finally:
+                theirs.close()
+                started.set()
+            self.pid = proc.pid
+            proc.wait()  # this thread lives as long as the server: its death signal follows it
+            self.forget(ours)
+
+        threading.Thread(target=keep, name="crystal-spawn-server", daemon=True).start()
+        started.wait(_START_SECONDS)
+        if box[0] is None:
+            ours.close()
+            return None
+        return ours
+
+
+_SERVER = _Server()
+# What a tool's child process is: a Popen, or a forked supervisor's handle.
+ToolProcess = subprocess.Popen[bytes] | SupervisedProcess
+
+
+def server_pid() -> int | None:
+    """The pid of this process's spawn server while it runs (a helper that lives as long
+    as the host, not a leftover: tests that look for leftovers skip it)."""
+    return _SERVER.pid if _SERVER.owner == os.getpid() and _SERVER.control is not None else None
+
+
+def server_ready() -> bool:
+    """True when the server of this process runs: :func:`send` then does not block."""
+    return _SERVER.owner == os.getpid() and _SERVER.control is not None
+
+
+def start_server() -> bool:
+    """Start the server if it is not running (blocks while it starts, once)."""
+    return _SERVER.control_socket() is not None
+
+
+class Request:
+    """A request the server has taken: the host's ends of the streams and the status
+    pipe, until the supervisor's ``pid`` line arrives (:meth:`read`)."""
+
+    def __init__(self, status_fd: int, ours: list[int | None], bufsize: int) -> None:
+        self.status_fd = status_fd
+        self.ours = ours
+        self.bufsize = bufsize
+        self.buffer = b""
+        self.ended = False
+
+    def read(self) -> bool:
+        """Read what the status pipe holds (blocking only if it was left blocking);
+        True once the first line (or the end) is there."""
+        while b"\n" not in self.buffer and not self.ended:
+            try:
+                data = os.read(self.status_fd, 4096)
+            except BlockingIOError:
+                return False
+            if not data:
+                self.ended = True
+            self.buffer += data
+        return True
+
+    def started(self) -> SupervisedProcess:
+        """The supervised process, once :meth:`read` returned True; OSError (every fd
+        released) when the supervisor could not start."""
+        line, _, rest = self.buffer.partition(b"\n")
+        word, _, value = line.decode("utf-8", "replace").partition(" ")
+        if word != "pid":
+            self.abandon()
+            raise OSError(value or "the supervisor did not start")
+        stdin_fd, stdout_fd, stderr_fd = self.ours
+        bufsize = self.bufsize
+        return SupervisedProcess(
+            int(value), self.status_fd, rest,
+            open(stdin_fd, "wb", buffering=bufsize) if stdin_fd is not None else None,  # noqa: SIM115 - the caller closes
+            open(stdout_fd, "rb", buffering=bufsize) if stdout_fd is not None else None,  # noqa: SIM115
+            open(stderr_fd, "rb", buffering=bufsize) if stderr_fd is not None else None)  # noqa: SIM115
+
+    def abandon(self) -> None:
+        """Release every fd of a request whose process is not wanted (or did not start)."""
+        _close([fd for fd in [*self.ours, self.status_fd] if fd is not None])
+        self.ours, self.status_fd = [None, None, None], -1
+
+
+def send(argv: list[str], *, cwd: str, env: dict[Any, Any] | None, sandbox: Sandbox | None, grace: float,
+         stdin: int | None, stdout: int | None, stderr: int | None, bufsize: int = -1,
+         linger: bool = False) -> Request | None:
+    """Ask the server to start ``argv`` (argv[0] a path) under a forked supervisor.
+    ``stdin``/``stdout``/``stderr``: ``subprocess.PIPE``, ``subprocess.DEVNULL`` or
+    (stderr only) ``subprocess.STDOUT``. Does not wait for the process (only starts the
+    server on first use); None when the server cannot be used."""
+    if not sys.platform.startswith("linux"):
+        return None
+    control = _SERVER.control_socket()
+    if control is None:
+        return None
+    environment = os.environb if env is None else env
+    request = marshal.dumps((list(argv), cwd, {os.fsencode(k): os.fsencode(v) for k, v in environment.items()},
+                             sandbox.launcher_args() if sandbox else [], grace, linger))
+    theirs: list[int] = []
+    ours: list[int | None] = []
+    try:
+        for kind, writes in ((stdin, False), (stdout, True), (stderr, True)):
+            if kind == subprocess.STDOUT:
+                theirs.append(theirs[1])
+                ours.append(None)
+            elif kind == subprocess.PIPE:
+                read_end, write_end = os.pipe()
+                theirs.append(write_end if writes else read_end)
+                ours.append(read_end if writes else write_end)
+            else:
+                theirs.append(os.open(os.devnull, os.O_WRONLY if writes else os.O_RDONLY))
+                ours.append(None)
+        status_read, status_write = os.pipe()
+        ours.append(status_read)
+        theirs.append(status_write)
+        try:
+            control.sendmsg([request], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, _fd_bytes(theirs))])
+        except OSError as exc:
+            # Too large for one message (an environment of hundreds of KB), or the server
+            # is gone (started again next time): a supervisor of its own this time.
+            if exc.errno != errno.EMSGSIZE:
+                _SERVER.forget(control)
+            _close([fd for fd in ours if fd is not None])
+            return None
+    except BaseException:
+        _close([fd for fd in ours if fd is not None])
+        raise
+    finally:
+        _close(sorted(set(theirs)))
+    return Request(status_read, ours[:3], bufsize)
+
+
+def spawn(argv: list[str], *, cwd: str, env: dict[Any, Any] | None, sandbox: Sandbox | None, grace: float,
+          stdin: int | None, stdout: int | None, stderr: int | None, bufsize: int = -1,
+          linger: bool = False) -> SupervisedProcess | None:
+    """:func:`send`, then wait for the supervisor (~a fork). OSError when it cannot
+    start; None when the server cannot be used."""
+    request = send(argv, cwd=cwd, env=env, sandbox=sandbox, grace=grace, stdin=stdin, stdout=stdout, stderr=stderr,
+                   bufsize=bufsize, linger=linger)
+    if request is None:
+        return None
+    request.read()
+    return request.started()
+
+
+def _fd_bytes(fds: list[int]) -> bytes:
+    return b"".join(fd.to_bytes(4, sys.byteorder, signed=True) for fd in fds)
+
+
+def _close(fds: list[int]) -> None:
+    for fd in fds:
+        try:
+            os.close(fd)
+        except OSError:
+            pass
