@@ -12,13 +12,21 @@ import type { KernelSpec } from '@jupyterlab/services';
 export const KERNEL_NAME = 'crystal';
 
 let specs: KernelSpec.ISpecModels | null = null;
+const listeners: (() => void)[] = [];
 
 /** Follow the server's kernelspecs (call once, at activation). */
 export function watchKernelSpecs(manager: KernelSpec.IManager): void {
   specs = manager.specs;
   manager.specsChanged.connect((_, value) => {
     specs = value;
+    listeners.forEach(listener => listener());
   });
+}
+
+/** Call `listener` when the kernelspecs arrive or change: a kernel that was not known to
+ * be Crystal's (its kernelspec not loaded yet, e.g. right after a page reload) may be. */
+export function onKernelSpecsChanged(listener: () => void): void {
+  listeners.push(listener);
 }
 
 /** Whether the kernelspec called `name` is a Crystal kernel. */

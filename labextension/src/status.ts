@@ -10,10 +10,15 @@ import { Kernel } from '@jupyterlab/services';
 import { Signal } from '@lumino/signaling';
 import { Widget } from '@lumino/widgets';
 
-import { IStatus } from './api';
-import { isCrystalKernel } from './kernelspec';
+import { api, IStatus } from './api';
+import { isCrystalKernel, onKernelSpecsChanged } from './kernelspec';
 
 export { KERNEL_NAME } from './kernelspec';
+
+/** How long a kernel may take to answer kernel_info before the saved status is shown. */
+const KERNEL_ANSWER_MS = 800;
+const WAITED = Symbol('waited');
+const wait = (ms: number) => new Promise<typeof WAITED>(resolve => window.setTimeout(() => resolve(WAITED), ms));
 
 /** What JupyterLab says of the notebook's kernel, in the item's words. */
 function kernelState(context: ISessionContext): string {
@@ -46,6 +51,11 @@ export class CrystalStatus extends Widget {
     this.addClass('jp-crystal-status');
     this.node.title = 'Crystal session: mode · approval · model · prompt set';
     tracker.currentChanged.connect(this.follow, this);
+    onKernelSpecsChanged(() => {
+      if (!this.isDisposed) {
+        void this.update_();
+      }
+    });
     this.follow();
   }
 
@@ -124,15 +134,37 @@ export class CrystalStatus extends Widget {
       this.render(null, kernelState(context));
       return; // asked again when it connects or goes idle
     }
-    let status: IStatus | null = null;
-    try {
-      const reply = await kernel.requestKernelInfo();
-      status = ((reply?.content as any)?.crystal as IStatus) || null;
-    } catch {
-      status = null;
+    const answer = kernel.requestKernelInfo().then(
+      reply => ((reply?.content as any)?.crystal as IStatus) || null,
+      () => null
+    );
+    // A kernel running a turn (a form waiting for the person, e.g. after a reload)
+    // answers only when the turn ends: meanwhile show the session's saved status.
+    const early = await Promise.race([answer, wait(KERNEL_ANSWER_MS)]);
+    if (early === WAITED) {
+      const saved = await this.savedStatus();
+      if (asked === this.asked && context === this.context) {
+        this.render(saved, kernelState(context));
+      }
     }
+    const status = await answer;
     if (asked === this.asked && context === this.context) {
       this.render(status, status ? 'status unavailable' : kernelState(context));
+    }
+  }
+
+  /** The current notebook's session as last saved (the server reads its document), or
+   * null: no session yet, or kernels that run elsewhere (a gateway). */
+  private async savedStatus(): Promise<IStatus | null> {
+    const crystal = this.tracker.currentWidget?.model?.getMetadata('crystal') as { session_id?: unknown } | undefined;
+    const id = crystal?.session_id;
+    if (typeof id !== 'string' || !id) {
+      return null;
+    }
+    try {
+      return await api.status(id);
+    } catch {
+      return null;
     }
   }
 

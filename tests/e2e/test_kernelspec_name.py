@@ -1,8 +1,8 @@
 """The lab extension recognises a Crystal kernel by its kernelspec, whatever its name
 (labextension/src/kernelspec.ts): a kernelspec installed as ``crystal-ollama`` (as
 ``crystal kernel install --name crystal-ollama`` does) gets the status bar item, wrapped
-prompt lines and the notebook's session kept in its metadata — in real JupyterLab +
-Chromium."""
+prompt lines and the notebook's session kept in its metadata, and its status item comes
+back after a page reload — in real JupyterLab + Chromium."""
 
 from __future__ import annotations
 
@@ -49,6 +49,18 @@ def test_a_crystal_kernelspec_under_another_name_gets_the_extension(browser, lab
         session = page.evaluate("() => (window.jupyterapp.shell.currentWidget.content.model"
                                 ".getMetadata('crystal') || {}).session_id")
         assert isinstance(session, str) and session, "the notebook keeps its session (forms.ts)"
+        # After a reload the item says the session's state again, not "starting" (it
+        # asks once the kernelspecs and the notebook's session are back).
+        page.on("dialog", lambda dialog: dialog.accept())
+        page.reload()
+        page.wait_for_function(READY, arg=OTHER, timeout=90_000)
+        try:
+            page.wait_for_function("() => { const el = document.querySelector('.jp-crystal-status');"
+                                   " return !!el && el.offsetParent !== null && /work/.test(el.textContent); }")
+        except Exception:
+            raise AssertionError("the status item says " + repr(page.evaluate(
+                "() => { const el = document.querySelector('.jp-crystal-status');"
+                " return el && [el.textContent, el.offsetParent !== null]; }"))) from None
         ARTIFACTS.mkdir(exist_ok=True)
         page.screenshot(path=str(ARTIFACTS / "kernelspec-other-name.png"))
     except BaseException:

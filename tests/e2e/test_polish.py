@@ -288,6 +288,7 @@ def wait_status(page, words: str) -> None:
         raise AssertionError(f"the status bar item says {page.evaluate(STATUS)!r}, not {words!r}") from None
 
 
+@pytest.mark.timeout(600)  # three reload-and-wait steps on a shared machine
 def test_status_bar_says_the_true_state_after_reload_and_with_no_kernel(nb, lab):
     page = nb
     page.locator(".jp-crystal-status", has_text="default").wait_for()  # /approval default, earlier
@@ -297,6 +298,32 @@ def test_status_bar_says_the_true_state_after_reload_and_with_no_kernel(nb, lab)
     wait_status(page, "default")
     assert "starting" not in page.evaluate(STATUS)
     shoot(page, "status-after-reload-light")
+    # Reloaded while a turn waits for the person: the kernel answers nothing until the
+    # turn ends, and still the item says the session's mode, approval and model (as the
+    # session's document last saved them, after its first turn).
+    lab.server.add({"text": "Hello."})
+    type_and_run(page, "Hi")
+    page.locator(NB).get_by_text("Hello.").wait_for(timeout=60_000)
+    wait_idle(page)
+    lab.server.add({"tool_calls": [{"name": "question", "arguments": {"questions": [
+        {"header": "Service", "question": "Which service should I split out?",
+         "options": [{"label": "billing-api", "description": "payments"},
+                     {"label": "auth-api", "description": "logins"}]}]}}]},
+                   {"text": "Understood."})
+    page.evaluate("() => { const nb = window.jupyterapp.shell.currentWidget.content;"
+                  " nb.activeCellIndex = nb.widgets.length - 1; }")
+    type_and_run(page, "Split the services")
+    page.locator(f"{NB} .crystal-form .jupyter-button", has_text="Dismiss").last.wait_for(timeout=60_000)
+    page.reload()
+    page.wait_for_function(READY.replace("k.status === 'idle'", "true"), arg="crystal", timeout=90_000)
+    dismiss = page.locator(f"{NB} .crystal-form .jupyter-button", has_text="Dismiss").last
+    dismiss.wait_for(timeout=60_000)
+    wait_status(page, "openai:gpt-4.1")
+    assert "starting" not in page.evaluate(STATUS)
+    shoot(page, "status-reloaded-mid-turn-light")
+    dismiss.click()
+    page.locator(NB).get_by_text("Understood.").wait_for(timeout=60_000)
+    wait_idle(page)
     page.evaluate("() => window.jupyterapp.shell.currentWidget.sessionContext.shutdown()")
     wait_status(page, "no kernel")
     assert "starting" not in page.evaluate(STATUS)
