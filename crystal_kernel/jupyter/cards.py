@@ -306,12 +306,17 @@ def card_bundle(card: CardState) -> Bundle:
             parts.append(f'<pre style="{_PRE};background-color:#1f2328;color:#e6edf3" class="crystal-terminal">'
                          f'{esc(body)}</pre>')
         elif body:
-            head, rest = _preview(body)
+            # A file or a listing reads from its start: keep the head, not the end.
+            head, rest = _preview(card.result or "")
             if rest:
-                plain[-1] = head + f"\n[… {rest.count(chr(10)) + 1} more lines]"
+                more = rest.count("\n") + 1
+                if len(rest) > CARD_TEXT_LIMIT:
+                    cut = rest[:CARD_TEXT_LIMIT].rsplit("\n", 1)[0]
+                    rest = cut + f"\n[… {more - cut.count(chr(10)) - 1} more lines not shown here]"
+                plain[-1] = head + f"\n[… {more} more lines]"
                 parts.append(f'<pre style="{_PRE}">{esc(head)}</pre>'
                              f'<details class="crystal-more"><summary style="{_MUTED}">'
-                             f"Show the other {rest.count(chr(10)) + 1} lines</summary>"
+                             f"Show the other {more} lines</summary>"
                              f'<pre style="{_PRE};margin-top:0">{esc(rest)}</pre></details>')
             else:
                 parts.append(f'<pre style="{_PRE}">{esc(body)}</pre>')

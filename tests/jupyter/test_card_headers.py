@@ -68,3 +68,16 @@ def test_a_long_read_shows_a_preview_and_the_rest_on_a_click(kernel):
     result = [m for m in kernel.last_body()["messages"] if m["role"] == "tool"][-1]["content"]
     assert "line 001" in result and "line 200" in result
     assert json.dumps(result).count("line ") == 200
+
+
+def test_a_huge_read_card_starts_at_the_top_and_is_bounded():
+    """A result longer than the card keeps: the preview is still the file's first lines
+    (not its end, as a terminal's output is), and what opens on a click is bounded."""
+    from crystal_kernel.jupyter.cards import CARD_TEXT_LIMIT, CardState, card_bundle
+
+    text = "\n".join(f"{i:6d}\tline {i} {'y' * 60}" for i in range(1, 2001))
+    bundle = card_bundle(CardState(id="c", name="read", arguments={"path": "big.txt"}, state="done", result=text))
+    plain = bundle["text/plain"].splitlines()
+    assert plain[1].endswith("line 1 " + "y" * 60) and plain[-1] == f"[… {2000 - PREVIEW_LINES} more lines]"
+    assert len(bundle["text/html"]) < CARD_TEXT_LIMIT + 5_000
+    assert "more lines not shown here]" in bundle["text/html"] and "line 2000 " not in bundle["text/html"]
