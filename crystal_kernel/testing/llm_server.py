@@ -173,7 +173,8 @@ class LLMServer:
 
     @property
     def requests(self) -> list[dict[str, Any]]:
-        """Logged requests: ``{"method", "path", "headers" (lower-case names), "body", "time"}``;
+        """Logged requests: ``{"method", "path", "headers" (lower-case names), "body", "bytes"
+        (the size of the body as received), "time"}``;
         model requests also get ``"sent"``: when the reply's last byte was written."""
         with self._lock:
             return list(self._log)
@@ -268,7 +269,7 @@ def _make_handler(server: LLMServer) -> type[BaseHTTPRequestHandler]:
                 self._send_json(200, {"pending": server.pending})
                 return
             entry = {"method": "POST", "path": path, "headers": {k.lower(): v for k, v in self.headers.items()},
-                     "body": body, "time": time.time()}
+                     "body": body, "bytes": len(raw), "time": time.time()}
             server._record(entry)
             kind = PATHS.get(path)
             if path == "/api/show" and "show_ping" in server.info:
