@@ -39,7 +39,7 @@ def test_argument_names_order_and_descriptions():
         tool = load_builtin(name)
         schema = tool.input_schema()
         assert list(schema["properties"]) == arguments, name
-        assert schema["additionalProperties"] is False, name
+        assert "additionalProperties" not in schema, name  # the input model refuses unknown ones
         text = json.dumps(schema)
         assert "$ref" not in text and '"title"' not in text, name
         assert len(tool.description) > 150, name
