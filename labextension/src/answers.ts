@@ -21,6 +21,7 @@ import type { Cell, ICodeCellModel } from '@jupyterlab/cells';
 import { INotebookTracker, NotebookActions, NotebookPanel } from '@jupyterlab/notebook';
 
 import { followNewText } from './follow';
+import { handOver } from './handover';
 import { isCrystalKernel } from './kernelspec';
 
 const CODE_SELECTOR = '.crystal-answer pre.crystal-code';
@@ -173,6 +174,7 @@ function follow(panel: NotebookPanel): void {
   });
   let pending = 0;
   const observer = new MutationObserver(records => {
+    handOver(records); // a streamed output emptied at its end stays shown until its final one is in
     if (records.some(addsCode)) {
       // At once (before the page is painted): a code block, streamed or final, never
       // shows without its buttons, so its height does not change a frame later.

@@ -5,8 +5,10 @@
  * answer's output says how that HTML changed: `application/vnd.crystal.stream+json`
  * `{"at": N, "html": TAIL, "size": S, "crc": C}`, "keep the first N characters, append
  * TAIL; the result has S characters and CRC-32 C". JupyterLab keeps this renderer while
- * the updates keep this mime type; the kernel's final update is the same HTML as
- * `text/html`, which replaces it with JupyterLab's HTML renderer.
+ * the updates keep this mime type. At the end the kernel empties this output and shows
+ * the same HTML as a new `text/html` output right after it (live_outputs.py), which
+ * JupyterLab's HTML renderer shows; handover.ts keeps this one on screen until that one
+ * is in.
  *
  * So the person reads rendered Markdown (headings, code blocks, tables) while it
  * streams, and the end changes nothing on screen but what is new:

@@ -5,7 +5,8 @@
   block whose fence is still open), not raw ``#``, backticks and fences; light and dark;
 - the end of the stream does not make the answer jump: the cell's height right before
   the final output and right after it differ by less than 40 px, and the final answer's
-  DOM is the one that streamed;
+  DOM is the one that streamed; and over six turns no animation frame shows the cell
+  without its answer when the streamed output hands over to the final one;
 - the notebook follows new text while the person is at its end, stops when they scroll
   up, and follows again once they scroll back down;
 - a TRUST-1 payload split across many updates (``<img onerror>``, ``<script>``, a
@@ -243,3 +244,48 @@ def test_trust1_a_payload_split_across_streamed_updates_runs_nothing(browser, la
         assert page.evaluate(PWNED)["pwned"] is None and "PWNED" not in page.evaluate(PWNED)["title"]
         assert page.evaluate(inert, NB) == {"answers": 1, "active": [], "handlers": 0, "jsLinks": 0}
         shoot(page, "trust1-end")
+
+
+# Every animation frame (before it is painted): is the answer of the cell whose prompt is
+# `prompt` on screen, and how tall is that cell.
+FRAMES = """([nb, prompt]) => {
+  const panel = document.querySelector(nb);
+  window.__crystalFrames = [];
+  const generation = (window.__crystalGeneration = (window.__crystalGeneration || 0) + 1);
+  const loop = () => {
+    if (generation !== window.__crystalGeneration) return;
+    const cell = Array.from(panel.querySelectorAll('.jp-Cell'))
+      .find(c => (c.querySelector('.cm-content') || {}).textContent === prompt);
+    if (cell) {
+      window.__crystalFrames.push({answer: !!cell.querySelector('.crystal-answer'),
+                                   height: cell.getBoundingClientRect().height});
+    }
+    requestAnimationFrame(loop);
+  };
+  requestAnimationFrame(loop);
+}"""
+
+
+def test_the_end_of_a_stream_never_paints_a_frame_without_the_answer(browser, lab):
+    """The kernel ends a streamed answer by emptying its output and showing the whole
+    text as a new one (for clients that ignore display updates); JupyterLab handles the
+    two in separate tasks. Over six turns, no frame is painted between them without the
+    answer, and the cell never shrinks (before the hand-over kept the old output on
+    screen, a frame without the answer showed in about half the turns)."""
+    text = "# Summary\n\n" + "\n\n".join(f"Line {n} of the answer, with a few words." for n in range(12))
+    with new_crystal_notebook(browser, lab) as page:
+        for turn in range(6):
+            prompt = f"Summary {turn}"
+            lab.server.add({"text": text, "chunk": 6, "delay": 0.005})
+            page.evaluate(FRAMES, [NB, prompt])
+            type_and_run(page, prompt)
+            page.locator(f"{NB} .jp-Cell", has_text=prompt).locator(".crystal-answer").first.wait_for(timeout=60_000)
+            page.wait_for_function(READY, arg="crystal", timeout=60_000)
+            page.wait_for_timeout(400)
+            frames = page.evaluate("() => window.__crystalFrames")
+            first = next(i for i, f in enumerate(frames) if f["answer"])
+            shown = frames[first:]
+            assert all(f["answer"] for f in shown), (turn, [i for i, f in enumerate(shown) if not f["answer"]])
+            heights = [f["height"] for f in shown]
+            assert all(b >= a - 1 for a, b in zip(heights, heights[1:])), (turn, heights)
+        page.evaluate("() => { window.__crystalGeneration += 1; }")
