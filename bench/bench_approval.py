@@ -1,12 +1,19 @@
-"""Per-step host costs of approval, review and usage, against building the request itself.
+"""Per-step host costs of approval, review and usage, against what sending the request
+costs every model step.
 
-Rows, each measured warm in the same run as its reference, ``session.build_request()``
-(which every model step already pays):
+Rows, each measured warm in the same run as its reference: the request body's bytes as
+the OpenAI adapter writes them for the wire (``session.build_request()``, then the
+adapter's ``body`` and ``payload``: the work every model step pays before a byte goes
+out). Before, the reference was ``session.build_request()`` alone, which now only hands
+back kept objects (~1.4 µs) and is not the same kind of work as a decision or a token
+estimate (docs/benchmarks.md):
 
 - the compaction check: ``estimate_tokens`` of a request with 40 transcript messages
   and the full Work catalog (target: at most 0.2x the reference);
 - one approval decision for a read call with 10 forbidden rules (forbidden matching,
-  the mode table, the audit entry and the event) (target: at most 0.5x).
+  the mode table, the audit entry and the event) (target: at most 0.5x), timed inside
+  one running event loop (a ``run_until_complete`` per decision timed the loop's own
+  start and stop, ~20 µs, with it).
 """
 
 from __future__ import annotations
@@ -36,7 +43,7 @@ def _row(name: str, ours: float, ref: float, ratio_max: float) -> dict:
     row = {"name": name, "ours": ours, "reference": ref, "unit": "ms", "ratio": ratio,
            "target": {"ratio_max": ratio_max}}
     row["met"] = ratio is not None and ratio <= ratio_max
-    print(f"{name}: {ours:.4f} ms (build_request {ref:.4f} ms, ratio {ratio:.2f}x, target <= {ratio_max}x)")
+    print(f"{name}: {ours:.4f} ms (request body for the wire {ref:.4f} ms, ratio {ratio:.2f}x, target <= {ratio_max}x)")
     return row
 
 
@@ -47,6 +54,7 @@ def main() -> list[dict]:
     from crystal_kernel.host.approval_flow import decide
     from crystal_kernel.host.compaction import estimate_tokens
     from crystal_kernel.host.session import Session
+    from crystal_kernel.providers.openai_chat import OpenAIChatProvider
     from crystal_kernel.testing.scripted import ScriptedProvider
     from crystal_kernel.tools.base import Classification, Risk
 
@@ -65,21 +73,36 @@ def main() -> list[dict]:
             ]
         session.config.forbidden = [{"tool": "bash", "pattern": f"rm -rf {n}*"} for n in range(5)] + \
             [{"tool": "write", "pattern": f"**/secret{n}/**"} for n in range(5)]
+        loop = asyncio.new_event_loop()
+        loop.run_until_complete(session.prepare_tools())  # build_request needs the catalog
         request = session.build_request()
-        reference = _median_ms(session.build_request)
+        adapter = OpenAIChatProvider("gpt-4.1", api_key="bench", base_url="http://127.0.0.1:9/v1")
+
+        def wire_body() -> None:
+            adapter.payload(adapter.body(session.build_request()))
+
+        reference = _median_ms(wire_body)
         rows = [_row("compaction check (estimate_tokens, 40 messages)", _median_ms(lambda: estimate_tokens(request)),
                      reference, 0.2)]
 
-        loop = asyncio.new_event_loop()
         person = NoPerson()
         read = Classification(Risk.READ, pattern="src/app.py")
         call = ToolCallPart(id="r", name="read", arguments={"path": "src/app.py"})
 
-        def one_decision() -> None:
-            loop.run_until_complete(decide(session, person, call, read, lambda e: None))
-            session.audit.clear()
+        async def decisions() -> float:
+            for _ in range(20):
+                await decide(session, person, call, read, lambda e: None)
+                session.audit.clear()
+            samples = []
+            for _ in range(RUNS):
+                start = time.perf_counter()
+                await decide(session, person, call, read, lambda e: None)
+                samples.append((time.perf_counter() - start) * 1000)
+                session.audit.clear()
+            return statistics.median(samples)
 
-        rows.append(_row("approval decision (read, 10 forbidden rules)", _median_ms(one_decision), reference, 0.5))
+        rows.append(_row("approval decision (read, 10 forbidden rules)", loop.run_until_complete(decisions()),
+                         reference, 0.5))
         loop.close()
     return rows
 

@@ -4,7 +4,9 @@ The command runs as ``bash -c`` with stdin closed, under the same small supervis
 process background jobs use (:mod:`crystal_kernel.jobs.supervisor`, in foreground mode):
 it asks Linux for a parent-death signal and adopts every process the command starts,
 so nothing outlives the host, however the host dies (SIGKILL included). The supervisor
-is forked by the thread running this coroutine, which lives until the call is over.
+is a fork of the host's spawn server (jobs/spawner.py: no interpreter start per call);
+where that server cannot be used, a supervisor is started by the thread running this
+coroutine, which lives until the call is over.
 
 Output (stdout and stderr interleaved) is read incrementally into a bounded buffer. On
 timeout or cancellation the whole process tree is stopped (TERM, then KILL) within
@@ -18,17 +20,21 @@ import asyncio
 import os
 import shutil
 import signal
+import subprocess
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
 from pydantic import Field
 
 from crystal_kernel.core.errors import ToolError
+from crystal_kernel.jobs import spawner
 from crystal_kernel.jobs.guarded import supervisor_command
 from crystal_kernel.jobs.sandbox import Sandbox, refusal_note
 from crystal_kernel.tools._changes import note_change
 from crystal_kernel.tools._process import BoundedOutput, kill_process_tree
 from crystal_kernel.tools._sandbox import tool_sandbox
+from crystal_kernel.tools._spawned_shell import SpawnedShell
 from crystal_kernel.tools.base import Classification, Risk, Tool, ToolContext, ToolInput, ToolResult
 
 # After the shell exits, how long to wait for the rest of its output.
@@ -94,6 +100,10 @@ class BashTool(Tool[BashInput]):
         return ToolResult(ok=done.code == 0, text=body, display="terminal")
 
 
+# The shell's supervisor: started by asyncio, or forked by the spawn server.
+Shell = asyncio.subprocess.Process | SpawnedShell
+
+
 @dataclass
 class Supervised:
     """A finished supervised command: its bounded output, exit code, whether it timed
@@ -111,6 +121,14 @@ async def run_supervised(command: str, *, cwd: Path, env: dict[str, str], timeou
     cancellation), output bounded to ``limit`` characters, confined by ``sandbox``
     (SANDBOX-1) when given. Used by bash and notebook_run."""
     bash = shutil.which("bash") or "/bin/bash"
+    spawned = await _spawn_shell(bash, command, cwd=cwd, env=env, sandbox=sandbox)
+    if spawned is not None:
+        shell, status = spawned
+        try:
+            return await _follow(shell, status, workspace, timeout, limit)
+        finally:
+            status.close()
+            shell.stdout.close()
     status_read, status_write = os.pipe()
     try:
         proc = await asyncio.create_subprocess_exec(
@@ -137,7 +155,52 @@ async def run_supervised(command: str, *, cwd: Path, env: dict[str, str], timeou
         status.close()
 
 
-async def _follow(proc: asyncio.subprocess.Process, status: _StatusPipe, workspace: Path, timeout: float,
+async def _spawn_shell(bash: str, command: str, *, cwd: Path, env: dict[str, str],
+                       sandbox: Sandbox | None) -> tuple[SpawnedShell, _StatusPipe] | None:
+    """``bash -c command`` under a supervisor forked by the spawn server (no interpreter
+    start per call); None when the server cannot be used (then one is started as before)."""
+    if not spawner.server_ready() and not await asyncio.to_thread(spawner.start_server):
+        return None
+    try:
+        request = spawner.send([bash, "-c", command], cwd=str(cwd), env=env, sandbox=sandbox, grace=KILL_GRACE_SECONDS,
+                               stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, bufsize=0,
+                               linger=True)
+    except OSError as exc:
+        raise ToolError(f"Cannot start bash: {exc.strerror or exc}.") from None
+    if request is None:
+        return None
+    stdout_fd = request.ours[1]
+    assert stdout_fd is not None
+    status = _StatusPipe(request.status_fd, None)
+    try:
+        line = await status.readline()
+    except BaseException:
+        # Cancelled while the supervisor starts: its group is stopped once it is known.
+        threading.Thread(target=_stop_when_known, args=(status, stdout_fd), name="crystal-stop-child",
+                         daemon=True).start()
+        raise
+    pid = _parse(line, "pid")
+    if pid is None:
+        status.close()
+        os.close(stdout_fd)
+        raise ToolError(f"Cannot start bash: {line.decode('utf-8', 'replace').strip() or 'the supervisor did not start'}.")
+    status.watch(pid)
+    return SpawnedShell(pid, stdout_fd, status), status
+
+
+def _stop_when_known(status: _StatusPipe, stdout_fd: int) -> None:
+    """In a thread: wait for the supervisor's ``pid`` line, stop its tree, release the pipes."""
+    try:
+        os.set_blocking(status.fd, True)
+        pid = _parse(status.blocking_line(), "pid")
+        if pid is not None:
+            kill_process_tree(pid, grace=0.2)
+    finally:
+        status.close()
+        os.close(stdout_fd)
+
+
+async def _follow(proc: Shell, status: _StatusPipe, workspace: Path, timeout: float,
                   limit: int) -> Supervised:
     output = BoundedOutput(limit)
     assert proc.stdout is not None
@@ -189,15 +252,21 @@ class _StatusPipe:
     """The supervisor's side of the conversation: its status pipe (read without blocking
     the loop) and a pidfd to signal it by."""
 
-    def __init__(self, fd: int, pid: int) -> None:
+    def __init__(self, fd: int, pid: int | None) -> None:
         self.fd = fd
         os.set_blocking(fd, False)
         self._buffer = b""
         self._eof = False
         self._closed = False
+        self.pidfd: int | None = None
+        self.pid = 0
+        if pid is not None:
+            self.watch(pid)
+
+    def watch(self, pid: int) -> None:
+        """Signal the supervisor ``pid`` from now on."""
         # Signalled through a pidfd, not Popen.send_signal: that one polls first and so
         # may reap the supervisor behind asyncio's child watcher (which then warns).
-        self.pidfd: int | None = None
         self.pid = pid
         try:
             self.pidfd = os.pidfd_open(pid)
@@ -206,8 +275,8 @@ class _StatusPipe:
 
     def terminate(self) -> None:
         """Ask the supervisor to stop the tree; nothing happens once it has exited."""
-        if self._eof:
-            return  # the pipe closed: the supervisor has exited
+        if self._eof or not self.pid:
+            return  # the pipe closed: the supervisor has exited (or is not known yet)
         try:
             if self.pidfd is not None:
                 signal.pidfd_send_signal(self.pidfd, signal.SIGTERM)
@@ -215,6 +284,16 @@ class _StatusPipe:
                 os.kill(self.pid, signal.SIGTERM)
         except (ProcessLookupError, AttributeError, OSError):
             pass
+
+    def blocking_line(self) -> bytes:
+        """The next line, read blocking (the fd must be blocking): from a thread only."""
+        while b"\n" not in self._buffer:
+            data = os.read(self.fd, 4096)
+            if not data:
+                break
+            self._buffer += data
+        line, sep, self._buffer = self._buffer.partition(b"\n")
+        return line + sep
 
     def pending_line(self) -> bool:
         """Whether a whole line is waiting (read without blocking)."""
@@ -266,7 +345,7 @@ def _parse(line: bytes, key: str) -> int | None:
     return None
 
 
-async def _finish(proc: asyncio.subprocess.Process, status: _StatusPipe, reader: asyncio.Future[None]) -> int:
+async def _finish(proc: Shell, status: _StatusPipe, reader: asyncio.Future[None]) -> int:
     """The shell has exited: tell the supervisor to stop what is left, wait for it, and
     return how many processes it had to stop."""
     if not status.pending_line():  # usually "left 0" came with the exit: nothing to stop
@@ -285,7 +364,7 @@ async def _finish(proc: asyncio.subprocess.Process, status: _StatusPipe, reader:
     return left
 
 
-async def _reap(proc: asyncio.subprocess.Process, reader: asyncio.Future[None]) -> None:
+async def _reap(proc: Shell, reader: asyncio.Future[None]) -> None:
     try:
         await asyncio.wait_for(proc.wait(), 0.5)
     except asyncio.TimeoutError:
@@ -295,7 +374,7 @@ async def _reap(proc: asyncio.subprocess.Process, reader: asyncio.Future[None]) 
         reader.cancel()
 
 
-async def _stop(proc: asyncio.subprocess.Process, status: _StatusPipe, reader: asyncio.Future[None]) -> None:
+async def _stop(proc: Shell, status: _StatusPipe, reader: asyncio.Future[None]) -> None:
     """Stop the tree through the supervisor (KILL it ourselves if it does not finish),
     reap it and finish reading; safe to await while cancelled."""
 

@@ -120,3 +120,13 @@ def test_a_sigkilled_host_leaves_no_tool_process_and_no_server(workspace: Path):
         if host.poll() is None:
             host.kill()
             host.wait()
+
+
+async def test_a_bash_call_runs_under_a_forked_supervisor_and_keeps_its_status(workspace: Path):
+    from crystal_kernel.tools.bash import run_supervised
+
+    done = await run_supervised("sup=$PPID; echo $sup $(cut -d' ' -f4 /proc/$sup/stat); exit 3", cwd=workspace,
+                                env=dict(os.environ), timeout=30, limit=10_000, workspace=workspace)
+    supervisor, its_parent = (int(v) for v in done.text.split())
+    assert its_parent == spawner.server_pid(), "bash's supervisor was not forked by the spawn server"
+    assert done.code == 3 and not done.timed_out and not done.leftovers
