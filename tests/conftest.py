@@ -65,6 +65,28 @@ for _var in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "OPENAI_BASE_URL", "ANTHROPI
 os.environ["CRYSTAL_TOPIC_NAMING"] = "off"
 
 
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """`make test`'s workers take whole groups (a module, a folder sharing a kernel, the
+    browser tests), longest first: tests/parallel.py."""
+    from tests.parallel import make_scheduler
+
+    return make_scheduler(config, log)
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m` selects by marker
+def pytest_collection_modifyitems(config, items):
+    """The tests listed in tests/parallel.py's SERIAL are marked ``serial``. In an xdist
+    worker, the groups that take longest come first; a plain run keeps pytest's order."""
+    from tests.parallel import is_serial, rank
+
+    for item in items:
+        if is_serial(item.nodeid):
+            item.add_marker(pytest.mark.serial)
+    if hasattr(config, "workerinput"):
+        items.sort(key=lambda item: rank(item.nodeid))  # stable: each group keeps its order
+
+
 @pytest.fixture(autouse=True)
 def private_home(tmp_path_factory, monkeypatch):
     """HOME and CRYSTAL_HOME point at a fresh temporary folder for every test."""

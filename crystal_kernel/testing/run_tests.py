@@ -5,18 +5,29 @@ crystal_kernel, tests and bench, ``mypy`` on crystal_kernel, and ``lint-imports`
 (import-linter's layering contracts, docs/architecture.md). A finding fails the run, but
 the suite still runs, so one report shows everything.
 
-Each test's name and result is printed as it finishes (``-v``), with the share of the
-suite done: the suite takes minutes, and a row of dots says nothing about where it is.
-pytest's exit code 5 ("no tests collected") is turned into a failure with a clear line:
-a run that tested nothing must never pass.
+The suite runs in two parts (docs/contributing.md). The parallel part spreads every
+test not marked ``serial`` over pytest-xdist workers, more than the cores since most
+tests wait on child processes and I/O; each worker takes whole groups (a module, a
+folder that shares a kernel, the browser tests), as tests/parallel.py lays out. Then the
+serial part runs the tests marked ``serial`` in one process, alone on the machine: they
+assert wall-clock bounds that the parallel part's load would break.
+``CRYSTAL_TEST_WORKERS`` sets the number of workers (0: the parallel part runs in one
+process too).
 
-The run ends with pytest's 30 slowest tests (``--durations``) and one line with the wall
-time of the static checks and of pytest, so a slow suite says where its time went
-(docs/contributing.md).
+Each test's name and result is printed as it finishes (``-v``), with the share of the
+part done: the suite takes minutes, and a row of dots says nothing about where it is.
+pytest's exit code 5 ("no tests collected") of both parts is turned into a failure with
+a clear line: a run that tested nothing must never pass (a part with nothing to run,
+such as no test marked ``serial``, is fine).
+
+Each part ends with pytest's 30 slowest tests (``--durations``), and the run with the
+wall time of each part and one line with the wall time of the static checks and of
+pytest, so a slow suite says where its time went.
 """
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
@@ -35,8 +46,19 @@ CHECKS: list[tuple[str, list[str], list[str], bool]] = [
     ("lint-imports", [str(Path(sys.executable).with_name("lint-imports")), "--no-cache"], ["crystal_kernel"], False),
 ]
 
-#: How many of the slowest tests pytest lists at the end of the run.
+#: How many of the slowest tests pytest lists at the end of each part.
 SLOWEST_SHOWN = 30
+#: pytest's exit code when it collected no test.
+NO_TESTS = 5
+
+
+def worker_count() -> int:
+    """The parallel part's workers: ``CRYSTAL_TEST_WORKERS``, else three per core (most
+    tests wait on child processes and I/O), at least 4 and at most 8."""
+    given = os.environ.get("CRYSTAL_TEST_WORKERS", "").strip()
+    if given:
+        return max(0, int(given))
+    return min(8, max(4, 3 * (os.cpu_count() or 1)))
 
 
 def run_checks() -> list[str]:
@@ -52,18 +74,33 @@ def run_checks() -> list[str]:
     return failed
 
 
+def run_pytest(what: str, options: list[str], argv: list[str]) -> tuple[int, float]:
+    """One part of the suite: pytest's exit code and the part's wall time."""
+    print(f"make test: {what} ...", flush=True)
+    started = time.monotonic()
+    code = subprocess.call([sys.executable, "-m", "pytest", "-v", "-p", "no:cacheprovider",
+                            f"--durations={SLOWEST_SHOWN}", *options, *argv], cwd=ROOT)
+    return code, time.monotonic() - started
+
+
 def main(argv: list[str] | None = None) -> int:
     started = time.monotonic()
     failed = run_checks()
     checked = time.monotonic()
-    args = [sys.executable, "-m", "pytest", "-v", "-p", "no:cacheprovider",
-            f"--durations={SLOWEST_SHOWN}", *(argv or [])]
-    code = subprocess.call(args, cwd=ROOT)
+    workers = worker_count()
+    spread = ["-n", str(workers)] if workers else []
+    parallel, parallel_time = run_pytest(
+        f"the tests not marked serial, on {workers or 'no'} parallel workers", [*spread, "-m", "not serial"], argv or [])
+    serial, serial_time = run_pytest("the tests marked serial, one at a time", ["-m", "serial"], argv or [])
+    print(f"make test: parallel part {parallel_time:.1f} s ({workers} workers), serial part {serial_time:.1f} s.",
+          flush=True)
     print(f"make test: static checks {checked - started:.1f} s, pytest {time.monotonic() - checked:.1f} s "
           f"(wall time).", flush=True)
-    if code == 5:
+    if parallel == serial == NO_TESTS:
         print("make test: pytest collected no tests; that is a failure.", file=sys.stderr)
         code = 1
+    else:
+        code = next((c for c in (parallel, serial) if c not in (0, NO_TESTS)), 0)
     if failed:
         print(f"make test: the static checks found problems: {', '.join(failed)} (see above).", file=sys.stderr)
         return code or 1

@@ -3,26 +3,44 @@ collects nothing fails. Run on a small folder of its own, not on the suite."""
 
 from __future__ import annotations
 
+import os
+import re
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 
-def run(folder: Path, cwd: Path | None = None) -> subprocess.CompletedProcess:
+def run(folder: Path, cwd: Path | None = None, workers: int = 2) -> subprocess.CompletedProcess:
     code = ("import sys; from pathlib import Path; import crystal_kernel.testing.run_tests as r; "
             f"r.ROOT = Path({str(folder)!r}); sys.exit(r.main(['--rootdir', {str(folder)!r}]))")
+    # Not this test's own worker's variables (the suite itself may run on xdist workers).
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_XDIST")}
+    env["CRYSTAL_TEST_WORKERS"] = str(workers)
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
-                          cwd=cwd or folder)
+                          cwd=cwd or folder, env=env)
+
+
+def result_lines(out: subprocess.CompletedProcess) -> dict[str, str]:
+    """Each test's result line as the parallel workers print it
+    (``[gw0] [ 50%] PASSED test_two.py::test_first``), by test id."""
+    found = {}
+    for line in out.stdout.splitlines():
+        line = line.strip()
+        match = re.match(r"\[gw\d+\] \[ *\d+%\] (PASSED|FAILED|ERROR|SKIPPED) (\S+)$", line)
+        if match:
+            found[match.group(2)] = line
+    return found
 
 
 def test_make_test_prints_each_test_name_as_it_runs(tmp_path):
     (tmp_path / "test_two.py").write_text("def test_first():\n    pass\n\ndef test_second():\n    pass\n")
     out = run(tmp_path)
     assert out.returncode == 0, out.stdout + out.stderr
-    lines = out.stdout.splitlines()
-    assert any(line.startswith("test_two.py::test_first PASSED") for line in lines), out.stdout
-    assert any(line.startswith("test_two.py::test_second PASSED") and line.endswith("[100%]") for line in lines)
+    lines = result_lines(out)
+    assert "PASSED" in lines["test_two.py::test_first"], out.stdout
+    assert "PASSED" in lines["test_two.py::test_second"], out.stdout
+    assert any("[100%]" in line for line in lines.values()), out.stdout
 
 
 def test_make_test_fails_when_nothing_was_collected(tmp_path):
@@ -39,7 +57,7 @@ def test_make_test_fails_on_a_ruff_finding_and_still_runs_the_suite(tmp_path):
     out = run(tmp_path)
     assert out.returncode == 1, out.stdout + out.stderr
     assert "F401" in out.stdout and "`os` imported but unused" in out.stdout
-    assert any(line.startswith("tests/test_lint.py::test_one PASSED") for line in out.stdout.splitlines())
+    assert "PASSED" in result_lines(out)["tests/test_lint.py::test_one"], out.stdout
     assert "make test: the static checks found problems: ruff (see above)." in out.stderr
 
 
@@ -79,6 +97,33 @@ def test_make_test_prints_the_slowest_tests_and_its_wall_times(tmp_path):
     out = run(tmp_path)
     assert out.returncode == 0, out.stdout + out.stderr
     assert "slowest 30 durations" in out.stdout, out.stdout
+    assert "make test: parallel part " in out.stdout and " s (2 workers), serial part " in out.stdout, out.stdout
     last = out.stdout.strip().splitlines()[-1]
     assert last.startswith("make test: static checks ") and ", pytest " in last and last.endswith("s (wall time)."), last
 
+
+
+def test_make_test_runs_the_serial_tests_after_the_others_alone(tmp_path):
+    """Tests marked ``serial`` run in the second part, in the pytest process itself (no
+    worker), after every other test; the others run on the parallel workers."""
+    (tmp_path / "pyproject.toml").write_text('[tool.pytest.ini_options]\nmarkers = ["serial: alone"]\n')
+    (tmp_path / "test_parts.py").write_text(
+        "import os, time\nimport pytest\n\n"
+        "def test_spread():\n    assert os.environ.get('PYTEST_XDIST_WORKER', '').startswith('gw')\n\n"
+        "@pytest.mark.serial\ndef test_alone():\n    assert 'PYTEST_XDIST_WORKER' not in os.environ\n")
+    out = run(tmp_path)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "PASSED" in result_lines(out)["test_parts.py::test_spread"], out.stdout
+    serial_part = out.stdout.split("make test: the tests marked serial, one at a time ...")[1]
+    assert "test_parts.py::test_alone PASSED" in serial_part, out.stdout
+    assert "test_spread" not in serial_part, out.stdout
+
+
+def test_a_failure_in_either_part_fails_make_test(tmp_path):
+    (tmp_path / "pyproject.toml").write_text('[tool.pytest.ini_options]\nmarkers = ["serial: alone"]\n')
+    (tmp_path / "test_parts.py").write_text(
+        "import pytest\n\ndef test_spread():\n    pass\n\n"
+        "@pytest.mark.serial\ndef test_alone():\n    assert False, 'broken alone'\n")
+    out = run(tmp_path)
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert "FAILED test_parts.py::test_alone" in out.stdout, out.stdout

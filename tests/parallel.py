@@ -1,0 +1,107 @@
+"""How `make test` spreads the suite over pytest-xdist workers (docs/contributing.md).
+
+Most tests wait on child processes and I/O, so more workers than cores pay. Each worker
+takes whole *groups*, one at a time, in the order below:
+
+- a test module is a group, so its module fixtures (a server, a kernel) start once;
+- ``tests/jupyter`` and ``tests/magics`` are one group each: their modules share one
+  kernel (crystal_kernel/testing/folder_shared.py), which a worker starts once for the
+  folder and stops after its last test;
+- ``tests/e2e`` is two groups, so no two browser tests of a group run at once: the
+  modules that share one ``jupyter lab``, and the modules that start a lab of their own.
+
+The longest groups are handed out first (a long group that starts last would be the
+run's tail). Tests marked ``serial`` are not run by the workers: `make test` runs them
+afterwards in one process, alone on the machine (crystal_kernel/testing/run_tests.py).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from xdist.scheduler import LoadScopeScheduling
+
+#: Folders whose modules share one process started by the folder's conftest.
+FOLDER_GROUPS = ("tests/jupyter/", "tests/magics/")
+#: The browser-test modules that start a lab of their own instead of the shared one.
+OWN_LAB_MODULES = ("tests/e2e/test_gateway.py", "tests/e2e/test_live_notebook_edit.py",
+                   "tests/e2e/test_notebook7.py")
+#: Groups handed out before all others, longest first (minutes, on two cores).
+FIRST = ("tests/e2e/", "tests/e2e/own-lab", "tests/jupyter/", "tests/magics/", "tests/demo/test_demo.py",
+         "tests/docs/test_docs_commands.py", "tests/reliability/test_kernel_faults.py")
+
+
+def group_of(nodeid: str) -> str:
+    """The group of the test ``nodeid`` (a path relative to the repository root)."""
+    path = nodeid.split("::", 1)[0]
+    if path.startswith("tests/e2e/"):
+        return "tests/e2e/own-lab" if path in OWN_LAB_MODULES else "tests/e2e/"
+    for folder in FOLDER_GROUPS:
+        if path.startswith(folder):
+            return folder
+    return path
+
+
+def rank(nodeid: str) -> int:
+    """Where the test's group comes in the order the workers take groups."""
+    group = group_of(nodeid)
+    return FIRST.index(group) if group in FIRST else len(FIRST)
+
+
+class GroupScheduling(LoadScopeScheduling):  # type: ignore[misc]
+    """xdist's per-scope scheduling with :func:`group_of` as the scope. The groups go out
+    in collection order, which tests/conftest.py sorts by :func:`rank` in the workers."""
+
+    def _split_scope(self, nodeid: str) -> str:
+        return group_of(nodeid)
+
+
+def make_scheduler(config: Any, log: Any) -> GroupScheduling:
+    config.option.loadscopereorder = False  # keep the order of FIRST, not the test counts
+    return GroupScheduling(config, log)
+
+
+#: Tests `make test` runs in its serial part, alone on the machine (marked ``serial`` at
+#: collection, as a ``@pytest.mark.serial`` in the file would): each asserts a wall-clock
+#: bound of a few seconds around starting processes or CPU work, which the parallel
+#: part's load (more workers than cores) breaks without the code being slower. By test id
+#: prefix, so a parametrized test is matched with all its cases.
+SERIAL = (
+    # ROBUST-3: every tool's cancel within 2 s; the session-only tools "at once" (0.5 s).
+    "tests/security/test_cancel_every_tool.py::",
+    "tests/security/test_cancel_notebook_tools.py::",
+    "tests/security/test_tool_bounds.py::test_a_turn_in_a_slow_tool_is_cancelled_within_2_seconds",
+    # A catastrophic pattern is answered within 5 s (ripgrep's own CPU time).
+    "tests/security/test_grep_regex_bounds.py::",
+    # The refused second front must start while the first holds the session (~11 s).
+    "tests/security/test_session_robustness.py::test_a_second_front_resuming_an_open_session_is_refused",
+    # Process trees stopped within 1-5 s of a timeout, a cancel or a closed stdin.
+    "tests/tools/test_bash.py::test_stdin_is_closed",
+    "tests/tools/test_bash.py::test_timeout_kills_whole_tree",
+    "tests/tools/test_bash.py::test_term_ignoring_process_is_killed",
+    "tests/tools/test_bash.py::test_background_leftovers_are_stopped_and_reported",
+    "tests/tools/test_bash.py::test_detached_background_process_is_stopped_and_reported",
+    "tests/jobs/test_manager.py::test_bg1_start_returns_at_once_and_output_streams",
+    "tests/jobs/test_manager.py::test_bg5_stdin_is_closed",
+    "tests/jobs/test_manager.py::test_bg1_stop_kills_a_grandchild_that_ignores_sigterm",
+    "tests/jobs/test_manager.py::test_bg3_background_timeout",
+    "tests/jobs/test_manager.py::test_bg2_close_stops_everything_and_refuses_new_jobs",
+    "tests/jobs/test_tools.py::test_bg1_start_status_logs_while_running_and_after",
+    "tests/jobs/test_tools.py::test_bg1_status_can_wait_for_the_job_to_end",
+    "tests/exec/test_exec_process.py::test_ex15_timeout_kills_grandchild_that_ignores_sigterm",
+    "tests/exec/test_exec_process.py::test_ex15_grandchild_holding_output_is_stopped_when_the_tool_exits",
+    "tests/exec/test_exec_process.py::test_ex15_timeout_covers_reading_output_of_a_tool_still_running",
+    "tests/mcp/test_mcp_stdio.py::test_cancelled_turn_cancels_the_call_on_the_server",
+    "tests/acp/test_acp_agent.py::test_cancel_ends_the_turn_and_kills_the_running_command",
+    # Retries honour retry-after, a hung stream is cancelled within 1 s, no retry without
+    # a listener (bounds of 1-3 s).
+    "tests/providers/test_adapters_faults.py::",
+    "tests/providers/test_probe_deadline.py::test_the_probe_gives_up_on_its_deadline_in_process",
+    # A /jobs table cell answers within 2 s.
+    "tests/jupyter/test_kernel_commands.py::test_jobs_table_with_stop_button_and_live_logs",
+)
+
+
+def is_serial(nodeid: str) -> bool:
+    """Whether `make test` runs the test in its serial part (:data:`SERIAL`)."""
+    return nodeid.startswith(SERIAL)
