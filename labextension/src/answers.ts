@@ -31,8 +31,19 @@ const MAGIC = /^\s*%%crystal\b/;
 
 function isCrystalNotebook(panel: NotebookPanel): boolean {
   const kernel = panel.sessionContext.session?.kernel;
-  const name = kernel?.name ?? panel.sessionContext.kernelPreference.name;
+  // With no kernel (shut down, or not back yet after a reload) the notebook says whose
+  // it is: the kernel it asks for, or the kernelspec saved in its metadata.
+  const spec = panel.model?.getMetadata('kernelspec') as { name?: string } | undefined;
+  const name = kernel?.name ?? (panel.sessionContext.kernelPreference.name || spec?.name);
   return isCrystalKernel(name);
+}
+
+/** The Insert button says what it makes: a Markdown cell in a Crystal notebook. */
+function labelInsert(button: HTMLButtonElement, crystal: boolean): void {
+  button.textContent = crystal ? 'Insert as Markdown cell' : 'Insert as new cell';
+  button.title = crystal
+    ? 'Insert this code below the answer as a Markdown cell (never sent to the model)'
+    : 'Insert this code as a new cell below the answer';
 }
 
 /** The cell (and its index) whose node holds `node`. */
@@ -75,14 +86,10 @@ function toolbarFor(panel: NotebookPanel, pre: HTMLElement): HTMLElement {
   // In a Crystal notebook every code cell is a prompt: code inserted as one would reach
   // the model as the person's message when run. There the code becomes a Markdown cell
   // holding it as a fenced block (running it only renders it); elsewhere a code cell.
-  const crystal = isCrystalNotebook(panel);
   const insert = document.createElement('button');
   insert.type = 'button';
   insert.className = 'jp-crystal-button jp-crystal-insert';
-  insert.textContent = crystal ? 'Insert as Markdown cell' : 'Insert as new cell';
-  insert.title = crystal
-    ? 'Insert this code below the answer as a Markdown cell (never sent to the model)'
-    : 'Insert this code as a new cell below the answer';
+  labelInsert(insert, isCrystalNotebook(panel));
   insert.addEventListener('click', event => {
     event.stopPropagation();
     const found = cellOf(panel, pre);
@@ -165,7 +172,11 @@ function addsCode(record: MutationRecord): boolean {
 function follow(panel: NotebookPanel): void {
   const notebook = panel.content;
   followNewText(panel, () => isCrystalNotebook(panel) || !!notebook.node.querySelector(STREAMING_SELECTOR));
-  const restyle = () => notebook.widgets.forEach(cell => styleCell(panel, cell));
+  const restyle = () => {
+    notebook.widgets.forEach(cell => styleCell(panel, cell));
+    const crystal = isCrystalNotebook(panel);
+    notebook.node.querySelectorAll<HTMLButtonElement>('.jp-crystal-insert').forEach(b => labelInsert(b, crystal));
+  };
   void panel.sessionContext.ready.then(restyle);
   panel.sessionContext.kernelChanged.connect(restyle);
   notebook.model?.cells.changed.connect(() => {

@@ -309,7 +309,7 @@ def test_status_bar_says_the_true_state_after_reload_and_with_no_kernel(nb, lab)
         {"header": "Service", "question": "Which service should I split out?",
          "options": [{"label": "billing-api", "description": "payments"},
                      {"label": "auth-api", "description": "logins"}]}]}}]},
-                   {"text": "Understood."})
+                   {"text": "Understood.\n\n```python\nx = 1\n```"})
     page.evaluate("() => { const nb = window.jupyterapp.shell.currentWidget.content;"
                   " nb.activeCellIndex = nb.widgets.length - 1; }")
     type_and_run(page, "Split the services")
@@ -327,6 +327,14 @@ def test_status_bar_says_the_true_state_after_reload_and_with_no_kernel(nb, lab)
     page.evaluate("() => window.jupyterapp.shell.currentWidget.sessionContext.shutdown()")
     wait_status(page, "no kernel")
     assert "starting" not in page.evaluate(STATUS)
+    # With no kernel the notebook is still Crystal's (its saved kernelspec): Insert makes
+    # a Markdown cell, never a prompt for the next kernel.
+    cells = page.evaluate(CELLS)
+    insert = page.locator(f"{NB} .crystal-answer", has_text="Understood.").last.locator(".jp-crystal-insert")
+    assert insert.inner_text() == "Insert as Markdown cell"
+    insert.click()
+    page.wait_for_function(f"() => ({CELLS})() === {cells + 1}")
+    assert page.evaluate("() => window.jupyterapp.shell.currentWidget.content.activeCell.model.type") == "markdown"
     set_theme(page, "JupyterLab Dark")
     shoot(page, "status-no-kernel-dark")
     set_theme(page, "JupyterLab Light")
