@@ -21,11 +21,17 @@ from crystal_kernel.core.tool_types import ToolSpec
 from crystal_kernel.host.approval import Reviewer
 from crystal_kernel.host.tool_sources import SessionTools
 from crystal_kernel.host.view import SessionView
+from crystal_kernel.jobs import spawner
 from crystal_kernel.providers.base import Provider
 from crystal_kernel.tools.base import Tool
+from crystal_kernel.tools.exec_sets import ExecTool
 
 if TYPE_CHECKING:
     from crystal_kernel.jobs.manager import JobManager
+
+
+# Tools whose processes the spawn server starts (jobs/spawner.py).
+_SPAWNING_TOOLS = frozenset({"bash", "grep", "notebook_run"})
 
 
 async def _close_quietly(thing: object) -> None:
@@ -70,6 +76,9 @@ class SessionRuntime:
             tools = await self.tool_source.get_tools(session)
             if generation == self._generation:  # no /mode, /cd, /model meanwhile
                 self._tools = tools
+                if any(tool.name in _SPAWNING_TOOLS or isinstance(tool, ExecTool) for tool in tools):
+                    # Started beside the first request, so the first call does not wait for it.
+                    spawner.start_server_soon()
         return self._tools
 
     async def external_tools(self, session: SessionView) -> tuple[list[Tool[Any]], list[str]]:

@@ -193,6 +193,12 @@ def start_server() -> bool:
     return _SERVER.control_socket() is not None
 
 
+def start_server_soon() -> None:
+    """Start the server in the background (a session whose tools will need it)."""
+    if sys.platform.startswith("linux") and not server_ready():
+        threading.Thread(target=start_server, name="crystal-spawn-start", daemon=True).start()
+
+
 class Request:
     """A request the server has taken: the host's ends of the streams and the status
     pipe, until the supervisor's ``pid`` line arrives (:meth:`read`)."""

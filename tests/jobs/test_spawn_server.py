@@ -130,3 +130,38 @@ async def test_a_bash_call_runs_under_a_forked_supervisor_and_keeps_its_status(w
     supervisor, its_parent = (int(v) for v in done.text.split())
     assert its_parent == spawner.server_pid(), "bash's supervisor was not forked by the spawn server"
     assert done.code == 3 and not done.timed_out and not done.leftovers
+
+
+PRESTART = textwrap.dedent(
+    """
+    import asyncio, sys, time
+    from pathlib import Path
+    from crystal_kernel.core.config import load_config
+    from crystal_kernel.host.session import Session
+    from crystal_kernel.jobs import spawner
+    from crystal_kernel.testing.scripted import ScriptedProvider
+
+    async def main():
+        home, workspace = Path(sys.argv[1]), Path(sys.argv[2])
+        session = Session(workspace=workspace, config=load_config(home), provider=ScriptedProvider([]),
+                          person_present=False)
+        await session.prepare_tools()
+        deadline = time.monotonic() + 20
+        while spawner.server_pid() is None and time.monotonic() < deadline:
+            await asyncio.sleep(0.02)
+        print(spawner.server_pid() is not None, flush=True)
+        await session.close()
+
+    asyncio.run(main())
+    """
+)
+
+
+def test_a_session_with_bash_starts_the_server_before_its_first_call(workspace: Path, tmp_path: Path):
+    # The first bash call of a `crystal run` turn would otherwise wait for the server's
+    # interpreter to start (the per-tool-call gap, docs/benchmarks.md).
+    home = tmp_path / "home"
+    home.mkdir()
+    done = subprocess.run([PY, "-c", PRESTART, str(home), str(workspace)], capture_output=True, text=True,
+                          timeout=120)
+    assert done.stdout.strip() == "True", done.stderr[-2000:]
