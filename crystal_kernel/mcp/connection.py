@@ -35,11 +35,12 @@ from typing import TYPE_CHECKING, Any
 from crystal_kernel.core.errors import ToolError
 from crystal_kernel.jobs.guarded import supervisor_command
 from crystal_kernel.mcp.config import ServerConfig
+from crystal_kernel.mcp.requests import CONNECTION_CLOSED, call_tool
 
 if TYPE_CHECKING:
-    import mcp_types
+    from mcp import types as mcp_types
     from mcp.client.session import ClientSession
-    from mcp.shared.exceptions import MCPError
+    from mcp.shared.exceptions import McpError
 
     from crystal_kernel.core.config import Config
 
@@ -49,9 +50,11 @@ STOP_SECONDS = 8.0
 SUPERVISOR_GRACE = 2.0
 LIST_PAGES = 20
 STDERR_TAIL = 4096
-CONNECTION_CLOSED = -32000
 INVALID_REQUEST = -32600
-REQUEST_TIMEOUT = -32001
+# A timeout is HTTP's 408 (requests.py and the SDK's own read timeout; the TypeScript
+# SDK's -32001 also counts); a 404 for our session id comes back as +32600 "Session terminated".
+REQUEST_TIMEOUTS = (408, -32001)
+SESSION_TERMINATED = 32600
 # An error answer's body is read (for the words "session") only up to this size.
 REJECTION_BODY_BYTES = 16384
 
@@ -84,6 +87,8 @@ class ServerConnection:
         self._task: asyncio.Task[None] | None = None
         self._ready: asyncio.Future[None] | None = None
         self._wake: asyncio.Event | None = None
+        # Set when the open session ends (calls in flight fail at once, requests.py).
+        self._gone: asyncio.Event | None = None
         self._stopping = False
         self._lost = False
         self._lock: asyncio.Lock | None = None
@@ -117,6 +122,7 @@ class ServerConnection:
         self._stopping = False
         self._lost = False
         self._wake = asyncio.Event()
+        self._gone = asyncio.Event()
         self._stderr.clear()
         self._session_refused = False
         self.state, self.detail = "starting", ""
@@ -158,7 +164,7 @@ class ServerConnection:
 
     async def _serve(self, ready: asyncio.Future[None]) -> None:
         import anyio
-        import mcp_types
+        from mcp import types as mcp_types
         from mcp.client.session import ClientSession
 
         try:
@@ -176,7 +182,7 @@ class ServerConnection:
                 if scope.cancelled_caught:
                     raise StartError(f"it did not answer initialize and tools/list within "
                                      f"{self.config.startup_timeout:g} seconds")
-                self.server_name = result.server_info.name if result.server_info else ""
+                self.server_name = result.serverInfo.name if result.serverInfo else ""
                 self.tools, self._session = tools, session
                 self.state = "running"
                 if not ready.done():
@@ -191,6 +197,8 @@ class ServerConnection:
                 ready.set_exception(exc if isinstance(exc, StartError) else StartError(self._with_tail(_reason(exc))))
         finally:
             self._session = None
+            if self._gone is not None:
+                self._gone.set()
             if ready.done() and not self._stopping:
                 self._lost = True
                 self.state = "stopped"
@@ -213,14 +221,17 @@ class ServerConnection:
 
     async def _open_transport(self, stack: contextlib.AsyncExitStack) -> tuple[Any, Any]:
         if self.config.transport == "http":
-            import httpx2
+            import httpx
             from mcp.client.streamable_http import streamable_http_client
 
-            client = httpx2.AsyncClient(headers=dict(self.config.headers),
-                                        timeout=httpx2.Timeout(10.0, read=300.0),
-                                        event_hooks={"response": [self._note_session_refused]})
+            client = httpx.AsyncClient(headers=dict(self.config.headers),
+                                       timeout=httpx.Timeout(10.0, read=300.0),
+                                       event_hooks={"response": [self._note_session_refused]})
             await stack.enter_async_context(client)
-            return await stack.enter_async_context(streamable_http_client(self.config.url or "", http_client=client))
+            # (read, write, session id getter): the transport's two streams.
+            read, write, _ = await stack.enter_async_context(
+                streamable_http_client(self.config.url or "", http_client=client))
+            return read, write
         return await self._open_stdio(stack)
 
     async def _note_session_refused(self, response: Any) -> None:
@@ -341,7 +352,7 @@ class ServerConnection:
                    ) -> mcp_types.CallToolResult:
         """``tools/call``; failures become ToolError with one English sentence.
         ``progress(progress, total, message)`` gets the server's progress notifications."""
-        from mcp.shared.exceptions import MCPError
+        from mcp.shared.exceptions import McpError
 
         report = progress
 
@@ -354,29 +365,28 @@ class ServerConnection:
         name = self.config.name
         try:
             try:
-                return await session.call_tool(tool, arguments, read_timeout_seconds=timeout,
-                                               progress_callback=on_progress)
-            except MCPError as exc:
+                return await call_tool(session, tool, arguments, timeout, on_progress, self._gone_event())
+            except McpError as exc:
                 if not self._forgot_session(exc):
                     raise
                 # The HTTP server restarted or dropped our session (404 "Session not
                 # found", 400 no valid session): it did not run the call. Initialize a
                 # new session and send the call once more.
                 session = await self._reinitialize()
-                return await session.call_tool(tool, arguments, read_timeout_seconds=timeout,
-                                               progress_callback=on_progress)
-        except MCPError as exc:
-            if exc.code == REQUEST_TIMEOUT:
+                return await call_tool(session, tool, arguments, timeout, on_progress, self._gone_event())
+        except McpError as exc:
+            code, message = exc.error.code, exc.error.message
+            if code in REQUEST_TIMEOUTS:
                 raise ToolError(f"The MCP tool {tool} on server '{name}' timed out after {timeout:g} seconds; "
                                 "the server was asked to cancel the call.") from None
-            if self._lost or exc.code == CONNECTION_CLOSED or exc.message == "Session terminated":
+            if self._lost or code in (CONNECTION_CLOSED, SESSION_TERMINATED):
                 self._mark_lost()
                 again = ("It is started again for the next call." if not self.restarted
                          else "It was already restarted once and is not started again.")
                 what = "stopped" if self.config.transport == "stdio" else "lost its connection"
                 raise ToolError(self._with_tail(
                     f"The MCP server '{name}' {what} during the call to {tool}. {again}")) from None
-            raise ToolError(f"The MCP server '{name}' refused the call to {tool}: {exc.message}") from None
+            raise ToolError(f"The MCP server '{name}' refused the call to {tool}: {message}") from None
         except (asyncio.CancelledError, ToolError):
             raise
         except Exception as exc:
@@ -386,10 +396,10 @@ class ServerConnection:
             raise ToolError(f"The MCP server '{name}' sent an answer to {tool} that Crystal cannot read: "
                             f"{_reason(exc)}") from None
 
-    def _forgot_session(self, exc: MCPError) -> bool:
+    def _forgot_session(self, exc: McpError) -> bool:
         """Whether a streamable-HTTP server answered that it does not know our session:
-        the SDK's "Session terminated" (its spelling of HTTP 404; some SDK versions give
-        it a code without the minus sign), a JSON-RPC error that names the session
+        the SDK's "Session terminated" (its spelling of HTTP 404; mcp 1.x gives it a code
+        without the minus sign), a JSON-RPC error that names the session
         (server-everything's -32000 "Bad Request: No valid session ID provided"), or a
         generic error (or, with mcp 1.x, whose client closes the transport on a 400, the
         connection closed) after the response hook saw the server refuse our session."""
@@ -397,10 +407,10 @@ class ServerConnection:
             return False
         if self._session_refused:  # the server said so itself: it did not run the call
             return True
-        text = str(exc.message or "").lower()
+        text = str(exc.error.message or "").lower()
         if text == "session terminated":
             return True
-        return exc.code in (INVALID_REQUEST, CONNECTION_CLOSED) and "session" in text
+        return exc.error.code in (INVALID_REQUEST, CONNECTION_CLOSED) and "session" in text
 
     async def _reinitialize(self) -> ClientSession:
         """A fresh MCP session with the same server (not counted as a restart: the server
@@ -415,6 +425,10 @@ class ServerConnection:
             raise ToolError(f"The MCP server '{self.config.name}' forgot this session and a new one could "
                             f"not be opened: {exc}") from None
 
+    def _gone_event(self) -> asyncio.Event:
+        assert self._gone is not None  # start() made it; calls come after ensure_running()
+        return self._gone
+
     def _mark_lost(self) -> None:
         self._lost = True
         if self._wake is not None:
@@ -423,7 +437,7 @@ class ServerConnection:
 
 async def _list_all(session: ClientSession) -> list[mcp_types.Tool]:
     """Every page of tools/list (bounded)."""
-    import mcp_types
+    from mcp import types as mcp_types
 
     tools: list[mcp_types.Tool] = []
     cursor = None
@@ -431,7 +445,7 @@ async def _list_all(session: ClientSession) -> list[mcp_types.Tool]:
         params = mcp_types.PaginatedRequestParams(cursor=cursor) if cursor else None
         result = await session.list_tools(params=params)
         tools.extend(result.tools)
-        cursor = result.next_cursor
+        cursor = result.nextCursor
         if not cursor:
             break
     return tools
@@ -445,7 +459,7 @@ def _reason(exc: BaseException) -> str:
         exc = exc.exceptions[0]
     text = str(exc).strip().splitlines()[0].strip() if str(exc).strip() else ""
     kind = type(exc).__name__
-    if getattr(exc, "code", None) == CONNECTION_CLOSED:
+    if getattr(getattr(exc, "error", None), "code", None) == CONNECTION_CLOSED:
         return "the server closed the connection"
     if kind == "ConnectError" or isinstance(exc, ConnectionRefusedError) or "refused" in text.lower():
         return "nothing answered at its address (connection refused)"

@@ -135,7 +135,7 @@ def start_failure_note(where: str, detail: str) -> str:
 def task_required(remote: Any) -> bool:
     """A tool that can only be called as a task (MCP ``execution.taskSupport``)."""
     execution = getattr(remote, "execution", None)
-    return getattr(execution, "task_support", None) == "required"
+    return getattr(execution, "taskSupport", None) == "required"
 
 
 async def _start_all(conns: list[ServerConnection], bound: float) -> None:

@@ -26,12 +26,12 @@ from crystal_kernel.tools.base import ToolResult, truncate_output
 from crystal_kernel.tools.images import MAX_IMAGES, NO_IMAGES_TEXT, check_mime_type, decode_base64_image
 
 if TYPE_CHECKING:
-    import mcp_types
+    from mcp import types as mcp_types
 
 
 def map_result(tool: str, result: mcp_types.CallToolResult, *, limit: int, images_ok: bool) -> ToolResult:
-    """``result`` is the SDK's answer (read by its fields: content, is_error,
-    structured_content; the content blocks by their ``type``).
+    """``result`` is the SDK's answer (read by its fields: content, isError,
+    structuredContent; the content blocks by their ``type``).
 
     A block annotated ``audience: ["user"]`` is for the person only: it never reaches
     the model (a note there says it was shown), and fronts show it (``shown_text``,
@@ -73,9 +73,9 @@ def _collect(blocks: list[Any]) -> tuple[list[str], list[tuple[str, str]]]:
         if block.type == "text":
             texts.append(block.text)
         elif block.type == "image":
-            images.append((block.mime_type, block.data))
+            images.append((block.mimeType, block.data))
         elif block.type == "audio":
-            texts.append(f"[audio content ({block.mime_type}) omitted: Crystal passes text and images only]")
+            texts.append(f"[audio content ({block.mimeType}) omitted: Crystal passes text and images only]")
         elif block.type == "resource_link":
             texts.append(f"[resource link: {block.name} {block.uri}]")
         elif block.type == "resource":
@@ -84,7 +84,7 @@ def _collect(blocks: list[Any]) -> tuple[list[str], list[tuple[str, str]]]:
             if text is not None:
                 texts.append(f"[resource {res.uri}]\n{text}")
             else:
-                texts.append(f"[binary resource {res.uri} ({res.mime_type or 'unknown type'}) omitted]")
+                texts.append(f"[binary resource {res.uri} ({res.mimeType or 'unknown type'}) omitted]")
         else:
             texts.append(f"[content of type {getattr(block, 'type', None)!r} omitted]")
     return texts, images
@@ -94,10 +94,10 @@ def _map_blocks(tool: str, blocks: list[Any], result: mcp_types.CallToolResult, 
                 images_ok: bool) -> ToolResult:
     """The model's result from its content blocks (EX-11, EX-12)."""
     texts, images = _collect(blocks)
-    if not texts and not images and result.structured_content is not None:
-        texts.append(json.dumps(without_binary(result.structured_content), ensure_ascii=False, indent=2))
+    if not texts and not images and result.structuredContent is not None:
+        texts.append(json.dumps(without_binary(result.structuredContent), ensure_ascii=False, indent=2))
     text = truncate_output("\n".join(texts), limit)
-    if result.is_error:
+    if result.isError:
         return ToolResult.fail(text or f"The MCP tool {tool} reported an error without a message.")
     if not images:
         return ToolResult(ok=True, text=text)

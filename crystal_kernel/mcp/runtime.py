@@ -50,7 +50,7 @@ def loop() -> asyncio.AbstractEventLoop:
             # Crystal reports server failures itself, in English, to the person and the
             # model; without a handler the SDK's own log records would reach stderr via
             # logging's last resort (tracebacks in the middle of a CLI answer).
-            for name in ("mcp", "httpx2", "httpcore2"):
+            for name in ("mcp", "httpx", "httpcore"):
                 logging.getLogger(name).addHandler(logging.NullHandler())
             _thread = threading.Thread(target=main, name="crystal-mcp", daemon=True)
             _thread.start()

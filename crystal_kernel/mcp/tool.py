@@ -16,7 +16,7 @@ from crystal_kernel.tools.exec_sets import ExternalArguments
 from crystal_kernel.tools.schema_check import iter_errors
 
 if TYPE_CHECKING:
-    import mcp_types
+    from mcp import types as mcp_types
 
     from crystal_kernel.mcp.connection import ServerConnection
     from crystal_kernel.mcp.manager import McpManager
@@ -42,7 +42,7 @@ class McpTool(Tool[ExternalArguments]):
         self.catalogs: frozenset[str] = connection.config.catalogs
         self.mcp_server: str = connection.config.name
         self._description = (remote.description or remote.title or "").strip()
-        schema = remote.input_schema if isinstance(remote.input_schema, dict) else {}
+        schema = remote.inputSchema if isinstance(remote.inputSchema, dict) else {}
         self._schema: dict[str, Any] = schema
 
     # ----- what the model and listings see -------------------------------------------------

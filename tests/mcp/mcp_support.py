@@ -27,7 +27,13 @@ STDIO_SERVER = SERVERS / "stdio_server.py"
 HTTP_SERVER = SERVERS / "http_server.py"
 
 
+# The test servers import the SDK's server side (FastMCP): with jsonschema's format
+# checkers that takes seconds on a loaded two-core machine, beyond the 15 s default.
+TEST_STARTUP_SECONDS = 60
+
+
 def stdio_entry(*extra_args: str, pidfile: Path | None = None, marks: Path | None = None, **keys: Any) -> dict:
+    keys.setdefault("startupTimeoutSeconds", TEST_STARTUP_SECONDS)
     env = {}
     if pidfile is not None:
         env["MCP_TEST_PIDFILE"] = str(pidfile)
@@ -117,7 +123,7 @@ class HttpServer:
         env = dict(os.environ, MCP_TEST_PIDFILE=str(self.pidfile), MCP_TEST_MARKS=str(self.marks))
         self.proc = subprocess.Popen([PY, str(HTTP_SERVER), str(self.port), str(self.log), self.lost_session], env=env,
                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        assert wait_until(self._listening, 20), "the HTTP MCP server did not start"
+        assert wait_until(self._listening, TEST_STARTUP_SECONDS), "the HTTP MCP server did not start"
 
     def _listening(self) -> bool:
         with socket.socket() as sock:

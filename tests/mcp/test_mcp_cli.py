@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from mcp_support import alive, pids, stdio_entry, wait_until, write_config
 
 CRYSTAL = str(Path(sys.executable).parent / "crystal")
@@ -17,6 +18,8 @@ def crystal(*args: str, cwd: Path) -> subprocess.CompletedProcess:
     return subprocess.run([CRYSTAL, *args], cwd=cwd, capture_output=True, text=True, timeout=90)
 
 
+# Six `crystal` commands, each starting the SDK on both sides (seconds each under load).
+@pytest.mark.timeout(360)
 def test_list_show_and_call(home, workspace, tmp_path):
     pidfile = tmp_path / "pids"
     write_config(workspace / ".crystal" / "mcp.json", {"demo": stdio_entry(pidfile=pidfile)})

@@ -7,7 +7,7 @@ from __future__ import annotations
 import base64
 import builtins
 
-import mcp_types
+from mcp import types as mcp_types
 from mcp_support import session_for, write_config
 
 from crystal_kernel.mcp.connection import _reason
@@ -20,15 +20,15 @@ B64 = base64.b64encode(PNG).decode()
 
 def test_an_image_in_structured_content_is_not_copied_into_the_text():
     result = mcp_types.CallToolResult(
-        content=[mcp_types.ImageContent(type="image", data=B64, mime_type="image/png")],
-        structured_content={"image": {"data": B64, "mimeType": "image/png"}, "width": 8})
+        content=[mcp_types.ImageContent(type="image", data=B64, mimeType="image/png")],
+        structuredContent={"image": {"data": B64, "mimeType": "image/png"}, "width": 8})
     mapped = map_result("shot", result, limit=30000, images_ok=True)
     assert mapped.ok and [i.mime_type for i in mapped.images] == ["image/png"]
     assert B64[:100] not in mapped.text and len(mapped.text) < 200
 
 
 def test_structured_content_alone_keeps_its_words_and_drops_binary():
-    result = mcp_types.CallToolResult(content=[], structured_content={
+    result = mcp_types.CallToolResult(content=[], structuredContent={
         "name": "plot", "png": B64, "preview": "data:image/png;base64," + B64, "rows": [1, 2]})
     mapped = map_result("plot", result, limit=30000, images_ok=False)
     assert mapped.ok and '"name": "plot"' in mapped.text and '"rows"' in mapped.text
@@ -40,8 +40,8 @@ def test_structured_content_alone_keeps_its_words_and_drops_binary():
 
 def test_task_only_tools_are_recognised():
     def tool(support):
-        return mcp_types.Tool(name="t", input_schema={"type": "object"},
-                              execution=mcp_types.ToolExecution(task_support=support) if support else None)
+        return mcp_types.Tool(name="t", inputSchema={"type": "object"},
+                              execution=mcp_types.ToolExecution(taskSupport=support) if support else None)
 
     assert task_required(tool("required"))
     assert not task_required(tool("optional")) and not task_required(tool(None))

@@ -1,5 +1,5 @@
 """The tools of the test MCP servers (stdio and streamable HTTP), written with the
-``mcp`` SDK's server side (MCPServer, the SDK's successor of FastMCP).
+``mcp`` SDK's server side (FastMCP).
 
 Environment: MCP_TEST_PIDFILE (append this process's pid at start), MCP_TEST_MARKS
 (a folder where `slow` writes `cancelled` when the client cancels it)."""
@@ -12,8 +12,8 @@ import sys
 from pathlib import Path
 
 import anyio
-from mcp.server.mcpserver import Context, MCPServer
-from mcp_types import Annotations, CallToolResult, ImageContent, TextContent
+from mcp.server.fastmcp import Context, FastMCP
+from mcp.types import Annotations, CallToolResult, ImageContent, TextContent
 
 PNG = b"\x89PNG\r\n\x1a\n" + b"\x00" * 16
 GIF = b"GIF89a" + b"\x00" * 16
@@ -26,8 +26,8 @@ def record_pid() -> None:
             handle.write(f"{os.getpid()}\n")
 
 
-def build(name: str = "demo") -> MCPServer:
-    server = MCPServer(name, log_level="WARNING")
+def build(name: str = "demo") -> FastMCP:
+    server = FastMCP(name, log_level="WARNING")
 
     @server.tool(description="Echo the text back.")
     def echo(text: str) -> str:
@@ -37,7 +37,7 @@ def build(name: str = "demo") -> MCPServer:
     def picture(kind: str = "png") -> CallToolResult:
         data = GIF if kind == "bad" else PNG
         count = 9 if kind == "many" else 1
-        images = [ImageContent(type="image", data=base64.b64encode(data).decode(), mime_type="image/png")
+        images = [ImageContent(type="image", data=base64.b64encode(data).decode(), mimeType="image/png")
                   for _ in range(count)]
         return CallToolResult(content=[TextContent(type="text", text=f"a {kind} picture"), *images])
 
@@ -79,7 +79,7 @@ def build(name: str = "demo") -> MCPServer:
         return CallToolResult(content=[
             TextContent(type="text", text="for everyone: 3 rows"),
             TextContent(type="text", text="for the person only: the raw table", annotations=person),
-            ImageContent(type="image", data=base64.b64encode(PNG).decode(), mime_type="image/png",
+            ImageContent(type="image", data=base64.b64encode(PNG).decode(), mimeType="image/png",
                          annotations=person),
             TextContent(type="text", text="for the model only: rows are sorted by date", annotations=model),
         ])
