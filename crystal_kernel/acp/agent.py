@@ -7,7 +7,8 @@
 - ``session/prompt`` runs one turn: text deltas become agent message chunks, tool calls
   become tool-call updates (kind, locations, diffs), the todo list becomes a plan, and
   approvals become ``session/request_permission``. A prompt that is a slash command runs
-  it (``/resume`` and ``/fork`` excepted: the client owns the session list).
+  it (``/resume`` and ``/fork`` excepted: the client owns the session list), also behind
+  a client's system note or chat mention (acp/commands.py); its answer is Markdown.
 - Session modes are Plan and Work; the approval mode is a session config option (a
   ``mode`` option mirrors the session mode for clients that prefer config options).
 - ``session/cancel`` cancels the turn: the partial answer is kept and tool processes die.
@@ -51,6 +52,7 @@ from acp.schema import (
 from acp.schema import StopReason as AcpStopReason
 
 from crystal_kernel import __version__
+from crystal_kernel.acp.commands import command_line, command_markdown
 from crystal_kernel.acp.interaction import AcpInteraction
 from crystal_kernel.acp.mapping import (
     client_servers,
@@ -314,10 +316,11 @@ class CrystalAgent:
         parts = prompt_parts(prompt, images_ok=session.capabilities.images)
         if not parts:
             raise RequestError(-32602, "The prompt is empty.")
-        if len(parts) == 1 and isinstance(parts[0], TextPart) and parts[0].text.lstrip().startswith("/"):
+        line = command_line(parts[0].text) if len(parts) == 1 and isinstance(parts[0], TextPart) else None
+        if line is not None:
             # Commands run during a turn too: listing always works (PA-8, FL-1, FL-2) and
             # each command refuses its own changes while the session is busy.
-            return await self._command(entry, session_id, parts[0].text.strip())
+            return await self._command(entry, session_id, line)
         if entry.turn is not None or session.busy:
             raise RequestError(-32602, "A prompt is already running in this session.")
         from crystal_kernel.host.loop import run_turn
@@ -360,7 +363,7 @@ class CrystalAgent:
         else:
             try:
                 result = await run_command(session, line)
-                text = result.text
+                text = command_markdown(result)
                 if not session.busy:  # a running turn saves the document when it ends
                     session.save()
             except UserError as exc:

@@ -12,5 +12,6 @@ class CommandResult:
 
     text: str
     data: dict[str, Any] = field(default_factory=dict)
-    # A front-specific hint: "jobs" (render a job table), "logs" (a live log view), "sessions".
+    # A front-specific hint: "jobs" (render a job table), "logs" (a live log view), "sessions",
+    # "help" (data["rows"]: the commands, for a front that lays them out itself).
     kind: str = "text"

@@ -4,6 +4,7 @@ the :class:`CommandResult`; a UserError is shown as one line and changes nothing
 from __future__ import annotations
 
 import importlib
+import re
 import shlex
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Literal
@@ -80,8 +81,19 @@ async def run_command(session: Session, line: str) -> CommandResult:
     return result if isinstance(result, CommandResult) else CommandResult(str(result))
 
 
-def _help(session: Session, args: list[str]) -> str:
-    return HELP
+def help_rows(text: str = HELP) -> list[tuple[list[str], str]]:
+    """The help text's rows as (command usages, what they do), for fronts that draw
+    their own layout (ACP's Markdown): columns are two or more spaces apart, the
+    last column is the description."""
+    rows: list[tuple[list[str], str]] = []
+    for line in text.splitlines()[1:]:
+        *usages, what = re.split(r" {2,}", line.strip())
+        rows.append((usages, what))
+    return rows
+
+
+def _help(session: Session, args: list[str]) -> CommandResult:
+    return CommandResult(HELP, data={"rows": help_rows()}, kind="help")
 
 
 def save_preference(session: Session, **changes: Any) -> str:

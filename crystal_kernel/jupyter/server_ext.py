@@ -57,8 +57,22 @@ def handlers(base_url: str) -> list[tuple[str, Any]]:
 
 def _load_jupyter_server_extension(serverapp: Any) -> None:
     web_app = serverapp.web_app
-    web_app.add_handlers(".*$", handlers(web_app.settings["base_url"]))
+    try:
+        routes = handlers(web_app.settings["base_url"])
+    except ModuleNotFoundError as exc:
+        # crystal-kernel without its dependencies in this environment (installed with
+        # --no-deps next to a Jupyter that runs Crystal from elsewhere): one line on
+        # every start instead of a traceback, and Jupyter starts as usual.
+        serverapp.log.warning(missing_dependency_text(exc.name or str(exc)))
+        return
+    web_app.add_handlers(".*$", routes)
     serverapp.log.info("Crystal: REST API at %s%s/", web_app.settings["base_url"], API)
+
+
+def missing_dependency_text(module: str) -> str:
+    """The one line logged when the extension cannot load for a missing module."""
+    return (f"Crystal: the sidebar's REST API is off: the module '{module}' that crystal-kernel needs is not "
+            "installed in this Jupyter's environment (pip install crystal-kernel here, with its dependencies).")
 
 
 # Older jupyter_server / notebook spelling.

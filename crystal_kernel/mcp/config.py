@@ -9,7 +9,7 @@ The format is the one people already write for other agents::
 
 Crystal's own keys per server (all optional): ``catalogs`` (``plan``/``work``, default
 ``["work"]``), ``timeoutSeconds`` (per call, default 60, ``"unlimited"`` allowed),
-``startupTimeoutSeconds`` (start + initialize + tool listing, default 15), ``risk``
+``startupTimeoutSeconds`` (start + initialize + tool listing, default 30), ``risk``
 (``write`` or ``execute`` for every tool of the server), ``tools`` (per MCP tool name:
 ``{"risk": "write"|"execute", "authority": "workspace"|"outside-workspace"}``) and
 ``disabled`` (true skips the server quietly). ``${VAR}`` and ``${VAR:-default}`` in
@@ -41,7 +41,9 @@ from crystal_kernel.tools.base import Authority, Risk
 FILE_NAME = "mcp.json"
 CATALOGS = frozenset({"plan", "work"})
 DEFAULT_TIMEOUT_SECONDS = 60.0
-DEFAULT_STARTUP_SECONDS = 15.0
+# A Python server on the SDK 1.x spends about 3 CPU seconds importing it (jsonschema and
+# its format checkers come with `import mcp`): 15 s was too short on a busy machine.
+DEFAULT_STARTUP_SECONDS = 30.0
 MAX_STARTUP_SECONDS = 300.0
 NAME_LIMIT = 64
 _KNOWN_TYPES = {"stdio": "stdio", "http": "http", "streamable-http": "http", "streamableHttp": "http",

@@ -273,14 +273,14 @@ class ServerConnection:
         try:
             # The SDK annotates errlog as TextIO but hands it to the child as its stderr,
             # where a binary pipe is what it needs (no text layer, no buffering).
-            streams = await stack.enter_async_context(stdio_client(params, errlog=errlog))  # type: ignore[arg-type]
+            read, write = await stack.enter_async_context(stdio_client(params, errlog=errlog))  # type: ignore[arg-type]
         except BaseException:
             os.close(read_fd)
             raise
         finally:
             errlog.close()  # the child holds its own copy
         self._watch_stderr(read_fd)
-        return streams
+        return read, write
 
     def _child_env(self) -> dict[str, str]:
         """EX-2's rule for child processes: the host environment without CRYSTAL_HOME,

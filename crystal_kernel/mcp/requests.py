@@ -14,23 +14,21 @@ a closed connection), so the connection reads every failure one way.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from mcp import types as mcp_types
     from mcp.client.session import ClientSession
+    from mcp.shared.session import ProgressFnT
 
 CONNECTION_CLOSED = -32000
 REQUEST_TIMEOUT = 408
 # How long a cancellation notice may take to go out (the server may be gone).
 NOTICE_SECONDS = 2.0
 
-ProgressFn = Callable[[float, float | None, str | None], Awaitable[None]]
-
 
 async def call_tool(session: ClientSession, tool: str, arguments: dict[str, Any], timeout: float | None,
-                    on_progress: ProgressFn, gone: asyncio.Event) -> mcp_types.CallToolResult:
+                    on_progress: ProgressFnT, gone: asyncio.Event) -> mcp_types.CallToolResult:
     """The server's answer to ``tools/call``; McpError when it refuses, the call times
     out (``timeout`` seconds, None: no bound) or the connection ends (``gone`` is set)."""
     from mcp.shared.exceptions import McpError

@@ -412,7 +412,8 @@ async def test_listing_commands_answer_during_a_turn_and_changes_are_refused_PA8
             before = len(client.agent_text(sid))
             listed = await asyncio.wait_for(conn.prompt(session_id=sid, prompt=text("/promptattach")), 10)
             assert listed.stop_reason == "end_turn"
-            assert client.agent_text(sid)[before:].startswith("Prompt attachments:")
+            # A listing of several lines comes as a fenced block (Markdown clients, acp/commands.py).
+            assert client.agent_text(sid)[before:].startswith("```text\nPrompt attachments:")
             before = len(client.agent_text(sid))
             await asyncio.wait_for(conn.prompt(session_id=sid, prompt=text("/mode plan")), 10)
             assert client.agent_text(sid)[before:] == "Cannot switch mode while a turn is running."

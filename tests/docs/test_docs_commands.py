@@ -71,17 +71,15 @@ NOT_RUN: dict[str, tuple[str, str]] = {
         "into a private target folder put on PYTHONPATH instead, as pip leaves it",
         'pip install --quiet --no-deps --no-build-isolation --no-index --target "$HOME/site" . '
         '&& export PYTHONPATH="$HOME/site"'),
-    "python -m venv /tmp/jai": (
-        "it only serves the two pip installs below, which need PyPI (no network here)",
-        "python -m venv --help >/dev/null"),
-    "/tmp/jai/bin/pip install jupyter-ai-acp-client": (
-        "it downloads from PyPI (no network here)", "pip install --help >/dev/null"),
-    "/tmp/jai/bin/pip install --no-deps -e .": (
-        "it needs the environment above", "pip install --help | grep -q -- --no-deps"),
-    'CRYSTAL_ACP_COMMAND="$PWD/.venv/bin/crystal acp" /tmp/jai/bin/python tests/acp/jupyter_ai_check.py': (
-        "it needs jupyter-ai-acp-client, which is not a project dependency (acp.md says why)",
-        'python -c "import ast, sys; ast.parse(open(sys.argv[1]).read())" "$CRYSTAL_REPO/tests/acp/jupyter_ai_check.py" '
-        '&& test -x .venv/bin/crystal'),
+    "pip install 'crystal-kernel[jupyter-ai]'": (
+        "it downloads from PyPI (no network here); the test extra installs the same jupyter-ai and "
+        "tests/testing/test_environment.py checks the result; here the extra must be declared",
+        'python -c "import sys, tomllib; sys.exit(\'jupyter-ai\' not in '
+        'tomllib.load(open(sys.argv[1], \'rb\'))[\'project\'][\'optional-dependencies\'])" '
+        '"$CRYSTAL_REPO/pyproject.toml"'),
+    "jupyter lab": (
+        "it serves until stopped (tests/e2e starts JupyterLab for real); here it must be installed",
+        "jupyter lab --version >/dev/null"),
     "cd labextension && jlpm build": (
         "it rebuilds the extension inside the checkout the other tests use (and the sandbox has no "
         "labextension/); the build script must exist",

@@ -28,7 +28,7 @@ HTTP_SERVER = SERVERS / "http_server.py"
 
 
 # The test servers import the SDK's server side (FastMCP): with jsonschema's format
-# checkers that takes seconds on a loaded two-core machine, beyond the 15 s default.
+# checkers that takes seconds on a loaded two-core machine, beyond the 30 s default.
 TEST_STARTUP_SECONDS = 60
 
 

@@ -117,7 +117,9 @@ def test_tools_list_and_show_print_mcp_names_and_descriptions_visibly(private_ho
     clipboard and clears the screen: `crystal tools list` and `show` print both as text;
     `--format json` keeps the exact value."""
     name = f"box{CLEAR}"
-    config = {"mcpServers": {name: {"command": sys.executable, "args": [str(mcp_server_script(tmp_path))]}}}
+    # The server imports the SDK's FastMCP (seconds on a loaded machine, past the 15 s default).
+    config = {"mcpServers": {name: {"command": sys.executable, "args": [str(mcp_server_script(tmp_path))],
+                                    "startupTimeoutSeconds": 60}}}
     (private_home / "mcp.json").write_text(json.dumps(config), encoding="utf-8")
 
     listed = crystal(["tools", "list"], cwd=workspace)
