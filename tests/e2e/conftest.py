@@ -46,6 +46,17 @@ CHROMIUM_FLAGS = [
     "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-dev-shm-usage",
 ]
 KEY_ENV = "CRYSTAL_TEST_KEY"
+# What jupyter-ai 3 adds to every Jupyter in this environment (off in labs by default).
+JUPYTER_AI_SERVER_EXTENSIONS = (
+    "jupyter_ai_acp_client", "jupyter_ai_chat_commands", "jupyter_ai_persona_manager", "jupyter_ai_router",
+    "jupyter_ai_tools", "jupyter_live_content", "jupyter_server_mcp", "jupyterlab_chat",
+    "jupyterlab_commands_toolkit",
+)
+JUPYTER_AI_LAB_EXTENSIONS = (
+    "@jupyter-ai/acp-client", "@jupyter-ai/chat-commands", "@jupyter-ai/persona-manager", "@jupyter-ai/router",
+    "@jupyter-ai-contrib/live-content", "jupyterlab-chat-extension", "jupyterlab-ai-commands",
+    "jupyterlab-cell-input-footer-extension", "jupyterlab-commands-toolkit", "jupyterlab-diff",
+)
 
 
 def ensure_built() -> None:
@@ -181,13 +192,15 @@ def write_home(crystal_home: Path) -> None:
 @contextmanager
 def running_lab(base: Path, *, collaborative: bool = False, extra_args: tuple[str, ...] = (),
                 server: LLMServer | None = None, env_extra: dict[str, str] | None = None,
-                app: str = "jupyterlab") -> Iterator[Lab]:
+                app: str = "jupyterlab", jupyter_ai: bool = False) -> Iterator[Lab]:
     """A lab in ``base``. Real-time collaboration (jupyter-collaboration, a test
     dependency) is off unless ``collaborative``: the other browser tests check the
     person's plain, file-backed notebook. ``extra_args`` go to ``jupyter lab`` (e.g.
     ``--gateway-url``); ``server`` is a model server the caller started and stops;
     ``env_extra`` is added to the lab's environment. ``app="notebook"``: Jupyter Notebook 7
-    instead of JupyterLab, with the same extensions."""
+    instead of JupyterLab, with the same extensions. Jupyter AI (a test dependency) is
+    off unless ``jupyter_ai``: its chat panel and server extensions are not what the
+    other browser tests look at, and cost seconds of every start."""
     root, home, data = base / "root", base / "home", base / "jupyter"
     root.mkdir()
     write_home(home / ".crystal")
@@ -201,8 +214,12 @@ def running_lab(base: Path, *, collaborative: bool = False, extra_args: tuple[st
                 base / "config" / "jupyter_server_config.d" / "crystal_kernel.json")
     # No news prompt popping over the page in screenshots.
     (base / "config" / "labconfig").mkdir(parents=True)
-    (base / "config" / "labconfig" / "page_config.json").write_text(json.dumps(
-        {"disabledExtensions": {"@jupyterlab/apputils-extension:announcements": True}}))
+    disabled = {"@jupyterlab/apputils-extension:announcements": True}
+    if not jupyter_ai:
+        disabled.update(dict.fromkeys(JUPYTER_AI_LAB_EXTENSIONS, True))
+        (base / "config" / "jupyter_server_config.json").write_text(json.dumps(
+            {"ServerApp": {"jpserver_extensions": dict.fromkeys(JUPYTER_AI_SERVER_EXTENSIONS, False)}}))
+    (base / "config" / "labconfig" / "page_config.json").write_text(json.dumps({"disabledExtensions": disabled}))
     token = secrets.token_hex(16)
     port = free_port()
     own_server = server is None
@@ -218,7 +235,9 @@ def running_lab(base: Path, *, collaborative: bool = False, extra_args: tuple[st
         sys.executable, "-m", app, "--no-browser", "--allow-root", "--ip=127.0.0.1", f"--port={port}",
         f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={root}", "--ServerApp.port_retries=0",
         *(lab_only if app == "jupyterlab" else ["--JupyterNotebookApp.expose_app_in_browser=True"]),
-        f"--YDocExtension.disable_rtc={not collaborative}", *extra_args,
+        f"--YDocExtension.disable_rtc={not collaborative}",
+        # Jupyter AI's MCP server: a free port, not 3001 (labs of parallel tests would clash).
+        "--MCPExtensionApp.mcp_port=0", *extra_args,
     ]
     url = f"http://127.0.0.1:{port}/"
     try:

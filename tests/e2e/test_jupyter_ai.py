@@ -35,14 +35,11 @@ def lab(tmp_path_factory):
 
 
 def send(page, text: str) -> None:
-    """Type into the chat's input at a person's pace; a mention is picked from the
-    suggestions the chat offers, as a person would."""
+    """Type into the chat's input at a person's pace and send it. The chat's persona
+    picker already names Crystal (the only persona here); the mention stays in the text
+    as typed, as it does in Jupyter AI's message."""
     box = page.locator(".jp-chat-input-container textarea").first
     box.click()
-    if text.startswith("@Crystal "):
-        page.keyboard.type("@Cry", delay=DELAY)
-        page.locator(".jp-chat-selector-popup-item, [role='option']", has_text="Crystal").first.click()
-        text = text[len("@Crystal "):]
     page.keyboard.type(text, delay=DELAY)
     page.keyboard.press("Enter")
 
@@ -56,6 +53,11 @@ def test_help_and_an_answer_in_jupyter_ai_chat(browser, lab):
         page.goto(f"{lab.url}lab?token={lab.token}")
         page.locator(".jp-LauncherCard", has_text="Chat").first.click(timeout=120_000)
         page.locator(".jp-chat-input-container textarea").first.wait_for(timeout=120_000)
+        # Jupyter AI 3.2 says "Directory not found" for the root folder ("") when a chat
+        # opens there; a person closes it.
+        page.wait_for_timeout(3000)
+        for close in page.locator(".jp-Dialog button", has_text="Close").all():
+            close.click()
 
         send(page, "@Crystal /help")
         help_list = page.locator(f"{MESSAGES} li", has_text="this list")
