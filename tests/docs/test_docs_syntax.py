@@ -37,7 +37,7 @@ INLINE_UNCHECKED: dict[str, str] = {
     "pip install crystal-kernel": "the package is not on PyPI from this checkout; `pip install -e .` is the same "
                                   "install (plugins.md runs one)",
     "pip install notebook": "installs Jupyter Notebook 7 from PyPI; the test extra has it and tests/e2e/test_notebook7.py uses it",
-    "pip install jupyter-ai-acp-client": "needs PyPI; acp.md's sh block shows it and NOT_RUN checks it",
+    "pip check": "named as what a test does (acp.md); tests/testing/test_environment.py runs it on the venv",
     "pip install -e .": "run by plugins.md's sh block (see NOT_RUN in test_docs_commands.py)",
     "sudo apt-get install -y chromium": "changes the machine's packages; jupyterlab.md's sh block simulates it",
     "apt-get install -y nodejs npm": "changes the machine's packages and needs the network",
