@@ -222,7 +222,7 @@ async def test_load_replays_the_saved_session_and_continues_it(workspace):
             with pytest.raises(RequestError) as err:
                 await conn.load_session(cwd=str(workspace), session_id="no-such-session")
             assert "No session 'no-such-session'" in str(err.value)
-            # ACP's resource not found (issue 32 item 6), not invalid params.
+            # ACP's resource not found, not invalid params.
             assert err.value.code == -32002, err.value
             with pytest.raises(RequestError) as err:
                 await conn.resume_session(cwd=str(workspace), session_id="no-such-session")

@@ -1,4 +1,4 @@
-"""Slash commands the way Jupyter AI's chat sends them (issue 32 item 2, docs/acp.md
+"""Slash commands the way Jupyter AI's chat sends them (docs/acp.md
 "Slash commands"), through the real `crystal acp` process and the ACP SDK's client.
 
 Jupyter AI's ACP client puts its "System note: …" paragraph before the first message of

@@ -1,5 +1,5 @@
-"""Crystal under Jupyter AI's own classes, in this environment (issue 32 items 1 and 2;
-docs/acp.md "Jupyter AI"). jupyter-ai 3 is in the test extra: nothing is installed here.
+"""Crystal under Jupyter AI's own classes, in this environment
+(docs/acp.md "Jupyter AI"). jupyter-ai 3 is in the test extra: nothing is installed here.
 
 A ``PersonaManager`` on a ``YChat`` document finds the Crystal persona through the
 ``jupyter_ai.personas`` entry point; its default command (no ``CRYSTAL_ACP_COMMAND``:

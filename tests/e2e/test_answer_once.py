@@ -1,4 +1,4 @@
-"""A streamed answer in a real JupyterLab (Chromium) shows once (issue 32 item 4): the
+"""A streamed answer in a real JupyterLab (Chromium) shows once: the
 kernel streams it into one display, then shows the whole answer as its own output and
 empties the streamed one, so that clients that ignore display updates keep the whole
 answer (tests/jupyter/test_display_updates_ignored.py). JupyterLab, which applies every

@@ -1,4 +1,4 @@
-"""Crystal in Jupyter AI's chat panel (issue 32 items 1 and 2; docs/acp.md "Jupyter AI").
+"""Crystal in Jupyter AI's chat panel (docs/acp.md "Jupyter AI").
 
 A real ``jupyter lab`` with jupyter-ai 3 (a test dependency, in the same environment as
 Crystal) and headless Chromium: a person opens a new chat from the launcher, asks

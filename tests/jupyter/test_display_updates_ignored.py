@@ -1,4 +1,4 @@
-"""A client that ignores display updates (issue 32 item 4): jupyter-mcp-server's execute
+"""A client that ignores display updates: jupyter-mcp-server's execute
 tools keep only ``display_data`` and ``execute_result`` and saved "Inner C", the first
 streamed piece of the answer. Here a raw jupyter_client reader does the same against the
 real kernel; it must end with the whole answer and no cut piece of it."""

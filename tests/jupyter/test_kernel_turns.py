@@ -28,7 +28,7 @@ def test_streamed_answer_is_one_markdown_display_throttled(kernel):
     assert len(markdown) == 1, "the answer is shown once"
     assert run.displays[markdown[0]]["text/plain"] == text
     # It streamed into one display updated in place, emptied when the whole answer was
-    # shown as its own output (for clients that ignore display updates, issue 32).
+    # shown as its own output (for clients that ignore display updates).
     streamed = [k for k in run.order if run.displays[k] == {}]
     assert len(streamed) == 1
     # ~600 deltas over the stream; at most ~15 updates a second reach the notebook

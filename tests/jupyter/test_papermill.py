@@ -1,4 +1,4 @@
-"""papermill parameterises and runs a Crystal notebook (issue 32 item 3, docs/kernel.md):
+"""papermill parameterises and runs a Crystal notebook (docs/kernel.md):
 the real `papermill` command, the real Crystal kernel, the loopback model server, which
 records what the model received."""
 

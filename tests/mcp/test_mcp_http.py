@@ -102,7 +102,7 @@ async def test_a_restarted_server_that_forgot_the_session_is_reinitialized_and_t
 @pytest.mark.parametrize("spelling", ["400-json", "400-text"])
 async def test_a_restarted_server_that_answers_400_no_valid_session_is_reinitialized(
         home, workspace, tmp_path, spelling):
-    """Issue 32 item 5 (MCP-HTTP reconnect, docs/mcp.md): the SDK's own server, restarted
+    """MCP-HTTP reconnect (docs/mcp.md): the SDK's own server, restarted
     mid-session, refuses our old session id the way server-everything (400, a JSON-RPC
     error without an id) or mcp 1.x's Python server (400, plain text) do: "Bad Request:
     No valid session ID provided". The client SDK reports that only as -32603; the next

@@ -1,6 +1,6 @@
 """An MCP tool's images, progress and audience-annotated content through the real
 `crystal run` command (text mode), a real stdio MCP server child process and the
-loopback model server, which records what the model received (issue 32 item 6)."""
+loopback model server, which records what the model received."""
 
 from __future__ import annotations
 

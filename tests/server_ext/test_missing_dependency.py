@@ -1,5 +1,5 @@
 """Crystal's server extension in a Jupyter whose environment lacks one of Crystal's
-dependencies (issue 32 item 1: crystal-kernel installed with --no-deps beside a Jupyter
+dependencies (crystal-kernel installed with --no-deps beside a Jupyter
 that ran Crystal from another environment failed with a traceback on every start).
 
 A real `jupyter server` process, the extension enabled by the config file the package

@@ -1,4 +1,4 @@
-"""Crystal and Jupyter AI 3 share one environment (issue 32 item 1, docs/acp.md
+"""Crystal and Jupyter AI 3 share one environment (docs/acp.md
 "Jupyter AI"). The test extra installs jupyter-ai, so after `make install` this venv is
 what `pip install 'crystal-kernel[jupyter-ai]'` makes; nothing is installed here."""
 

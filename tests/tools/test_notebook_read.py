@@ -142,7 +142,7 @@ async def test_read_takes_a_long_answer_text_from_its_html(workspace, ctx):
 
 async def test_an_emptied_display_is_not_listed(workspace, ctx):
     """A Crystal cell's streamed answer display, emptied when the whole answer was shown
-    as its own output (issue 32), shows nothing in a notebook, and nothing to the model."""
+    as its own output, shows nothing in a notebook, and nothing to the model."""
     nb = analysis_notebook()
     nb.cells.append(new_code_cell("Tell me", outputs=[
         new_output("display_data", data={}),
