@@ -16,6 +16,7 @@ configured lab (real-time collaboration, a gateway, Notebook 7) start their own 
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import secrets
@@ -61,7 +62,15 @@ JUPYTER_AI_LAB_EXTENSIONS = (
 
 def ensure_built() -> None:
     """The e2e tests run the lab extension built from this checkout: build it when it
-    is missing or older than its sources (jlpm build, a few seconds once installed)."""
+    is missing or older than its sources (jlpm build, a few seconds once installed).
+    One build at a time: `make test` runs the browser tests on two parallel workers
+    (tests/parallel.py), and two builds in one folder break each other."""
+    with open(ROOT / "labextension" / ".crystal-build.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        _build_if_stale()
+
+
+def _build_if_stale() -> None:
     marker = BUILT / "package.json"
     sources = [p for folder in ("src", "style") for p in (ROOT / "labextension" / folder).rglob("*") if p.is_file()]
     sources.append(ROOT / "labextension" / "package.json")

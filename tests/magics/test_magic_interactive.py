@@ -67,7 +67,9 @@ def interrupt_when(predicate, quiet_too=False):
 
 def test_interrupt_ends_a_hanging_turn_and_the_next_cell_works(kernel):
     kernel.server.add({"text": "partial answer then", "chunk": 4, "hang": 15, "hang_after": 3})
-    hook = interrupt_when(lambda m: m["msg_type"] == "display_data"
+    # A streamed answer's display_data is empty; its text comes as display updates
+    # (live_outputs.LiveDisplay): the Stop lands while the answer streams, before the hang.
+    hook = interrupt_when(lambda m: m["msg_type"] in ("display_data", "update_display_data")
                           and "crystal-answer" in m["content"]["data"].get("text/html", ""))
     hook.km = kernel.km
     run = kernel.run("%%crystal\nWrite slowly", on_message=hook, timeout=30)
