@@ -97,6 +97,9 @@ SERIAL = (
     # a listener (bounds of 1-3 s).
     "tests/providers/test_adapters_faults.py::",
     "tests/providers/test_probe_deadline.py::test_the_probe_gives_up_on_its_deadline_in_process",
+    # The streamed-answer renderer paces its updates by its own measured (real-time)
+    # render cost, so under load the last live update can lag the final one.
+    "tests/security/test_trust1_html.py::test_trust1_streamed_answer_updates_rebuild_only_sanitized_html",
     # A /jobs table cell answers within 2 s.
     "tests/jupyter/test_kernel_commands.py::test_jobs_table_with_stop_button_and_live_logs",
 )
