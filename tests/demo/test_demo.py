@@ -8,6 +8,7 @@ install) into a temporary folder; every test reads what it wrote.
 
 from __future__ import annotations
 
+import html
 import os
 import re
 import subprocess
@@ -169,7 +170,11 @@ def test_the_notebook_tools_tour_reads_fixes_and_reruns_a_notebook(demo: Demo):
     assert error_outputs(nb) == []
     assert cards(nb) == [("read", "done"), ("notebook_edit", "done"), ("notebook_run", "done"),
                          ("notebook_edit", "done")]
-    fix = texts(cell_for(nb, "analysis.ipynb stops with an error"))
+    # A long read or notebook_run card previews its first lines and keeps the rest one
+    # click away ("Show the other N lines"): what the person can see is the card's HTML.
+    cell = cell_for(nb, "analysis.ipynb stops with an error")
+    fix = texts(cell) + "\n" + html.unescape("\n".join(str(o.get("data", {}).get("text/html", ""))
+                                                       for o in cell.outputs))
     assert "→ error: NameError: name 'revenue_by_region' is not defined" in fix
     assert "-share = (revenue_by_region / revenue_by_region.sum() * 100).round(1)" in fix
     assert "Allowed once: notebook_edit analysis.ipynb: replace cell share (answered" in fix
