@@ -13,11 +13,6 @@ workspace-trust card, ``{df}`` in the magics, ``/logs --follow``, highlighting, 
 the Thinking card. Every step asserts what the person sees and what the model received,
 and saves a numbered screenshot under /work/wt/shots/walk/ (or $CRYSTAL_SHOTS); a
 failure names its step.
-
-Known and open (reported as an expected failure, with the numbers, when seen): in the
-``crystal-ollama`` notebook (collaboration on) the page does not follow a long streamed
-answer — the notebook stays scrolled to the top and the answer's last line ends ~1800 px
-down, below the 900 px window (issue 30 item 3).
 """
 
 from __future__ import annotations
@@ -426,7 +421,4 @@ def test_a_persons_session_shows_none_of_issue_30s_problems(browser, tmp_path_fa
             outputs = page.locator(f"{NB} .jp-Cell", has_text="%%crystal").last.locator(".jp-OutputArea").inner_text()
             assert outputs.count("rows 2") == 1, outputs
             walk.shot("magics-df")
-        if problems:
-            # Seen in every run here and not fixed yet (see the module docstring): the walk
-            # is reported as an expected failure naming it, never as a pass.
-            pytest.xfail("; ".join(problems))
+        assert not problems, "\n".join(problems)
