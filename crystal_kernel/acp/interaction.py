@@ -16,6 +16,7 @@ from acp import text_block, tool_content
 from acp.schema import ElicitationFormSessionMode, PermissionOption, ToolCallUpdate
 
 from crystal_kernel.acp.mapping import diff_content, proposed_change, tool_kind, tool_locations, tool_title
+from crystal_kernel.core.deadline import within
 from crystal_kernel.core.interaction import ApprovalRequest, PersonDecision, Question
 
 if TYPE_CHECKING:
@@ -113,8 +114,10 @@ class AcpInteraction:
 
     async def ask_approval(self, request: ApprovalRequest) -> PersonDecision:
         try:
-            await asyncio.wait_for(self._announced(request.call_id).wait(), ANNOUNCE_WAIT_SECONDS)
-        except asyncio.TimeoutError:
+            # within, not asyncio.wait_for: a Stop landing as the announcement arrives
+            # must not be dropped (wait_for before Python 3.12 drops it).
+            await within(self._announced(request.call_id).wait(), ANNOUNCE_WAIT_SECONDS)
+        except TimeoutError:
             pass
         content: list[Any] = list(diff_content(proposed_change(self.session, request.tool, request.arguments)) or [])
         if request.preview and not content:

@@ -27,6 +27,7 @@ from pathlib import Path
 
 from pydantic import Field
 
+from crystal_kernel.core.deadline import within
 from crystal_kernel.core.errors import ToolError
 from crystal_kernel.jobs import spawner
 from crystal_kernel.jobs.guarded import supervisor_command
@@ -220,8 +221,10 @@ async def _follow(proc: Shell, status: _StatusPipe, workspace: Path, timeout: fl
         # The supervisor reports the shell's exit on the status pipe; the output pipe
         # may stay open longer (a background process holding it).
         try:
-            line = await asyncio.wait_for(status.readline(), timeout)
-        except asyncio.TimeoutError:
+            # within, not asyncio.wait_for: before Python 3.12 wait_for drops a cancel
+            # (a person's Stop) that lands as the exit line arrives, and the turn runs on.
+            line = await within(status.readline(), timeout)
+        except TimeoutError:
             timed_out = True
         else:
             wait_status = _parse(line, "exit")

@@ -252,7 +252,9 @@ async def test_set_mode_and_approval_change_the_catalog_and_the_asking(workspace
             assert {o.id: o.current_value for o in changed.config_options} == {"mode": "plan", "approval": "full"}
             # A slash command switches back to work; the client is told the new mode.
             await conn.prompt(session_id=sid, prompt=text("/mode work"))
-            assert client.of("current_mode_update")[-1].current_mode_id == "work"
+            # The update is a notification: the SDK client may hand it over just after
+            # the prompt's response.
+            await client.wait_for(lambda: any(u.current_mode_id == "work" for u in client.of("current_mode_update")), 10)
             response = await conn.prompt(session_id=sid, prompt=text("write it"))
             assert response.stop_reason == "end_turn"
         bodies = server.bodies("chat")

@@ -25,7 +25,9 @@ ROOT = Path(__file__).resolve().parents[2]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 LANGUAGES = {"sh", "console", "text", "json", "toml", "python", "ipython"}
 
-FENCE = re.compile(r"^```(\S*)")
+# A fence of three or more backticks; it closes at a line of at least as many (CommonMark),
+# so a ````text block can show a ``` fence inside it.
+FENCE = re.compile(r"^(`{3,})(\S*)")
 LABEL = re.compile(r"^`([^`\s]+)`:$")
 SPAN = re.compile(r"`([^`\n]+(?:\n[^`\n]+)?)`")
 # The first word of a shell command in the docs (after any VAR=value assignments).
@@ -41,18 +43,24 @@ class Block:
     label: str | None  # the file this block is, when labelled
 
 
+def _closes(line: str, fence: str) -> bool:
+    """Whether ``line`` closes a block opened by ``fence``."""
+    stripped = line.rstrip()
+    return stripped.startswith(fence) and set(stripped) == {"`"}
+
+
 def blocks(path: Path) -> list[Block]:
     """Every fenced block of a Markdown page, in order."""
     found: list[Block] = []
     lang: str | None = None
-    start, body, previous, label = 0, [], "", None
+    start, body, previous, label, fence = 0, [], "", None, ""
     for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
         m = FENCE.match(line)
         if m and lang is None:
-            lang, start, body = m.group(1), n + 1, []
+            fence, lang, start, body = m.group(1), m.group(2), n + 1, []
             lm = LABEL.match(previous.strip())
             label = lm.group(1) if lm else None
-        elif line.startswith("```") and lang is not None:
+        elif lang is not None and _closes(line, fence):
             found.append(Block(lang, start, "\n".join(body), label))
             lang = None
         elif lang is not None:
@@ -64,13 +72,17 @@ def blocks(path: Path) -> list[Block]:
 
 def prose(path: Path) -> str:
     """The page without its fenced blocks (their lines kept blank, so spans cannot join)."""
-    out, inside = [], False
+    out, fence = [], ""
     for line in path.read_text(encoding="utf-8").splitlines():
-        if line.startswith("```"):
-            inside = not inside
+        m = FENCE.match(line)
+        if not fence and m:
+            fence = m.group(1)
+            out.append("")
+        elif fence and _closes(line, fence):
+            fence = ""
             out.append("")
         else:
-            out.append("" if inside else line)
+            out.append("" if fence else line)
     return "\n".join(out)
 
 

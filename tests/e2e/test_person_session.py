@@ -1,4 +1,4 @@
-"""Issue 30's person, end to end, once: one real ``jupyter lab`` with real-time
+"""A person's session in JupyterLab, end to end, once: one real ``jupyter lab`` with real-time
 collaboration on, headless Chromium at 1400x900, typing at a person's pace, light and
 dark, against the loopback model server with scripted replies (SPEC §13 "Notebook
 identity", TRUST-1, TRUST-2, GUARD-4, VIEW-2).
