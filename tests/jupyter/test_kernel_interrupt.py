@@ -30,7 +30,9 @@ def interrupt_when(kernel, predicate):
 
 def test_interrupt_during_a_hanging_stream(kernel):
     kernel.server.add({"text": "The first words arrive and then", "chunk": 6, "hang": 30, "hang_after": 3})
-    hook, sent = interrupt_when(kernel, lambda m: m is not None and m["msg_type"] == "display_data"
+    # A streamed answer starts as an empty display and fills through display updates.
+    hook, sent = interrupt_when(kernel, lambda m: m is not None
+                                and m["msg_type"] in ("display_data", "update_display_data")
                                 and "crystal-answer" in m["content"]["data"].get("text/html", ""))
     run = kernel.run("Write an essay", on_message=hook)
     replied = time.monotonic()
