@@ -209,7 +209,9 @@ async def test_load_replays_the_saved_session_and_continues_it(workspace):
             assert sid in [s.session_id for s in listed.sessions]
             loaded = await conn.load_session(cwd=str(workspace), session_id=sid)
             assert loaded.modes.current_mode_id == "work"
-            # The conversation came back before the load response.
+            # The conversation came back (the agent writes it before the load response;
+            # the SDK client may hand the notifications over just after that response).
+            await second.wait_for(lambda: len(second.kinds(sid)) >= 5, 10)
             kinds = second.kinds(sid)
             assert kinds[:5] == ["user_message_chunk", "tool_call", "tool_call_update", "agent_message_chunk",
                                  "available_commands_update"]
