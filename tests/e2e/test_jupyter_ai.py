@@ -15,6 +15,7 @@ import os
 from pathlib import Path
 
 import pytest
+from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
 
 from tests.e2e.conftest import ARTIFACTS, DELAY, blank_page, ensure_built, running_lab
 
@@ -41,7 +42,16 @@ def send(page, text: str) -> None:
     box = page.locator(".jp-chat-input-container textarea").first
     box.click()
     page.keyboard.type(text, delay=DELAY)
-    page.keyboard.press("Enter")
+    # The chat's completion popup (of "@Crystal" or "/help") may take the first Enter to
+    # pick an entry; a person then presses Enter again to send.
+    for _ in range(3):
+        page.keyboard.press("Enter")
+        try:
+            page.wait_for_function("(box) => box.value.trim() === ''", arg=box.element_handle(), timeout=3000)
+            return
+        except PlaywrightTimeoutError:
+            continue
+    raise AssertionError(f"the chat did not send {text!r}: {box.input_value()!r} stays in the box")
 
 
 @pytest.mark.timeout(600)
