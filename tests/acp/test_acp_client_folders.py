@@ -49,6 +49,9 @@ async def test_client_folders_are_checked_noted_and_end_with_the_session(workspa
             sid = (await conn.new_session(cwd=str(workspace), additional_directories=[
                 "/", "~", str(private_home), "../shared"])).session_id
             await conn.prompt(session_id=sid, prompt=text("/access"))
+            # The answer is a notification: the SDK client may hand it over just after
+            # the prompt's response.
+            await client.wait_for(lambda: "for this session only" in client.agent_text(sid), 10)
             listing = client.agent_text(sid)
             response = await conn.prompt(session_id=sid, prompt=text("read the shared marker"))
         bodies = server.bodies("chat")
