@@ -25,23 +25,28 @@ class PipeReader:
         os.set_blocking(fd, False)
 
     async def read(self, size: int) -> bytes:
-        loop = asyncio.get_running_loop()
         while True:
             try:
                 return os.read(self.fd, size)
             except BlockingIOError:
                 pass
-            ready: asyncio.Future[None] = loop.create_future()
-            loop.add_reader(self.fd, _wake, ready)
-            try:
-                await ready
-            finally:
-                loop.remove_reader(self.fd)
+            await readable(self.fd)
 
     def close(self) -> None:
         if self.fd >= 0:
             os.close(self.fd)
             self.fd = -1
+
+
+async def readable(fd: int) -> None:
+    """Return once ``fd`` can be read without blocking (data or end of file)."""
+    loop = asyncio.get_running_loop()
+    ready: asyncio.Future[None] = loop.create_future()
+    loop.add_reader(fd, _wake, ready)
+    try:
+        await ready
+    finally:
+        loop.remove_reader(fd)
 
 
 class SpawnedShell:

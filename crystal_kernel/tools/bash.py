@@ -35,7 +35,7 @@ from crystal_kernel.jobs.sandbox import Sandbox, refusal_note
 from crystal_kernel.tools._changes import note_change
 from crystal_kernel.tools._process import BoundedOutput, kill_process_tree
 from crystal_kernel.tools._sandbox import tool_sandbox
-from crystal_kernel.tools._spawned_shell import SpawnedShell
+from crystal_kernel.tools._spawned_shell import SpawnedShell, readable
 from crystal_kernel.tools.base import Classification, Risk, Tool, ToolContext, ToolInput, ToolResult
 
 # After the shell exits, how long to wait for the rest of its output.
@@ -313,14 +313,8 @@ class _StatusPipe:
 
     async def readline(self) -> bytes:
         """The next line, or b"" once the supervisor has exited (the pipe closed)."""
-        loop = asyncio.get_running_loop()
         while b"\n" not in self._buffer and not self._eof:
-            ready: asyncio.Future[None] = loop.create_future()
-            loop.add_reader(self.fd, _wake, ready)
-            try:
-                await ready
-            finally:
-                loop.remove_reader(self.fd)
+            await readable(self.fd)
             try:
                 data = os.read(self.fd, 4096)
             except BlockingIOError:
@@ -398,8 +392,3 @@ async def _stop(proc: Shell, status: _StatusPipe, reader: asyncio.Future[None]) 
         # Cancelled again while stopping: the stop task still runs to the end.
         pass
 
-
-def _wake(ready: asyncio.Future[None]) -> None:
-    """The supervisor's pipe is readable: wake the reader waiting on ``ready``."""
-    if not ready.done():
-        ready.set_result(None)
