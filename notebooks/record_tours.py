@@ -119,9 +119,12 @@ TOUR: list[dict[str, Any]] = [
     {"markdown": "Back to the tests, which ran in the background all this time:"},
     {"code": "Read the job's log. Did everything pass?",
      "replies": [
+         # The wait and the read are two steps: calls in one step may run at once (read-only
+         # calls run concurrently), and a log read beside the wait could find the job mid-run.
          {"text": "I'll wait for the run to finish, then read its log.",
-          "tool_calls": [{"id": "call_wait", "name": "bash_status", "arguments": {"job_id": "j1", "wait_seconds": 60}},
-                         {"id": "call_logs", "name": "bash_logs", "arguments": {"job_id": "j1"}}]},
+          "tool_calls": [{"id": "call_wait", "name": "bash_status", "arguments": {"job_id": "j1", "wait_seconds": 60}}]},
+         {"text": "It has finished; here is the log.",
+          "tool_calls": [{"id": "call_logs", "name": "bash_logs", "arguments": {"job_id": "j1"}}]},
          {"text": "No. The job finished and **1 of 2 tests failed**:\n\n"
                   "- `test_low_stock` passes.\n"
                   "- `test_total_value` fails: it expects **64.0**, but `total_value(STOCK)` returns **34.75**.\n\n"
