@@ -291,7 +291,8 @@ class Turn:
 
     def _parallel_safe(self, call: ToolCallPart) -> bool:
         """A call that only reads and that the host allows without anyone: it may run
-        beside its neighbours. Anything that could ask, write or be refused runs alone."""
+        beside its neighbours. Anything that could ask, write, be refused or wait for a
+        job runs alone."""
         from crystal_kernel.host.approval import forbidden_match, host_outcome, is_plain_read
 
         session = self.session
@@ -299,7 +300,10 @@ class Turn:
         if tool is None or call.raw_arguments is not None or tool.classify_reads_files:
             return False  # the tools whose classification reads files are all writes
         try:
-            classification = tool.classify(tool.parse(call.arguments), session.tool_context(
+            args = tool.parse(call.arguments)
+            if tool.waits(args):
+                return False  # what comes after may depend on what it waits for
+            classification = tool.classify(args, session.tool_context(
                 self.interaction, call_id=call.id, images_ok=session.capabilities.images))
         except Exception:
             return False

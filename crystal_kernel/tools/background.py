@@ -84,6 +84,9 @@ class BashStatusTool(Tool[BashStatusInput]):
     Input = BashStatusInput
     risk = Risk.READ
 
+    def waits(self, args: BashStatusInput) -> bool:
+        return bool(args.wait_seconds)
+
     async def run(self, args: BashStatusInput, ctx: ToolContext) -> ToolResult:
         jobs = ctx.jobs
         if args.wait_seconds:

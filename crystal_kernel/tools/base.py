@@ -194,6 +194,12 @@ class Tool(Generic[InputT]):
             authority = Authority.OUTSIDE
         return Classification(self.risk, authority, self.external, pattern, host_owned=host_owned)
 
+    def waits(self, args: InputT) -> bool:
+        """Whether the call waits for something outside the reply (a job to end). The
+        calls a model puts after such a call in the same reply may depend on what it
+        waits for, so the loop runs it alone, never beside its neighbours."""
+        return False
+
     async def run(self, args: InputT, ctx: ToolContext) -> ToolResult:  # pragma: no cover
         raise NotImplementedError
 

@@ -114,3 +114,24 @@ async def test_every_call_ends_in_a_result_event_also_when_cancelled(workspace):
     assert events[-1].stop_reason == "cancelled"
     answered = session.transcript[-1].tool_results()
     assert [r.text for r in answered] == ["Cancelled by the person.", "Cancelled before it ran."]
+
+
+async def test_a_call_that_waits_for_a_job_runs_before_the_log_read_after_it(workspace):
+    """A model that waits for its background job and reads the job's log in one reply
+    reads the log of the ended job: the waiting ``bash_status`` is not run beside the
+    ``bash_logs`` after it (both are plain reads), or the read finds the job mid-run
+    with no output (as the demo's tour did in CI)."""
+    start = [("bash_start", {"command": "sleep 0.5; echo the-job-is-finished"})]
+    wait_then_read = [("bash_status", {"job_id": "j1", "wait_seconds": 30}), ("bash_logs", {"job_id": "j1"})]
+    session = session_for(workspace, [tool_reply(start), text_reply("started"),
+                                      tool_reply(wait_then_read), text_reply("done")], approval="full")
+    try:
+        [e async for e in run_turn(session, "start the job")]
+        [e async for e in run_turn(session, "wait for it and read its log")]
+        results = session.transcript[-2].tool_results()
+        assert [r.call_id for r in results] and len(results) == 2
+        status, logs = results
+        assert "exited" in status.text, status.text
+        assert "the-job-is-finished" in logs.text, logs.text
+    finally:
+        await session.close()
