@@ -88,16 +88,17 @@ async def test_crystal_answers_and_runs_commands_in_jupyter_ai_chat(jupyter_ai_e
             send("@Crystal /help")
             assert await wait_for(lambda: sum("- `/help`: this list" in b for b in replies_in_chat()) == 2), \
                 replies_in_chat()
-            assert server.bodies() == [], "a command reached the model"
+            assert server.bodies() == [], f"a command reached the model: {server.bodies()}"
 
             send("@Crystal Say hello and leave a note.")
             assert await wait_for(lambda: any(ANSWER in b for b in replies_in_chat())), replies_in_chat()
             assert (workspace / "hello.txt").read_text() == "written by crystal\n"
             sessions = list((workspace / ".crystal" / "sessions").glob("*.jsonl"))
-            assert [s.stem for s in sessions] == [chat.get_metadata()["acp_session_ids"][persona.id]]
+            assert [s.stem for s in sessions] == [chat.get_metadata()["acp_session_ids"][persona.id]], \
+                (sessions, chat.get_metadata())
             process = await persona.get_agent_subprocess()
         finally:
             await manager.shutdown_personas()
         await asyncio.wait_for(process.wait(), 15)
     assert process.returncode is not None
-    assert len(server.bodies("chat")) == 2
+    assert len(server.bodies("chat")) == 2, [b.get("messages", [])[-1:] for b in server.bodies("chat")]
