@@ -158,6 +158,7 @@ async def _run_turn(session: Session, prompt: str, fmt: str) -> int:
     from crystal_kernel.cli.printer import TurnPrinter
     from crystal_kernel.host.commands import is_command, run_command
     from crystal_kernel.host.loop import run_turn
+    from crystal_kernel.host.mentions import attach_mentions
 
     out = TurnPrinter(fmt)
     try:
@@ -166,7 +167,11 @@ async def _run_turn(session: Session, prompt: str, fmt: str) -> int:
             out.command(result.text)
             session.save()
             return 0
-        turn = run_turn(session, prompt)
+        # @file mentions attach the file, as in a notebook cell and the interactive front.
+        attached, notes = attach_mentions(session, prompt)
+        for note in notes:
+            say(f"crystal: note: {note}", err=True)
+        turn = run_turn(session, attached)
         loop = asyncio.get_running_loop()
         loop.add_signal_handler(signal.SIGINT, turn.cancel)
         loop.add_signal_handler(signal.SIGTERM, turn.cancel)

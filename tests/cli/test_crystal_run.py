@@ -262,3 +262,22 @@ def test_jsonl_starts_with_turn_start_and_says_when_the_todos_change(workspace):
     types = [e["type"] for e in events]
     assert types.index("todos") == types.index("tool_result") + 1
     assert events[types.index("todos")]["todos"] == todos
+
+
+def test_a_file_mention_in_the_prompt_attaches_the_file_and_a_refused_one_says_why(workspace, tmp_path):
+    """`crystal run "… @notes.txt"` sends the file's content with the prompt, as a notebook
+    cell and the interactive front do (host/mentions.py); a mention outside the workspace
+    is not attached and a one-line note on stderr says so."""
+    (workspace / "notes.txt").write_text("the secret word is marmalade\n")
+    outside = tmp_path / "outside.txt"
+    outside.write_text("never sent\n")
+    with LLMServer([{"text": "It says marmalade."}]) as server:
+        out = crystal(["run", f"What does @notes.txt say? And @{outside}?", "--workspace", str(workspace)],
+                      env_extra=openai_env(server))
+        bodies = server.bodies("chat")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "It says marmalade."
+    sent = json.dumps(bodies[0]["messages"][-1])
+    assert "the secret word is marmalade" in sent and "What does @notes.txt say?" in sent
+    assert "never sent" not in json.dumps(bodies)
+    assert f"crystal: note: @{outside} was not attached" in out.stderr, out.stderr
