@@ -94,7 +94,9 @@ async def run_notebook_turn(session: Session, text: str, *, notes: list[str], in
     from crystal_kernel.jupyter.widgets import live_forms
 
     output = IPythonOutput()
-    renderer = Renderer(output)
+    # Every caller reports a failed turn as the cell's error (the kernel's error output,
+    # the magics' CrystalError): shown once, there.
+    renderer = Renderer(output, cell_reports_errors=True)
     renderer.start(status_of(session))
     prompt, mention_notes = attach_mentions(session, text)
     for note in [*notes, *mention_notes]:

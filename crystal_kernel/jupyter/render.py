@@ -317,11 +317,17 @@ def live_bundle(bundle: Bundle) -> Bundle:
 
 class Renderer:
     """Turns host events into outputs. Call :meth:`start` once, :meth:`handle` per event
-    and :meth:`close` at the end (close is idempotent)."""
+    and :meth:`close` at the end (close is idempotent).
+
+    ``cell_reports_errors``: the front reports a failed turn as the cell's own error output
+    (``CrystalError: …``, which batch runners such as papermill read), so the renderer
+    only collects the error in :attr:`errors` instead of showing it a second time."""
 
     def __init__(self, output: Output, *, max_rate: float = DEFAULT_MAX_RATE,
-                 clock: Callable[[], float] = time.monotonic, show_status: bool = True):
+                 clock: Callable[[], float] = time.monotonic, show_status: bool = True,
+                 cell_reports_errors: bool = False):
         self.output = output
+        self.cell_reports_errors = cell_reports_errors
         self.max_rate = max_rate
         self.clock = clock
         self.show_status = show_status
@@ -407,7 +413,8 @@ class Renderer:
                     self.output.show(note_bundle(event.text))
             case ErrorEvent():
                 self.errors.append(event.message)
-                self.output.show(error_bundle(event.message))
+                if not self.cell_reports_errors:
+                    self.output.show(error_bundle(event.message))
             case TurnEnd():
                 self.stop_reason = event.stop_reason
                 if event.stop_reason == "cancelled":

@@ -139,3 +139,14 @@ def test_image_results_show_as_image_outputs_after_the_card(kernel):
     card = next(i for i, d in enumerate(outputs) if d.get("text/plain", "").startswith("[view_image] plot.png"))
     assert "(1 image below)" in outputs[card]["text/plain"]
     assert base64.b64decode(outputs[card + 1]["image/png"]) == tiny_png()
+
+
+def test_a_failed_turn_shows_its_error_once_as_the_cells_error(kernel):
+    """The model service refuses the request: the cell ends with status error and one
+    output says why, the cell's own error (``CrystalError: …``, what papermill and nbclient
+    read), not that plus a second "Error: …" box with the same words."""
+    kernel.server.add({"status": 400, "message": "the model gpt-nope does not exist"})
+    run = kernel.run("Hello?")
+    assert run.status == "error"
+    saying = [t for t in run.texts() if "gpt-nope does not exist" in t]
+    assert len(saying) == 1 and saying[0].startswith("CrystalError: "), run.texts()
