@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable
-from typing import TypeVar
+from typing import TypeVar, cast
 
 T = TypeVar("T")
 
@@ -18,11 +18,17 @@ T = TypeVar("T")
 async def within(coroutine: Awaitable[T], seconds: float | None) -> T:
     """The result of ``coroutine`` (any awaitable: an async iterator's ``__anext__()``
     too), or TimeoutError (it cancelled) after ``seconds`` (None: no limit; 0 or less:
-    it is not run at all). A cancel of the caller cancels it."""
+    it is not run at all; a future that is already done gives its result, one that is not
+    is cancelled). A cancel of the caller cancels it."""
     if seconds is not None and seconds <= 0:
-        close = getattr(coroutine, "close", None)
-        if close is not None:
-            close()
+        if isinstance(coroutine, asyncio.Future):
+            if coroutine.done():
+                return cast(T, coroutine.result())
+            coroutine.cancel()
+        else:
+            close = getattr(coroutine, "close", None)
+            if close is not None:
+                close()
         raise TimeoutError
     task = asyncio.ensure_future(coroutine)
     try:

@@ -18,12 +18,12 @@ one) and appended to the session's audit log.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
+from crystal_kernel.core.deadline import within
 from crystal_kernel.core.events import ApprovalEvent, Outcome, ReviewVerdict
 from crystal_kernel.core.interaction import ApprovalRequest, Interaction, PersonDecision
 from crystal_kernel.core.messages import ToolCallPart
@@ -94,9 +94,9 @@ async def run_reviewer(session: Session, call: ToolCallPart, c: Classification) 
     reviewer = get_reviewer(session)
     try:
         # The reviewer bounds its own request; this guards reviewers that do not.
-        verdict = await asyncio.wait_for(reviewer.review(session, call.name, call.arguments, c),
-                                         timeout=review_timeout(session) + 5)
-    except asyncio.TimeoutError:
+        verdict = await within(reviewer.review(session, call.name, call.arguments, c),
+                               review_timeout(session) + 5)
+    except TimeoutError:
         return failed_verdict(c, "the reviewer did not answer in time")
     except Exception as exc:
         return failed_verdict(c, f"the reviewer failed: {type(exc).__name__}: {exc}")

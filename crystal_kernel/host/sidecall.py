@@ -7,12 +7,12 @@ templates receive as ``{{conversation}}``.
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import json
 from typing import Any
 
 from crystal_kernel.core.config import PROVIDERS
+from crystal_kernel.core.deadline import within
 from crystal_kernel.core.messages import ImagePart, Message, TextPart, ToolCallPart, ToolResultPart
 from crystal_kernel.host.view import SessionView
 from crystal_kernel.providers.base import ModelRequest, TextChunk, UsageChunk
@@ -72,8 +72,8 @@ async def complete_text(
                 await closer()
 
     try:
-        await asyncio.wait_for(run(), timeout=timeout)
-    except asyncio.TimeoutError:
+        await within(run(), timeout)
+    except TimeoutError:
         raise SideCallError(f"the {purpose} request took longer than {timeout:g} s") from None
     except Exception as exc:  # ProviderError or anything else: reported, never raised on
         first = str(exc).splitlines()[0] if str(exc).strip() else type(exc).__name__

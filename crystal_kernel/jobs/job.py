@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from crystal_kernel.core.deadline import within
 from crystal_kernel.jobs.buffer import RingBuffer
 from crystal_kernel.jobs.logfile import RotatingLog
 from crystal_kernel.jobs.sandbox import Sandbox
@@ -414,8 +415,8 @@ class Job:
                 if remaining is not None and remaining <= 0:
                     return False
                 try:
-                    await asyncio.wait_for(event.wait(), remaining)
-                except asyncio.TimeoutError:
+                    await within(event.wait(), remaining)
+                except TimeoutError:
                     return predicate()
         finally:
             with self._lock:

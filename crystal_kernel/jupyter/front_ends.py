@@ -32,6 +32,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from crystal_kernel.core.deadline import within
+
 # Messages only a front end that speaks comms (and so can show widgets) sends.
 COMM_MESSAGES = ("comm_open", "comm_msg", "comm_close", "comm_info_request")
 # How long a form waits for a sign of a front end before it counts as headless. JupyterLab
@@ -67,8 +69,8 @@ class FrontEnds:
         self._waiter = (asyncio.get_running_loop(), event)
         try:
             if not self.heard:
-                await asyncio.wait_for(event.wait(), grace)
-        except asyncio.TimeoutError:
+                await within(event.wait(), grace)
+        except TimeoutError:
             pass
         finally:
             self._waiter = None

@@ -27,6 +27,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from crystal_kernel.core.deadline import within
 from crystal_kernel.core.interaction import ApprovalRequest, PersonDecision, Question
 from crystal_kernel.jupyter import palette
 from crystal_kernel.jupyter.approval_form import BOX as _BOX
@@ -330,7 +331,7 @@ class WidgetInteraction:
                 raise _NoFrontEnd
         if self.timeout is None:
             return await future
-        return await asyncio.wait_for(future, max(0.0, self.timeout - (time.monotonic() - started)))
+        return await within(future, max(0.0, self.timeout - (time.monotonic() - started)))
 
     def _close(self, form: Any) -> None:
         if form in self.open_forms:

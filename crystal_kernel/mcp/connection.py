@@ -32,6 +32,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from crystal_kernel.core.deadline import within
 from crystal_kernel.core.errors import ToolError
 from crystal_kernel.jobs.guarded import supervisor_command
 from crystal_kernel.mcp.config import ServerConfig
@@ -129,8 +130,8 @@ class ServerConnection:
         self._task = loop.create_task(self._serve(ready), name=f"mcp:{self.config.name}")
         try:
             # The serve task bounds itself; this outer bound covers a wedged transport.
-            await asyncio.wait_for(asyncio.shield(ready), self.config.startup_timeout + STOP_SECONDS)
-        except asyncio.TimeoutError:
+            await within(asyncio.shield(ready), self.config.startup_timeout + STOP_SECONDS)
+        except TimeoutError:
             await self._halt()
             self.state, self.detail = "failed", f"it did not start within {self.config.startup_timeout:g} seconds"
             raise StartError(self.detail) from None

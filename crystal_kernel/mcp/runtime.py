@@ -25,6 +25,8 @@ import threading
 from collections.abc import Awaitable, Coroutine
 from typing import Any, TypeVar
 
+from crystal_kernel.core.deadline import within
+
 T = TypeVar("T")
 
 _lock = threading.Lock()
@@ -75,7 +77,7 @@ async def run(coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
     future = asyncio.wrap_future(submit(coro))
     if timeout is None:
         return await future
-    return await asyncio.wait_for(future, timeout)
+    return await within(future, timeout)
 
 
 def run_sync(coro: Coroutine[Any, Any, T], timeout: float) -> T:

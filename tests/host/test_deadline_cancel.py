@@ -7,6 +7,7 @@ tests/acp/test_acp_agent.py::test_cancel_while_a_permission_request_is_open)."""
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 
 import pytest
 
@@ -59,3 +60,37 @@ async def test_zero_runs_nothing():
 
 async def _await(future: asyncio.Future[int]) -> int:
     return await future
+
+
+async def test_a_future_with_no_time_left_gives_its_result_when_done_and_is_cancelled_when_not():
+    loop = asyncio.get_running_loop()
+    done: asyncio.Future[int] = loop.create_future()
+    done.set_result(7)
+    assert await within(done, 0) == 7
+    waiting: asyncio.Future[int] = loop.create_future()
+    with pytest.raises(TimeoutError):
+        await within(waiting, 0)
+    assert waiting.cancelled()
+
+
+# The places that may still use asyncio.wait_for: each waits while a front or a tool is
+# being shut down or cleaned up, where a cancel lost in the same moment only lets the
+# bounded cleanup finish. Anything a turn waits on (a person, the reviewer, a job, an MCP
+# call, a side request, a server's start) goes through within().
+CLEANUP_WAITS = {
+    "crystal_kernel/acp/cli.py": "draining requests at the end of input",
+    "crystal_kernel/acp/stdio.py": "flushing stdout at exit",
+    "crystal_kernel/acp/agent.py": "closing a session at shutdown",
+    "crystal_kernel/tools/bash.py": "reaping the shell and its supervisor after exit or stop",
+    "crystal_kernel/tools/child_process.py": "reaping a stopped tree",
+    "crystal_kernel/jupyter/magics.py": "closing the session when the extension unloads",
+    "crystal_kernel/jupyter/kernel.py": "closing the session at kernel shutdown",
+    "crystal_kernel/mcp/requests.py": "the best-effort cancel notice to a server",
+}
+
+
+def test_only_cleanup_paths_use_asyncio_wait_for():
+    root = Path(__file__).resolve().parents[2]
+    found = {str(p.relative_to(root)) for p in (root / "crystal_kernel").rglob("*.py")
+             if "asyncio.wait_for(" in p.read_text()}
+    assert found <= set(CLEANUP_WAITS), f"use core.deadline.within in: {sorted(found - set(CLEANUP_WAITS))}"
