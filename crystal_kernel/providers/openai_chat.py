@@ -22,10 +22,9 @@ from typing import Any
 
 from openai import AsyncOpenAI, AsyncStream
 
-# The two models' own modules: these need nothing else of ``openai.types.chat``, whose
-# package __init__ (every chat type) crystal run defers (deferred_init.py).
+# The model's own module: it needs nothing else of ``openai.types.chat``, whose package
+# __init__ (every chat type) crystal run defers (deferred_init.py).
 from openai.types.chat.chat_completion import ChatCompletion
-from openai.types.chat.chat_completion_chunk import ChatCompletionChunk
 
 from crystal_kernel.core.messages import ImagePart, Message, TextPart, ToolCallPart, ToolResultPart
 from crystal_kernel.core.prefix import common_prefix
@@ -93,13 +92,34 @@ def merge_name(current: str, fragment: str) -> str:
     return current + fragment
 
 
-def reasoning_delta(delta: Any) -> str:
+def reasoning_delta(delta: dict[str, Any]) -> str:
     """``reasoning_content`` (DeepSeek, vLLM, llama.cpp) or ``reasoning`` (Ollama, vLLM)."""
     for key in ("reasoning_content", "reasoning"):
-        value = getattr(delta, key, None)
+        value = delta.get(key)
         if isinstance(value, str) and value:
             return value
     return ""
+
+
+# The streamed chunks as the parsed JSON objects they are (``AsyncStream[object]``: the
+# SDK hands each event's data over as it decoded it). Building the SDK's pydantic chunk
+# model instead cost ~0.1 ms a chunk, and its first use built the schemas of the chunk's
+# models (openai defers them: ~6 ms of CPU while the first reply was read, issue 33).
+_CHUNKS: Any = AsyncStream[object]
+
+
+def _mapping(value: object) -> dict[str, Any]:
+    """``value`` when the server sent an object there, else an empty one (the reply is
+    untrusted: a field of the wrong type is read as absent)."""
+    return value if isinstance(value, dict) else {}
+
+
+def _text(value: object) -> str:
+    return value if isinstance(value, str) else ""
+
+
+def _count(value: object) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
 
 
 def _user(message: Message, images: bool) -> list[dict[str, Any]]:
@@ -217,8 +237,7 @@ class OpenAIChatProvider(SDKProvider):
 
     async def open_stream(self, body: dict[str, Any] | bytes) -> Any:
         payload = body if isinstance(body, bytes) else self.payload(body)
-        return await post_stream(self.client, "/chat/completions", payload, ChatCompletion,
-                                 AsyncStream[ChatCompletionChunk])
+        return await post_stream(self.client, "/chat/completions", payload, ChatCompletion, _CHUNKS)
 
     def reader(self, request: ModelRequest) -> ChatReader:
         return ChatReader()
@@ -238,36 +257,49 @@ class ChatReader(StreamReader):
     def complete(self) -> bool:
         return self.finish is not None
 
-    def feed(self, chunk: ChatCompletionChunk) -> Iterator[StreamItem]:
-        if chunk.usage is not None:
-            details = getattr(chunk.usage, "completion_tokens_details", None)
-            self.usage = UsageChunk(chunk.usage.prompt_tokens or 0, chunk.usage.completion_tokens or 0,
-                                    getattr(details, "reasoning_tokens", 0) or 0)
-        for choice in chunk.choices or []:
-            delta = choice.delta
-            if delta is not None:
+    def feed(self, event: object) -> Iterator[StreamItem]:
+        """One chunk, as parsed from the stream's JSON (a dict; anything else is skipped)."""
+        chunk = _mapping(event)
+        usage = chunk.get("usage")
+        if isinstance(usage, dict):
+            details = _mapping(usage.get("completion_tokens_details"))
+            self.usage = UsageChunk(_count(usage.get("prompt_tokens")), _count(usage.get("completion_tokens")),
+                                    _count(details.get("reasoning_tokens")))
+        choices = chunk.get("choices")
+        for item in choices if isinstance(choices, list) else []:
+            choice = _mapping(item)
+            delta = choice.get("delta")
+            if isinstance(delta, dict):
                 thought = reasoning_delta(delta)
                 if thought:
                     yield ReasoningChunk(thought)
-                if delta.content:
-                    yield TextChunk(delta.content)
-                for tc in delta.tool_calls or []:
-                    self._add_call_delta(tc)
-            if choice.finish_reason:
-                self.finish = choice.finish_reason
+                content = _text(delta.get("content"))
+                if content:
+                    yield TextChunk(content)
+                calls = delta.get("tool_calls")
+                for tc in calls if isinstance(calls, list) else []:
+                    if isinstance(tc, dict):
+                        self._add_call_delta(tc)
+            finish = _text(choice.get("finish_reason"))
+            if finish:
+                self.finish = finish
 
-    def _add_call_delta(self, tc: Any) -> None:
-        current = self.by_index.get(tc.index)
+    def _add_call_delta(self, tc: dict[str, Any]) -> None:
+        index = tc.get("index")
+        key = index if isinstance(index, int) else -1  # no index: one call of its own
+        call_id = _text(tc.get("id"))
+        current = self.by_index.get(key)
         # Some servers reuse index 0 for every call; a new id starts a new call.
-        if current is None or (tc.id and current["id"] and tc.id != current["id"]):
-            current = {"id": tc.id or "", "name": "", "arguments": ""}
-            self.by_index[tc.index] = current
+        if current is None or (call_id and current["id"] and call_id != current["id"]):
+            current = {"id": call_id, "name": "", "arguments": ""}
+            self.by_index[key] = current
             self.calls.append(current)
-        if tc.id:
-            current["id"] = tc.id
-        if tc.function is not None:
-            current["name"] = merge_name(current["name"], tc.function.name or "")
-            current["arguments"] += tc.function.arguments or ""
+        if call_id:
+            current["id"] = call_id
+        function = tc.get("function")
+        if isinstance(function, dict):
+            current["name"] = merge_name(current["name"], _text(function.get("name")))
+            current["arguments"] += _text(function.get("arguments"))
 
     def end(self) -> Iterator[StreamItem]:
         for n, call in enumerate(self.calls):

@@ -75,7 +75,7 @@ def test_run_loads_only_the_openai_types_it_uses(workspace: Path, tmp_path: Path
     assert out.stdout.strip() == "Hello back."
     line = next(x for x in out.stderr.splitlines() if x.startswith("MODULES "))
     loaded = set(json.loads(line[len("MODULES "):]))
-    assert "openai.types.chat.chat_completion_chunk" in loaded
+    assert "openai.types.chat.chat_completion" in loaded
     for unused in ("openai.types.batch", "openai.types.eval_create_params", "openai.types.responses.response"):
         assert unused not in loaded, f"crystal run imported {unused}"
 
@@ -84,7 +84,7 @@ DEFERRED_CHECK = """
 from crystal_kernel.providers.deferred_init import defer_package_inits
 assert defer_package_inits()
 import openai
-from crystal_kernel.providers.openai_chat import ChatCompletionChunk
+from openai.types.chat.chat_completion_chunk import ChatCompletionChunk
 import openai.types.chat as chat
 assert ChatCompletionChunk is chat.ChatCompletionChunk
 from openai.types import Batch
