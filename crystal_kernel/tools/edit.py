@@ -2,25 +2,19 @@
 
 from __future__ import annotations
 
-import asyncio
-import dataclasses
-
 from pydantic import Field
 
 from crystal_kernel.core.errors import ToolError
 from crystal_kernel.tools._changes import note_change
 from crystal_kernel.tools._files import display_path, looks_binary, read_head, unified_diff, write_allowed
-from crystal_kernel.tools._proposed import proposed_diff
 from crystal_kernel.tools.base import (
-    Classification,
     FileChange,
-    Risk,
-    Tool,
     ToolContext,
     ToolInput,
     ToolResult,
     truncate_output,
 )
+from crystal_kernel.tools.file_change_tool import FileChangeTool
 
 
 class EditInput(ToolInput):
@@ -30,25 +24,11 @@ class EditInput(ToolInput):
     replace_all: bool = Field(default=False, description="Replace every occurrence.")
 
 
-class EditTool(Tool[EditInput]):
+class EditTool(FileChangeTool[EditInput]):
     name = "edit"
     Input = EditInput
-    risk = Risk.WRITE
-    path_arguments = ("path",)
-    classify_reads_files = True  # the preview reads the file
 
-    def classify(self, args: EditInput, ctx: ToolContext) -> Classification:
-        base = super().classify(args, ctx)
-        # The diff against the file, real line numbers and context, for every front's
-        # approval (GUARD-4); replace keeps every other field (host_owned, TRUST-3).
-        return dataclasses.replace(base, preview=proposed_diff(ctx.access, self.name, args.model_dump()))
-
-    async def run(self, args: EditInput, ctx: ToolContext) -> ToolResult:
-        # ROBUST-3: file work runs in a worker thread, so a file system that stops
-        # answering (a hung network mount) cannot hold the turn; a cancel returns at once.
-        return await asyncio.to_thread(self._run, args, ctx)
-
-    def _run(self, args: EditInput, ctx: ToolContext) -> ToolResult:
+    def change(self, args: EditInput, ctx: ToolContext) -> ToolResult:
         path = ctx.access.resolve(args.path, write=True)
         shown = display_path(path, ctx.workspace)
         if not path.exists():

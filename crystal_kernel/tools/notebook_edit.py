@@ -4,7 +4,6 @@ file's own layout. The same per-cell diff is the approval preview and the result
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 from pathlib import Path
 from typing import Literal
 
@@ -16,15 +15,13 @@ from crystal_kernel.tools._files import display_path, write_allowed
 from crystal_kernel.tools._notebook import Notebook, is_notebook, load_notebook
 from crystal_kernel.tools._notebook_edit import Change, apply_edit
 from crystal_kernel.tools.base import (
-    Classification,
     FileChange,
-    Risk,
-    Tool,
     ToolContext,
     ToolInput,
     ToolResult,
     truncate_output,
 )
+from crystal_kernel.tools.file_change_tool import FileChangeTool
 
 PREVIEW_CHARS = 8000
 
@@ -50,19 +47,11 @@ def _edit(path: Path, shown: str, args: NotebookEditInput) -> tuple[str, str, Ch
     return notebook.text, (notebook.text if after == before else after), change
 
 
-class NotebookEditTool(Tool[NotebookEditInput]):
+class NotebookEditTool(FileChangeTool[NotebookEditInput]):
     name = "notebook_edit"
     Input = NotebookEditInput
-    risk = Risk.WRITE
-    path_arguments = ("path",)
-    classify_reads_files = True  # the preview reads the file
 
-    def classify(self, args: NotebookEditInput, ctx: ToolContext) -> Classification:
-        base = super().classify(args, ctx)
-        # replace keeps every other field (host_owned, TRUST-3).
-        return dataclasses.replace(base, preview=self._preview(args, ctx))
-
-    def _preview(self, args: NotebookEditInput, ctx: ToolContext) -> str | None:
+    def preview(self, args: NotebookEditInput, ctx: ToolContext) -> str | None:
         """The per-cell diff the person approves; None when the call would fail anyway
         (the tool's own error follows)."""
         try:
