@@ -26,7 +26,7 @@ from acp import (
     RequestError,
     update_agent_message_text,
 )
-from acp.helpers import update_available_commands, update_current_mode
+from acp.helpers import update_agent_thought_text, update_available_commands, update_current_mode
 from acp.schema import (
     AcpMcpServer,
     AgentCapabilities,
@@ -313,9 +313,12 @@ class CrystalAgent:
     async def prompt(self, session_id: str, prompt: list[Any], **kwargs: Any) -> PromptResponse:
         entry = self._get(session_id)
         session = entry.session
-        parts = prompt_parts(prompt, images_ok=session.capabilities.images)
+        left_out: list[str] = []
+        parts = prompt_parts(prompt, images_ok=session.capabilities.images, notes=left_out)
         if not parts:
             raise RequestError(-32602, "The prompt is empty.")
+        for note in left_out:  # said before the turn's own updates, as a turn's notes are
+            await self._send(session_id, update_agent_thought_text(f"Note: {note}\n"))
         line = command_line(parts[0].text) if len(parts) == 1 and isinstance(parts[0], TextPart) else None
         if line is not None:
             # Commands run during a turn too: listing always works (PA-8, FL-1, FL-2) and

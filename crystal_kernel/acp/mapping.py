@@ -25,11 +25,13 @@ from acp import (
 )
 from acp.schema import AgentPlanUpdate, ToolCallLocation, ToolKind
 
+from crystal_kernel.core.errors import ToolError
 from crystal_kernel.core.events import ToolResultEvent
 from crystal_kernel.core.messages import ImagePart, Message, Part, TextPart, ToolCallPart, ToolResultPart
 from crystal_kernel.core.todos import Todo
 from crystal_kernel.core.tool_types import FileChange
 from crystal_kernel.tools._proposed import proposed_change as proposed_file_change
+from crystal_kernel.tools.images import MAX_IMAGES, decode_base64_image
 
 if TYPE_CHECKING:
     from crystal_kernel.host.session import Session
@@ -38,6 +40,8 @@ if TYPE_CHECKING:
 MAX_DIFF_CHARS = 1_000_000
 # Embedded context (a file the client attached by value) given to the model, per block.
 MAX_EMBEDDED_CHARS = 200_000
+#: Images one prompt may carry to the model (as many as one tool result may).
+MAX_PROMPT_IMAGES = MAX_IMAGES
 # Tool output replayed on session/load, per call (the live turn sends it whole).
 MAX_REPLAY_OUTPUT = 4_000
 # session/load replays at most this many of the latest messages.
@@ -137,19 +141,41 @@ def _file_path(uri: str) -> str:
     return uri
 
 
-def prompt_parts(blocks: list[Any], images_ok: bool) -> list[Part]:
+def prompt_parts(blocks: list[Any], images_ok: bool, notes: list[str] | None = None) -> list[Part]:
     """ACP content blocks to transcript parts. Attached files by link are named for the
-    model (it reads them with its tools); embedded text is given inline, bounded."""
+    model (it reads them with its tools); embedded text is given inline, bounded; images
+    are checked and bounded (at most :data:`MAX_PROMPT_IMAGES`), and what was left out is
+    said in ``notes`` for the person."""
+    notes = [] if notes is None else notes
     parts: list[Part] = []
+    images = sent = 0
+    capped = False
     for block in blocks:
         kind = getattr(block, "type", None)
         if kind == "text":
             parts.append(TextPart(text=block.text))
         elif kind == "image":
-            if images_ok:
-                parts.append(ImagePart(mime_type=block.mime_type, data="".join(block.data.split())))
-            else:
+            if not images_ok:
                 parts.append(TextPart(text="[The person attached an image, but this model cannot accept images.]"))
+                continue
+            images += 1
+            if sent == MAX_PROMPT_IMAGES:
+                if not capped:
+                    notes.append(f"Only {MAX_PROMPT_IMAGES} images of a prompt are sent to the model; "
+                                 f"image {images} and those after it were not.")
+                capped = True
+                continue
+            # The client's bytes are checked like a tool's image (size, then the bytes
+            # against the declared type): a bad one would fail every later request of the
+            # session, which carries it.
+            try:
+                decode_base64_image(block.data, block.mime_type, where=f"Attached image {images}")
+            except ToolError as exc:
+                notes.append(f"{exc} It was not sent to the model.")
+                parts.append(TextPart(text=f"[The person attached image {images}, but it could not be used: {exc}]"))
+                continue
+            parts.append(ImagePart(mime_type=block.mime_type, data="".join(block.data.split())))
+            sent += 1
         elif kind == "resource_link":
             where = _file_path(block.uri)
             parts.append(TextPart(text=f"[The person attached {where}; read it with your tools if it matters.]"))

@@ -4,6 +4,7 @@ loopback model server."""
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import signal
 import subprocess
@@ -400,6 +401,32 @@ async def test_prompt_images_and_attached_files_reach_the_model(workspace):
     user = json.dumps([m for m in body["messages"] if m["role"] == "user"])
     assert "What is in the picture?" in user and f"data:image/png;base64,{PNG}" in user
     assert str(workspace / "notes.ipynb") in user
+
+
+async def test_a_clients_images_are_checked_and_bounded_before_they_reach_the_model(workspace):
+    """An image the client sends is untrusted input: bytes that are not the declared type
+    (or beyond 20 MiB) are not sent to the model, which every later request of the
+    session would carry and a model service would refuse; past 8 images a prompt's
+    images are left out. The person is told in a note; the model in a line of text."""
+    from tests.acp.test_acp_mapping import PNG
+
+    client = RecordingClient()
+    bad = base64.b64encode(b"GIF89a not a png at all").decode()
+    prompt = [{"type": "text", "text": "Compare these."}, {"type": "image", "data": bad, "mimeType": "image/png"},
+              *[{"type": "image", "data": PNG, "mimeType": "image/png"} for _ in range(9)]]
+    with LLMServer([{"text": "Eight pictures."}]) as server:
+        async with crystal_acp(client, server, cwd=workspace, args=("--model", "gpt-4o")) as (conn, proc, init):
+            sid = (await conn.new_session(cwd=str(workspace))).session_id
+            response = await conn.prompt(session_id=sid, prompt=prompt)
+            await client.wait_for(lambda: len(client.of("agent_thought_chunk", sid)) >= 2, 10)
+        body = server.bodies("chat")[0]
+    assert response.stop_reason == "end_turn"
+    user = json.dumps([m for m in body["messages"] if m["role"] == "user"])
+    assert user.count("data:image/png;base64,") == 8 and bad not in user
+    assert "could not be used: Attached image 1 is declared as image/png but the bytes are image/gif" in user
+    notes = "".join(u.content.text for u in client.of("agent_thought_chunk", sid))
+    assert "Note: Attached image 1 is declared as image/png but the bytes are image/gif" in notes
+    assert "Note: Only 8 images of a prompt are sent to the model; image 10 and those after it were not." in notes
 
 
 async def test_listing_commands_answer_during_a_turn_and_changes_are_refused_PA8(workspace):
