@@ -10,7 +10,10 @@ words: one o200k token per piece, ~20,000 SSE events with no delay between them)
   final update with the sanitized rendering (render.py);
 - reference: a plain ipykernel cell that streams the same answer with the openai SDK
   and prints each piece (``print(piece, end="")``: ipykernel batches prints into
-  stream messages).
+  stream messages);
+- same work (bytes only, no target): that print loop followed by ``display(Markdown(text))``,
+  the answer left as one rendered output as ours is. A display has no append in Jupyter,
+  so the text goes twice in both.
 
 Figures: iopub messages the cell produced and their content size (what the browser
 has to process), the kernel process's CPU time (user + system) for the cell, and the time from
@@ -111,10 +114,24 @@ def main() -> list[dict[str, Any]]:
                            "for chunk in stream:\n"
                            "    if chunk.choices and chunk.choices[0].delta.content:\n"
                            "        print(chunk.choices[0].delta.content, end='')\n", print_shown)
+            # The same work as ours (issue 33): the answer shown as it streams, then left as
+            # one rendered Markdown output (as a person gets a rendered answer in a plain
+            # kernel). Jupyter has no append for a display, so the text goes twice here too.
+            server.add(reply)
+            same = run_cell(driver, km, "from IPython.display import Markdown, display\n"
+                            "stream = client.chat.completions.create(model='gpt-4.1', stream=True, "
+                            "messages=[{'role': 'user', 'content': 'Write the long answer.'}])\n"
+                            "pieces = []\n"
+                            "for chunk in stream:\n"
+                            "    if chunk.choices and chunk.choices[0].delta.content:\n"
+                            "        pieces.append(chunk.choices[0].delta.content)\n"
+                            "        print(pieces[-1], end='')\n"
+                            "display(Markdown(''.join(pieces)))\n", print_shown)
         finally:
             _stop(km, driver)
     print(f"  ours {json.dumps({k: round(v, 3) for k, v in ours.items()})}")
     print(f"  bare SDK print loop {json.dumps({k: round(v, 3) for k, v in ref.items()})}")
+    print(f"  print loop + rendered Markdown {json.dumps({k: round(v, 3) for k, v in same.items()})}")
     label = f"{TOKENS:,}-token answer"
     return [
         row(f"streaming {label}: iopub messages", ours["messages"], ref["messages"], "msgs"),
@@ -126,6 +143,8 @@ def main() -> list[dict[str, Any]]:
             f"bytes of ids, metadata and checksum each, add {(ours['bytes'] - ours['largest']) / ref['bytes']:.2f}x: "
             "the answer is sent once rendered while it streams and once as the final output, where the print "
             "loop sends it once"),
+        row(f"streaming {label}: iopub content bytes vs print loop + final Markdown (same work)", ours["bytes"],
+            same["bytes"], "MiB"),
         row(f"streaming {label}: kernel CPU time", ours["cpu"], ref["cpu"], "s", {"ratio_max": 1.5}),
         row(f"streaming {label}: time to last token shown", ours["last"], ref["last"], "s", {"ratio_max": 1.5}),
     ]

@@ -28,7 +28,7 @@ brought back.
 
 from __future__ import annotations
 
-import uuid
+import secrets
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -49,6 +49,14 @@ MAX_KEPT_DISPLAYS = 500
 # when it opens the crystal.live comm): "streamDeltas" = answers streamed as appended
 # text (render.py, STREAM_MIME), which only the lab extension renders.
 _FRONT: dict[str, bool] = {"streamDeltas": False}
+
+
+def new_display_id() -> str:
+    """A display id: 64 random bits as 16 hex digits. Unique enough for one kernel's
+    displays (and the one cell the lab extension looks in, forms.ts); each live update
+    of a streamed answer carries it twice (metadata and transient), so a uuid4's 32
+    digits cost ~1% of a long answer's iopub bytes (issue 33)."""
+    return secrets.token_hex(8)
 
 
 def stream_deltas() -> bool:
@@ -105,7 +113,7 @@ class LiveDisplay:
     def __init__(self, bundle: Bundle, stale: Bundle | None = None, *, streamed: bool = False):
         from IPython.display import display
 
-        self.id = uuid.uuid4().hex
+        self.id = new_display_id()
         self.cell = current_cell_id()
         self._display = display
         meta = metadata(self.id, self.cell, stale)
@@ -135,7 +143,7 @@ class LiveDisplay:
         if final:
             update_display({}, raw=True, display_id=self.id, metadata=metadata(self.id, self.cell, None))
             self._track({}, metadata(self.id, self.cell, None), None)
-            self.id = uuid.uuid4().hex
+            self.id = new_display_id()
             meta = metadata(self.id, self.cell, stale)
             display(bundle, raw=True, display_id=self.id, metadata=meta)
             self._track(bundle, meta, stale)

@@ -80,7 +80,7 @@ async def glob_files(root: Path, pattern: str, *, use_rg: bool = True,
                         batch = [rel for rel in batch if rel.endswith(suffix)]
                     if match is not None:
                         batch = [rel for rel in batch if match(rel)]
-                    parts.append(pool.submit(_stat_some, fd, [rel for rel in batch if not is_credential(rel)]))
+                    parts.append(pool.submit(_stat_some, fd, is_credential.keep(batch)))
                 # (-mtime, path): a plain tuple sort gives newest first, ties by path.
                 found = [item for part in parts for item in part.result()]
         finally:

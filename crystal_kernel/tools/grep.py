@@ -9,7 +9,6 @@ import asyncio
 import os
 import threading
 from collections import Counter
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -107,25 +106,26 @@ async def grep_rg(rg: str, pattern: str, root: Path, *, ignore_case: bool, conte
             raise ToolError("Invalid regular expression: " + " ".join(err.split())[:400])
         if err:
             raise ToolError("Search failed: " + err.splitlines()[0][:300])
-    allowed = _path_filter(root, glob_re, prefix)
-    return [FileHits(path, matches, kept.get(name, [])) for name, matches in counts.items()
-            if allowed(path := os.fsdecode(name))]
+    names = list(counts)
+    # One decode for every name (a NUL never falls inside a UTF-8 sequence).
+    paths = os.fsdecode(b"\0".join(names)).split("\0") if names else []
+    allowed = _allowed_paths(root, glob_re, prefix, paths)
+    return [FileHits(path, counts[name], kept.get(name, [])) for name, path in zip(names, paths, strict=True)
+            if path in allowed]
 
 
-def _path_filter(root: Path, glob_re: GlobMatcher | None, prefix: tuple[str, ...]) -> Callable[[str], bool]:
-    """:func:`path_allowed` for the many paths of one rg listing below ``root``: each
-    folder's credential verdict is worked out once (core/access.CredentialCheck)."""
+def _allowed_paths(root: Path, glob_re: GlobMatcher | None, prefix: tuple[str, ...], paths: list[str]) -> set[str]:
+    """:func:`path_allowed` for the many paths of one rg listing below ``root``, at once:
+    each folder's credential verdict is worked out once and most names pass three string
+    tests (core/access.CredentialCheck.keep); 18,000 files with matches cost ~60 ms
+    one by one."""
     base = str(root) + os.sep
-    is_credential = CredentialCheck(prefix)
-    match = glob_re.match if glob_re is not None else None
-
-    def allowed(path: str) -> bool:
-        rel = path[len(base):] if path.startswith(base) else os.path.basename(path)
-        if os.sep != "/":
-            rel = rel.replace(os.sep, "/")
-        return not is_credential(rel) and (match is None or bool(match(rel)))
-
-    return allowed
+    rels = {(path[len(base):] if path.startswith(base) else os.path.basename(path)).replace(os.sep, "/"): path
+            for path in paths}
+    kept = CredentialCheck(prefix).keep(rels)
+    if glob_re is not None:
+        kept = [rel for rel in kept if glob_re.match(rel)]
+    return {rels[rel] for rel in kept}
 
 
 def _drain_stderr(proc: ToolProcess) -> tuple[threading.Thread, list[bytes]]:

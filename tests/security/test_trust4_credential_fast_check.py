@@ -57,3 +57,15 @@ def test_listing_check_equals_the_whole_path_check(prefix: list[str], folders: l
     expected = is_credential_parts(tuple(prefix) + tuple(rel.split("/")))
     assert check(rel) == expected, (prefix, rel)
     assert check(rel) == expected  # the folder's cached verdict gives the same answer
+
+
+@settings(max_examples=2000, deadline=None)
+@given(st.lists(st.sampled_from(PARTS), max_size=3),
+       st.lists(st.tuples(st.lists(st.sampled_from(PARTS), max_size=3),
+                          st.one_of(st.sampled_from(PARTS), names.filter(lambda n: n and "/" not in n))),
+                max_size=6))
+def test_the_batch_filter_keeps_exactly_the_non_credentials(prefix: list[str], entries: list[tuple[list[str], str]]):
+    # What glob keeps of a listing (issue 33: its fast path for plain names).
+    rels = ["/".join([*folders, name]) for folders, name in entries]
+    expected = [rel for rel in rels if not is_credential_parts(tuple(prefix) + tuple(rel.split("/")))]
+    assert CredentialCheck(tuple(prefix)).keep(rels) == expected, (prefix, rels)
