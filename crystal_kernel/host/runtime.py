@@ -10,6 +10,7 @@ read of the session comes through :class:`crystal_kernel.host.view.SessionView`.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
@@ -21,7 +22,7 @@ from crystal_kernel.core.tool_types import ToolSpec
 from crystal_kernel.host.approval import Reviewer
 from crystal_kernel.host.tool_sources import SessionTools
 from crystal_kernel.host.view import SessionView
-from crystal_kernel.jobs import spawner
+from crystal_kernel.jobs import sandbox, spawner
 from crystal_kernel.providers.base import Provider
 from crystal_kernel.tools.base import Tool
 from crystal_kernel.tools.exec_sets import ExecTool
@@ -77,8 +78,9 @@ class SessionRuntime:
             if generation == self._generation:  # no /mode, /cd, /model meanwhile
                 self._tools = tools
                 if any(tool.name in _SPAWNING_TOOLS or isinstance(tool, ExecTool) for tool in tools):
-                    # Started beside the first request, so the first call does not wait for it.
-                    spawner.start_server_soon()
+                    # Started beside the first request, so the first call does not wait for
+                    # it; the sandbox's first-use work (Landlock ABI, rules) done there too.
+                    spawner.start_server_soon(functools.partial(sandbox.warm, session.config, session.workspace))
         return self._tools
 
     async def external_tools(self, session: SessionView) -> tuple[list[Tool[Any]], list[str]]:

@@ -22,6 +22,7 @@ import socket
 import subprocess
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
@@ -193,10 +194,21 @@ def start_server() -> bool:
     return _SERVER.control_socket() is not None
 
 
-def start_server_soon() -> None:
-    """Start the server in the background (a session whose tools will need it)."""
-    if sys.platform.startswith("linux") and not server_ready():
-        threading.Thread(target=start_server, name="crystal-spawn-start", daemon=True).start()
+def start_server_soon(then: Callable[[], object] | None = None) -> None:
+    """Start the server in the background (a session whose tools will need it), then run
+    ``then`` in the same thread (what the first call would otherwise do first)."""
+    if not sys.platform.startswith("linux") or (server_ready() and then is None):
+        return
+
+    def start() -> None:
+        start_server()
+        if then is not None:
+            try:
+                then()
+            except Exception:
+                pass  # only a head start: the call itself does it again, and reports
+
+    threading.Thread(target=start, name="crystal-spawn-start", daemon=True).start()
 
 
 class Request:

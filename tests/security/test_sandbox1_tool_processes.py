@@ -305,3 +305,20 @@ def test_read_only_mode_writes_nothing_in_the_workspace(place, private_home):
             "/bin/bash", "echo x > src/in.txt || echo refused; t=$(mktemp) && rm $t && echo temp-ok"]
     out = subprocess.run(argv, cwd=place / "ws", capture_output=True, text=True, timeout=30).stdout
     assert out.split() == ["refused", "temp-ok"]
+
+
+async def test_a_crystal_folder_removed_between_calls_is_made_and_protected_again(place):
+    """The sandbox's rules are kept between calls (issue 33); the workspace's .crystal/
+    is not: the person removing it between two calls does not open it to the next one
+    (a command creating it could plant prompts the host then reads)."""
+    replies = [tool_reply([("bash", {"command": "echo first"})]), text_reply("done"),
+               tool_reply([("bash", {"command": f"mkdir -p .crystal/prompts; echo '{INJECTED}' > "
+                                                 ".crystal/prompts/work.md || echo refused"})]), text_reply("done")]
+    session = open_session(SessionOptions(place / "ws", overrides={"approval": "full"},
+                                          provider=ScriptedProvider(replies), person_present=False))
+    first, _, _ = await turn(session)
+    assert first[0].ok
+    shutil.rmtree(place / "ws/.crystal")
+    second, _, _ = await turn(session)
+    assert "refused" in second[0].text, second[0].text
+    assert not (place / "ws/.crystal/prompts/work.md").exists()
