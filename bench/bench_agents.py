@@ -11,7 +11,8 @@ tools) are answered with a short text and not counted as steps.
 Figures (from the server's request log, ``time`` = request received, ``sent`` = last
 byte of the reply written, and from the process):
 - wall time of the process;
-- start -> first model request;
+- start -> first model request (the first request to a model endpoint: crystal's probe
+  of a ``baseUrl`` server for its context window comes before it and is not counted);
 - per-tool-call gap: reply sent -> next request received, averaged over the three calls
   (the agent's own work between two model steps, tool run included);
 - max RSS of the agent's whole process tree, sampled every 5 ms.
@@ -37,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from bench._support import CRYSTAL, Measured, crystal_env, npm_folder, row, run_measured, skipped_row
-from crystal_kernel.testing.llm_server import LLMServer
+from crystal_kernel.testing.llm_server import PATHS, LLMServer
 
 ROUNDS = int(os.environ.get("BENCH_AGENT_ROUNDS", "3"))
 PROMPT = "Read input.txt, write output.txt, run echo hi, then say done."
@@ -173,17 +174,25 @@ def one_run(agent: Agent, bin_dir: Path | None) -> dict[str, float]:
             raise RuntimeError(f"{agent.name}: turn did not complete (exit {done.returncode}, "
                                f"{len(main)} main requests, output.txt {'written' if (ws / 'output.txt').exists() else 'missing'}): {tail}")
         gaps = [main[i]["time"] - main[i - 1]["sent"] for i in range(1, 4)]
-        return {"wall": done.wall, "first": min(r["time"] for r in log) - done.started,
+        # The first request to a model endpoint: a probe of the server (crystal asks a
+        # baseUrl server for its context window) is not a model request.
+        first = min(r["time"] for r in log if r["path"] in PATHS)
+        return {"wall": done.wall, "first": first - done.started,
                 "gap": statistics.mean(gaps) * 1000, "rss": done.peak_rss_mb, "requests": len(log)}
 
 
-def measure(agent: Agent, bin_dir: Path | None) -> None:
-    for _ in range(agent.rounds):
-        try:
-            agent.runs.append(one_run(agent, bin_dir))
-        except Exception as exc:
-            agent.failure = str(exc)
-            return
+def measure(agents: list[tuple[Agent, Path | None]]) -> None:
+    """Run the agents in turns (one run each per round, until each has its rounds), so
+    that the load of a shared machine, which drifts over minutes, falls on all of them
+    alike. An agent that fails once is not run again."""
+    for round_no in range(max(agent.rounds for agent, _ in agents)):
+        for agent, bin_dir in agents:
+            if round_no >= agent.rounds or agent.failure:
+                continue
+            try:
+                agent.runs.append(one_run(agent, bin_dir))
+            except Exception as exc:
+                agent.failure = str(exc)
 
 
 def median(agent: Agent, key: str) -> float | None:
@@ -198,7 +207,8 @@ METRICS = [  # key, label, unit, target for crystal run
 ]
 
 
-IMPORTS = ("from crystal_kernel.providers.deferred_init import defer_package_inits; defer_package_inits(); "
+IMPORTS = ("import gc; gc.disable(); from crystal_kernel.cli import skip_unused_sdk_modules; skip_unused_sdk_modules(); "
+           "from crystal_kernel.providers.deferred_init import defer_package_inits; defer_package_inits(); "
            "import crystal_kernel.cli, crystal_kernel.host.bootstrap, crystal_kernel.providers.openai_chat")
 
 
@@ -215,14 +225,12 @@ def import_time(runs: int = 5) -> float:
 def main() -> list[dict[str, Any]]:
     bin_dir, reason = npm_folder()
     ours, *others = AGENTS
-    measure(ours, None)
+    if bin_dir is None:
+        for agent in others:
+            agent.failure = reason
+    measure([(ours, None), *((agent, bin_dir / "node_modules" / ".bin") for agent in others if bin_dir is not None)])
     if not ours.runs:
         raise RuntimeError(ours.failure)
-    for agent in others:
-        if bin_dir is None:
-            agent.failure = reason
-            continue
-        measure(agent, bin_dir / "node_modules" / ".bin")
     for agent in AGENTS:
         if agent.runs:
             print(f"  {agent.name:12} " + "  ".join(f"{k} {median(agent, k):.3f}" for k, *_ in METRICS)

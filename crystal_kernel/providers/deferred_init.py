@@ -21,6 +21,7 @@ person's own code imports the SDKs, and there they stay exactly as shipped.
 
 from __future__ import annotations
 
+import importlib
 import sys
 from collections.abc import Sequence
 from importlib.abc import Loader
@@ -29,7 +30,11 @@ from types import ModuleType
 from typing import Any
 
 #: The SDK packages whose ``__init__`` ``crystal run`` does not need before it sends.
-OPENAI_DEFERRED = ("openai.types", "openai.types.chat", "openai.types.responses", "openai.lib")
+#: ``openai`` itself: its ``__init__`` imports ``openai.lib`` (pydantic helpers for
+#: structured outputs, Azure, Bedrock) and every type; the chat adapter imports the
+#: client and stream classes from their own modules.
+OPENAI_DEFERRED = ("openai", "openai.types", "openai.types.chat", "openai.types.responses", "openai.types.shared",
+                   "openai.lib")
 
 
 class _DeferredInit(Loader):
@@ -45,6 +50,10 @@ class _DeferredInit(Loader):
         real = self.real
 
         def __getattr__(name: str) -> Any:
+            # A submodule is loaded by itself: ``from . import _exceptions`` inside the
+            # SDK asks the package for the name before importing it.
+            if not name.startswith("__") and _is_submodule(module, name):
+                return importlib.import_module(f"{module.__name__}.{name}")
             # Runs once: the real __init__ then defines the module's names (and this
             # hook is gone before it runs, so a name it does not define is an
             # AttributeError as usual).
@@ -54,6 +63,11 @@ class _DeferredInit(Loader):
 
         # The module-level __getattr__ hook (PEP 562) lives in the module's namespace.
         module.__dict__["__getattr__"] = __getattr__
+
+
+def _is_submodule(package: ModuleType, name: str) -> bool:
+    """Whether ``package`` has a submodule ``name`` (found on disk, not imported)."""
+    return PathFinder.find_spec(f"{package.__name__}.{name}", package.__path__) is not None
 
 
 class _DeferringFinder:

@@ -23,7 +23,10 @@ from crystal_kernel.core.errors import ProviderError
 # The SDKs and HTTP clients whose exception types are mapped. Only those already imported
 # are looked at: an exception of an SDK's type can exist only once that SDK is loaded, and
 # importing both SDKs here cost `crystal run` about a second before its first request.
-_SDKS = ("openai", "anthropic")
+# The SDKs' exceptions are read from the module that defines them: `crystal run` defers
+# the ``openai`` package's own __init__ (deferred_init.py), which the first error would
+# otherwise run.
+_SDKS = ("openai._exceptions", "anthropic._exceptions")
 _HTTP_CLIENTS = ("httpx", "httpx2")
 
 

@@ -20,10 +20,12 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
-from openai import AsyncOpenAI, AsyncStream
-
-# The model's own module: it needs nothing else of ``openai.types.chat``, whose package
-# __init__ (every chat type) crystal run defers (deferred_init.py).
+# The client, the stream and the model from their own modules: these need nothing else
+# of ``openai`` and ``openai.types.chat``, whose package inits (the whole API's types and
+# helpers) crystal run defers (deferred_init.py).
+from openai._base_client import DefaultAsyncHttpxClient
+from openai._client import AsyncOpenAI
+from openai._streaming import AsyncStream
 from openai.types.chat.chat_completion import ChatCompletion
 
 from crystal_kernel.core.messages import ImagePart, Message, TextPart, ToolCallPart, ToolResultPart
@@ -38,7 +40,7 @@ from crystal_kernel.providers.base import (
     UsageChunk,
 )
 from crystal_kernel.providers.common import omitted_images, paired, result_text
-from crystal_kernel.providers.sdk import SDKProvider, StreamReader
+from crystal_kernel.providers.sdk import SDKProvider, StreamReader, no_trust_store
 from crystal_kernel.providers.wire_cache import JsonArray, PairedWire, encode_body, to_json
 
 OPENAI_URL = "https://api.openai.com/v1"
@@ -159,6 +161,15 @@ def chat_tools(request: ModelRequest) -> list[dict[str, Any]]:
                                               "parameters": t.input_schema}} for t in request.tools]
 
 
+def openai_client(*, api_key: str, base_url: str, timeout: float) -> AsyncOpenAI:
+    """The SDK's async client, without retries (ours are bounded and honour retry-after).
+    A plain-http server gets the SDK's own HTTP client with a TLS context that reads no
+    trust store (:func:`~crystal_kernel.providers.sdk.no_trust_store`)."""
+    tls = no_trust_store(base_url)
+    http_client = DefaultAsyncHttpxClient(verify=tls) if tls is not None else None
+    return AsyncOpenAI(api_key=api_key, base_url=base_url, max_retries=0, timeout=timeout, http_client=http_client)
+
+
 async def post_stream(client: AsyncOpenAI, path: str, body: dict[str, Any] | bytes, cast_to: type,
                       stream_cls: type) -> Any:
     """POST ``body`` as it is (a dict, or its JSON bytes) and return the SDK's event stream.
@@ -185,7 +196,7 @@ class OpenAIChatProvider(SDKProvider):
     default_url = OPENAI_URL
 
     def make_client(self, *, api_key: str, base_url: str, timeout: float) -> AsyncOpenAI:
-        return AsyncOpenAI(api_key=api_key, base_url=base_url, max_retries=0, timeout=timeout)
+        return openai_client(api_key=api_key, base_url=base_url, timeout=timeout)
 
     # The transcript's wire form, kept between requests (providers/wire_cache.py).
     _wire: PairedWire | None = None

@@ -20,7 +20,8 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
-from openai import AsyncOpenAI, AsyncStream
+from openai._client import AsyncOpenAI
+from openai._streaming import AsyncStream
 from openai.types.responses import Response, ResponseStreamEvent
 
 from crystal_kernel.core.errors import ProviderError
@@ -36,7 +37,7 @@ from crystal_kernel.providers.base import (
     UsageChunk,
 )
 from crystal_kernel.providers.common import omitted_images, paired, result_text
-from crystal_kernel.providers.openai_chat import OPENAI_URL, call_arguments, image_url, post_stream
+from crystal_kernel.providers.openai_chat import OPENAI_URL, call_arguments, image_url, openai_client, post_stream
 from crystal_kernel.providers.sdk import SDKProvider, StreamReader
 
 
@@ -132,7 +133,7 @@ class OpenAIResponsesProvider(SDKProvider):
     default_url = OPENAI_URL
 
     def make_client(self, *, api_key: str, base_url: str, timeout: float) -> AsyncOpenAI:
-        return AsyncOpenAI(api_key=api_key, base_url=base_url, max_retries=0, timeout=timeout)
+        return openai_client(api_key=api_key, base_url=base_url, timeout=timeout)
 
     def body(self, request: ModelRequest) -> dict[str, Any]:
         body: dict[str, Any] = {"model": request.model or self.model,

@@ -10,6 +10,7 @@ adapter supplies :meth:`~SDKProvider.make_client`, :meth:`~SDKProvider.body`,
 
 from __future__ import annotations
 
+import ssl
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Iterable
 from dataclasses import replace
@@ -19,6 +20,21 @@ from crystal_kernel.core.errors import ProviderError
 from crystal_kernel.providers.base import Capabilities, ModelRequest, StreamItem, refuse_text_tools
 from crystal_kernel.providers.common import RetryPolicy, capabilities_for, idle_bounded, with_retries
 from crystal_kernel.providers.errors import Endpoint, map_stream_error
+
+
+def no_trust_store(url: str) -> ssl.SSLContext | None:
+    """For a plain-http ``url``: a TLS context that trusts no certificate; None otherwise.
+
+    The SDKs' HTTP client reads the system's trust store when it is made (~50 ms of CPU,
+    a tenth of ``crystal run``'s start), though a plain-http server never speaks TLS. Its
+    client gets this context instead: nothing is read, and a redirect to an https address
+    fails its certificate check (never an unchecked connection); such a server is
+    configured with its https address.
+    """
+    if not url.lower().startswith("http://"):
+        return None
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)  # verifies certificates and host names
+    return context
 
 
 class StreamReader(ABC):

@@ -81,9 +81,20 @@ def test_run_loads_only_the_openai_types_it_uses(workspace: Path, tmp_path: Path
 
 
 DEFERRED_CHECK = """
+import sys
 from crystal_kernel.providers.deferred_init import defer_package_inits
 assert defer_package_inits()
+from openai._client import AsyncOpenAI
 import openai
+# The client's module loaded without the package's own __init__ (openai.lib, every type).
+assert 'pydantic_function_tool' not in vars(openai) and 'openai.lib._tools' not in sys.modules
+assert openai.AsyncOpenAI is AsyncOpenAI and openai.pydantic_function_tool.__name__ == 'pydantic_function_tool'
+try:
+    openai.NoSuchName
+except AttributeError:
+    pass
+else:
+    raise AssertionError('openai.NoSuchName')
 from openai.types.chat.chat_completion_chunk import ChatCompletionChunk
 import openai.types.chat as chat
 assert ChatCompletionChunk is chat.ChatCompletionChunk
@@ -99,7 +110,9 @@ except AttributeError:
 
 def test_deferred_package_inits_still_give_every_name():
     """A deferred package behaves as shipped once used: its names, its submodules, and an
-    AttributeError for a name it does not have."""
+    AttributeError for a name it does not have. The ``openai`` package itself is deferred
+    too (issue 33): its client module loads alone, and the first name read from the
+    package runs its __init__."""
     out = subprocess.run([sys.executable, "-c", DEFERRED_CHECK], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "ok"
@@ -107,13 +120,26 @@ def test_deferred_package_inits_still_give_every_name():
 
 # Records what the process had imported when it wrote its first model request (the
 # first POST on a socket): what `crystal run` loads before the model can start answering.
+# The context window probe's requests (server_info.py) come before it and do not count.
+# Also recorded: whether a TLS trust store was read by then, and how many collections of
+# the oldest generation the collector had run.
 FIRST_REQUEST_WRAPPER = """
-import json, socket, sys
+import gc, json, socket, ssl, sys
+READS = []
+for name in ('load_verify_locations', 'load_default_certs', 'set_default_verify_paths'):
+    def reader(self, *args, _name=name, _real=getattr(ssl.SSLContext, name), **kwargs):
+        READS.append(_name)
+        return _real(self, *args, **kwargs)
+    setattr(ssl.SSLContext, name, reader)
 _send = socket.socket.send
 def send(self, data, *args):
-    if bytes(data[:5]) == b'POST ' and not getattr(sys, '_first_post', False):
+    line = bytes(data[:200]).split(b'\\r\\n', 1)[0]
+    if line.startswith(b'POST ') and line.split()[1].endswith((b'/completions', b'/responses', b'/messages')) \\
+            and not getattr(sys, '_first_post', False):
         sys._first_post = True
         sys.stderr.write('FIRST ' + json.dumps(sorted(sys.modules)) + '\\n')
+        sys.stderr.write('TRUST ' + json.dumps(READS) + '\\n')
+        sys.stderr.write('FULLGC ' + str(gc.get_stats()[2]['collections']) + '\\n')
     return _send(self, data, *args)
 socket.socket.send = send
 from crystal_kernel.cli import main
@@ -125,7 +151,9 @@ sys.exit(main())
 # other than the terminal runs: none of it before the first request.
 NOT_BEFORE_FIRST_REQUEST = {"psutil", "httpx", "mcp", "aiohttp", "IPython", "ipykernel", "jupyter_client",
                             "nbformat", "crystal_kernel.mcp.manager", "crystal_kernel.jobs.manager",
-                            "crystal_kernel.jobs.job", "crystal_kernel.tools._index", "sqlite3"}
+                            "crystal_kernel.jobs.job", "crystal_kernel.tools._index", "sqlite3",
+                            # The openai package's own __init__ (issue 33): its helpers and every type.
+                            "openai.lib._tools", "openai.lib.azure", "openai.types.shared.chat_model"}
 
 
 @pytest.mark.parametrize("provider", ["openai", "anthropic"])
@@ -151,3 +179,49 @@ def test_first_request_is_sent_before_loading_what_it_does_not_need(provider: st
     assert "crystal_kernel.host.loop" in loaded  # the record is of a real turn's process
     early = sorted(m for m in loaded if m in NOT_BEFORE_FIRST_REQUEST or m.split(".")[0] in NOT_BEFORE_FIRST_REQUEST)
     assert not early, f"crystal run imported {early} before its first model request"
+
+
+def _first_request_record(provider: str, workspace: Path, tmp_path: Path) -> dict[str, str]:
+    """The FIRST/TRUST/FULLGC lines a `crystal run` against the loopback server wrote."""
+    with LLMServer([{"text": "Hello back."}]) as server:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("CRYSTAL_")}
+        env.update({"CRYSTAL_HOME": str(tmp_path / "home"), "CRYSTAL_PROVIDER": provider,
+                    "CRYSTAL_BASE_URL": server.base_url, "CRYSTAL_MODEL": "gpt-4.1",
+                    "CRYSTAL_API_KEY_ENV": "TEST_KEY", "TEST_KEY": "sk-test"})
+        out = subprocess.run([sys.executable, "-c", FIRST_REQUEST_WRAPPER, "run", "hello", "--workspace", str(workspace)],
+                             capture_output=True, text=True, env=env, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "Hello back."
+    return {line.split(" ", 1)[0]: line.split(" ", 1)[1] for line in out.stderr.splitlines()
+            if line.startswith(("FIRST ", "TRUST ", "FULLGC "))}
+
+
+@pytest.mark.parametrize("provider", ["openai", "openai-responses"])
+def test_a_plain_http_server_costs_no_trust_store_and_the_start_no_full_collection(
+        provider: str, workspace: Path, tmp_path: Path):
+    """Issue 33 (start to first request): against a plain-http server (every local one) no
+    TLS trust store is read before the first model request (the SDK's client read the
+    system's CA certificates, ~50 ms of CPU, though no TLS is ever spoken), and the
+    garbage collector, off while the host and the SDK are imported, has run no
+    collection of its oldest generation by then."""
+    record = _first_request_record(provider, workspace, tmp_path)
+    assert "FIRST" in record, "no model request seen on a socket"
+    assert json.loads(record["TRUST"]) == [], f"a trust store was read before the first request: {record['TRUST']}"
+    assert record["FULLGC"] == "0", f"{record['FULLGC']} full collections ran before the first request"
+
+
+def test_a_plain_http_servers_client_checks_certificates_but_loads_none():
+    """The TLS context a plain-http server's client gets (providers/sdk.no_trust_store)
+    reads no trust store yet still checks certificates and host names, so a redirect to
+    an https address fails rather than connecting unchecked; an https server gets the
+    SDK's own client (None here)."""
+    import ssl
+
+    from crystal_kernel.providers.sdk import no_trust_store
+
+    context = no_trust_store("http://127.0.0.1:11434/v1")
+    assert context is not None
+    assert context.verify_mode == ssl.CERT_REQUIRED and context.check_hostname
+    assert context.cert_store_stats() == {"x509": 0, "crl": 0, "x509_ca": 0}
+    assert no_trust_store("HTTP://LOCALHOST:8000/v1") is not None
+    assert no_trust_store("https://api.openai.com/v1") is None
