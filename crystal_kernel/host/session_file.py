@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from crystal_kernel.core.errors import UserError
+from crystal_kernel.core.gc_pause import paused_gc
 from crystal_kernel.host.document import journal_lists, whole_document
 from crystal_kernel.host.journal import LIST_KEYS, JournalWriter
 from crystal_kernel.host.session_lock import SessionLock
@@ -86,6 +87,10 @@ class SessionFile:
         """Lock the saved session ``session_id`` (refused when another front has it open),
         read it and hand its document to ``load``, which fills ``state``. The id is the
         file's name, so resuming a copied session continues the copy."""
+        with paused_gc():  # every message built here stays alive (core/gc_pause.py)
+            self._resume(state, session_id, load, note)
+
+    def _resume(self, state: SessionState, session_id: str, load: Callable[[dict[str, Any]], None], note: Note) -> None:
         # The lock sits beside the journal whatever format the session is in now, so the
         # conversion from an old document keeps one lock.
         path = self.store.journal_path(session_id)

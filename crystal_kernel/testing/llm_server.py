@@ -48,7 +48,7 @@ In process::
 As a process (for kernels and CLIs under test)::
 
     python -m crystal_kernel.testing.llm_server --script replies.json --port 0 [--log FILE]
-        [--router module:function] [--lifetime SECONDS]
+        [--router module:function] [--lifetime SECONDS] [--log-limit N]
 
 prints ``http://127.0.0.1:PORT`` on its first stdout line. ``GET /_log`` returns the
 request log, ``POST /_script`` appends replies (a list or ``{"replies": [...]}``).
@@ -427,6 +427,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--log", type=Path, help="append every request as one JSON line to this file")
     parser.add_argument("--router", help="module:function picking a reply per request")
     parser.add_argument("--max-hang", type=float, default=30.0)
+    parser.add_argument("--log-limit", type=int, default=500, help="requests kept for GET /_log")
     parser.add_argument("--lifetime", type=float, default=900.0,
                         help="exit after this many seconds, so a forgotten server never lingers")
     args = parser.parse_args(argv)
@@ -434,7 +435,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.script:
         data = json.loads(args.script.read_text(encoding="utf-8"))
         replies = data.get("replies", []) if isinstance(data, dict) else data
-    server = LLMServer(replies, port=args.port, log_file=args.log, max_hang=args.max_hang,
+    server = LLMServer(replies, port=args.port, log_file=args.log, max_hang=args.max_hang, log_limit=args.log_limit,
                        router=_load_router(args.router) if args.router else None)
     print(server.url, flush=True)
     timer = threading.Timer(args.lifetime, server._httpd.shutdown)
