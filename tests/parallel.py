@@ -7,12 +7,17 @@ takes whole *groups*, one at a time, in the order below:
 - ``tests/jupyter`` and ``tests/magics`` are one group each: their modules share one
   kernel (crystal_kernel/testing/folder_shared.py), which a worker starts once for the
   folder and stops after its last test;
-- ``tests/e2e`` is two groups, so no two browser tests of a group run at once: the
-  modules that share one ``jupyter lab``, and the modules that start a lab of their own.
+- ``tests/e2e`` is a few groups (:data:`E2E_GROUPS`), each run on one worker, one browser
+  test at a time. The modules on the plain ``lab`` fixture share one ``jupyter lab``
+  (tests/e2e/conftest.py), started once by each worker that runs one of their groups.
+  They are three groups because as one (with the modules now in "tests/e2e/person") they
+  took the whole parallel part, ~13 minutes in CI, while a lab start costs ~30 s. The
+  modules that start labs of their own make two more groups.
 
-The longest groups are handed out first (a long group that starts last would be the
-run's tail). Tests marked ``serial`` are not run by the workers: `make test` runs them
-afterwards in one process, alone on the machine (crystal_kernel/testing/run_tests.py).
+The groups are handed out longest first (:data:`FIRST`): a long group that starts late is
+the run's tail, and groups of minutes go out before those of seconds. Tests marked
+``serial`` are not run by the workers: `make test` runs them afterwards in one process,
+alone on the machine (crystal_kernel/testing/run_tests.py).
 """
 
 from __future__ import annotations
@@ -23,19 +28,60 @@ from xdist.scheduler import LoadScopeScheduling
 
 #: Folders whose modules share one process started by the folder's conftest.
 FOLDER_GROUPS = ("tests/jupyter/", "tests/magics/")
-#: The browser-test modules that start a lab of their own instead of the shared one.
-OWN_LAB_MODULES = ("tests/e2e/test_gateway.py", "tests/e2e/test_live_notebook_edit.py",
-                   "tests/e2e/test_notebook7.py")
-#: Groups handed out before all others, longest first (minutes, on two cores).
-FIRST = ("tests/e2e/", "tests/e2e/own-lab", "tests/jupyter/", "tests/magics/", "tests/demo/test_demo.py",
-         "tests/docs/test_docs_commands.py", "tests/reliability/test_kernel_faults.py")
+#: The groups of tests/e2e other than "tests/e2e/" (the rest of its modules, which share
+#: a lab), and their modules. Times are from a CI run of the whole suite on two cores.
+E2E_GROUPS: dict[str, tuple[str, ...]] = {
+    # On the shared lab: the forms at a person's pace, reloads and the headless grace (~4 min).
+    "tests/e2e/forms": ("tests/e2e/test_forms.py",),
+    # On the shared lab: how answers stream and read, light and dark (~4 min).
+    "tests/e2e/rendering": ("tests/e2e/test_streaming.py", "tests/e2e/test_polish.py",
+                            "tests/e2e/test_render_safety.py", "tests/e2e/test_sessions_sidebar.py"),
+    # Labs of their own: real-time collaboration, a gateway, Notebook 7, Jupyter AI (~3 min).
+    "tests/e2e/own-lab": ("tests/e2e/test_gateway.py", "tests/e2e/test_live_notebook_edit.py",
+                          "tests/e2e/test_notebook7.py", "tests/e2e/test_jupyter_ai.py"),
+    # Labs of their own: a person's whole session (~2.5 min), `crystal space` (~1 min).
+    "tests/e2e/person": ("tests/e2e/test_person_session.py", "tests/e2e/test_space.py"),
+}
+#: The groups whose modules start labs of their own (the others use the shared lab).
+OWN_LAB_GROUPS = ("tests/e2e/own-lab", "tests/e2e/person")
+_E2E_GROUP_OF = {module: group for group, modules in E2E_GROUPS.items() for module in modules}
+#: Groups handed out before all others, in this order: about longest first (times from a
+#: CI run on two cores), the browser groups spread so that about three run at once (the
+#: first six groups start together, the next ones as workers free up). Every other
+#: group follows, in collection order.
+FIRST = (
+    "tests/docs/test_docs_commands.py",        # ~5 min
+    "tests/jupyter/",                          # ~4.5 min
+    "tests/e2e/rendering",                     # ~4 min
+    "tests/e2e/forms",                         # ~4 min
+    "tests/mcp/test_mcp_http.py",              # ~2.5 min
+    "tests/magics/",                           # ~1 min: its worker then takes the next browser group
+    "tests/e2e/person",                        # ~3.5 min
+    "tests/mcp/test_mcp_cli.py",               # ~2.5 min
+    "tests/e2e/own-lab",                       # ~3 min
+    "tests/e2e/",                              # ~3 min
+    "tests/acp/test_acp_agent.py",             # then the modules of a minute or two
+    "tests/cli/test_interactive.py",
+    "tests/demo/test_demo.py",
+    "tests/cli/test_startup.py",
+    "tests/acp/test_acp_reasoning.py",
+    "tests/security/test_trust6_terminal.py",
+    "tests/exec/test_tools_cli.py",
+    "tests/testing/test_run_tests.py",
+    "tests/security/test_stream_bounds.py",
+    "tests/mcp/test_mcp_stdio.py",
+    "tests/acp/test_acp_stdio.py",
+    "tests/host/test_events_exhaustive.py",
+    "tests/reliability/test_journal_crash.py",
+    "tests/reliability/test_kernel_faults.py",
+)
 
 
 def group_of(nodeid: str) -> str:
     """The group of the test ``nodeid`` (a path relative to the repository root)."""
     path = nodeid.split("::", 1)[0]
     if path.startswith("tests/e2e/"):
-        return "tests/e2e/own-lab" if path in OWN_LAB_MODULES else "tests/e2e/"
+        return _E2E_GROUP_OF.get(path, "tests/e2e/")
     for folder in FOLDER_GROUPS:
         if path.startswith(folder):
             return folder

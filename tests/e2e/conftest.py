@@ -6,7 +6,8 @@ freshly built lab extension found through JUPYTER_PATH, and its kernels pointed 
 in-process loopback model server the tests script. Screenshots go to tests/e2e/artifacts/.
 
 The modules that use the plain ``lab`` fixture share one ``jupyter lab`` (starting one
-costs 30-60 s on a busy machine), each module on its own terms: its own model server
+costs 30-60 s on a busy machine): one per pytest process, so `make test`'s workers that
+run their groups (tests/parallel.py) have one each. Each module uses it on its own terms: its own model server
 (the kernelspecs' env names it), the root folder to itself (what the last module left
 there is moved out of the root), its own kernels (shut down when the module ends), and a
 fresh Crystal Home, lab workspace and lab settings. Modules that need a differently
@@ -63,7 +64,7 @@ JUPYTER_AI_LAB_EXTENSIONS = (
 def ensure_built() -> None:
     """The e2e tests run the lab extension built from this checkout: build it when it
     is missing or older than its sources (jlpm build, a few seconds once installed).
-    One build at a time: `make test` runs the browser tests on two parallel workers
+    One build at a time: `make test` runs the browser tests on several parallel workers
     (tests/parallel.py), and two builds in one folder break each other."""
     with open(ROOT / "labextension" / ".crystal-build.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
