@@ -10,8 +10,8 @@ Figures:
 - the last 30 turns' mean time against the first 30 (does a turn get slower as the
   session grows?). Target ratio <= 1.2. It cannot be met while every request
   carries the whole transcript: by turn 300 the request body is ~2.7 MB, and sending it
-  and the loopback server (in this process, holding the GIL) parsing it grow with the
-  session.
+  and the loopback server parsing it grow with the session. The server runs in a
+  process of its own, as a model server does for a real host (:class:`_ServerProcess`).
 - the host's own time per turn, last 30 against first 30: the turn minus its HTTP
   exchanges (opening the stream and each event of the reply), so building and encoding
   the requests, compaction checks, tools, events and the save. Target ratio <= 1.2.
@@ -140,8 +140,8 @@ class _ServerProcess:
     is for a real host: in the host's process its parse of each ~2.7 MB body made
     thousands of objects that outlived two young collections, so the host's full
     garbage collections came more often and cost more as the session grew, which the
-    host's own time paid (issue 33: 916 collections, 7 of them full, instead of 244 and 2
-    over the 300 turns)."""
+    host's own time paid (issue 33: 1,006 collections, 7 of them full, instead of 268 and
+    2 over the 300 turns)."""
 
     def __init__(self) -> None:
         self.process = subprocess.Popen(
@@ -300,13 +300,13 @@ def main() -> list[dict[str, Any]]:
         row(f"long session: mean turn time, last {EARLY} vs first {EARLY} (8 KB results)", r["last"] * 1000,
             r["first"] * 1000, "ms", {"ratio_max": 1.2},
             note="every request carries the whole transcript (~2.7 MB by turn 300): sending it and the loopback "
-                 "server (in this process) parsing it grow with the session; the next row is the host's own "
-                 "time, which the transcript's kept wire form keeps flat"),
+                 "server (a process of its own, on the same cores) parsing it grow with the session; the next row "
+                 "is the host's own time, which the transcript's kept wire form keeps flat"),
         row(f"long session: the host's own time per turn, last {EARLY} vs first {EARLY} (8 KB results)",
             r["own_last"] * 1000, r["own_first"] * 1000, "ms", {"ratio_max": 1.2},
-            note="the turn minus its HTTP exchanges (the SDK sending the body, the loopback server in this "
-                 "process parsing it, the reply): building and encoding the requests, tools, compaction "
-                 "checks, events and the save"),
+            note="the turn minus its HTTP exchanges (the SDK sending the body, the loopback server parsing it, "
+                 "the reply): building and encoding the requests, tools, compaction checks, events and the save "
+                 "(its fsync's latency varies on this shared disk: the save row)"),
         row(f"long session: session save, last {EARLY} vs first {EARLY} turns", r["save_last"] * 1000,
             r["save_first"] * 1000, "ms", {"ratio_max": 1.2},
             note=None if r["save_last"] <= 1.2 * r["save_first"] else
@@ -326,7 +326,8 @@ def main() -> list[dict[str, Any]]:
             note=None if r["big_resume"] <= 0.5 else
             f"its transcript is all {r['big_mb']:.0f} MiB (about {r['big_mb'] * 2**20 / 4 / 1e6:.0f}M tokens, more "
             "than any model's window; automatic compaction keeps a session in use from getting there): the next "
-            "request sends every message, so resume parses and validates every line; json.loads alone of the "
+            "request sends every message, so resume parses and validates every line (pydantic's JSON parser, "
+            "about json.loads' own speed, with the garbage collector paused); json.loads alone of the "
             f"same file takes {r['big_parse']:.2f} s here"),
         row(f"long session: RSS growth, turn {EARLY} -> {TURNS}", r["rss_end"] - r["rss_early"], None, "MiB",
             {"ours_max": 50}),

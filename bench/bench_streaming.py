@@ -139,10 +139,10 @@ def main() -> list[dict[str, Any]]:
             note=None if ours["bytes"] <= 2 * ref["bytes"] else
             f"the final answer display alone is {ours['largest'] / ref['bytes']:.2f}x the print loop's bytes (its "
             "sanitized text/html holds the whole answer once; its text/plain is a short preview); live updates, "
-            "which carry only how the sanitized HTML of the text so far changed since the last one plus ~300 "
+            "which carry only how the sanitized HTML of the text so far changed since the last one plus ~250 "
             f"bytes of ids, metadata and checksum each, add {(ours['bytes'] - ours['largest']) / ref['bytes']:.2f}x: "
             "the answer is sent once rendered while it streams and once as the final output, where the print "
-            "loop sends it once"),
+            "loop sends it once (the next row: the same work in a plain kernel)"),
         row(f"streaming {label}: iopub content bytes vs print loop + final Markdown (same work)", ours["bytes"],
             same["bytes"], "MiB"),
         row(f"streaming {label}: kernel CPU time", ours["cpu"], ref["cpu"], "s", {"ratio_max": 1.5}),
