@@ -46,7 +46,9 @@ SUBCOMMAND_MODULES = (
 )
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(run_only: bool = False) -> argparse.ArgumentParser:
+    """The ``crystal`` parser; ``run_only`` leaves out every subcommand but ``run`` (what
+    ``crystal run`` itself parses: the others' modules and parsers cost its start ~6 ms)."""
     from crystal_kernel.host.bootstrap import add_model_flags, add_process_flags, add_reasoning_flag
 
     parser = OneLineParser(prog="crystal", description="Crystal: a coding agent that lives in Jupyter.")
@@ -72,7 +74,7 @@ def build_parser() -> argparse.ArgumentParser:
     group.add_argument("--resume", metavar="ID", help="continue a saved session, which must exist (default: a new session)")
     add_process_flags(run)
     run.set_defaults(handler=cmd_run)
-    for module_name in SUBCOMMAND_MODULES:
+    for module_name in () if run_only else SUBCOMMAND_MODULES:
         module = importlib.import_module(module_name)  # unguarded: a broken front fails loudly
         module.add_subparsers(sub)
     return parser
@@ -126,7 +128,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         from crystal_kernel.providers.deferred_init import defer_package_inits
 
         defer_package_inits()
-    parser = build_interactive_parser() if starts_interactive(args) else build_parser()
+    parser = build_interactive_parser() if starts_interactive(args) else build_parser(run_only=args[:1] == ["run"])
     ns = parser.parse_args(args)
     try:
         result = ns.handler(ns)

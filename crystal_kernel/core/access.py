@@ -9,6 +9,7 @@ Credential locations are refused even inside allowed folders (see
 from __future__ import annotations
 
 import fnmatch
+import functools
 import os
 import re
 from collections.abc import Iterable
@@ -59,10 +60,16 @@ CREDENTIAL_RULES = (
 )
 
 
-# All file globs as one compiled pattern: the file tools check every path they list.
 _SUFFIX_HEADS = frozenset(s[0] for s in CREDENTIAL_SUFFIXES)
-_CREDENTIAL_NAME = re.compile("|".join(fnmatch.translate(g) for g in CREDENTIAL_FILES if "/" not in g),
-                              re.IGNORECASE)
+
+
+@functools.cache
+def _credential_name_pattern() -> re.Pattern[str]:
+    """The file globs as one case-insensitive regex, compiled on first use: only names
+    that are not ASCII need it, and compiling it cost every start ~3 ms (issue 33)."""
+    return re.compile("|".join(fnmatch.translate(g) for g in CREDENTIAL_FILES if "/" not in g), re.IGNORECASE)
+
+
 _EXCEPTIONS = frozenset(e.lower() for e in CREDENTIAL_EXCEPTIONS)
 
 
@@ -104,7 +111,7 @@ def is_credential_name(name: str) -> bool:
     if name in _EXCEPTIONS:
         return False
     if not name.isascii():
-        return _CREDENTIAL_NAME.match(name) is not None
+        return _credential_name_pattern().match(name) is not None
     if name in _EXACT_NAMES or name.endswith(_NAME_TAILS) or name.startswith(_NAME_HEADS):
         return True
     if name.endswith(_HEAD_TAIL_TAILS):

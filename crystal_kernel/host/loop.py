@@ -12,7 +12,7 @@ import asyncio
 import dataclasses
 import json
 import re
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 from crystal_kernel.core.errors import NotSupported, ProviderError, ToolError, UserError
@@ -179,10 +179,17 @@ class Turn:
         turn_in = turn_out = turn_reasoning = 0
         self._emit_notes()
         probe = getattr(session.provider, "discover_context", None)
-        if probe is not None:  # a local server's context window, asked once per provider
-            said = await probe()
-            if said:
-                self._emit(Note(text=said))
+        # A local server's context window, asked once per provider. A new conversation's
+        # first request goes out as it is whatever the window (compaction has nothing
+        # older to summarise), so it does not wait for the answer: the server is asked
+        # beside that request, and the answer is in before the next step is built
+        # (issue 33: start to first request).
+        beside: Callable[[], Awaitable[str | None]] | None = None
+        asking: asyncio.Future[str | None] | None = None
+        if probe is not None and len(session.transcript) == 1:
+            beside = probe
+        elif probe is not None:
+            await self._learn_window(probe())
         steps = 0
         overflow_retried = False
         try:
@@ -191,6 +198,9 @@ class Turn:
                     self._emit(Note(text=f"Stopped after {steps} model steps (maxSteps)."))
                     return "max_steps"
                 steps += 1
+                if asking is not None:
+                    await self._learn_window(asking)
+                    asking = None
                 # Off this loop: MCP servers a /mode, /cd or /model brought start on theirs.
                 await session.prepare_tools()
                 request = session.build_request()
@@ -198,6 +208,9 @@ class Turn:
                 if await auto_compact(session, request, self._emit):
                     request = session.build_request()
                 self._emit_notes()
+                if beside is not None:
+                    # Runs once this step's request is on its way (the stream's first wait).
+                    asking, beside = asyncio.ensure_future(beside()), None
                 answer = Message(role="assistant")
                 stop = "end_turn"
                 # The reasoning part still receiving streamed pieces (closed by its item).
@@ -258,17 +271,28 @@ class Turn:
                 if answer.parts:
                     self._append(answer)
                 if not calls:
+                    if asking is not None:
+                        await self._learn_window(asking)
+                        asking = None
                     return self._stopped(stop)
                 self._pending = []
                 await self._run_calls(calls)
                 results, self._pending = self._pending, None
                 self._append(Message(role="user", parts=results))
         finally:
+            if asking is not None:  # the turn failed or was cancelled first
+                asking.cancel()
             row: dict[str, Any] = {"inputTokens": turn_in, "outputTokens": turn_out,
                                    "model": session.provider.model}
             if turn_reasoning:
                 row["reasoningTokens"] = turn_reasoning
             session.usage.turns.append(row)
+
+    async def _learn_window(self, asking: Awaitable[str | None]) -> None:
+        """Wait for the context-window probe; a Note says what it learned."""
+        said = await asking
+        if said:
+            self._emit(Note(text=said))
 
     def _stopped(self, stop: str) -> StopReason:
         """The turn's stop reason for the model's own (each protocol names them its way);

@@ -52,6 +52,39 @@ async def test_the_context_window_is_asked_of_the_server_and_shown(workspace, in
     assert not any("Context window" in e.text for e in second if isinstance(e, Note))  # asked once
 
 
+OLLAMA_SHOW = {"show": {"parameters": "num_ctx 6144", "model_info": {"qwen2.context_length": 32768}}}
+
+
+async def test_a_new_conversations_first_request_does_not_wait_for_the_window(workspace):
+    """Issue 33 (start to first request): in a new conversation the first request goes out
+    before the server is asked for its window (compaction has nothing older to summarise,
+    so the answer cannot change that request); the window is learned, shown and used
+    before the next step is built."""
+    replies = [{"tool_calls": [{"name": "todoread", "arguments": {}}]}, {"text": "done"}]
+    with LLMServer(replies, info=OLLAMA_SHOW) as server:
+        session = local_session(workspace, server)
+        events = await collect(run_turn(session, "hello"))
+        await session.close()
+        paths = [r["path"] for r in server.requests]
+    assert paths == ["/v1/chat/completions", "/api/show", "/v1/chat/completions"], paths
+    assert "Context window of local-model: 6,144 tokens (Ollama /api/show, asked of " \
+        f"{server.base_url})." in [e.text for e in events if isinstance(e, Note)]
+    assert session.capabilities.context_window == 6144
+    assert isinstance(events[-1], TurnEnd) and events[-1].stop_reason == "end_turn"
+
+
+async def test_a_resumed_conversation_asks_for_the_window_before_its_first_request(workspace):
+    """With earlier messages the window decides whether they are summarised first, so the
+    server is asked before the first request, as before."""
+    with LLMServer([{"text": "again"}], info=OLLAMA_SHOW) as server:
+        session = local_session(workspace, server)
+        session.transcript.extend([Message.user_text("earlier"), Message(role="assistant", parts=[TextPart(text="ok")])])
+        await collect(run_turn(session, "hello again"))
+        await session.close()
+        paths = [r["path"] for r in server.requests]
+    assert paths == ["/api/show", "/v1/chat/completions"], paths
+
+
 async def test_a_configured_context_window_is_not_asked(workspace):
     with LLMServer([{"text": "hi"}], info={"models": [{"id": "local-model", "max_model_len": 8192}]}) as server:
         session = local_session(workspace, server, contextWindow=20000)

@@ -9,13 +9,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from crystal_kernel.core.access import (
-    _CREDENTIAL_NAME,
     _EXCEPTIONS,
     CREDENTIAL_DIRS,
     CREDENTIAL_EXCEPTIONS,
     CREDENTIAL_FILES,
     CREDENTIAL_SUFFIXES,
     CredentialCheck,
+    _credential_name_pattern,
     is_credential_name,
     is_credential_parts,
 )
@@ -38,7 +38,7 @@ PARTS = sorted(CREDENTIAL_DIRS | {p for s in CREDENTIAL_SUFFIXES for p in s}
 @given(names)
 def test_name_check_equals_the_glob_regex(name: str):
     low = name.lower()
-    expected = low not in _EXCEPTIONS and _CREDENTIAL_NAME.match(low) is not None
+    expected = low not in _EXCEPTIONS and _credential_name_pattern().match(low) is not None
     assert is_credential_name(low) == expected, name
 
 
