@@ -140,7 +140,7 @@ class _ServerProcess:
     is for a real host: in the host's process its parse of each ~2.7 MB body made
     thousands of objects that outlived two young collections, so the host's full
     garbage collections came more often and cost more as the session grew, which the
-    host's own time paid (issue 33: 1,006 collections, 7 of them full, instead of 268 and
+    host's own time paid (docs/benchmarks.md: 1,006 collections, 7 of them full, instead of 268 and
     2 over the 300 turns)."""
 
     def __init__(self) -> None:

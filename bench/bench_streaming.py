@@ -114,7 +114,7 @@ def main() -> list[dict[str, Any]]:
                            "for chunk in stream:\n"
                            "    if chunk.choices and chunk.choices[0].delta.content:\n"
                            "        print(chunk.choices[0].delta.content, end='')\n", print_shown)
-            # The same work as ours (issue 33): the answer shown as it streams, then left as
+            # The same work as ours (docs/benchmarks.md): the answer shown as it streams, then left as
             # one rendered Markdown output (as a person gets a rendered answer in a plain
             # kernel). Jupyter has no append for a display, so the text goes twice here too.
             server.add(reply)

@@ -152,7 +152,7 @@ def main() -> list[dict]:
                                     "on top of the same rg run: the job supervisor's Python start, the notebook "
                                     "listing (a walk of the tree beside the search) and parsing")
 
-        # The reference lists the same files the same way (issue 33): rg's own listing with
+        # The reference lists the same files the same way (docs/benchmarks.md): rg's own listing with
         # the filter the tool gives it, a file type, which keeps the ignore files in force.
         # `--glob '**/*.py'` (the reference until then) overrides them: rg then skips
         # matching each file against .gitignore, less work than any listing that obeys it

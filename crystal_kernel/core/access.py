@@ -66,7 +66,7 @@ _SUFFIX_HEADS = frozenset(s[0] for s in CREDENTIAL_SUFFIXES)
 @functools.cache
 def _credential_name_pattern() -> re.Pattern[str]:
     """The file globs as one case-insensitive regex, compiled on first use: only names
-    that are not ASCII need it, and compiling it cost every start ~3 ms (issue 33)."""
+    that are not ASCII need it, and compiling it cost every start ~3 ms (docs/benchmarks.md)."""
     return re.compile("|".join(fnmatch.translate(g) for g in CREDENTIAL_FILES if "/" not in g), re.IGNORECASE)
 
 

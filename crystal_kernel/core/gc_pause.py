@@ -4,7 +4,7 @@ Resuming a session builds every message of its journal as objects that all stay 
 (a 50 MiB journal: ~26,000 messages, several hundred thousand tracked objects). Each
 batch of new objects starts a collection, and as they pile up the full collections
 come again and again over a heap that only grows, none of them finding garbage:
-measured, resume of a 50 MiB session took twice as long with the collector on (issue 33).
+measured, resume of a 50 MiB session took twice as long with the collector on (docs/benchmarks.md).
 Parsing makes no reference cycles, so nothing is lost by collecting once afterwards,
 when the collector's own schedule next runs.
 """

@@ -183,7 +183,7 @@ class Turn:
         # first request goes out as it is whatever the window (compaction has nothing
         # older to summarise), so it does not wait for the answer: the server is asked
         # beside that request, and the answer is in before the next step is built
-        # (issue 33: start to first request).
+        # (docs/benchmarks.md: start to first request).
         beside: Callable[[], Awaitable[str | None]] | None = None
         asking: asyncio.Future[str | None] | None = None
         if probe is not None and len(session.transcript) == 1:

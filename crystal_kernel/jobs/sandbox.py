@@ -125,7 +125,7 @@ def sandbox_for(config: Config, workspace: Path, *, writable: tuple[Path, ...] =
 
 # The rules computed from the settings, the environment and the file system (the
 # person's credential folders, where caches may go), kept per input: a call paid
-# ~0.6 ms for them on first use and ~0.15 ms after (issue 33). Sandboxes are frozen.
+# ~0.6 ms for them on first use and ~0.15 ms after (docs/benchmarks.md). Sandboxes are frozen.
 _KEPT_RULES = 32
 _kept: dict[tuple[object, ...], Sandbox] = {}
 
@@ -151,7 +151,7 @@ def _rules(config: Config, workspace: Path, writable: tuple[Path, ...]) -> Sandb
 
 def warm(config: Config, workspace: Path) -> None:
     """Do now, off the turn, what the first sandboxed call of a session would otherwise
-    do itself (issue 33): ask the kernel's Landlock ABI (loads landlock.py) and compute
+    do itself (docs/benchmarks.md): ask the kernel's Landlock ABI (loads landlock.py) and compute
     the workspace's rules. Creates nothing; safe from any thread."""
     if sandbox_state(config) == "on":
         _rules(config, Path(workspace), ())

@@ -55,7 +55,7 @@ def new_display_id() -> str:
     """A display id: 64 random bits as 16 hex digits. Unique enough for one kernel's
     displays (and the one cell the lab extension looks in, forms.ts); each live update
     of a streamed answer carries it twice (metadata and transient), so a uuid4's 32
-    digits cost ~1% of a long answer's iopub bytes (issue 33)."""
+    digits cost ~1% of a long answer's iopub bytes (docs/benchmarks.md)."""
     return secrets.token_hex(8)
 
 

@@ -106,7 +106,7 @@ def reasoning_delta(delta: dict[str, Any]) -> str:
 # The streamed chunks as the parsed JSON objects they are (``AsyncStream[object]``: the
 # SDK hands each event's data over as it decoded it). Building the SDK's pydantic chunk
 # model instead cost ~0.1 ms a chunk, and its first use built the schemas of the chunk's
-# models (openai defers them: ~6 ms of CPU while the first reply was read, issue 33).
+# models (openai defers them: ~6 ms of CPU while the first reply was read, docs/benchmarks.md).
 _CHUNKS: Any = AsyncStream[object]
 
 

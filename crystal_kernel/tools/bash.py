@@ -362,7 +362,7 @@ async def _finish(proc: Shell, status: _StatusPipe, reader: asyncio.Future[None]
         # "left N" is a forked supervisor's last word: its tree is stopped and it exits
         # on its own (the spawn server's child, reaped by the kernel; ROBUST-3 holds).
         # Waiting for its exit put the teardown of its process and namespaces (0.2 to
-        # 14 ms under load) into every call (issue 33).
+        # 14 ms under load) into every call (docs/benchmarks.md).
         await _drain(reader)
     else:
         await _reap(proc, reader)

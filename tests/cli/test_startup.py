@@ -111,7 +111,7 @@ except AttributeError:
 def test_deferred_package_inits_still_give_every_name():
     """A deferred package behaves as shipped once used: its names, its submodules, and an
     AttributeError for a name it does not have. The ``openai`` package itself is deferred
-    too (issue 33): its client module loads alone, and the first name read from the
+    too (docs/benchmarks.md): its client module loads alone, and the first name read from the
     package runs its __init__."""
     out = subprocess.run([sys.executable, "-c", DEFERRED_CHECK], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
@@ -152,7 +152,7 @@ sys.exit(main())
 NOT_BEFORE_FIRST_REQUEST = {"psutil", "httpx", "mcp", "aiohttp", "IPython", "ipykernel", "jupyter_client",
                             "nbformat", "crystal_kernel.mcp.manager", "crystal_kernel.jobs.manager",
                             "crystal_kernel.jobs.job", "crystal_kernel.tools._index", "sqlite3",
-                            # The openai package's own __init__ (issue 33): its helpers and every type.
+                            # The openai package's own __init__ (docs/benchmarks.md): its helpers and every type.
                             "openai.lib._tools", "openai.lib.azure", "openai.types.shared.chat_model"}
 
 
@@ -178,7 +178,7 @@ def test_first_request_is_sent_before_loading_what_it_does_not_need(provider: st
     loaded = set(json.loads(lines[0][len("FIRST "):]))
     assert "crystal_kernel.host.loop" in loaded  # the record is of a real turn's process
     early = sorted(m for m in loaded if m in NOT_BEFORE_FIRST_REQUEST or m.split(".")[0] in NOT_BEFORE_FIRST_REQUEST
-                   # The other fronts' subcommands: `crystal run` parses only its own (issue 33).
+                   # The other fronts' subcommands: `crystal run` parses only its own (docs/benchmarks.md).
                    or m.startswith(("crystal_kernel.jupyter", "crystal_kernel.acp")))
     assert not early, f"crystal run imported {early} before its first model request"
 
@@ -201,7 +201,7 @@ def _first_request_record(provider: str, workspace: Path, tmp_path: Path) -> dic
 @pytest.mark.parametrize("provider", ["openai", "openai-responses"])
 def test_a_plain_http_server_costs_no_trust_store_and_the_start_no_full_collection(
         provider: str, workspace: Path, tmp_path: Path):
-    """Issue 33 (start to first request): against a plain-http server (every local one) no
+    """Start to first request (docs/benchmarks.md): against a plain-http server (every local one) no
     TLS trust store is read before the first model request (the SDK's client read the
     system's CA certificates, ~50 ms of CPU, though no TLS is ever spoken), and the
     garbage collector, off while the host and the SDK are imported, has run no

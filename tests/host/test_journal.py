@@ -211,7 +211,7 @@ async def test_a_save_that_fails_halfway_leaves_the_journal_as_it_was(workspace)
 
 
 async def test_resume_builds_a_long_sessions_messages_without_a_garbage_collection(workspace):
-    """Issue 33: every message resume builds stays alive, so the collections its objects
+    """docs/benchmarks.md: every message resume builds stays alive, so the collections its objects
     started found nothing and, as the heap grew, came again over all of it (a 50 MiB
     session resumed in twice the time). The collector is paused while the session is
     read and on again after it."""

@@ -1,4 +1,4 @@
-"""Chat Completions chunks are read as the JSON the server sent (issue 33: no SDK model
+"""Chat Completions chunks are read as the JSON the server sent (docs/benchmarks.md: no SDK model
 is built per chunk), and that JSON is untrusted: a field of the wrong type is read as
 absent, never a crash. A real loopback HTTP server sends the raw SSE bytes; the real
 adapter and SDK read them."""

@@ -56,7 +56,7 @@ OLLAMA_SHOW = {"show": {"parameters": "num_ctx 6144", "model_info": {"qwen2.cont
 
 
 async def test_a_new_conversations_first_request_does_not_wait_for_the_window(workspace):
-    """Issue 33 (start to first request): in a new conversation the first request goes out
+    """Start to first request (docs/benchmarks.md): in a new conversation the first request goes out
     before the server is asked for its window (compaction has nothing older to summarise,
     so the answer cannot change that request); the window is learned, shown and used
     before the next step is built."""

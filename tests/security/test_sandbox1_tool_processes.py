@@ -308,7 +308,7 @@ def test_read_only_mode_writes_nothing_in_the_workspace(place, private_home):
 
 
 async def test_a_crystal_folder_removed_between_calls_is_made_and_protected_again(place):
-    """The sandbox's rules are kept between calls (issue 33); the workspace's .crystal/
+    """The sandbox's rules are kept between calls (docs/benchmarks.md); the workspace's .crystal/
     is not: the person removing it between two calls does not open it to the next one
     (a command creating it could plant prompts the host then reads)."""
     replies = [tool_reply([("bash", {"command": "echo first"})]), text_reply("done"),

@@ -65,7 +65,7 @@ def test_listing_check_equals_the_whole_path_check(prefix: list[str], folders: l
                           st.one_of(st.sampled_from(PARTS), names.filter(lambda n: n and "/" not in n))),
                 max_size=6))
 def test_the_batch_filter_keeps_exactly_the_non_credentials(prefix: list[str], entries: list[tuple[list[str], str]]):
-    # What glob keeps of a listing (issue 33: its fast path for plain names).
+    # What glob keeps of a listing (its fast path for plain names; docs/benchmarks.md).
     rels = ["/".join([*folders, name]) for folders, name in entries]
     expected = [rel for rel in rels if not is_credential_parts(tuple(prefix) + tuple(rel.split("/")))]
     assert CredentialCheck(tuple(prefix)).keep(rels) == expected, (prefix, rels)

@@ -182,7 +182,7 @@ async def test_no_process_left_behind(ctx):
     result = await call("bash", ctx, command="sleep 0.1; echo hi")
     assert result.ok and "hi" in result.text
     # The call returns once the supervisor has reported its tree stopped; the supervisor
-    # itself then exits on its own, at once (issue 33: its exit is not waited for).
+    # itself then exits on its own, at once (its exit is not waited for; docs/benchmarks.md).
     deadline = time.monotonic() + 2
     while live() - before and time.monotonic() < deadline:
         await asyncio.sleep(0.01)
