@@ -116,6 +116,21 @@ def skip_unused_sdk_modules() -> None:
             sys.modules.setdefault(name, None)  # type: ignore[arg-type]
 
 
+def skip_empty_pydantic_plugin_scan() -> None:
+    """pydantic looks for its plugins (the ``pydantic`` entry-point group) when it builds
+    the first model, through ``importlib.metadata`` (~10 ms of ``crystal run``'s start);
+    when no installed distribution declares that group, say so up front (the scan's own
+    result for none). Only for processes that run no one else's code (``crystal run``)."""
+    from crystal_kernel.plugins import declares_entry_points
+
+    if declares_entry_points("pydantic"):
+        return
+    from pydantic.plugin import _loader
+
+    if getattr(_loader, "_plugins", {}) is None:  # not scanned yet (a private name: checked)
+        _loader._plugins = {}
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else list(argv)
     if argv is None and args[:1] == ["run"]:  # this process is `crystal run` itself
@@ -125,6 +140,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         # back on once the session is open.
         gc.disable()
         skip_unused_sdk_modules()
+        skip_empty_pydantic_plugin_scan()
         from crystal_kernel.providers.deferred_init import defer_package_inits
 
         defer_package_inits()

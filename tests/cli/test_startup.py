@@ -125,6 +125,13 @@ def test_deferred_package_inits_still_give_every_name():
 # the oldest generation the collector had run.
 FIRST_REQUEST_WRAPPER = """
 import gc, json, socket, ssl, sys
+import importlib.metadata as metadata
+SCANS = []
+_entry_points = metadata.entry_points
+def entry_points(**params):
+    SCANS.append(params.get('group'))
+    return _entry_points(**params)
+metadata.entry_points = entry_points
 READS = []
 for name in ('load_verify_locations', 'load_default_certs', 'set_default_verify_paths'):
     def reader(self, *args, _name=name, _real=getattr(ssl.SSLContext, name), **kwargs):
@@ -140,6 +147,7 @@ def send(self, data, *args):
         sys.stderr.write('FIRST ' + json.dumps(sorted(sys.modules)) + '\\n')
         sys.stderr.write('TRUST ' + json.dumps(READS) + '\\n')
         sys.stderr.write('FULLGC ' + str(gc.get_stats()[2]['collections']) + '\\n')
+        sys.stderr.write('SCANS ' + json.dumps(SCANS) + '\\n')
     return _send(self, data, *args)
 socket.socket.send = send
 from crystal_kernel.cli import main
@@ -195,7 +203,7 @@ def _first_request_record(provider: str, workspace: Path, tmp_path: Path) -> dic
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "Hello back."
     return {line.split(" ", 1)[0]: line.split(" ", 1)[1] for line in out.stderr.splitlines()
-            if line.startswith(("FIRST ", "TRUST ", "FULLGC "))}
+            if line.startswith(("FIRST ", "TRUST ", "FULLGC ", "SCANS "))}
 
 
 @pytest.mark.parametrize("provider", ["openai", "openai-responses"])
@@ -210,6 +218,19 @@ def test_a_plain_http_server_costs_no_trust_store_and_the_start_no_full_collecti
     assert "FIRST" in record, "no model request seen on a socket"
     assert json.loads(record["TRUST"]) == [], f"a trust store was read before the first request: {record['TRUST']}"
     assert record["FULLGC"] == "0", f"{record['FULLGC']} full collections ran before the first request"
+
+
+def test_entry_point_groups_nobody_declares_are_not_scanned_before_the_first_request(workspace: Path, tmp_path: Path):
+    """Start to first request (docs/benchmarks.md): ``importlib.metadata.entry_points`` builds every installed distribution
+    (~8 ms here); Crystal's plugin group and pydantic's are scanned before the first
+    request only when some distribution declares them (plugins.declares_entry_points)."""
+    from importlib.metadata import entry_points
+
+    record = _first_request_record("openai", workspace, tmp_path)
+    scans = json.loads(record["SCANS"])
+    for group in ("crystal_kernel.plugins", "pydantic"):
+        if not entry_points(group=group):
+            assert group not in scans, f"{group} was scanned before the first request: {scans}"
 
 
 def test_a_plain_http_servers_client_checks_certificates_but_loads_none():

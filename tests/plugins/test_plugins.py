@@ -288,3 +288,19 @@ def test_plugins_list_takes_home_like_the_prompt_set_commands_PS9(install_plugin
                              env=env, capture_output=True, text=True, timeout=60)
     assert missing.returncode == 2 and missing.stdout == ""
     assert missing.stderr == f"crystal: --home '{tmp_path / 'nope'}' is not a folder.\n"
+
+
+def test_the_quick_entry_point_check_finds_what_importlib_metadata_finds(install_plugin):
+    """Start to first request (docs/benchmarks.md): plugins.declares_entry_points reads entry_points.txt files raw instead of
+    building every distribution; it must never say no where importlib.metadata finds the
+    group (a plugin would be silently left out), here for an installed-like plugin and
+    for the groups of the real environment."""
+    from importlib.metadata import entry_points
+
+    assert not plugins.declares_entry_points("crystal_kernel.plugins") or entry_points(group="crystal_kernel.plugins")
+    install_plugin("quick", "from crystal_kernel.plugins import hookimpl\n")
+    assert plugins.declares_entry_points("crystal_kernel.plugins")
+    for group in ("console_scripts", "pydantic", "crystal_kernel.plugins", "no.such.group"):
+        if entry_points(group=group):
+            assert plugins.declares_entry_points(group), group
+    assert not plugins.declares_entry_points("no.such.group")
