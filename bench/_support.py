@@ -20,6 +20,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -111,13 +112,34 @@ def _tree_rss(proc: psutil.Process) -> int:
     return total
 
 
+def tree_cpu_seconds(pid: int) -> float:
+    """CPU seconds (user + system) used so far by ``pid`` and its descendants, the
+    children it already reaped included; NaN when the process is gone."""
+    try:
+        root = psutil.Process(pid)
+        members = [root, *root.children(recursive=True)]
+    except psutil.Error:
+        return float("nan")
+    total = 0.0
+    for member in members:
+        try:
+            times = member.cpu_times()
+        except psutil.Error:
+            continue
+        total += times.user + times.system + times.children_user + times.children_system
+    return total
+
+
 def run_measured(argv: list[str], *, cwd: Path, env: dict[str, str], timeout: float = 120.0,
-                 stdin: str | None = None) -> Measured:
-    """Run ``argv``; sample the RSS of its process tree every 5 ms; kill it at ``timeout``."""
+                 stdin: str | None = None, on_start: Callable[[int], object] | None = None) -> Measured:
+    """Run ``argv``; sample the RSS of its process tree every 5 ms; kill it at ``timeout``.
+    ``on_start`` gets the child's pid as soon as it is spawned."""
     started_wall = time.time()
     start = time.perf_counter()
     proc = subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    if on_start is not None:
+        on_start(proc.pid)
     peak = 0
     stop = threading.Event()
 

@@ -13,6 +13,8 @@ byte of the reply written, and from the process):
 - wall time of the process;
 - start -> first model request (the first request to a model endpoint: crystal's probe
   of a ``baseUrl`` server for its context window comes before it and is not counted);
+- CPU seconds of the agent's process tree when that request arrives (the work before it,
+  whatever the machine's load and however many cores the agent spreads it over);
 - per-tool-call gap: reply sent -> next request received, averaged over the three calls
   (the agent's own work between two model steps, tool run included);
 - max RSS of the agent's whole process tree, sampled every 5 ms.
@@ -37,7 +39,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench._support import CRYSTAL, Measured, crystal_env, npm_folder, row, run_measured, skipped_row
+from bench._support import (
+    CRYSTAL,
+    Measured,
+    crystal_env,
+    npm_folder,
+    row,
+    run_measured,
+    skipped_row,
+    tree_cpu_seconds,
+)
 from crystal_kernel.testing.llm_server import PATHS, LLMServer
 
 ROUNDS = int(os.environ.get("BENCH_AGENT_ROUNDS", "3"))
@@ -164,9 +175,21 @@ def one_run(agent: Agent, bin_dir: Path | None) -> dict[str, float]:
         home.mkdir()
         subprocess.run(["git", "init", "-q"], cwd=ws, check=True)
         (ws / "input.txt").write_text("some input\n")
-        with LLMServer(router=make_router(agent, ws), log_limit=2000) as server:
+        # The agent's CPU seconds (its whole process tree) when its first model request
+        # arrives: unlike wall time, the work done before that request does not depend on
+        # how busy a shared machine is, nor on how many cores it spreads over.
+        spent: dict[str, float] = {}
+        route = make_router(agent, ws)
+
+        def router(body: dict[str, Any], path: str) -> dict[str, Any]:
+            if path in PATHS and "cpu" not in spent and "pid" in spent:
+                spent["cpu"] = tree_cpu_seconds(int(spent["pid"]))
+            return route(body, path)
+
+        with LLMServer(router=router, log_limit=2000) as server:
             argv, env = agent.prepare(ws, home, server, bin_dir or Path("."))
-            done: Measured = run_measured(argv, cwd=ws, env=env, timeout=180)
+            done: Measured = run_measured(argv, cwd=ws, env=env, timeout=180,
+                                          on_start=lambda pid: spent.__setitem__("pid", pid))
             log = [r for r in server.requests if r["path"] != "/_script"]
         main = [r for r in log if agent.read_tool in tool_names(r["body"])]
         if done.returncode != 0 or len(main) != 4 or not (ws / "output.txt").exists():
@@ -177,7 +200,7 @@ def one_run(agent: Agent, bin_dir: Path | None) -> dict[str, float]:
         # The first request to a model endpoint: a probe of the server (crystal asks a
         # baseUrl server for its context window) is not a model request.
         first = min(r["time"] for r in log if r["path"] in PATHS)
-        return {"wall": done.wall, "first": first - done.started,
+        return {"wall": done.wall, "first": first - done.started, "cpu_first": spent.get("cpu", float("nan")),
                 "gap": statistics.mean(gaps) * 1000, "rss": done.peak_rss_mb, "requests": len(log)}
 
 
@@ -202,6 +225,7 @@ def median(agent: Agent, key: str) -> float | None:
 METRICS = [  # key, label, unit, target for crystal run
     ("gap", "per-tool-call gap", "ms", {"ours_max": 20}),
     ("first", "start to first model request", "s", {"ours_max": 0.3}),
+    ("cpu_first", "CPU seconds to first model request", "s", None),
     ("wall", "wall time of one turn (3 tool calls)", "s", None),
     ("rss", "max RSS of the process tree", "MB", {"ours_max": 120}),
 ]

@@ -34,7 +34,9 @@ class ManifestError(Exception):
 class ExecToolManifest(BaseModel):
     """One tool entry. Unknown fields are kept (a newer host may read them)."""
 
-    model_config = ConfigDict(extra="allow", populate_by_name=True)
+    # Built on first use: a session without exec sets never validates a manifest, and
+    # building the validators cost every start ~2 ms (docs/benchmarks.md, start).
+    model_config = ConfigDict(extra="allow", populate_by_name=True, defer_build=True)
 
     name: str
     description: str = ""
@@ -105,7 +107,7 @@ class ExecToolManifest(BaseModel):
 class SetManifest(BaseModel):
     """The set: its shared command and the raw tool entries (parsed one by one)."""
 
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="allow", defer_build=True)
 
     command: list[str] = Field(default_factory=list)
     tools: list[Any]
