@@ -148,6 +148,11 @@ SERIAL = (
     "tests/security/test_trust1_html.py::test_trust1_streamed_answer_updates_rebuild_only_sanitized_html",
     # A /jobs table cell answers within 2 s.
     "tests/jupyter/test_kernel_commands.py::test_jobs_table_with_stop_button_and_live_logs",
+    # A kernel behind a gateway server: after a page reload under the parallel part's load
+    # (three browser groups beside three workers starting processes on 2 cores) the
+    # widgets' comms came back through the gateway's websocket after the test's 60 s, in
+    # two of three runs; alone the module passes in ~50 s (docs/contributing.md).
+    "tests/e2e/test_gateway.py::",
 )
 
 

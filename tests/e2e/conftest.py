@@ -341,10 +341,17 @@ def browser():
 
 @contextmanager
 def blank_page(browser) -> Iterator:
-    """A page in a fresh browser context (closed afterwards) that has loaded nothing yet."""
+    """A page in a fresh browser context (closed afterwards) that has loaded nothing yet.
+
+    JupyterLab's own "Directory not found" dialog (a folder listing that met a notebook
+    jupyter-collaboration was writing in place, or Jupyter AI's chat at the root folder
+    "") is closed whenever it stands in the way, as a person would: it is not Crystal's,
+    and its modal backdrop would take every click meant for the notebook."""
     context = browser.new_context(viewport={"width": 1400, "height": 900})
     page = context.new_page()
     page.set_default_timeout(20_000)
+    page.add_locator_handler(page.locator(".jp-Dialog", has_text="Directory not found"),
+                             lambda dialog: dialog.locator(".jp-Dialog-footer button").first.click())
     try:
         yield page
     finally:

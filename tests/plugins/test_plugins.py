@@ -294,10 +294,10 @@ def test_the_quick_entry_point_check_finds_what_importlib_metadata_finds(install
     """Start to first request (docs/benchmarks.md): plugins.declares_entry_points reads entry_points.txt files raw instead of
     building every distribution; it must never say no where importlib.metadata finds the
     group (a plugin would be silently left out), here for an installed-like plugin and
-    for the groups of the real environment."""
+    for the groups of the real environment. (It may say yes where there is none: "True
+    when unsure", and other workers of make test install plugins into the same venv.)"""
     from importlib.metadata import entry_points
 
-    assert not plugins.declares_entry_points("crystal_kernel.plugins") or entry_points(group="crystal_kernel.plugins")
     install_plugin("quick", "from crystal_kernel.plugins import hookimpl\n")
     assert plugins.declares_entry_points("crystal_kernel.plugins")
     for group in ("console_scripts", "pydantic", "crystal_kernel.plugins", "no.such.group"):
