@@ -248,3 +248,25 @@ def test_a_plain_http_servers_client_checks_certificates_but_loads_none():
     assert context.cert_store_stats() == {"x509": 0, "crl": 0, "x509_ca": 0}
     assert no_trust_store("HTTP://LOCALHOST:8000/v1") is not None
     assert no_trust_store("https://api.openai.com/v1") is None
+
+
+def test_own_process_fronts_skip_jsonschemas_iri_grammar_and_leave_a_loaded_one_alone(workspace):
+    """`crystal tools`, `run`, `acp` and the interactive front run no one else's code: the
+    MCP SDK's jsonschema does not build rfc3987-syntax's grammar there (~1.2 CPU s before
+    an MCP server's first catalog); a process that loaded jsonschema first is left as it
+    was (a kernel's person may check "iri" formats)."""
+    probe = ("import sys\n"
+             "from crystal_kernel import cli\n"
+             "{before}"
+             "sys.argv = ['crystal', 'tools', 'list', '--workspace', {ws!r}]\n"
+             "try:\n    cli.main()\nexcept SystemExit:\n    pass\n"
+             "import jsonschema\n"
+             "print(sorted(f for f in ('iri', 'iri-reference') if f in jsonschema.FormatChecker().checkers))\n")
+    fresh = subprocess.run([sys.executable, "-c", probe.format(before="", ws=str(workspace))],
+                           capture_output=True, text=True, timeout=120)
+    assert fresh.returncode == 0, fresh.stderr
+    assert fresh.stdout.strip().splitlines()[-1] == "[]"
+    loaded = subprocess.run([sys.executable, "-c", probe.format(before="import jsonschema\n", ws=str(workspace))],
+                            capture_output=True, text=True, timeout=120)
+    assert loaded.returncode == 0, loaded.stderr
+    assert loaded.stdout.strip().splitlines()[-1] == "['iri', 'iri-reference']"
