@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+from importlib.machinery import PathFinder
 from pathlib import Path
 
 from crystal_kernel import plugins
@@ -303,4 +304,18 @@ def test_the_quick_entry_point_check_finds_what_importlib_metadata_finds(install
     for group in ("console_scripts", "pydantic", "crystal_kernel.plugins", "no.such.group"):
         if entry_points(group=group):
             assert plugins.declares_entry_points(group), group
+
+
+def test_the_quick_entry_point_check_says_no_for_a_group_nobody_declares(tmp_path, monkeypatch):
+    """The quick check's "no": a path holding only distributions that declare other groups
+    (the real venv cannot be used: other make test workers install plugins into it, and an
+    editable install's finder makes the check unsure, which answers yes)."""
+    dist = tmp_path / "someone-1.0.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: someone\nVersion: 1.0\n")
+    (dist / "entry_points.txt").write_text("[some.group]\nname = someone:thing\n")
+    monkeypatch.setattr(sys, "path", [str(tmp_path)])
+    monkeypatch.setattr(sys, "meta_path", [f for f in sys.meta_path if not hasattr(f, "find_distributions")
+                                           or f is PathFinder])
+    assert plugins.declares_entry_points("some.group")
     assert not plugins.declares_entry_points("no.such.group")
