@@ -147,10 +147,6 @@ SERIAL = (
     # render cost, so under load the last live update can lag the final one.
     "tests/security/test_trust1_html.py::test_trust1_streamed_answer_updates_rebuild_only_sanitized_html",
     "tests/jupyter/test_render.py::test_stream_deltas_render_an_unclosed_fence_as_code_and_survive_other_alphabets",
-    # A new conversation's first chat request reaches the loopback server before the
-    # window probe it does not wait for; under load the server's two handler threads can
-    # log them the other way round (the client sent them in order).
-    "tests/providers/test_local_servers.py::test_a_new_conversations_first_request_does_not_wait_for_the_window",
     # A /jobs table cell answers within 2 s.
     "tests/jupyter/test_kernel_commands.py::test_jobs_table_with_stop_button_and_live_logs",
     # A kernel behind a gateway server: after a page reload under the parallel part's load

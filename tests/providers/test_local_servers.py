@@ -66,7 +66,10 @@ async def test_a_new_conversations_first_request_does_not_wait_for_the_window(wo
         events = await collect(run_turn(session, "hello"))
         await session.close()
         paths = [r["path"] for r in server.requests]
-    assert paths == ["/v1/chat/completions", "/api/show", "/v1/chat/completions"], paths
+    # The first chat request does not wait for the probe: the two go out together, so the
+    # server may log either first (seen both ways, also on a quiet machine); the window is
+    # known before the second step's request.
+    assert sorted(paths[:2]) == ["/api/show", "/v1/chat/completions"] and paths[2:] == ["/v1/chat/completions"], paths
     assert "Context window of local-model: 6,144 tokens (Ollama /api/show, asked of " \
         f"{server.base_url})." in [e.text for e in events if isinstance(e, Note)]
     assert session.capabilities.context_window == 6144
