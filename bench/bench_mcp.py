@@ -87,7 +87,7 @@ async def _starts(rounds: int) -> tuple[float, float]:
         with tempfile.TemporaryDirectory() as tmp:
             session = _session(Path(tmp))
             start = time.perf_counter()
-            await asyncio.to_thread(session.tools)
+            await session.prepare_tools()
             ours.append(time.perf_counter() - start)
             await session.close()
         start = time.perf_counter()
@@ -100,9 +100,9 @@ async def _starts(rounds: int) -> tuple[float, float]:
     return min(ours), min(ref)
 
 
-def main() -> list[dict]:
-    call_ours, call_ref = asyncio.run(_calls(40))
-    start_ours, start_ref = asyncio.run(_starts(3))
+def main(call_rounds: int = 40, start_rounds: int = 3) -> list[dict]:
+    call_ours, call_ref = asyncio.run(_calls(call_rounds))
+    start_ours, start_ref = asyncio.run(_starts(start_rounds))
     return [
         {"name": "mcp call (echo, stdio)", "ours": round(call_ours * 1000, 3), "reference": round(call_ref * 1000, 3),
          "unit": "ms", "ratio": round(call_ours / call_ref, 3), "target": {"ratio_max": 1.5}, "met": None},
