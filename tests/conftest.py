@@ -131,14 +131,15 @@ _session_children: set[int] = set()
 def _live_children(next_path: Path | None) -> list:
     import psutil
 
-    from crystal_kernel.jobs.spawner import server_pid
+    from crystal_kernel.jobs.spawner import helper_pids
 
     found = []
-    # The spawn server (jobs/spawner.py) lives as long as this process, by design.
-    helper = server_pid()
+    # The spawn server and its servers of one sandbox (jobs/spawner.py) live as long as
+    # this process, by design.
+    helpers = helper_pids()
     for proc in psutil.Process(os.getpid()).children(recursive=True):
         try:
-            if proc.pid in _session_children or proc.pid == helper or proc.status() == psutil.STATUS_ZOMBIE:
+            if proc.pid in _session_children or proc.pid in helpers or proc.status() == psutil.STATUS_ZOMBIE:
                 continue
             folder = proc.environ().get(SHARED_IN_FOLDER)
             if folder and next_path is not None and Path(folder) in next_path.parents:

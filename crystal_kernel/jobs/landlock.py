@@ -31,6 +31,14 @@ What is enforced, in the process that calls :func:`confine` and everything it st
 
 A process confined here cannot lift the restrictions: Landlock domains only stack, and
 ``no_new_privs`` is set (set-uid programs such as ``sudo`` do not gain privileges).
+
+Confined once for many calls (``lasting``: a spawn server that serves one sandbox,
+jobs/spawn_server.py): the rules must not depend on a folder's entries, so the split
+way is refused (:class:`NotLasting`, raised before anything is changed), and what the
+rules were taken from is returned as identities, ``(path, st_dev, st_ino)`` (``None``
+twice: missing), for the host to compare with ``os.stat`` before each call
+(jobs/spawner.py). Each read-only bind's folder is held open (``O_PATH``) from before
+it is bound, so its inode number cannot be reused by a folder made in its place.
 """
 
 import os
@@ -73,6 +81,52 @@ _libc: "libc.Libc | None" = None
 
 class SandboxError(Exception):
     """The sandbox could not be set up; the command must not run."""
+
+
+class NotLasting(SandboxError):
+    """These rules cannot be kept for later calls (split: granted entry by entry).
+    Raised before anything is changed."""
+
+
+# The read-only binds' folders, held open by a lasting confinement (see the top).
+_PINNED: list[int] = []
+# An identity no stat matches: the folder changed while it was being bound.
+_CHANGED = -1
+# (path, st_dev, st_ino, st_mtime_ns or None); st_dev None: the path names nothing.
+Identity = tuple[str, "int | None", "int | None", "int | None"]
+
+
+def identity(path: str, with_entries: bool = False) -> Identity:
+    """What ``path`` names now (links followed, as the rules are taken); with
+    ``with_entries`` its modification time too, which changes when an entry of the
+    folder is made, removed or renamed."""
+    try:
+        info = os.stat(path)
+    except (OSError, ValueError):
+        return (path, None, None, None)
+    return (path, info.st_dev, info.st_ino, info.st_mtime_ns if with_entries else None)
+
+
+def _identities(writable: list[str], allowed: list[str], protected: list[str]) -> list[Identity]:
+    """What a lasting confinement's rules are taken from. Writable and allowed paths
+    (not /dev's files: the system's, never replaced) and existing protected paths: what
+    they name. A missing protected path: its nearest existing folder, with its entries
+    (the missing part made since, as a folder or a link elsewhere, changes it), along the
+    path as written and along its links resolved."""
+    out = [identity(p) for p in writable + allowed if not p.startswith("/dev/")]
+    for path in protected:
+        found = identity(path)
+        if found[1] is not None:
+            out.append(found)
+            continue
+        for start in dict.fromkeys([path, os.path.realpath(path)]):
+            anchor = start
+            while found[1] is None and anchor != os.path.dirname(anchor):
+                anchor = os.path.dirname(anchor)
+                found = identity(anchor, with_entries=True)
+            out.append(found)
+            found = (path, None, None, None)
+    return list(dict.fromkeys(out))
 
 
 def _lib() -> "libc.Libc":
@@ -151,9 +205,12 @@ def _mount(lib: "libc.Libc", source: str | None, target: str, flags: int) -> Non
         raise _fail(f"cannot mount {target}")
 
 
-def _enter_namespace(read_only: list[str], writable_again: list[str]) -> bool:
+def _enter_namespace(read_only: list[str], writable_again: list[str],
+                     lasting: "list[Identity] | None" = None) -> bool:
     """A private user and mount namespace where ``read_only`` paths are read-only bind
-    mounts; False (nothing changed) when the system does not allow one."""
+    mounts; False (nothing changed) when the system does not allow one. ``lasting``:
+    each bound folder is held open first and its identity appended (``-1`` twice when
+    the path named another folder once bound)."""
     lib = _lib()
     uid, gid = os.getuid(), os.getgid()
     if lib.unshare(CLONE_NEWUSER | CLONE_NEWNS) != 0:
@@ -167,6 +224,14 @@ def _enter_namespace(read_only: list[str], writable_again: list[str]) -> bool:
         raise SandboxError(f"cannot map the user into the namespace: {exc.strerror}") from None
     _mount(lib, None, "/", MS_REC | MS_PRIVATE)
     for path, extra in [(p, MS_RDONLY) for p in read_only] + [(p, 0) for p in writable_again]:
+        held = None
+        if lasting is not None:
+            try:
+                pin = os.open(path, os.O_PATH | os.O_CLOEXEC)
+            except OSError as exc:
+                raise SandboxError(f"cannot mount {path}: {exc.strerror}") from None
+            _PINNED.append(pin)
+            held = os.fstat(pin)
         _mount(lib, path, path, MS_BIND | MS_REC)
         kept = 0
         flags = os.statvfs(path).f_flag
@@ -174,13 +239,18 @@ def _enter_namespace(read_only: list[str], writable_again: list[str]) -> bool:
             if flags & st_flag:
                 kept |= ms_flag
         _mount(lib, None, path, MS_REMOUNT | MS_BIND | extra | kept)
+        if lasting is not None and held is not None:
+            bound = identity(path)  # the mount's root, seen from inside
+            same = bound[1:3] == (held.st_dev, held.st_ino)
+            lasting.append(bound if same else (path, _CHANGED, _CHANGED, None))
     return True
 
 
 def plan(writable: list[str], protected: list[str], allowed: list[str],
-         use_namespace: bool = True) -> tuple[list[str], str]:
+         use_namespace: bool = True, lasting: "list[Identity] | None" = None) -> tuple[list[str], str]:
     """Decide (and, with ``use_namespace``, enter the namespace for) what Landlock grants.
-    Returns ``(granted paths, how)`` where how is "namespace" or "split"."""
+    Returns ``(granted paths, how)`` where how is "namespace" or "split". ``lasting``:
+    see :func:`confine`."""
     writable = [os.path.realpath(p) for p in writable if _exists(p)]
     protected = [os.path.realpath(p) for p in protected]
     allowed = [os.path.realpath(p) for p in allowed if _exists(p)]
@@ -190,8 +260,10 @@ def plan(writable: list[str], protected: list[str], allowed: list[str],
     binds = [_nearest_existing(p) for p in inside]
     if use_namespace and inside and not any(b in writable for b in binds):
         again = [a for a in allowed if any(_inside(a, b) for b in binds)]
-        if _enter_namespace(sorted(set(binds)), again):
+        if _enter_namespace(sorted(set(binds)), again, lasting):
             return writable + allowed, "namespace"
+    if inside and lasting is not None:
+        raise NotLasting("protected folders inside writable ones without a namespace are granted entry by entry")
     granted: list[str] = []
     for root in writable:
         _split(root, protected, granted)
@@ -199,14 +271,19 @@ def plan(writable: list[str], protected: list[str], allowed: list[str],
 
 
 def confine(writable: list[str], protected: list[str], allowed: list[str], network: bool,
-            use_namespace: bool = True) -> str:
+            use_namespace: bool = True, lasting: "list[Identity] | None" = None) -> str:
     """Restrict this process (single-threaded: the launcher) and its future children.
     Raises :class:`SandboxError` when Landlock is missing or a step fails. Returns how
-    protected paths inside writable ones were kept ("namespace", "split" or "plain")."""
+    protected paths inside writable ones were kept ("namespace", "split" or "plain").
+    ``lasting``: confined once for many calls (see the top): :class:`NotLasting` instead
+    of the split way, and the identities the rules were taken from are appended."""
     abi = abi_version()
     if abi < 1:
         raise SandboxError("Landlock is not available in this kernel")
-    granted, how = plan(writable, protected, allowed, use_namespace)
+    if lasting is not None:
+        # Taken before the rules are: a folder replaced meanwhile then differs at the next call.
+        lasting.extend(_identities(writable, allowed, protected))
+    granted, how = plan(writable, protected, allowed, use_namespace, lasting)
     lib = _lib()
     fs = WRITE_FILE | REMOVE_DIR | REMOVE_FILE | MAKE_ALL
     if abi >= 2:

@@ -9,6 +9,15 @@ server could not start): the caller then starts a supervisor of its own as befor
 The server is started on first use from a thread of its own that lives as long as the
 process (the parent-death signal follows the thread that started a child, so it cannot
 be a worker thread that may end), and again after a fork or if it died.
+
+A sandboxed call goes to a **server of its sandbox**: a fork of the server that
+confined itself once (jobs/spawn_server.py), so the call pays no Landlock rules and no
+mount namespace of its own. They are kept by the sandbox's launcher options (its rules
+exactly), at most :data:`CONFINED_SERVERS`, the least recently used let go (it finishes
+its running calls, then exits). Before each call the identities its rules were taken
+from (every path of the rules, and each read-only bind's folder) are compared with
+``os.stat``: a folder replaced since (renamed, or removed and made again) means a new
+server, so a bind never protects a folder that is no longer there.
 """
 
 from __future__ import annotations
@@ -22,6 +31,7 @@ import socket
 import subprocess
 import sys
 import threading
+from collections import OrderedDict
 from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
@@ -33,6 +43,8 @@ SERVER = str(Path(__file__).resolve().with_name("spawn_server.py"))
 _BOOT = ("import sys;sys.path.insert(0,sys.argv.pop(1).rpartition('/')[0]);import spawn_server;"
          "spawn_server.serve(int(sys.argv[1]),int(sys.argv[2]))")
 _START_SECONDS = 10.0
+# Servers of one sandbox kept at once: bash's, ripgrep's and one per exec set.
+CONFINED_SERVERS = 4
 # A killed supervisor reports nothing: the call is reported as killed.
 _KILLED = -signal.SIGKILL
 
@@ -120,30 +132,145 @@ class SupervisedProcess:
             self.sentinel = -1
 
 
+class _Confined:
+    """The host's side of a server of one sandbox: its socket and, once its ``ready``
+    message is read, its pid and the identities to compare before each call."""
+
+    def __init__(self, control: socket.socket) -> None:
+        self.control = control
+        self.pid: int | None = None
+        # (path, st_dev, st_ino, st_mtime_ns or None), st_dev None: missing (jobs/landlock.py).
+        self.identities: list[tuple[str, int | None, int | None, int | None]] | None = None
+        self.gone = False
+
+    def settle(self, wait: float = 0.0) -> bool:
+        """Read its ``ready`` message if it came (waiting up to ``wait`` seconds); True once read."""
+        if self.identities is not None or self.gone:
+            return self.identities is not None
+        if wait:
+            poller = select.poll()
+            poller.register(self.control, select.POLLIN)
+            if not poller.poll(wait * 1000):
+                return False
+        try:
+            data = self.control.recv(MAX_READY, socket.MSG_DONTWAIT)
+        except BlockingIOError:
+            return False
+        except OSError:
+            data = b""
+        try:
+            pid, _state, identities = marshal.loads(data[6:]) if data.startswith(b"ready ") else (None, "", None)
+        except (EOFError, ValueError, TypeError):
+            identities = None
+        if identities is None:
+            self.gone = True  # it could not start (or died): a new one next time
+            return False
+        self.pid = pid
+        self.identities = list(dict.fromkeys(tuple(i) for i in identities))
+        return True
+
+    def current(self) -> bool:
+        """False when the server is gone or a path of its rules names another file than
+        when it confined itself. Not yet ``ready``: it is confining itself now, so the
+        rules it takes are current ones."""
+        if not self.settle():
+            return not self.gone
+        for path, dev, ino, mtime in self.identities or ():
+            if dev is None:
+                if os.access(path, os.F_OK):  # made since (no exception raised when it still is not)
+                    return False
+                continue
+            try:
+                info = os.stat(path)
+            except OSError:
+                return False
+            if info.st_ino != ino or info.st_dev != dev or (mtime is not None and info.st_mtime_ns != mtime):
+                return False
+        return True
+
+
+MAX_READY = 1 << 20
+
+
 class _Server:
-    """The spawn server of this process: started once, from a thread that lives on."""
+    """The spawn server of this process: started once, from a thread that lives on,
+    and the servers of one sandbox it forked (:class:`_Confined`), by launcher options."""
 
     def __init__(self) -> None:
-        self.lock = threading.Lock()
+        self.lock = threading.RLock()
         self.owner = -1
         self.control: socket.socket | None = None
         self.failed = False
         self.pid: int | None = None
+        self.confined: OrderedDict[tuple[str, ...], _Confined] = OrderedDict()
 
     def control_socket(self) -> socket.socket | None:
         with self.lock:
             if self.owner != os.getpid():  # first use, or a forked copy of the host
                 self.control, self.owner, self.failed = None, os.getpid(), False
+                for entry in self.confined.values():
+                    entry.control.close()  # our copies only: the host that forked keeps its own
+                self.confined.clear()
             if self.control is None and not self.failed:
                 self.control = self._start()
                 self.failed = self.control is None
             return self.control
 
+    def confined_socket(self, launcher: list[str]) -> socket.socket | None:
+        """The socket of the server of this sandbox, started if needed (it confines
+        itself while the call's request waits in its socket); None: the main server
+        cannot be used."""
+        key = tuple(launcher)
+        with self.lock:
+            main = self.control_socket()
+            if main is None:
+                return None
+            entry = self.confined.get(key)
+            if entry is not None:
+                if entry.current():
+                    self.confined.move_to_end(key)
+                    return entry.control
+                self._let_go(key)
+            if not all(a.startswith("--") or os.path.isabs(a) for a in launcher):
+                return main  # a relative path names another folder in each call's cwd: confined per call
+            ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+            try:
+                main.sendmsg([b"S" + marshal.dumps(launcher)], [(socket.SOL_SOCKET, socket.SCM_RIGHTS,
+                                                                  _fd_bytes([theirs.fileno()]))])
+            except OSError:
+                ours.close()
+                return main
+            finally:
+                theirs.close()
+            self.confined[key] = _Confined(ours)
+            while len(self.confined) > CONFINED_SERVERS:
+                self._let_go(next(iter(self.confined)))
+            return ours
+
+    def _let_go(self, key: tuple[str, ...]) -> None:
+        """Close our end: that server finishes the calls it runs, then exits."""
+        self.confined.pop(key).control.close()
+
     def forget(self, control: socket.socket) -> None:
         with self.lock:
             if self.control is control:
                 self.control = None
+            for key, entry in list(self.confined.items()):
+                if entry.control is control:
+                    del self.confined[key]
             control.close()
+
+    def helpers(self, wait: float) -> set[int]:
+        """The pids of the main server and of each server of one sandbox (each one's
+        ``ready`` awaited up to ``wait`` seconds)."""
+        with self.lock:
+            if self.owner != os.getpid() or self.control is None:
+                return set()
+            found = {self.pid} if self.pid is not None else set()
+            for entry in self.confined.values():
+                if entry.settle(wait) and entry.pid is not None:
+                    found.add(entry.pid)
+            return found
 
     def _start(self) -> socket.socket | None:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
@@ -182,6 +309,12 @@ def server_pid() -> int | None:
     """The pid of this process's spawn server while it runs (a helper that lives as long
     as the host, not a leftover: tests that look for leftovers skip it)."""
     return _SERVER.pid if _SERVER.owner == os.getpid() and _SERVER.control is not None else None
+
+
+def helper_pids(wait: float = 5.0) -> set[int]:
+    """The spawn server's pid and those of the servers of one sandbox it runs for this
+    process (helpers, not leftovers)."""
+    return _SERVER.helpers(wait)
 
 
 def server_ready() -> bool:
@@ -266,12 +399,13 @@ def send(argv: list[str], *, cwd: str, env: dict[Any, Any] | None, sandbox: Sand
     server on first use); None when the server cannot be used."""
     if not sys.platform.startswith("linux"):
         return None
-    control = _SERVER.control_socket()
+    launcher = sandbox.launcher_args() if sandbox else []
+    control = _SERVER.confined_socket(launcher) if launcher else _SERVER.control_socket()
     if control is None:
         return None
     environment = os.environb if env is None else env
     request = marshal.dumps((list(argv), cwd, {os.fsencode(k): os.fsencode(v) for k, v in environment.items()},
-                             sandbox.launcher_args() if sandbox else [], grace, linger))
+                             launcher, grace, linger))
     theirs: list[int] = []
     ours: list[int | None] = []
     try:
@@ -289,8 +423,18 @@ def send(argv: list[str], *, cwd: str, env: dict[Any, Any] | None, sandbox: Sand
         status_read, status_write = os.pipe()
         ours.append(status_read)
         theirs.append(status_write)
+        rights = [(socket.SOL_SOCKET, socket.SCM_RIGHTS, _fd_bytes(theirs))]
         try:
-            control.sendmsg([request], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, _fd_bytes(theirs))])
+            try:
+                control.sendmsg([request], rights)
+            except OSError as exc:
+                main = _SERVER.control_socket()
+                if exc.errno == errno.EMSGSIZE or control is main or main is None:
+                    raise
+                # A server of one sandbox that is gone: this call confines itself in the main server.
+                _SERVER.forget(control)
+                control = main
+                control.sendmsg([request], rights)
         except OSError as exc:
             # Too large for one message (an environment of hundreds of KB), or the server
             # is gone (started again next time): a supervisor of its own this time.

@@ -54,6 +54,9 @@ POLL_SECONDS = 0.5
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Mapping, MutableMapping
+    from types import ModuleType
+
+    from crystal_kernel.jobs.landlock import Identity
 
     Environment = MutableMapping[str, str]  # os.environ or a command's own
     SpawnEnvironment = Mapping[str, str] | Mapping[bytes, bytes]
@@ -249,9 +252,7 @@ def _use_cache(folder: str, env: "Environment") -> None:
     env["npm_config_cache"] = os.path.join(folder, "npm")
 
 
-def _confine(rules: _SandboxRules, env: "Environment") -> None:
-    """Apply the sandbox to this process (and so to the command, whose environment is
-    ``env``) or refuse to run."""
+def _landlock() -> "ModuleType":
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     try:
         if TYPE_CHECKING:
@@ -260,15 +261,51 @@ def _confine(rules: _SandboxRules, env: "Environment") -> None:
             import landlock  # jobs/landlock.py, loaded by path (-I -S: the package is not importable)
     finally:
         del sys.path[0]
+    return landlock
+
+
+def use_caches(rules: _SandboxRules, env: "Environment") -> None:
+    """Point the command's caches at the sandbox's cache folder (see :func:`_use_cache`)."""
     for cache in rules.paths["cache"]:
         _use_cache(cache, env)
+
+
+def refuse(reason: str, status_fd: "int | None" = None) -> None:
+    """The sandbox could not start: say so, run nothing, exit 126."""
+    sys.stderr.write(f"crystal: the sandbox could not start ({reason}); the command did not run.\n")
+    sys.stderr.flush()
+    _report(status_fd, f"exit {126 << 8}")
+    os._exit(126)
+
+
+def _confine(rules: _SandboxRules, env: "Environment") -> None:
+    """Apply the sandbox to this process (and so to the command, whose environment is
+    ``env``) or refuse to run."""
+    landlock = _landlock()
+    use_caches(rules, env)
     try:
         landlock.confine(rules.paths["write"], rules.paths["protect"], rules.paths["allow"], rules.network,
                          use_namespace=not rules.split)
     except landlock.SandboxError as exc:
-        sys.stderr.write(f"crystal: the sandbox could not start ({exc}); the command did not run.\n")
-        sys.stderr.flush()
-        os._exit(126)
+        refuse(str(exc))
+
+
+def confine_lasting(rules: _SandboxRules) -> "tuple[str, list[Identity]]":
+    """For a spawn server that serves one sandbox (jobs/spawn_server.py): confine this
+    process once, for every call it will fork. Returns ``("confined", identities)``
+    (landlock.py: what the host compares before each call), ``("per-call", [])`` when
+    these rules cannot be kept (nothing changed: each call confines itself), or
+    ``(reason, [])`` when the sandbox could not start (each call is refused)."""
+    landlock = _landlock()
+    identities: list[Identity] = []
+    try:
+        landlock.confine(rules.paths["write"], rules.paths["protect"], rules.paths["allow"], rules.network,
+                         use_namespace=not rules.split, lasting=identities)
+    except landlock.NotLasting:
+        return "per-call", []
+    except landlock.SandboxError as exc:
+        return str(exc) or "unknown error", []
+    return "confined", identities
 
 
 def arm(parent: int) -> None:

@@ -5,15 +5,19 @@ host however it dies, and a call made from a thread that then ends is not stoppe
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import subprocess
 import sys
 import textwrap
 import threading
+import time
 from pathlib import Path
 
-from crystal_kernel.jobs import spawner
+import pytest
+
+from crystal_kernel.jobs import landlock, spawner
 from crystal_kernel.tools.child_process import run_process
 from tests.jobs.conftest import alive, read_pids, wait_until
 
@@ -90,13 +94,18 @@ HOST = textwrap.dedent(
     from crystal_kernel.tools.child_process import run_process
 
     workspace = Path(sys.argv[1])
+    sandbox = None
+    if len(sys.argv) > 2:  # under a server of its sandbox, a fork of the spawn server
+        from crystal_kernel.core.config import Config
+        from crystal_kernel.jobs.sandbox import sandbox_for
+        sandbox = sandbox_for(Config(home=Path(sys.argv[2])), workspace)
 
     async def main():
         task = asyncio.ensure_future(run_process([sys.executable, "tree.py"], cwd=workspace, env=dict(os.environ),
-                                                 payload=None, timeout=None, max_bytes=100))
+                                                 payload=None, timeout=None, max_bytes=100, sandbox=sandbox))
         while not (workspace / "pids").exists() or len((workspace / "pids").read_text().split()) < 3:
             await asyncio.sleep(0.02)
-        print(spawner.server_pid(), flush=True)
+        print(spawner.server_pid(), *(spawner.helper_pids() - {spawner.server_pid()}), flush=True)
         await task
 
     asyncio.run(main())
@@ -104,18 +113,30 @@ HOST = textwrap.dedent(
 )
 
 
-def test_a_sigkilled_host_leaves_no_tool_process_and_no_server(workspace: Path):
+@pytest.mark.parametrize("sandboxed", [False, True])
+def test_a_sigkilled_host_leaves_no_tool_process_and_no_server(workspace: Path, private_home: Path, sandboxed):
+    if sandboxed and landlock.abi_version() < 1:
+        pytest.skip("needs Landlock")
     (workspace / "tree.py").write_text(TREE)
-    host = subprocess.Popen([PY, "-c", HOST, str(workspace)], stdout=subprocess.PIPE, text=True)
+    host = subprocess.Popen([PY, "-c", HOST, str(workspace), *([str(private_home)] if sandboxed else [])],
+                            stdout=subprocess.PIPE, text=True)
     try:
         assert host.stdout is not None
-        server = int(host.stdout.readline())
+        servers = [int(p) for p in host.stdout.readline().split()]  # the spawn server (and its sandbox's)
+        assert len(servers) == (2 if sandboxed else 1)
         pids = read_pids(workspace / "pids", 3)  # the tool, its supervisor, a grandchild ignoring SIGTERM
-        assert all(alive(p) for p in [server, *pids])
+        parent = {pid: int(Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[1])
+                  for pid in [*servers, *pids]}
+        # The supervisor: the one whose parent is a server (the pids' order depends on who wrote first).
+        assert [parent[p] for p in pids if parent[p] in servers] == [servers[-1]], \
+            "the supervisor's parent is not its sandbox's server"
+        if sandboxed:
+            assert parent[servers[1]] == servers[0], "the sandbox's server is not a fork of the spawn server"
+        assert all(alive(p) for p in [*servers, *pids])
         host.send_signal(signal.SIGKILL)
         host.wait(10)
-        assert wait_until(lambda: not any(alive(p) for p in [server, *pids]), 5), \
-            [p for p in [server, *pids] if alive(p)]
+        assert wait_until(lambda: not any(alive(p) for p in [*servers, *pids]), 5), \
+            [p for p in [*servers, *pids] if alive(p)]
     finally:
         if host.poll() is None:
             host.kill()
@@ -172,3 +193,87 @@ def test_a_session_with_bash_starts_the_server_before_its_first_call(workspace: 
                           timeout=120)
     assert done.stdout.split() == ["True", "True"], done.stderr[-2000:]
     assert not (workspace / ".crystal").exists(), "warming the sandbox created the workspace's .crystal/"
+
+
+# --- Servers of one sandbox (SANDBOX-1 confined once, ROBUST-3 kept) -------------------
+SERVER_OF = ("import os\n"
+             "sup = os.getppid()\n"
+             "server = int(open(f'/proc/{sup}/stat').read().rpartition(')')[2].split()[1])\n"
+             "print(server, os.readlink('/proc/self/ns/mnt'))\n")
+
+
+def _sandbox(workspace: Path, home: Path, **changes):
+    from dataclasses import replace
+
+    from crystal_kernel.core.config import Config
+    from crystal_kernel.jobs.sandbox import sandbox_for
+
+    found = sandbox_for(Config(home=home), workspace)
+    assert found is not None
+    return replace(found, **changes)
+
+
+def _status(pid: int, field: str) -> str:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return line.split()[1]
+    raise AssertionError(f"no {field} in /proc/{pid}/status")
+
+
+@pytest.mark.skipif(landlock.abi_version() < 1, reason="needs Landlock")
+async def test_sandboxed_calls_run_under_a_server_that_confined_itself_once(workspace: Path, private_home: Path):
+    sandbox = _sandbox(workspace, private_home)
+    other = _sandbox(workspace, private_home, network=True)
+
+    async def server_of(which) -> tuple[int, str]:
+        done = await run_process([PY, "-S", "-c", SERVER_OF], cwd=workspace, env=dict(os.environ), payload=None,
+                                 timeout=30, max_bytes=10_000, sandbox=which)
+        assert done.returncode == 0, done.stderr
+        server, namespace = done.stdout.split()
+        return int(server), namespace.decode()
+
+    first, second, third = await server_of(sandbox), await server_of(sandbox), await server_of(other)
+    assert first == second, "the same sandbox went to another server"
+    assert third[0] != first[0], "another sandbox (the network allowed) went to the same server"
+    server = first[0]
+    assert int(Path(f"/proc/{server}/stat").read_text().rpartition(")")[2].split()[1]) == spawner.server_pid()
+    # Confined once: the server holds the mount namespace its calls run in (none made per
+    # call), its Landlock domain is why no_new_privs is set, and the host has neither.
+    assert os.readlink(f"/proc/{server}/ns/mnt") == first[1] != os.readlink("/proc/self/ns/mnt")
+    assert _status(server, "NoNewPrivs") == "1" and _status(os.getpid(), "NoNewPrivs") == "0"
+    assert {server, third[0]} <= spawner.helper_pids()
+    # And it still confines: the workspace's .crystal/ is read-only, the workspace is not.
+    done = await run_process(["/bin/sh", "-c", "echo x > made.txt; echo y > .crystal/x.txt"], cwd=workspace,
+                             env=dict(os.environ), payload=None, timeout=30, max_bytes=10_000, sandbox=sandbox)
+    assert done.returncode != 0 and b"Read-only file system" in done.stderr
+    assert (workspace / "made.txt").exists() and not (workspace / ".crystal/x.txt").exists()
+
+
+@pytest.mark.skipif(landlock.abi_version() < 1, reason="needs Landlock")
+async def test_a_few_servers_are_kept_and_one_let_go_finishes_its_calls(workspace: Path, private_home: Path):
+    """At most CONFINED_SERVERS are kept, the least recently used let go; a server let go
+    while a call of its runs lets that call finish (no parent-death signal cut it short),
+    then exits."""
+    sandboxes = [_sandbox(workspace, private_home, cache=str(workspace / f"cache{i}"))
+                 for i in range(spawner.CONFINED_SERVERS + 1)]
+    waiting = SERVER_OF.replace("print(", "import time\nwhile not os.path.exists('go'): time.sleep(0.01)\nprint(")
+    slow = asyncio.ensure_future(run_process([PY, "-S", "-c", waiting], cwd=workspace, env=dict(os.environ),
+                                             payload=None, timeout=60, max_bytes=10_000, sandbox=sandboxes[0]))
+    before = spawner.helper_pids()  # servers earlier tests of this process left kept
+    deadline = time.monotonic() + 20
+    while not spawner.helper_pids(0) - before and time.monotonic() < deadline:
+        await asyncio.sleep(0.02)
+    first = spawner.helper_pids() - before
+    assert len(first) == 1
+    for sandbox in sandboxes[1:]:
+        done = await run_process(["/bin/true"], cwd=workspace, env=dict(os.environ), payload=None, timeout=30,
+                                 max_bytes=100, sandbox=sandbox)
+        assert done.returncode == 0
+    helpers = spawner.helper_pids()
+    assert len(helpers) == spawner.CONFINED_SERVERS + 1 and not first & helpers, "the oldest server was kept"
+    assert alive(next(iter(first))) and not slow.done(), "the server let go did not wait for its running call"
+    (workspace / "go").touch()
+    done = await slow
+    assert done.returncode == 0, done.stderr
+    assert int(done.stdout.split()[0]) == next(iter(first))
+    assert wait_until(lambda: not alive(next(iter(first))), 5), "a server let go did not exit after its last call"

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import pwd
+import re
 import shutil
 import socket
 import subprocess
@@ -322,3 +323,35 @@ async def test_a_crystal_folder_removed_between_calls_is_made_and_protected_agai
     second, _, _ = await turn(session)
     assert "refused" in second[0].text, second[0].text
     assert not (place / "ws/.crystal/prompts/work.md").exists()
+
+
+# bash's $PPID is its supervisor; the supervisor's parent, the server that forked it.
+SERVER_THEN_WRITE = ("echo server=$(cut -d' ' -f4 /proc/$PPID/stat); mkdir -p .crystal/prompts; "
+                     f"echo '{INJECTED}' > .crystal/prompts/work.md || echo refused")
+
+
+@pytest.mark.parametrize("how", ["renamed", "removed"])
+async def test_a_crystal_folder_replaced_between_calls_is_protected_by_a_new_server(place, how):
+    """Sandboxed calls run under a server that confined itself once (jobs/spawner.py): its
+    read-only bind protects the .crystal/ that was there when it started. The folder
+    replaced between two calls (renamed away and made again, or removed and made again,
+    as a checkout or the person may) must not be writable by the next call: the host
+    sees that the path names another folder and starts a new server, which binds the
+    new one."""
+    replies = [tool_reply([("bash", {"command": SERVER_THEN_WRITE})]), text_reply("done")] * 2
+    session = open_session(SessionOptions(place / "ws", overrides={"approval": "full"},
+                                          provider=ScriptedProvider(replies), person_present=False))
+    crystal = place / "ws/.crystal"
+    first, _, _ = await turn(session)
+    assert "refused" in first[0].text, first[0].text
+    if how == "renamed":
+        crystal.rename(place / "ws/.crystal-old")
+    else:
+        shutil.rmtree(crystal)
+    (crystal / "prompts").mkdir(parents=True)
+    (crystal / "prompts/work.md").write_text("Replaced work prompt.\n")
+    second, _, _ = await turn(session)
+    assert "refused" in second[0].text, second[0].text
+    assert (crystal / "prompts/work.md").read_text() == "Replaced work prompt.\n"
+    servers = [re.search(r"server=(\d+)", r[0].text) for r in (first, second)]
+    assert all(servers) and servers[0].group(1) != servers[1].group(1), "the second call ran in the first's server"

@@ -175,8 +175,9 @@ async def test_no_process_left_behind(ctx):
     me = psutil.Process(os.getpid())
 
     def live() -> set[int]:
-        # The spawn server is a helper that lives as long as the host, not a leftover.
-        return {c.pid for c in me.children(recursive=True) if _pid_alive(c.pid)} - {spawner.server_pid()}
+        # The spawn server and its servers of one sandbox are helpers that live as long as
+        # the host, not leftovers.
+        return {c.pid for c in me.children(recursive=True) if _pid_alive(c.pid)} - spawner.helper_pids()
 
     before = live()
     result = await call("bash", ctx, command="sleep 0.1; echo hi")
