@@ -70,16 +70,22 @@ def _write(fd: int, line: str) -> None:
         pass
 
 
-def _child(server: int, request: bytes, fds: list[int], confined: "Confined") -> None:
+def _child(server: int, request: bytes, fds: list[int], confined: "Confined", spare: bool = False) -> None:
     """In the forked copy: become the supervisor of one call; never returns.
-    ``confined``: this server's own sandbox (launcher options, state), or None."""
-    signal.signal(signal.SIGCHLD, signal.SIG_DFL)  # the server ignores it to reap us
+    ``confined``: this server's own sandbox (launcher options, state), or None;
+    ``spare``: a spare that took the request (:func:`_spare` did the first steps)."""
+    if not spare:
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)  # the server ignores it to reap us
     signal.pthread_sigmask(signal.SIG_BLOCK, supervisor.WATCHED)
     stdin, stdout, stderr, status = fds
-    os.setsid()
+    if not spare:
+        os.setsid()
     _write(status, f"pid {os.getpid()}")
     argv, cwd, env_bytes, launcher, grace, linger = marshal.loads(request)
-    supervisor.arm(server)
+    if not spare:
+        supervisor.arm(server)
+    elif os.getppid() != server:
+        os._exit(255)  # the server died while the request was taken
     for target, fd in enumerate((stdin, stdout, stderr)):
         os.dup2(fd, target)
     for fd in {stdin, stdout, stderr} - {0, 1, 2, status}:
@@ -141,7 +147,86 @@ def _serve_one_sandbox(parent: int, options: bytes, control_fd: int) -> None:
         control.send(b"ready " + marshal.dumps((os.getpid(), state, identities)))
     except OSError:
         os._exit(0)
-    _loop(parent, control, (launcher, state))
+    _serve_with_spares(parent, control, (launcher, state))
+
+
+# A server of one sandbox and its spare are named so (``/proc/PID/comm``): helpers, not
+# leftovers (jobs/spawner.py: helper_pids). A spare that takes a call takes the name back.
+HELPER_NAME = b"crystal-sandbox"
+PR_SET_NAME = 15
+
+
+def _name(name: bytes) -> None:
+    try:
+        supervisor._LIBC[0].prctl(PR_SET_NAME, name, 0, 0, 0)
+    except (IndexError, OSError, AttributeError):
+        pass
+
+
+def _serve_with_spares(parent: int, control: "_socket.socket", confined: "Confined") -> None:
+    """Serve calls through a spare: a supervisor forked ahead, already in a session of
+    its own with its parent-death signal, that waits on the socket itself. A request
+    then wakes it directly, with no fork and no wake of this server on the way (each
+    hand-off between processes costs the call a time slice under load); this server
+    forks the next spare meanwhile. Never returns."""
+    me = os.getpid()
+    with open("/proc/self/comm", "rb") as handle:
+        own_name = handle.read().strip()
+    _name(HELPER_NAME)
+    while True:
+        took, told = os.pipe()
+        try:
+            pid = os.fork()
+        except OSError:
+            os.close(took)
+            os.close(told)
+            _loop(parent, control, confined)  # no spare can be made: a fork per request
+            return
+        if pid == 0:
+            try:
+                os.close(took)
+                _spare(me, control, confined, told, own_name)
+            finally:
+                os._exit(255)
+        os.close(told)
+        try:
+            word = os.read(took, 1)
+        except OSError:
+            word = b""
+        os.close(took)
+        if word != b"t":  # the host let this server go (or the spare is gone): its calls end first
+            if os.getppid() == parent:
+                _drain()
+            os._exit(0)
+
+
+def _spare(server: int, control: "_socket.socket", confined: "Confined", told: int, name: bytes) -> None:
+    """Wait for one request on the server's socket, tell the server (``t``: took one,
+    ``e``: the end), then become its supervisor. Signals stay unblocked while it waits:
+    the parent-death signal ends an idle spare at once."""
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    os.setsid()
+    supervisor.arm(server)
+    space = _socket.CMSG_SPACE(FDS * 4)
+    while True:
+        try:
+            request, ancdata, _flags, _address = control.recvmsg(MAX_REQUEST, space)
+        except InterruptedError:
+            continue
+        except OSError:
+            request, ancdata = b"", []
+        break
+    fds = _received_fds(ancdata)
+    if not request:
+        os.write(told, b"e")
+        os._exit(0)
+    os.write(told, b"t")
+    os.close(told)
+    control.close()
+    _name(name)
+    if len(fds) != FDS:
+        os._exit(0)
+    _child(server, request, fds, confined, spare=True)
 
 
 def _loop(parent: int, control: "_socket.socket", confined: "Confined") -> None:

@@ -270,6 +270,7 @@ class _Server:
             for entry in self.confined.values():
                 if entry.settle(wait) and entry.pid is not None:
                     found.add(entry.pid)
+                    found.update(_spares(entry.pid))
             return found
 
     def _start(self) -> socket.socket | None:
@@ -461,6 +462,25 @@ def spawn(argv: list[str], *, cwd: str, env: dict[Any, Any] | None, sandbox: San
         return None
     request.read()
     return request.started()
+
+
+def _spares(server: int) -> list[int]:
+    """The spare supervisors waiting under a server of one sandbox (its children still
+    named as it is: jobs/spawn_server.py)."""
+    found = []
+    try:
+        with open(f"/proc/{server}/task/{server}/children") as handle:
+            children = [int(pid) for pid in handle.read().split()]
+    except OSError:
+        return []
+    for pid in children:
+        try:
+            with open(f"/proc/{pid}/comm", "rb") as handle:
+                if handle.read().strip() == b"crystal-sandbox":
+                    found.append(pid)
+        except OSError:
+            continue
+    return found
 
 
 def _fd_bytes(fds: list[int]) -> bytes:
