@@ -242,8 +242,13 @@ def _use_cache(folder: str, env: "Environment") -> None:
     is outside it. Only a folder of our own: a planted link or another user's folder is
     not used (the caches then fail as before). ``env``: the command's environment."""
     try:
-        os.makedirs(folder, mode=0o700, exist_ok=True)
-        info = os.lstat(folder)
+        info = os.lstat(folder)  # one call when it is there (each call of a sandbox's server asks)
+    except FileNotFoundError:
+        try:
+            os.makedirs(folder, mode=0o700, exist_ok=True)
+            info = os.lstat(folder)
+        except OSError:
+            return
     except OSError:
         return
     if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid():
