@@ -405,8 +405,11 @@ def send(argv: list[str], *, cwd: str, env: dict[Any, Any] | None, sandbox: Sand
     if control is None:
         return None
     environment = os.environb if env is None else env
-    request = marshal.dumps((list(argv), cwd, {os.fsencode(k): os.fsencode(v) for k, v in environment.items()},
-                             launcher, grace, linger))
+    if env is not None and type(env) is dict and env and type(next(iter(env))) is bytes:
+        encoded = env  # already bytes (an exec tool's environment: child_environment_bytes)
+    else:
+        encoded = {os.fsencode(k): os.fsencode(v) for k, v in environment.items()}
+    request = marshal.dumps((list(argv), cwd, encoded, launcher, grace, linger))
     theirs: list[int] = []
     ours: list[int | None] = []
     try:

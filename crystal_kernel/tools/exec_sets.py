@@ -83,6 +83,7 @@ class ExecTool(Tool[ExternalArguments]):
         self.input_kind = manifest.input_kind
         self.catalogs: frozenset[str] = frozenset(manifest.catalogs)
         self._prefix: list[str] | None = None
+        self._data_dirs: tuple[tuple[str, str], tuple[str, str]] | None = None
 
     # -- what the model sees -------------------------------------------------
     @property
@@ -183,11 +184,14 @@ class ExecTool(Tool[ExternalArguments]):
         return child_environment(ctx.config, extra=extra)
 
     def data_dirs(self, ctx: ToolContext) -> tuple[str, str]:
-        """``{home}/data/tools/<set>`` and ``<workspace>/.crystal/data/tools/<set>``."""
-        home = str(ctx.home)
-        name = self.tool_set.name
-        return (os.path.join(home, "data", "tools", name),
-                str(paths.tool_data_dir(ctx.workspace, name)))
+        """``{home}/data/tools/<set>`` and ``<workspace>/.crystal/data/tools/<set>``
+        (kept for the last Home and workspace: asked twice a call)."""
+        key = (str(ctx.home), str(ctx.workspace))
+        if self._data_dirs is None or self._data_dirs[0] != key:
+            name = self.tool_set.name
+            self._data_dirs = (key, (os.path.join(key[0], "data", "tools", name),
+                                     str(paths.tool_data_dir(ctx.workspace, name))))
+        return self._data_dirs[1]
 
     async def run(self, args: ExternalArguments | dict[str, Any], ctx: ToolContext) -> ToolResult:
         arguments = args.root if isinstance(args, ExternalArguments) else dict(args)
