@@ -355,3 +355,37 @@ async def test_a_crystal_folder_replaced_between_calls_is_protected_by_a_new_ser
     assert (crystal / "prompts/work.md").read_text() == "Replaced work prompt.\n"
     servers = [re.search(r"server=(\d+)", r[0].text) for r in (first, second)]
     assert all(servers) and servers[0].group(1) != servers[1].group(1), "the second call ran in the first's server"
+
+
+class _SplitRules:
+    """A sandbox's rules with ``--split``: what a system without user namespaces gets
+    (the workspace granted entry by entry, from a listing)."""
+
+    def __init__(self, sandbox):
+        self.sandbox = sandbox
+
+    def launcher_args(self) -> list[str]:
+        return [*self.sandbox.launcher_args(), "--split"]
+
+
+async def test_rules_granted_entry_by_entry_are_taken_again_at_each_call(place, private_home):
+    """A server of one sandbox confines itself once only when its rules do not depend on
+    a folder's entries: in entry-by-entry mode a folder the person makes between two
+    calls must be writable by the second (a listing kept from the first would refuse it)
+    and .crystal/ stays protected."""
+    from crystal_kernel.tools.child_process import run_process
+
+    sandbox = sandbox_for(Config(home=private_home), place / "ws")
+    assert sandbox is not None
+
+    async def run(command: str) -> list[str]:
+        done = await run_process(["/bin/bash", "-c", command], cwd=place / "ws", env=dict(os.environ), payload=None,
+                                 timeout=30, max_bytes=10_000, sandbox=_SplitRules(sandbox))  # type: ignore[arg-type]
+        return done.stdout.decode().split()
+
+    assert await run("echo y > new-top.txt || echo top-refused; echo x > src/in.txt && echo in-ok; "
+                     "echo z > .crystal/x || echo crystal-refused") == ["top-refused", "in-ok", "crystal-refused"]
+    (place / "ws/later").mkdir()
+    assert await run("echo z > later/f.txt && echo later-ok; echo z > .crystal/x || echo crystal-refused") == \
+        ["later-ok", "crystal-refused"]
+    assert not (place / "ws/.crystal/x").exists()
