@@ -35,6 +35,18 @@ if TYPE_CHECKING:
 _SPAWNING_TOOLS = frozenset({"bash", "grep", "notebook_run"})
 
 
+def _warm_sandboxes(config: Config, workspace: Path, names: frozenset[str]) -> None:
+    """In the spawn server's starting thread: the sandbox's rules, then the servers of
+    bash's sandbox (when the workspace's .crystal/ is there: a missing one is made by
+    the first call, which then needs a server of its own) and ripgrep's, so the first
+    calls find them confined (jobs/spawner.py)."""
+    rules = sandbox.warm(config, workspace)
+    if "bash" in names and rules is not None and paths.host_dir(workspace).is_dir():
+        spawner.prepare(rules)
+    if names & {"grep", "glob"}:
+        spawner.prepare(sandbox.read_only_sandbox())
+
+
 async def _close_quietly(thing: object) -> None:
     """Await ``thing.aclose()`` when it has one; a failure to close is not the caller's."""
     closer = getattr(thing, "aclose", None)
@@ -79,8 +91,11 @@ class SessionRuntime:
                 self._tools = tools
                 if any(tool.name in _SPAWNING_TOOLS or isinstance(tool, ExecTool) for tool in tools):
                     # Started beside the first request, so the first call does not wait for
-                    # it; the sandbox's first-use work (Landlock ABI, rules) done there too.
-                    spawner.start_server_soon(functools.partial(sandbox.warm, session.config, session.workspace))
+                    # it; the sandbox's first-use work (Landlock ABI, rules, the servers of
+                    # bash's and ripgrep's sandboxes) done there too.
+                    names = frozenset(tool.name for tool in tools)
+                    spawner.start_server_soon(functools.partial(_warm_sandboxes, session.config, session.workspace,
+                                                                names))
         return self._tools
 
     async def external_tools(self, session: SessionView) -> tuple[list[Tool[Any]], list[str]]:

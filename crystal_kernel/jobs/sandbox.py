@@ -149,12 +149,14 @@ def _rules(config: Config, workspace: Path, writable: tuple[Path, ...]) -> Sandb
     return kept
 
 
-def warm(config: Config, workspace: Path) -> None:
+def warm(config: Config, workspace: Path) -> Sandbox | None:
     """Do now, off the turn, what the first sandboxed call of a session would otherwise
     do itself (docs/benchmarks.md): ask the kernel's Landlock ABI (loads landlock.py) and compute
-    the workspace's rules. Creates nothing; safe from any thread."""
+    the workspace's rules (returned: bash's, before any /access folder). Creates nothing;
+    safe from any thread."""
     if sandbox_state(config) == "on":
-        _rules(config, Path(workspace), ())
+        return _rules(config, Path(workspace), ())
+    return None
 
 
 def _cache_folder(writable: list[str], protected: list[str]) -> str | None:

@@ -328,6 +328,21 @@ def start_server() -> bool:
     return _SERVER.control_socket() is not None
 
 
+def server_of(sandbox: Sandbox) -> int | None:
+    """The pid of the server of ``sandbox`` once it is ready (None: none kept, or not
+    ready yet); starts nothing."""
+    with _SERVER.lock:
+        entry = _SERVER.confined.get(tuple(sandbox.launcher_args())) if _SERVER.owner == os.getpid() else None
+        return entry.pid if entry is not None and entry.settle() else None
+
+
+def prepare(sandbox: Sandbox | None) -> None:
+    """Start the server of ``sandbox`` now (blocks while the spawn server starts, once):
+    its first call then finds it confined."""
+    if sandbox is not None and sys.platform.startswith("linux"):
+        _SERVER.confined_socket(sandbox.launcher_args())
+
+
 def start_server_soon(then: Callable[[], object] | None = None) -> None:
     """Start the server in the background (a session whose tools will need it), then run
     ``then`` in the same thread (what the first call would otherwise do first)."""

@@ -281,3 +281,30 @@ async def test_a_few_servers_are_kept_and_one_let_go_finishes_its_calls(workspac
     assert done.returncode == 0, done.stderr
     assert int(done.stdout.split()[0]) == next(iter(first))
     assert wait_until(lambda: not alive(next(iter(first))), 5), "a server let go did not exit after its last call"
+
+
+@pytest.mark.skipif(landlock.abi_version() < 1, reason="needs Landlock")
+async def test_a_session_starts_its_bash_sandbox_server_before_the_first_call(workspace: Path):
+    """With .crystal/ there, the server of bash's sandbox is started with the spawn server
+    (host/runtime.py), so the session's first bash call does not wait for it to confine
+    itself: the call's supervisor is forked by a server that existed before the call."""
+    from crystal_kernel.host.bootstrap import SessionOptions, open_session
+    from crystal_kernel.host.loop import run_turn
+    from crystal_kernel.testing.scripted import ScriptedProvider, text_reply, tool_reply
+
+    (workspace / ".crystal").mkdir()
+    command = "echo server=$(cut -d' ' -f4 /proc/$PPID/stat)"
+    session = open_session(SessionOptions(workspace, overrides={"approval": "full"}, person_present=False,
+                                          provider=ScriptedProvider([tool_reply([("bash", {"command": command})]),
+                                                                     text_reply("done")])))
+    try:
+        await session.prepare_tools()
+        bash_rules = _sandbox(workspace, session.config.home)  # what bash's call uses
+        assert wait_until(lambda: spawner.server_of(bash_rules) is not None, 20)
+        started = spawner.server_of(bash_rules)
+        events = [e async for e in run_turn(session, "go")]
+    finally:
+        await session.close()
+    text = next(e for e in events if type(e).__name__ == "ToolResultEvent").text
+    server = int(text.split("server=")[1].split()[0])
+    assert server == started and _parent(server) == spawner.server_pid(), text
