@@ -50,7 +50,8 @@ CHROMIUM_FLAGS = [
 KEY_ENV = "CRYSTAL_TEST_KEY"
 # What jupyter-ai 3 adds to every Jupyter in this environment (off in labs by default).
 JUPYTER_AI_SERVER_EXTENSIONS = (
-    "jupyter_ai_acp_client", "jupyter_ai_chat_commands", "jupyter_ai_persona_manager", "jupyter_ai_router",
+    "jupyter_ai_acp_client", "jupyter_ai_chat_commands", "jupyter_ai_litellm", "jupyter_ai_persona_manager",
+    "jupyter_ai_router",
     "jupyter_ai_tools", "jupyter_live_content", "jupyter_server_mcp", "jupyterlab_chat",
     "jupyterlab_commands_toolkit",
 )
