@@ -19,6 +19,15 @@ import pytest
 # test is in that folder, and is a leftover like any other once the folder is done.
 from crystal_kernel.testing.folder_shared import SHARED_IN_FOLDER
 
+# jsonschema (imported here by nbformat, jupyter_server's events and the MCP SDK) builds
+# rfc3987-syntax's Earley grammar for its optional "iri" format check as it is imported:
+# ~2.6 s of CPU in every pytest process, seven of them in `make test` (each parallel
+# worker collects the whole suite, then the serial part). No test checks "iri" formats in
+# this process, and jsonschema leaves the check out when the module is absent, as
+# Crystal's own fronts do (crystal_kernel/cli). Child processes are not affected: a
+# kernel, a lab or a `crystal` command a test starts imports what it always does.
+sys.modules.setdefault("rfc3987_syntax", None)  # type: ignore[arg-type]
+
 _real_connect = socket.socket.connect
 _real_connect_ex = socket.socket.connect_ex
 
