@@ -29,7 +29,7 @@ DRAIN_SECONDS = 10.0
 
 
 def add_subparsers(sub: Any) -> None:
-    from crystal_kernel.host.bootstrap import add_model_flags, add_process_flags, add_reasoning_flag
+    from crystal_kernel.host.flags import add_model_flags, add_process_flags, add_reasoning_flag
 
     acp = sub.add_parser("acp", help="serve Crystal as an Agent Client Protocol agent on stdin/stdout")
     acp.add_argument("--workspace", metavar="DIR",
@@ -44,7 +44,7 @@ def options_from_args(ns: argparse.Namespace) -> Any:
     """Check every flag before serving; a bad one is a UserError (exit 2)."""
     from crystal_kernel.acp.agent import AgentOptions
     from crystal_kernel.core.config import load_config
-    from crystal_kernel.host.bootstrap import flags_from_args, overrides_from_args
+    from crystal_kernel.host.flags import flags_from_args, overrides_from_args
     from crystal_kernel.tools.catalog import check_disabled
 
     flags = flags_from_args(ns)

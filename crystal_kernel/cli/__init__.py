@@ -49,7 +49,7 @@ SUBCOMMAND_MODULES = (
 def build_parser(run_only: bool = False) -> argparse.ArgumentParser:
     """The ``crystal`` parser; ``run_only`` leaves out every subcommand but ``run`` (what
     ``crystal run`` itself parses: the others' modules and parsers cost its start ~6 ms)."""
-    from crystal_kernel.host.bootstrap import add_model_flags, add_process_flags, add_reasoning_flag
+    from crystal_kernel.host.flags import add_model_flags, add_process_flags, add_reasoning_flag
 
     parser = OneLineParser(prog="crystal", description="Crystal: a coding agent that lives in Jupyter.")
     parser.add_argument("--version", action="version", version=f"crystal {__version__}",
@@ -176,7 +176,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def cmd_run(ns: argparse.Namespace) -> int:
-    from crystal_kernel.host.bootstrap import SessionOptions, flags_from_args, open_session, overrides_from_args
+    from crystal_kernel.host.bootstrap import SessionOptions, open_session
+    from crystal_kernel.host.flags import flags_from_args, overrides_from_args
 
     prompt = ns.prompt
     if prompt is None:

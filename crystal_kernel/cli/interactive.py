@@ -37,15 +37,17 @@ from crystal_kernel.cli.terminal_person import TerminalPerson
 from crystal_kernel.core.errors import UserError
 from crystal_kernel.host.bootstrap import (
     SessionOptions,
+    open_session,
+)
+from crystal_kernel.host.commands import is_command, run_command
+from crystal_kernel.host.completion import complete, session_sources
+from crystal_kernel.host.flags import (
     add_model_flags,
     add_process_flags,
     add_reasoning_flag,
     flags_from_args,
-    open_session,
     overrides_from_args,
 )
-from crystal_kernel.host.commands import is_command, run_command
-from crystal_kernel.host.completion import complete, session_sources
 from crystal_kernel.host.loop import run_turn
 from crystal_kernel.host.mentions import attach_mentions
 from crystal_kernel.jobs.commands import follow_logs

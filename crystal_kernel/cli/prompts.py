@@ -61,7 +61,7 @@ def _add_attachments(subparsers: Any) -> None:
 
 
 def _add_prompts(subparsers: Any) -> None:
-    from crystal_kernel.host.bootstrap import add_model_flags, add_process_flags
+    from crystal_kernel.host.flags import add_model_flags, add_process_flags
 
     top = subparsers.add_parser("prompts", help="named prompts")
     actions = top.add_subparsers(dest="prompts_action", required=True)
@@ -153,7 +153,8 @@ def cmd_export(ns: argparse.Namespace) -> int:
     flags); notes go to stderr. Per-call slots (PH-7) and the new session's id stay as
     tokens; the local time is the time of the export."""
     from crystal_kernel.core.config import load_config
-    from crystal_kernel.host.bootstrap import SessionOptions, flags_from_args, open_session, overrides_from_args
+    from crystal_kernel.host.bootstrap import SessionOptions, open_session
+    from crystal_kernel.host.flags import flags_from_args, overrides_from_args
     from crystal_kernel.prompts.compose import compose_named
     from crystal_kernel.providers.base import NoModel
 

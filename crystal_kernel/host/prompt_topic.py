@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-from crystal_kernel.core.messages import Message
+if TYPE_CHECKING:  # the kernel imports this module at start, before any message exists
+    from crystal_kernel.core.messages import Message
 
 MAX_PROMPT_TOPIC = 60
 # Characters a one-line label never shows: C0 and C1 controls, zero-width and bidi

@@ -20,10 +20,11 @@ from crystal_kernel.core.config import APPROVAL_MODES, Config
 from crystal_kernel.core.errors import UserError
 from crystal_kernel.host.approval import Reviewer
 from crystal_kernel.host.document import apply_document, fork_document, meta_document, whole_document
+from crystal_kernel.host.flags import ProcessFlags
 from crystal_kernel.host.review import review_fingerprint
 from crystal_kernel.host.runtime import SessionRuntime
 from crystal_kernel.host.session_file import SessionFile
-from crystal_kernel.host.state import ProcessFlags, SessionState, Usage
+from crystal_kernel.host.state import SessionState, Usage
 from crystal_kernel.host.store import SessionStore, new_session_id
 from crystal_kernel.host.tool_sources import SessionTools
 from crystal_kernel.prompts.compose import compose_named, compose_system

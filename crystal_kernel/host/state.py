@@ -16,23 +16,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from crystal_kernel.core.access import AccessRules
 from crystal_kernel.core.messages import Message
 from crystal_kernel.core.todos import Todo
 from crystal_kernel.host.approval import SessionAllowances
 from crystal_kernel.host.store import new_session_id, now_iso
-
-
-@dataclass
-class ProcessFlags:
-    """Process flags every front accepts (FL-*, MODE-7). Never saved."""
-
-    prompt_set: str | None = None
-    prompt_attachments: Literal["on", "off"] = "on"
-    prompt_attachment: list[str] = field(default_factory=list)
-    disable_tool: list[str] = field(default_factory=list)
 
 
 @dataclass

@@ -14,7 +14,8 @@ from typing import Protocol
 
 from crystal_kernel.core.config import Config
 from crystal_kernel.core.messages import Message
-from crystal_kernel.host.state import ProcessFlags, Usage
+from crystal_kernel.host.flags import ProcessFlags
+from crystal_kernel.host.state import Usage
 from crystal_kernel.providers.base import Provider
 
 

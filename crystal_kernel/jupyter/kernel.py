@@ -25,7 +25,6 @@ from traitlets import List
 
 from crystal_kernel import __version__ as _version
 from crystal_kernel.jupyter import notebook_identity, parameters
-from crystal_kernel.jupyter.notebook_session import continue_notebook_session
 from crystal_kernel.jupyter.notebook_turn import CellOutcome, attach_notebook, run_notebook_turn
 from crystal_kernel.jupyter.options import KernelOptions
 
@@ -34,6 +33,17 @@ if TYPE_CHECKING:
     from crystal_kernel.host.session import Session
 
 _OPTIONS: KernelOptions | None = None
+#: How long after its first kernel_info reply the kernel imports the host that its first
+#: cell needs, and how long after start at the latest (a client that never asks).
+WARM_AFTER_SECONDS = 0.1
+WARM_AT_LATEST_SECONDS = 3.0
+
+
+def _import_host() -> None:
+    """Import what the first cell opens (the session and the notebook tools) ahead of it."""
+    import crystal_kernel.host.bootstrap
+    import crystal_kernel.jupyter.notebook_session
+    import crystal_kernel.jupyter.notebook_tools  # noqa: F401
 
 def set_options(options: KernelOptions) -> None:
     """Called by the kernel's main() before the app starts."""
@@ -74,6 +84,7 @@ class CrystalKernel(IPythonKernel):
         self._loop: asyncio.AbstractEventLoop | None = None
         self._background: set[asyncio.Task[None]] = set()
         self._stop_requested = False
+        self._host_warm: object | None = None  # the start's import timer (start, kernel_info_request)
         from crystal_kernel.jupyter import notebook_plugin
 
         notebook_plugin.register()  # python, variables, cell_output: this front's own tools
@@ -89,6 +100,21 @@ class CrystalKernel(IPythonKernel):
         from crystal_kernel.jupyter.front_ends import watch
 
         watch(self)  # from the start: a headless run's form ends quickly (front_ends.py)
+
+    def start(self) -> None:
+        super().start()
+        # The host (pydantic models, the session, the notebook tools) is imported after the
+        # kernel has answered its first kernel_info, not before: start to idle is what a
+        # person waits for; the import then runs while they type the first cell, on this
+        # thread (no import races with the cell's own imports).
+        self._host_warm = self.io_loop.call_later(WARM_AT_LATEST_SECONDS, _import_host)
+
+    async def kernel_info_request(self, stream: Any, ident: Any, parent: Any) -> None:
+        await super().kernel_info_request(stream, ident, parent)
+        if self._host_warm is not None:
+            self.io_loop.remove_timeout(self._host_warm)
+            self._host_warm = None
+            self.io_loop.call_later(WARM_AFTER_SECONDS, _import_host)
 
     # ----- kernel_info ------------------------------------------------------------------------
     @property
@@ -121,6 +147,8 @@ class CrystalKernel(IPythonKernel):
             from crystal_kernel.host.recorded_person import adopt_replayed_person
 
             adopt_replayed_person(session, self.options.unattended)  # replay: the cassette answers
+            from crystal_kernel.jupyter.notebook_session import continue_notebook_session
+
             continue_notebook_session(session)
             self._attach(session)
             return session

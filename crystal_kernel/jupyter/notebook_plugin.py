@@ -4,16 +4,21 @@ the magics offer: the jupyter front registers them with the plugin manager itsel
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from crystal_kernel import plugins
-from crystal_kernel.jupyter.notebook_tools import CellOutputTool, PythonTool, VariablesTool
 from crystal_kernel.plugins import hookimpl
-from crystal_kernel.tools.base import Tool
+
+if TYPE_CHECKING:
+    from crystal_kernel.tools.base import Tool
 
 
 @hookimpl
 def crystal_builtin_tools() -> dict[str, type[Tool[Any]]]:
+    # Imported when a catalog is built, not when the kernel starts: the tools bring in
+    # pydantic and the tool base, which the kernel's start to idle does not need.
+    from crystal_kernel.jupyter.notebook_tools import CellOutputTool, PythonTool, VariablesTool
+
     return {cls.name: cls for cls in (PythonTool, VariablesTool, CellOutputTool)}
 
 

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 from crystal_kernel.core.errors import UserError
 
 if TYPE_CHECKING:
-    from crystal_kernel.host.session import ProcessFlags
+    from crystal_kernel.host.flags import ProcessFlags
 
 ENV = "CRYSTAL_ARGS"
 
@@ -37,7 +37,7 @@ class _Parser(argparse.ArgumentParser):
 
 def add_kernel_flags(p: argparse.ArgumentParser) -> None:
     """Every flag the kernel reads (also offered by ``crystal kernel install``)."""
-    from crystal_kernel.host.bootstrap import add_model_flags, add_process_flags, add_reasoning_flag
+    from crystal_kernel.host.flags import add_model_flags, add_process_flags, add_reasoning_flag
 
     add_process_flags(p)
     add_model_flags(p)
@@ -85,8 +85,7 @@ class KernelOptions:
     overrides: dict[str, Any] = field(default_factory=dict)
 
     def process_flags(self) -> ProcessFlags:
-        from crystal_kernel.host.bootstrap import flags_from_args
-        from crystal_kernel.host.session import ProcessFlags
+        from crystal_kernel.host.flags import ProcessFlags, flags_from_args
 
         if self.namespace is None:
             return ProcessFlags()
@@ -98,7 +97,7 @@ def parse(argv: Sequence[str], environ: Mapping[str, str] | None = None) -> tupl
 
     Flags in CRYSTAL_ARGS must all be Crystal's; anything else there is refused.
     """
-    from crystal_kernel.host.bootstrap import overrides_from_args
+    from crystal_kernel.host.flags import overrides_from_args
 
     env: Mapping[str, str] = os.environ if environ is None else environ
     try:

@@ -39,7 +39,7 @@ SERVER_EXTENSION = "crystal_kernel.jupyter.server_ext"
 
 
 def add_subparsers(sub: Any) -> None:
-    from crystal_kernel.host.bootstrap import add_model_flags, add_process_flags, add_reasoning_flag
+    from crystal_kernel.host.flags import add_model_flags, add_process_flags, add_reasoning_flag
 
     space = sub.add_parser(
         "space", help="JupyterLab on the workspace, opened on a Crystal notebook",
@@ -102,7 +102,7 @@ def withhold_keys(ns: argparse.Namespace) -> None:
     ``passKeysToTools``); only Crystal kernels get them (space_kernels.py)."""
     from crystal_kernel.core.config import load_config
     from crystal_kernel.core.secrets import withdraw_keys
-    from crystal_kernel.host.bootstrap import overrides_from_args
+    from crystal_kernel.host.flags import overrides_from_args
 
     withdraw_keys(load_config(None, overrides=overrides_from_args(ns)))  # registers apiKeyEnv first
 
