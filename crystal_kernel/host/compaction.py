@@ -28,6 +28,7 @@ from crystal_kernel.core.errors import UserError
 from crystal_kernel.core.events import Compacted, Event, Note
 from crystal_kernel.core.messages import ImagePart, Message, TextPart, ToolCallPart, ToolResultPart
 from crystal_kernel.core.prefix import PrefixFold
+from crystal_kernel.core.tool_types import ToolSpec
 from crystal_kernel.host.sidecall import SideCallError, complete_text, is_person_prompt, render_conversation
 
 if TYPE_CHECKING:
@@ -136,8 +137,13 @@ def message_tokens(message: Message) -> int:
     return _message_sizes(message)
 
 
-# Tool schemas are built once per catalog, so this saves serialising them on every step.
-_schema_size = _IdentityCache(_text_size, 1024)
+def _spec_size(spec: ToolSpec) -> int:
+    return len(spec.name) + len(spec.description) + _text_size(spec.input_schema)
+
+
+# Tool specs are built once per catalog (and frozen), so this saves serialising their
+# schemas on every step.
+_spec_sizes = _IdentityCache(_spec_size, 1024)
 
 
 # The messages' total of the last request, kept for its unchanged prefix: the step before
@@ -149,7 +155,7 @@ def estimate_tokens(request: Any) -> int:
     """A rough size of a request: about four characters per token, images flat."""
     chars = len(request.system or "")
     for spec in request.tools or []:
-        chars += len(spec.name) + len(spec.description) + _schema_size(spec.input_schema)
+        chars += _spec_sizes(spec)
     return chars // CHARS_PER_TOKEN + int(_transcript_tokens(request.messages))
 
 
