@@ -112,7 +112,7 @@ def _identities(writable: list[str], allowed: list[str], protected: list[str]) -
     (not /dev's files: the system's, never replaced) and existing protected paths: what
     they name. A missing protected path: its nearest existing folder, with its entries
     (the missing part made since, as a folder or a link elsewhere, changes it), along the
-    path as written and along its links resolved."""
+    path as written and along its links resolved, and the missing path itself."""
     out = [identity(p) for p in writable + allowed if not p.startswith("/dev/")]
     for path in protected:
         found = identity(path)
@@ -120,6 +120,10 @@ def _identities(writable: list[str], allowed: list[str], protected: list[str]) -
             out.append(found)
             continue
         for start in dict.fromkeys([path, os.path.realpath(path)]):
+            # The missing path itself too: the host then asks whether it exists now, which
+            # does not depend on how fine the anchor's timestamps are (before Linux 6.13 a
+            # folder's modification time moves by the clock tick, a few milliseconds).
+            out.append((start, None, None, None))
             anchor = start
             while found[1] is None and anchor != os.path.dirname(anchor):
                 anchor = os.path.dirname(anchor)

@@ -389,3 +389,37 @@ async def test_rules_granted_entry_by_entry_are_taken_again_at_each_call(place, 
     assert await run("echo z > later/f.txt && echo later-ok; echo z > .crystal/x || echo crystal-refused") == \
         ["later-ok", "crystal-refused"]
     assert not (place / "ws/.crystal/x").exists()
+
+
+async def test_a_protected_path_made_between_calls_is_protected_when_its_folder_time_did_not_move(place, private_home):
+    """A protected path missing when a sandbox's server confined itself (a credential folder
+    of the home) and made between two calls must not be writable by the next call. The host
+    watched the nearest existing folder's modification time; before Linux 6.13 that time
+    moves by the clock tick (milliseconds), so a folder made within the same tick leaves it
+    unchanged, as set back by hand here: the host also asks whether the missing path
+    exists now, and starts a new server that binds it read-only."""
+    from crystal_kernel.tools.child_process import run_process
+
+    sandbox = sandbox_for(Config(home=private_home), place / "ws")
+    assert sandbox is not None
+    home = Path.home()
+    aws = home / ".aws"
+    assert str(aws) in sandbox.protected and not aws.exists()
+
+    async def run(command: str) -> str:
+        done = await run_process(["/bin/bash", "-c", command], cwd=place / "ws", env=dict(os.environ), payload=None,
+                                 timeout=30, max_bytes=10_000, sandbox=sandbox)
+        return done.stdout.decode()
+
+    # bash's $PPID is its supervisor; the supervisor's parent, the server that forked it.
+    server = "echo server=$(cut -d' ' -f4 /proc/$PPID/stat)"
+    first = await run(server)
+    before = os.stat(home).st_mtime_ns
+    aws.mkdir()
+    (aws / "credentials").write_text("[default]\n")
+    os.utime(home, ns=(before, before))
+    second = await run(f"{server}; echo planted > ~/.aws/credentials || echo refused")
+    assert "refused" in second, second
+    assert (aws / "credentials").read_text() == "[default]\n"
+    servers = [re.search(r"server=(\d+)", out) for out in (first, second)]
+    assert all(servers) and servers[0].group(1) != servers[1].group(1), "the second call ran in the first's server"
