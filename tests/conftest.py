@@ -146,11 +146,28 @@ def _live_children(next_path: Path | None) -> list:
     # The spawn server and its servers of one sandbox (jobs/spawner.py) live as long as
     # this process, by design.
     helpers = helper_pids()
-    for proc in psutil.Process(os.getpid()).children(recursive=True):
+    me = os.getpid()
+    marks: dict[int, str | None] = {}
+
+    def shared_in(proc) -> str | None:
+        """The folder ``proc`` is shared in: its own SHARED_IN_FOLDER when it has the
+        variable (empty: not shared, as a kernel a shared lab started for a module), else
+        its parent's. Chromium overwrites its helper processes' environment block (their
+        process titles), so those are judged by the browser that started them."""
+        if proc.pid not in marks:
+            environ = proc.environ()
+            if SHARED_IN_FOLDER in environ:
+                marks[proc.pid] = environ[SHARED_IN_FOLDER] or None
+            else:
+                parent = proc.parent()
+                marks[proc.pid] = None if parent is None or parent.pid == me else shared_in(parent)
+        return marks[proc.pid]
+
+    for proc in psutil.Process(me).children(recursive=True):
         try:
             if proc.pid in _session_children or proc.pid in helpers or proc.status() == psutil.STATUS_ZOMBIE:
                 continue
-            folder = proc.environ().get(SHARED_IN_FOLDER)
+            folder = shared_in(proc)
             if folder and next_path is not None and Path(folder) in next_path.parents:
                 continue
             found.append(proc)

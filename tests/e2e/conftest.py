@@ -12,7 +12,9 @@ run their groups (tests/parallel.py) have one each. Each module uses it on its o
 there is moved out of the root), its own kernels (shut down when the module ends), and a
 fresh Crystal Home, lab workspace and lab settings. Modules that need a differently
 configured lab (real-time collaboration, a gateway, Notebook 7) start their own with
-:func:`running_lab`.
+:func:`running_lab`. Every module of the folder shares one chromium (and playwright's
+driver) per pytest process the same way; each test opens a browser context of its own,
+and the contexts a module leaves are closed when it ends.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -137,12 +140,16 @@ def start_shared_lab(base: Path) -> SharedLab:
 
 @pytest.hookimpl(wrapper=True, trylast=True)
 def pytest_runtest_teardown(item, nextitem):
-    """Stop the shared lab after the folder's last test: after the module fixtures (which
-    end the module's kernels through it), before tests/conftest.py looks for leftovers."""
+    """Stop the shared lab and browser after the folder's last test: after the module
+    fixtures (which end the module's kernels through the lab), before tests/conftest.py
+    looks for leftovers."""
     try:
         return (yield)
     finally:
-        _shared_lab.teardown(nextitem)
+        try:
+            _shared_lab.teardown(nextitem)
+        finally:
+            _shared_browser.teardown(nextitem)
 
 
 @pytest.fixture(scope="module")
@@ -328,16 +335,64 @@ def run_saved_then_reload(page, prompt: str, button: str, kernel: str = "crystal
     page.wait_for_function(READY.replace("k.status === 'idle'", "true"), arg=kernel, timeout=90_000)
 
 
-@pytest.fixture(scope="module")
-def browser():
+@dataclass
+class SharedBrowser:
+    """The chromium the modules of this folder share, and the playwright driver behind it."""
+
+    playwright: Any
+    browser: Any
+
+    def stop(self) -> None:
+        try:
+            self.browser.close()
+        finally:
+            self.playwright.stop()
+
+
+_shared_browser: FolderShared[SharedBrowser] = FolderShared(Path(__file__).resolve().parent)
+
+
+def start_shared_browser() -> SharedBrowser:
+    """Playwright's driver and one chromium, both carrying :data:`SHARED_IN_FOLDER` (the
+    driver is started with this process's environment and chromium inherits the driver's),
+    so tests/conftest.py's check for leftover processes leaves them alone between modules."""
     from playwright.sync_api import sync_playwright
 
     if not Path(CHROMIUM).exists():
         raise RuntimeError(f"{CHROMIUM} is missing: apt-get install -y chromium (see docs/jupyterlab.md).")
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_FLAGS, headless=True)
-        yield b
-        b.close()
+    saved = {name: os.environ.get(name) for name in _shared_browser.env()}
+    os.environ.update(_shared_browser.env())
+    try:
+        playwright = sync_playwright().start()
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+    try:
+        return SharedBrowser(playwright, playwright.chromium.launch(
+            executable_path=CHROMIUM, args=CHROMIUM_FLAGS, headless=True))
+    except BaseException:
+        playwright.stop()
+        raise
+
+
+@pytest.fixture(scope="module")
+def browser():
+    """The folder's chromium (starting one and playwright's driver costs ~2-3 s of CPU, paid
+    once per worker instead of once per module); a module gets it with no context open and
+    leaves none: whatever contexts (and so pages) it left are closed when it ends, as
+    closing a browser of its own would."""
+    shared = _shared_browser.get(start_shared_browser, SharedBrowser.stop)
+    if not shared.browser.is_connected():  # it crashed in an earlier module: a new one
+        _shared_browser.teardown(None)
+        shared = _shared_browser.get(start_shared_browser, SharedBrowser.stop)
+    try:
+        yield shared.browser
+    finally:
+        for context in list(shared.browser.contexts):
+            context.close()
 
 
 @contextmanager
