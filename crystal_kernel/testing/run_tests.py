@@ -1,9 +1,13 @@
 """`make test`: the static checks, then the whole suite with pytest.
 
-The checks (configured in pyproject.toml) run first and are short: ``ruff check`` on
-crystal_kernel, tests and bench, ``mypy`` on crystal_kernel, and ``lint-imports``
-(import-linter's layering contracts, docs/architecture.md). A finding fails the run, but
-the suite still runs, so one report shows everything.
+The checks (configured in pyproject.toml) are short: ``ruff check`` on crystal_kernel,
+tests and bench, ``mypy`` on crystal_kernel, and ``lint-imports`` (import-linter's
+layering contracts, docs/architecture.md). They run one after the other beside the
+parallel part, which starts at once: each is a single process, and alone they left one
+of two cores idle for half a minute. Their output is held and printed when the parallel
+part has ended, and they are done before the serial part starts, so that part still has
+the machine to itself. A finding fails the run, but the suite still runs, so one report
+shows everything.
 
 The suite runs in two parts (docs/contributing.md). The parallel part spreads every
 test not marked ``serial`` over pytest-xdist workers, more than the cores since most
@@ -30,7 +34,9 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -61,17 +67,29 @@ def worker_count() -> int:
     return min(8, max(4, 3 * (os.cpu_count() or 1)))
 
 
-def run_checks() -> list[str]:
-    """Run every check whose folders exist under ROOT; the names of those that found something."""
-    failed = []
+@dataclass
+class Checks:
+    """What the static checks printed, which of them found something, and their wall time."""
+
+    output: str = ""
+    failed: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+
+def run_checks(into: Checks) -> None:
+    """Run every check whose folders exist under ROOT, one after the other, into ``into``:
+    their output (held, not printed) and the names of those that found something."""
+    started = time.monotonic()
     for name, command, folders, given in CHECKS:
         present = [f for f in folders if (ROOT / f).exists()]
         if not present:
             continue
-        print(f"make test: {name} ...", flush=True)
-        if subprocess.call([*command, *(present if given else [])], cwd=ROOT) != 0:
-            failed.append(name)
-    return failed
+        out = subprocess.run([*command, *(present if given else [])], cwd=ROOT, stdout=subprocess.PIPE,
+                             stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, text=True, errors="replace")
+        into.output += f"make test: {name} ...\n{out.stdout}"
+        if out.returncode != 0:
+            into.failed.append(name)
+    into.seconds = time.monotonic() - started
 
 
 def run_pytest(what: str, options: list[str], argv: list[str]) -> tuple[int, float]:
@@ -85,17 +103,27 @@ def run_pytest(what: str, options: list[str], argv: list[str]) -> tuple[int, flo
 
 def main(argv: list[str] | None = None) -> int:
     started = time.monotonic()
-    failed = run_checks()
-    checked = time.monotonic()
+    checks = Checks()
+    checking = threading.Thread(target=run_checks, args=(checks,), name="static checks")
+    print("make test: the static checks (ruff, mypy, lint-imports) run beside the parallel part; "
+          "their output follows it.", flush=True)
+    checking.start()
     workers = worker_count()
     spread = ["-n", str(workers)] if workers else []
-    parallel, parallel_time = run_pytest(
-        f"the tests not marked serial, on {workers or 'no'} parallel workers", [*spread, "-m", "not serial"], argv or [])
+    try:
+        parallel, parallel_time = run_pytest(
+            f"the tests not marked serial, on {workers or 'no'} parallel workers", [*spread, "-m", "not serial"],
+            argv or [])
+    finally:
+        checking.join()
+        print(checks.output, end="", flush=True)
     serial, serial_time = run_pytest("the tests marked serial, one at a time", ["-m", "serial"], argv or [])
+    failed = checks.failed
     print(f"make test: parallel part {parallel_time:.1f} s ({workers} workers), serial part {serial_time:.1f} s.",
           flush=True)
-    print(f"make test: static checks {checked - started:.1f} s, pytest {time.monotonic() - checked:.1f} s "
-          f"(wall time).", flush=True)
+    print(f"make test: static checks {checks.seconds:.1f} s (beside the parallel part), "
+          f"pytest {parallel_time + serial_time:.1f} s, in all {time.monotonic() - started:.1f} s (wall time).",
+          flush=True)
     if parallel == serial == NO_TESTS:
         print("make test: pytest collected no tests; that is a failure.", file=sys.stderr)
         code = 1

@@ -127,3 +127,38 @@ def test_a_failure_in_either_part_fails_make_test(tmp_path):
     out = run(tmp_path)
     assert out.returncode == 1, out.stdout + out.stderr
     assert "FAILED test_parts.py::test_alone" in out.stdout, out.stdout
+
+
+def test_the_static_checks_run_beside_the_parallel_part_and_end_before_the_serial_part(tmp_path):
+    """The checks start with the parallel part (a test there sees a check running; the
+    check waits for it, 30 s at most) and are over before the serial part starts (its
+    test sees the check ended); their output is printed between the two parts."""
+    (tmp_path / "pyproject.toml").write_text('[tool.pytest.ini_options]\nmarkers = ["serial: alone"]\n')
+    (tmp_path / "marks").mkdir()
+    (tmp_path / "test_beside.py").write_text(
+        "import time\nfrom pathlib import Path\nimport pytest\n\n"
+        "def test_spread():\n"
+        "    deadline = time.monotonic() + 60\n"
+        "    while not Path('marks/check-started').exists() and time.monotonic() < deadline:\n"
+        "        time.sleep(0.05)\n"
+        "    assert Path('marks/check-started').exists() and not Path('marks/check-ended').exists()\n"
+        "    Path('marks/seen').touch()\n\n"
+        "@pytest.mark.serial\ndef test_alone():\n    assert Path('marks/check-ended').exists()\n")
+    check = ("import sys, time; from pathlib import Path; marks = Path(sys.argv[1]); "
+             "(marks / 'check-started').touch(); print('the slow check looked'); deadline = time.monotonic() + 30\n"
+             "while not (marks / 'seen').exists() and time.monotonic() < deadline: time.sleep(0.05)\n"
+             "(marks / 'check-ended').touch()")
+    code = ("import sys; from pathlib import Path; import crystal_kernel.testing.run_tests as r; "
+            f"r.ROOT = Path({str(tmp_path)!r}); "
+            f"r.CHECKS = [('slow', [sys.executable, '-c', {check!r}], ['marks'], True)]; "
+            f"sys.exit(r.main(['--rootdir', {str(tmp_path)!r}]))")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_XDIST")}
+    env["CRYSTAL_TEST_WORKERS"] = "2"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=tmp_path,
+                         env=env)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "PASSED" in result_lines(out)["test_beside.py::test_spread"], out.stdout
+    parallel, rest = out.stdout.split("make test: slow ...\n")
+    assert "test_spread" in parallel and "test_alone" not in parallel, out.stdout
+    assert rest.startswith("the slow check looked\n"), out.stdout
+    assert "test_beside.py::test_alone PASSED" in rest.split("make test: the tests marked serial, one at a time ...")[1]
