@@ -11,8 +11,8 @@ takes whole *groups*, one at a time, in the order below:
   test at a time. The modules on the plain ``lab`` fixture share one ``jupyter lab``
   (tests/e2e/conftest.py), started once by each worker that runs one of their groups.
   They are three groups because as one (with the modules now in "tests/e2e/person") they
-  took the whole parallel part, ~13 minutes in CI, while a lab start costs ~30 s. The
-  modules that start labs of their own make two more groups.
+  took the whole parallel part, ~13 minutes in CI, while a lab start costs ~13 s (~8 s
+  of CPU) at load 6. The modules that start labs of their own make two more groups.
 
 The groups are handed out longest first (:data:`FIRST`): a long group that starts late is
 the run's tail, and groups of minutes go out before those of seconds. Tests marked
