@@ -12,8 +12,19 @@ the same code as a started one (:func:`supervisor.run`), so the guarantees are t
   the host closes the control socket. Each forked supervisor has a parent-death signal
   on the server and is a child subreaper: the host dies, the server gets SIGTERM and
   dies, each supervisor gets SIGTERM and stops its whole tree (TERM, then KILL after the
-  grace). A forked supervisor is in a session of its own (its pid is its process group,
-  which the host signals to stop a call, as before).
+  grace). A forked supervisor leads a process group of its own (its pid, which the host
+  signals to stop a call, as before); it is in a session of its own too unless the
+  request asks to stay in the server's session (below).
+- Scheduling. The server is in the host's session (a process group of its own, so a
+  Ctrl-C in the host's terminal does not reach it). With automatic process grouping
+  (``sched_autogroup_enabled``, on by default) Linux shares the CPU between sessions
+  first, so a program in a session of its own under load gets one session's share, spread
+  over its threads, and pays a wait at each hand-off with the host that reads its
+  output: ripgrep's parallel search took 1.1-1.7x the wall time, with the same CPU, in a
+  new session (docs/benchmarks.md). A request with ``session`` false (a program that
+  never uses a terminal: ripgrep) keeps its supervisor in the host's session, as a
+  program the host started itself would be; bash and exec tools still get a session of
+  their own (no controlling terminal).
 - Sandbox (SANDBOX-1). The forked supervisor confines itself with Landlock (and its
   mount namespace) before it starts the program: the server is single-threaded, so its
   fork may do that.
@@ -32,7 +43,7 @@ the same code as a started one (:func:`supervisor.run`), so the guarantees are t
   confines itself, as here.
 
 A request is one ``SOCK_SEQPACKET`` message: ``marshal`` of (argv, cwd, env,
-sandbox launcher options, grace, linger) and four descriptors passed with
+sandbox launcher options, grace, linger, session) and four descriptors passed with
 ``SCM_RIGHTS``: the program's stdin, stdout and stderr and the status pipe's write end.
 The forked supervisor writes on the status pipe ``pid PID`` (its own pid) at once,
 ``exit WAITSTATUS`` when the program ends and ``left N`` once its tree is stopped; the
@@ -80,10 +91,12 @@ def _child(server: int, request: bytes, fds: list[int], confined: "Confined", sp
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)  # the server ignores it to reap us
     signal.pthread_sigmask(signal.SIG_BLOCK, supervisor.WATCHED)
     stdin, stdout, stderr, status = fds
-    if not spare:
+    argv, cwd, env_bytes, launcher, grace, linger, session = marshal.loads(request)
+    if session:
         os.setsid()
+    else:
+        os.setpgid(0, 0)
     _write(status, f"pid {os.getpid()}")
-    argv, cwd, env_bytes, launcher, grace, linger = marshal.loads(request)
     if not spare:
         supervisor.arm(server)
     elif os.getppid() != server:
@@ -168,8 +181,8 @@ def _name(name: bytes) -> None:
 
 
 def _serve_with_spares(parent: int, control: "_socket.socket", confined: "Confined") -> None:
-    """Serve calls through a spare: a supervisor forked ahead, already in a session of
-    its own with its parent-death signal, that waits on the socket itself. A request
+    """Serve calls through a spare: a supervisor forked ahead, already with its
+    parent-death signal, that waits on the socket itself. A request
     then wakes it directly, with no fork and no wake of this server on the way (each
     hand-off between processes costs the call a time slice under load); this server
     forks the next spare meanwhile. Never returns."""
@@ -209,7 +222,8 @@ def _spare(server: int, control: "_socket.socket", confined: "Confined", told: i
     ``e``: the end), then become its supervisor. Signals stay unblocked while it waits:
     the parent-death signal ends an idle spare at once."""
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-    os.setsid()
+    # Its session or process group is made when the request says which (_child): a
+    # process group leader could no longer start a session.
     supervisor.arm(server)
     space = _socket.CMSG_SPACE(FDS * 4)
     # What the call touches first, touched now: after a fork each page first written is
@@ -217,7 +231,7 @@ def _spare(server: int, control: "_socket.socket", confined: "Confined", told: i
     # done here (the cache folder may be made now rather than at the call: a temp folder).
     if confined is not None and confined[1] == "confined":
         supervisor.use_caches(confined[2], {})
-    marshal.loads(marshal.dumps((["x"], "/", {b"A": b"B"}, ["--sandbox"], 1.0, False)))
+    marshal.loads(marshal.dumps((["x"], "/", {b"A": b"B"}, ["--sandbox"], 1.0, False, True)))
     while True:
         try:
             request, ancdata, _flags, _address = control.recvmsg(MAX_REQUEST, space)

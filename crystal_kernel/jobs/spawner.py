@@ -283,7 +283,7 @@ class _Server:
                 proc = box[0] = subprocess.Popen(
                     [sys.executable, "-I", "-S", "-c", _BOOT, SERVER, str(os.getpid()), str(theirs.fileno())],
                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                    pass_fds=(theirs.fileno(),), start_new_session=True)
+                    pass_fds=(theirs.fileno(),), **own_group())
             except OSError:
                 return
             finally:
@@ -299,6 +299,16 @@ class _Server:
             ours.close()
             return None
         return ours
+
+
+def own_group() -> dict[str, Any]:
+    """Popen options for a helper that must not get the host's terminal signals (a
+    process group of its own) but should be scheduled with the host: in the host's
+    session, which Linux's automatic process grouping shares the CPU by (spawn_server.py,
+    "Scheduling"). Python 3.10 has no ``process_group``: a session of its own there."""
+    if sys.version_info >= (3, 11):
+        return {"process_group": 0}
+    return {"start_new_session": True}
 
 
 _SERVER = _Server()
@@ -408,10 +418,14 @@ class Request:
 
 def send(argv: list[str], *, cwd: str, env: dict[Any, Any] | None, sandbox: Sandbox | None, grace: float,
          stdin: int | None, stdout: int | None, stderr: int | None, bufsize: int = -1,
-         linger: bool = False) -> Request | None:
+         linger: bool = False, session: bool = True) -> Request | None:
     """Ask the server to start ``argv`` (argv[0] a path) under a forked supervisor.
     ``stdin``/``stdout``/``stderr``: ``subprocess.PIPE``, ``subprocess.DEVNULL`` or
-    (stderr only) ``subprocess.STDOUT``. Does not wait for the process (only starts the
+    (stderr only) ``subprocess.STDOUT``. ``session``: the supervisor starts a session of
+    its own (no controlling terminal: what a shell command needs); False keeps it in the
+    server's session, the host's (a process group of its own either way): for a
+    program that never uses a terminal, which is then scheduled with the host
+    (spawn_server.py, "Scheduling"). Does not wait for the process (only starts the
     server on first use); None when the server cannot be used."""
     if not sys.platform.startswith("linux"):
         return None
@@ -424,7 +438,7 @@ def send(argv: list[str], *, cwd: str, env: dict[Any, Any] | None, sandbox: Sand
         encoded = env  # already bytes (an exec tool's environment: child_environment_bytes)
     else:
         encoded = {os.fsencode(k): os.fsencode(v) for k, v in environment.items()}
-    request = marshal.dumps((list(argv), cwd, encoded, launcher, grace, linger))
+    request = marshal.dumps((list(argv), cwd, encoded, launcher, grace, linger, session))
     theirs: list[int] = []
     ours: list[int | None] = []
     try:
@@ -471,11 +485,11 @@ def send(argv: list[str], *, cwd: str, env: dict[Any, Any] | None, sandbox: Sand
 
 def spawn(argv: list[str], *, cwd: str, env: dict[Any, Any] | None, sandbox: Sandbox | None, grace: float,
           stdin: int | None, stdout: int | None, stderr: int | None, bufsize: int = -1,
-          linger: bool = False) -> SupervisedProcess | None:
+          linger: bool = False, session: bool = True) -> SupervisedProcess | None:
     """:func:`send`, then wait for the supervisor (~a fork). OSError when it cannot
     start; None when the server cannot be used."""
     request = send(argv, cwd=cwd, env=env, sandbox=sandbox, grace=grace, stdin=stdin, stdout=stdout, stderr=stderr,
-                   bufsize=bufsize, linger=linger)
+                   bufsize=bufsize, linger=linger, session=session)
     if request is None:
         return None
     request.read()

@@ -28,8 +28,11 @@ def notebook_files(root: Path) -> list[Path]:
             # A file type, not --iglob: a glob overrides the ignore files (a git-ignored
             # notebook would be searched); a type keeps them but lets hidden files through,
             # which are taken out as the walk leaves them out. Run in root: relative paths.
-            out = subprocess.run([rg, *RG_BASE_FLAGS, "--files", "--null", "--type-add", "nb:*.[iI][pP][yY][nN][bB]",
-                                  "--type", "nb"], cwd=str(root), capture_output=True, timeout=60).stdout
+            # One thread (-j1): grep runs this beside its search, whose threads then keep
+            # the cores; alone it takes the same time (~0.15 s of CPU on 50,000 files).
+            out = subprocess.run([rg, *RG_BASE_FLAGS, "-j1", "--files", "--null", "--type-add",
+                                  "nb:*.[iI][pP][yY][nN][bB]", "--type", "nb"],
+                                 cwd=str(root), capture_output=True, timeout=60).stdout
         except (OSError, subprocess.TimeoutExpired):
             out = b""
         names = (rel for rel in os.fsdecode(out).split("\0") if rel and not hidden_path(rel))

@@ -75,8 +75,10 @@ async def run_rg(argv: list[str], collect: Callable[[ToolProcess], T], *, timeou
     try:
         if os.path.isabs(argv[0]):
             # Under a supervisor forked by the spawn server: no interpreter start per search.
+            # In the host's session: scheduled with it, not as a session of its own
+            # (jobs/spawn_server.py, "Scheduling"); rg never uses a terminal.
             proc = spawn(argv, cwd=os.getcwd(), env=None, sandbox=sandbox, grace=GRACE_SECONDS,
-                         stdin=stdin, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                         stdin=stdin, stdout=subprocess.PIPE, stderr=subprocess.PIPE, session=False)
         if proc is None:
             # Popen only forks and execs (no wait); asyncio's subprocess API would tie rg to
             # the loop's child watcher, and the reads happen in a worker thread anyway.
