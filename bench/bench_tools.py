@@ -149,8 +149,8 @@ def main() -> list[dict]:
                 rows[-1]["note"] = ("one rg run; past the 5,000 lines kept, each output line is counted for its file "
                                     "in Python; plus the notebook listing (a walk of the tree beside the search)"
                                     if "many" in label else
-                                    "on top of the same rg run: the job supervisor's Python start, the notebook "
-                                    "listing (a walk of the tree beside the search) and parsing")
+                                    "on top of the same rg run: the notebook listing (a second walk of the tree, "
+                                    "beside the search), the forked supervisor's hand-offs and parsing")
 
         # The reference lists the same files the same way (docs/benchmarks.md): rg's own listing with
         # the filter the tool gives it, a file type, which keeps the ignore files in force.
