@@ -3,8 +3,8 @@ costs every model step.
 
 Rows, each measured warm in the same run as its reference: the request body's bytes as
 the OpenAI adapter writes them for the wire (``session.build_request()``, then the
-adapter's ``body`` and ``payload``: the work every model step pays before a byte goes
-out). Before, the reference was ``session.build_request()`` alone, which now only hands
+adapter's ``body`` and ``payload``, and the chunks the transport writes from it: the
+work every model step pays to put its bytes out). Before, the reference was ``session.build_request()`` alone, which now only hands
 back kept objects (~1.4 µs) and is not the same kind of work as a decision or a token
 estimate (docs/benchmarks.md):
 
@@ -79,7 +79,8 @@ def main() -> list[dict]:
         adapter = OpenAIChatProvider("gpt-4.1", api_key="bench", base_url="http://127.0.0.1:9/v1")
 
         def wire_body() -> None:
-            adapter.payload(adapter.body(session.build_request()))
+            for _chunk in adapter.payload(adapter.body(session.build_request())).chunks():
+                pass  # the bytes the transport writes (wire_cache.Body: pieces gathered into chunks)
 
         reference = _median_ms(wire_body)
         rows = [_row("compaction check (estimate_tokens, 40 messages)", _median_ms(lambda: estimate_tokens(request)),

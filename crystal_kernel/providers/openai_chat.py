@@ -41,7 +41,7 @@ from crystal_kernel.providers.base import (
 )
 from crystal_kernel.providers.common import omitted_images, paired, result_text
 from crystal_kernel.providers.sdk import SDKProvider, StreamReader, no_trust_store
-from crystal_kernel.providers.wire_cache import JsonArray, PairedWire, encode_body, to_json
+from crystal_kernel.providers.wire_cache import Body, JsonArray, PairedWire, encode_body, to_json
 
 OPENAI_URL = "https://api.openai.com/v1"
 # What the SDK's own create() passes for these endpoints: the API key as a bearer token.
@@ -170,18 +170,24 @@ def openai_client(*, api_key: str, base_url: str, timeout: float) -> AsyncOpenAI
     return AsyncOpenAI(api_key=api_key, base_url=base_url, max_retries=0, timeout=timeout, http_client=http_client)
 
 
-async def post_stream(client: AsyncOpenAI, path: str, body: dict[str, Any] | bytes, cast_to: type,
+async def post_stream(client: AsyncOpenAI, path: str, body: dict[str, Any] | bytes | Body, cast_to: type,
                       stream_cls: type) -> Any:
-    """POST ``body`` as it is (a dict, or its JSON bytes) and return the SDK's event stream.
+    """POST ``body`` as it is (a dict, or its JSON text: bytes or a :class:`Body`) and
+    return the SDK's event stream.
 
     ``create()`` first re-walks the whole body against the SDK's TypedDict parameter
     types (``openai/_utils/_transform.py``) on every request: with the full transcript
     sent each time, that made a turn 5x slower by turn 300. Our bodies are plain JSON
     built here, so they skip that step; everything after it is the same as in
     ``create()``: the client's HTTP connection pool, auth headers, error types and SSE
-    parsing into the SDK's event models. Bytes go as the request's content, with the
-    same ``Content-Type: application/json`` header.
+    parsing into the SDK's event models. JSON text goes as the request's content, with
+    the same ``Content-Type: application/json`` header; a :class:`Body` in its pieces,
+    with its ``Content-Length`` (not chunked), so the server reads the same request.
     """
+    if isinstance(body, Body):
+        options: Any = {**SDK_OPTIONS, "headers": {"Content-Length": str(len(body))}}
+        return await client.post(path, content=body, cast_to=cast_to, options=options, stream=True,
+                                 stream_cls=stream_cls)
     if isinstance(body, bytes):
         return await client.post(path, content=body, cast_to=cast_to, options=SDK_OPTIONS, stream=True,
                                  stream_cls=stream_cls)
@@ -237,7 +243,7 @@ class OpenAIChatProvider(SDKProvider):
             kept = self._tools = (list(request.tools), JsonArray(tools, [("," + to_json(t)).encode() for t in tools]))
         return kept[1].value
 
-    def payload(self, body: dict[str, Any]) -> bytes:
+    def payload(self, body: dict[str, Any]) -> Body:
         """The streamed body's JSON, as the SDK would encode it, with the kept text of
         the transcript (and of the tools) when ``body`` is the last one :meth:`body` made."""
         streamed = {**body, "stream": True, "stream_options": {"include_usage": True}}
@@ -246,8 +252,8 @@ class OpenAIChatProvider(SDKProvider):
             known["tools"] = self._tools[1]
         return encode_body(streamed, known)
 
-    async def open_stream(self, body: dict[str, Any] | bytes) -> Any:
-        payload = body if isinstance(body, bytes) else self.payload(body)
+    async def open_stream(self, body: dict[str, Any] | bytes | Body) -> Any:
+        payload = body if isinstance(body, (bytes, Body)) else self.payload(body)
         return await post_stream(self.client, "/chat/completions", payload, ChatCompletion, _CHUNKS)
 
     def reader(self, request: ModelRequest) -> ChatReader:

@@ -58,3 +58,6 @@ async def test_body_on_the_wire_equals_the_sdk_create_body(kind: str, server: LL
     assert ours["body"] == theirs["body"]
     assert ours["headers"]["authorization"] == theirs["headers"]["authorization"] == "Bearer test-key"
     assert ours["headers"]["content-type"] == theirs["headers"]["content-type"]
+    # The chat body goes in pieces (wire_cache.Body), with its length: not chunked.
+    assert ours["headers"]["content-length"] == theirs["headers"]["content-length"]
+    assert "transfer-encoding" not in ours["headers"]

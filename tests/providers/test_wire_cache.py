@@ -14,7 +14,7 @@ from crystal_kernel.core.messages import Message, TextPart, ToolCallPart, ToolRe
 from crystal_kernel.core.prefix import PrefixFold, common_prefix
 from crystal_kernel.providers.base import ModelRequest
 from crystal_kernel.providers.openai_chat import chat_entries, chat_messages
-from crystal_kernel.providers.wire_cache import JsonArray, PairedWire, encode_body
+from crystal_kernel.providers.wire_cache import Body, JsonArray, PairedWire, encode_body
 
 
 def _message(rng: random.Random, i: int) -> Message:
@@ -51,14 +51,30 @@ def test_kept_wire_form_equals_converting_the_whole_transcript_each_time() -> No
             assert entries == expected
             assert json.loads(b"".join(JsonArray(entries, chunks).pieces())) == expected
             body = {"model": "m", "messages": entries, "max_tokens": 5, "other": [1.5, None, "é"]}
-            assert encode_body(body, {"messages": JsonArray(entries, chunks)}) == openapi_dumps(body)
+            assert bytes(encode_body(body, {"messages": JsonArray(entries, chunks)})) == openapi_dumps(body)
 
 
 def test_a_list_that_is_not_the_kept_one_is_encoded_whole() -> None:
     body = {"messages": [{"role": "user", "content": "fresh"}]}
     stale = JsonArray([{"role": "user", "content": "stale"}], [b',{"role":"user","content":"stale"}'])
-    assert encode_body(body, {"messages": stale}) == openapi_dumps(body)
-    assert encode_body({}, {}) == openapi_dumps({})
+    assert bytes(encode_body(body, {"messages": stale})) == openapi_dumps(body)
+    assert bytes(encode_body({}, {})) == openapi_dumps({})
+
+
+async def test_a_body_is_sent_as_its_pieces_in_bounded_chunks_and_again_for_a_retry() -> None:
+    rng = random.Random(3)
+    small = Body.CHUNK // 50
+    pieces = [bytes([65 + rng.randint(0, 25)]) * rng.randint(0, small) for _ in range(400)]
+    pieces[17] = b"x" * (Body.CHUNK * 2)  # a piece larger than a chunk goes whole, uncopied
+    body = Body(pieces)
+    assert len(body) == len(bytes(body)) == sum(map(len, pieces))
+    sent = [chunk async for chunk in body]
+    assert b"".join(sent) == bytes(body)
+    assert any(chunk is pieces[17] for chunk in sent)
+    assert all(len(chunk) < Body.CHUNK + small for chunk in sent if chunk is not pieces[17])
+    assert len(sent) < 2 * len(bytes(body)) // Body.CHUNK + 3  # gathered, not one write a piece
+    assert [chunk async for chunk in body] == sent  # a retry sends the same text again
+    assert bytes(Body([])) == b"" and [chunk async for chunk in Body([])] == []
 
 
 def test_prefix_fold_adds_only_what_is_new_and_forgets_what_changed() -> None:
