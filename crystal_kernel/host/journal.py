@@ -417,7 +417,10 @@ class JournalWriter:
                   lists: dict[str, list[Any]], dumped: dict[str, str] | None = None) -> None:
         # list.copy: a MessageLog's stored entries, without parsing its unread lines.
         self._history, self._transcript = list.copy(history), list.copy(transcript)
-        self._meta = dumped if dumped is not None else {k: dumps_line(v) for k, v in meta.items()}
+        if dumped is None:
+            secrets = secret_values()  # once, not once per key (each reads the environment)
+            dumped = {k: dumps_line(v, secrets) for k, v in meta.items()}
+        self._meta = dumped
         self._lists = {k: (len(v), v[-1] if v else None) for k, v in lists.items()}
 
     def save(self, meta: dict[str, Any], history: list[Any], transcript: list[Any],

@@ -31,6 +31,7 @@ def test_resumed_messages_are_in_the_oldest_generation_and_the_collector_is_on(w
         session.history.append(message)
     session.save()
     session.release_lock()
+    gc.unfreeze()  # what an in-process `crystal run` test may have left frozen (cli.cmd_run)
     assert gc.isenabled() and gc.get_freeze_count() == 0
     resumed = make_session(workspace)
     resumed.resume(session.id)
@@ -42,6 +43,7 @@ def test_resumed_messages_are_in_the_oldest_generation_and_the_collector_is_on(w
 
 def test_objects_frozen_by_someone_else_stay_frozen():
     assert gc.isenabled()
+    gc.unfreeze()  # (see above), so that the count below is this test's own
     gc.freeze()
     try:
         frozen = gc.get_freeze_count()
