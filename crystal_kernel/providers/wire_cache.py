@@ -39,6 +39,11 @@ class PairedWire:
     be changed afterwards: they are reused for every later request.
     """
 
+    # The messages' JSON is also kept joined in blocks of at least this many bytes (a
+    # message's text is in one block, whole): a request sends the blocks as they are and
+    # only the messages after the last one as pieces of their own (see :class:`Body`).
+    BLOCK = 1 << 18
+
     def __init__(self, convert: Callable[[Message], list[dict[str, Any]]]) -> None:
         self._convert = convert
         self._seen: list[Message] = []
@@ -51,13 +56,23 @@ class PairedWire:
         self._texts: list[bytes] = []
         self._ends: list[tuple[int, int]] = []
         self._after: list[tuple[Message | None, Message | None]] = []
+        # The blocks, the number of texts each ends after, and the size of the texts
+        # after the last block.
+        self._blocks: list[bytes] = []
+        self._block_ends: list[int] = []
+        self._open = 0
 
     def __call__(self, messages: Sequence[Message]) -> tuple[list[dict[str, Any]], list[bytes]]:
         """The entries of ``paired(messages)`` in order, and their JSON as chunks to
-        join: each is ``,`` and one message's entries (see :class:`JsonArray`)."""
+        join: each is ``,`` and the entries of one message, or of a block of them (see
+        :class:`JsonArray`)."""
         start = max(0, common_prefix(messages, self._seen) - 1)
         entries_end, texts_end = self._ends[start - 1] if start else (0, 0)
         del self._seen[start:], self._ends[start:], self._after[start:]
+        if texts_end < len(self._texts):
+            while self._block_ends and self._block_ends[-1] > texts_end:
+                del self._blocks[-1], self._block_ends[-1]
+            self._open = sum(map(len, self._texts[self._sealed():texts_end]))
         del self._entries[entries_end:], self._texts[texts_end:]
         last, patched = self._after[-1] if self._after else (None, None)
         for index in range(start, len(messages)):
@@ -84,11 +99,21 @@ class PairedWire:
             self._seen.append(messages[index])
             if entries:
                 self._entries += entries
-                self._texts.append("".join("," + _dumps(e) for e in entries).encode())
+                text = "".join("," + _dumps(e) for e in entries).encode()
+                self._texts.append(text)
+                self._open += len(text)
+                if self._open >= self.BLOCK:
+                    self._blocks.append(b"".join(self._texts[self._sealed():]))
+                    self._block_ends.append(len(self._texts))
+                    self._open = 0
             self._ends.append((len(self._entries), len(self._texts)))
             self._after.append((last, patched))
         # Copies: a body holds its lists while the next request changes the kept ones.
-        return self._entries.copy(), self._texts.copy()
+        return self._entries.copy(), [*self._blocks, *self._texts[self._sealed():]]
+
+    def _sealed(self) -> int:
+        """How many texts the blocks hold."""
+        return self._block_ends[-1] if self._block_ends else 0
 
 
 class JsonArray:
@@ -106,12 +131,13 @@ class JsonArray:
 
 
 class Body:
-    """A request body's JSON text as its pieces (the kept JSON of each message among
-    them), posted as they are: the transport reads it in writes of about
-    :attr:`CHUNK` bytes, small pieces gathered, large ones passed whole. Joining the
-    whole body first copied the transcript into a new object on every request (~2.7 MB
-    by turn 300 of 8 KB results), in memory fresh from the system each time, since each
-    body is larger than the last: most of what a late step's own work had added.
+    """A request body's JSON text as its pieces (the kept JSON of the messages among
+    them, most in :class:`PairedWire`'s blocks), posted as they are: the transport reads
+    it in writes of about :attr:`CHUNK` bytes, small pieces gathered, large ones (the
+    blocks) passed whole. Joining the whole body first copied the transcript into a new
+    object on every request (~2.7 MB by turn 300 of 8 KB results), in memory fresh from
+    the system each time, since each body is larger than the last: most of what a late
+    step's own work had added.
 
     ``bytes(body)`` is the whole text. Iterating it again sends it again (a retry)."""
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import random
 
+import pytest
 from openai._utils._json import openapi_dumps
 
 from crystal_kernel.core.messages import Message, TextPart, ToolCallPart, ToolResultPart
@@ -32,10 +33,13 @@ def _message(rng: random.Random, i: int) -> Message:
     return Message(role="assistant", parts=[TextPart(text=f"t{i}")])
 
 
-def test_kept_wire_form_equals_converting_the_whole_transcript_each_time() -> None:
+@pytest.mark.parametrize("block", [PairedWire.BLOCK, 60])  # 60 bytes: blocks sealed and cut often
+def test_kept_wire_form_equals_converting_the_whole_transcript_each_time(block: int) -> None:
     rng = random.Random(7)
+    sealed = 0
     for _ in range(120):
         wire = PairedWire(lambda m: chat_entries(m, False))
+        wire.BLOCK = block
         messages: list[Message] = []
         for _ in range(25):
             op = rng.random()
@@ -52,6 +56,8 @@ def test_kept_wire_form_equals_converting_the_whole_transcript_each_time() -> No
             assert json.loads(b"".join(JsonArray(entries, chunks).pieces())) == expected
             body = {"model": "m", "messages": entries, "max_tokens": 5, "other": [1.5, None, "é"]}
             assert bytes(encode_body(body, {"messages": JsonArray(entries, chunks)})) == openapi_dumps(body)
+            sealed += len(wire._blocks)
+    assert (sealed > 0) == (block < 1000)
 
 
 def test_a_list_that_is_not_the_kept_one_is_encoded_whole() -> None:
