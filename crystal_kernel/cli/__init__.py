@@ -150,6 +150,7 @@ def skip_empty_pydantic_plugin_scan() -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else list(argv)
+    paused = argv is None and args[:1] == ["run"] and gc.isenabled()
     if argv is None and args[:1] == ["run"]:  # this process is `crystal run` itself
         # Importing the host and the SDK allocates hundreds of thousands of objects that
         # live as long as the process; the collector would walk them again and again
@@ -163,16 +164,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         defer_package_inits()
     if argv is None and (starts_interactive(args) or args[:1] and args[0] in OWN_PROCESS_COMMANDS):
         skip_unused_format_grammar()
-    parser = build_interactive_parser() if starts_interactive(args) else build_parser(run_only=args[:1] == ["run"])
-    ns = parser.parse_args(args)
     try:
-        result = ns.handler(ns)
-        return int(result or 0)
-    except UserError as exc:
-        say(f"crystal: {exc}", err=True)
-        return EXIT_USAGE
-    except KeyboardInterrupt:
-        return 130
+        parser = build_interactive_parser() if starts_interactive(args) else build_parser(run_only=args[:1] == ["run"])
+        ns = parser.parse_args(args)
+        try:
+            result = ns.handler(ns)
+            return int(result or 0)
+        except UserError as exc:
+            say(f"crystal: {exc}", err=True)
+            return EXIT_USAGE
+        except KeyboardInterrupt:
+            return 130
+    finally:
+        if paused:  # a run that ended before its session opened (a usage error) gives it back too
+            gc.enable()
 
 
 def cmd_run(ns: argparse.Namespace) -> int:
