@@ -51,7 +51,9 @@ def test_objects_frozen_by_someone_else_stay_frozen():
         with paused_gc():
             built = [[n] for n in range(100)]
             assert not gc.isenabled()
-        assert gc.isenabled() and gc.get_freeze_count() == frozen
+        # Still held (an unfreeze would leave none) and the block's own objects not added;
+        # a frozen object that dies meanwhile (another thread of a busy worker) leaves it.
+        assert gc.isenabled() and 0 < gc.get_freeze_count() <= frozen
         assert not in_generation(built, 2)  # left to the collector's own schedule
     finally:
         gc.unfreeze()
