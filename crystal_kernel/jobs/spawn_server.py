@@ -232,15 +232,7 @@ def _spare(server: int, control: "_socket.socket", confined: "Confined", told: i
     if confined is not None and confined[1] == "confined":
         supervisor.use_caches(confined[2], {})
     marshal.loads(marshal.dumps((["x"], "/", {b"A": b"B"}, ["--sandbox"], 1.0, False, True)))
-    while True:
-        try:
-            request, ancdata, _flags, _address = control.recvmsg(MAX_REQUEST, space)
-        except InterruptedError:
-            continue
-        except OSError:
-            request, ancdata = b"", []
-        break
-    fds = _received_fds(ancdata)
+    request, fds = _receive(control, space)
     if not request:
         os.write(told, b"e")
         os._exit(0)
@@ -253,17 +245,24 @@ def _spare(server: int, control: "_socket.socket", confined: "Confined", told: i
     _child(server, request, fds, confined, spare=True)
 
 
-def _loop(parent: int, control: "_socket.socket", confined: "Confined") -> None:
-    me = os.getpid()
-    space = _socket.CMSG_SPACE(FDS * 4)
+def _receive(control: "_socket.socket", space: int) -> "tuple[bytes, list[int]]":
+    """One request and the descriptors passed with it; (b"", []) when the socket failed
+    or its other end closed."""
     while True:
         try:
             request, ancdata, _flags, _address = control.recvmsg(MAX_REQUEST, space)
         except InterruptedError:
             continue
         except OSError:
-            request, ancdata = b"", []
-        fds = _received_fds(ancdata)
+            return b"", []
+        return request, _received_fds(ancdata)
+
+
+def _loop(parent: int, control: "_socket.socket", confined: "Confined") -> None:
+    me = os.getpid()
+    space = _socket.CMSG_SPACE(FDS * 4)
+    while True:
+        request, fds = _receive(control, space)
         if not request or os.getppid() != parent:
             if confined is not None and os.getppid() == parent:
                 _drain()  # a server the host let go: the calls it started run to their end

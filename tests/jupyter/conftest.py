@@ -81,6 +81,22 @@ def kernel_env(home: Path, server: LLMServer, notebook: str, extra: dict[str, st
     return env
 
 
+def start_own_spec(tmp: Path, name: str, argv: list[str], display_name: str,
+                   env: dict[str, str], workspace: Path) -> tuple[KernelManager, Any]:
+    """A kernelspec of the test's own (``argv`` with ``{connection_file}``) under ``tmp``,
+    started in ``workspace``: its manager and a client with channels open. The caller
+    shuts both down."""
+    spec = tmp / "kernels" / name
+    spec.mkdir(parents=True)
+    (spec / "kernel.json").write_text(json.dumps({
+        "argv": argv, "display_name": display_name, "language": "markdown", "interrupt_mode": "message"}))
+    km = KernelManager(kernel_name=name, kernel_spec_manager=KernelSpecManager(kernel_dirs=[str(spec.parent)]))
+    km.start_kernel(env=env, cwd=str(workspace))
+    kc = km.client()
+    kc.start_channels()
+    return km, kc
+
+
 def start_kernel(tmp: Path, server: LLMServer, *, flags: list[str] = (), env_extra: dict[str, str] | None = None,
                  home: Path | None = None, workspace: Path | None = None, notebook: str | None = None,
                  widgets: bool = True, stderr: Any = None) -> Kernel:

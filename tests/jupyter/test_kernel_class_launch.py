@@ -8,34 +8,23 @@ from __future__ import annotations
 import json
 import sys
 
-from jupyter_client.kernelspec import KernelSpecManager
-from jupyter_client.manager import KernelManager
-
 from crystal_kernel.jupyter.driver import KernelDriver
 
 
 def test_the_kernel_class_alone_reads_its_flags_from_crystal_args(tmp_path, llm_server):
-    from tests.jupyter.conftest import kernel_env, make_home
+    from tests.jupyter.conftest import kernel_env, make_home, start_own_spec
 
     home = make_home(tmp_path)
     team = home / ".crystal" / "promptsets" / "team"
     team.mkdir(parents=True)
     (team / "prompt.json").write_text(json.dumps({"name": "Team rules"}))
     (team / "work.md").write_text("Follow the team rules.\n")
-    spec = tmp_path / "kernels" / "crystal_launcher"
-    spec.mkdir(parents=True)
-    (spec / "kernel.json").write_text(json.dumps({
-        "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}",
-                 "--IPKernelApp.kernel_class=crystal_kernel.jupyter.kernel.CrystalKernel"],
-        "display_name": "Crystal (launcher)", "language": "markdown", "interrupt_mode": "message"}))
     workspace = tmp_path / "ws"
     workspace.mkdir()
     env = kernel_env(home, llm_server, str(workspace / "a.ipynb"), {"CRYSTAL_ARGS": "--prompt-set team"})
-    km = KernelManager(kernel_name="crystal_launcher",
-                       kernel_spec_manager=KernelSpecManager(kernel_dirs=[str(spec.parent)]))
-    km.start_kernel(env=env, cwd=str(workspace))
-    kc = km.client()
-    kc.start_channels()
+    km, kc = start_own_spec(tmp_path, "crystal_launcher", [
+        sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}",
+        "--IPKernelApp.kernel_class=crystal_kernel.jupyter.kernel.CrystalKernel"], "Crystal (launcher)", env, workspace)
     try:
         kc.wait_for_ready(timeout=60)
         info = kc.kernel_info(reply=True, timeout=30)["content"]

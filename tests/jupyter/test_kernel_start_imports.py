@@ -11,12 +11,8 @@ own, with no cell run.
 
 from __future__ import annotations
 
-import json
 import sys
 import time
-
-from jupyter_client.kernelspec import KernelSpecManager
-from jupyter_client.manager import KernelManager
 
 LAUNCHER = """
 import os, sys, time
@@ -53,24 +49,16 @@ def _imported(log) -> dict[str, float]:
 
 
 def test_the_kernel_is_ready_before_the_host_is_imported_and_imports_it_unasked(tmp_path, llm_server):
-    from tests.jupyter.conftest import kernel_env, make_home
+    from tests.jupyter.conftest import kernel_env, make_home, start_own_spec
 
     log = tmp_path / "imports.log"
     launcher = tmp_path / "launch.py"
     launcher.write_text(LAUNCHER)
-    spec = tmp_path / "kernels" / "crystal_logged"
-    spec.mkdir(parents=True)
-    (spec / "kernel.json").write_text(json.dumps({
-        "argv": [sys.executable, str(launcher), str(log), "-f", "{connection_file}"],
-        "display_name": "Crystal (imports logged)", "language": "markdown", "interrupt_mode": "message"}))
     workspace = tmp_path / "ws"
     workspace.mkdir()
     env = kernel_env(make_home(tmp_path), llm_server, str(workspace / "a.ipynb"), {})
-    km = KernelManager(kernel_name="crystal_logged",
-                       kernel_spec_manager=KernelSpecManager(kernel_dirs=[str(spec.parent)]))
-    km.start_kernel(env=env, cwd=str(workspace))
-    kc = km.client()
-    kc.start_channels()
+    km, kc = start_own_spec(tmp_path, "crystal_logged", [sys.executable, str(launcher), str(log), "-f", "{connection_file}"],
+                            "Crystal (imports logged)", env, workspace)
     try:
         kc.wait_for_ready(timeout=60)
         assert kc.kernel_info(reply=True, timeout=30)["content"]["implementation"] == "crystal"
