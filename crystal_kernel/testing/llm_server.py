@@ -20,7 +20,9 @@ or not, from a queue of scripted replies. A reply is a JSON-able dict:
   blocks;
 - ``usage``: ``{"input_tokens", "output_tokens", "reasoning_tokens"?}`` (default 11 / 7 / 0);
 - ``stop``: an explicit stop reason in the protocol's own words;
-- ``delay``: seconds between streamed events;
+- ``delay``: seconds between streamed events; :meth:`LLMServer.hurry` sends the rest of
+  the streams in progress at once (a long stream that need not last once a test has seen
+  it flow);
 - ``hold_after: N`` (or a list of such counts): after N streamed events, wait until the
   test calls :meth:`LLMServer.release` (or ``max_hang`` seconds pass), then go on: a
   reply caught mid-stream for as long as a test looks at it (:meth:`LLMServer.wait_held`);
@@ -117,6 +119,8 @@ class LLMServer:
         # hold_after: set while a reply waits mid-stream / to let it go on.
         self._held = threading.Event()
         self._release = threading.Event()
+        # Counts hurry() calls: a stream started before the last one has no more delay.
+        self._hurries = 0
         self._httpd = ThreadingHTTPServer(("127.0.0.1", port), _make_handler(self))
         self._httpd.daemon_threads = True
         self._thread: threading.Thread | None = None
@@ -203,6 +207,11 @@ class LLMServer:
         """Let the reply that waits (or the next one to hold) go on."""
         self._held.clear()
         self._release.set()
+
+    def hurry(self) -> None:
+        """Send the rest of the streams in progress without their ``delay`` between
+        events (streams started later keep theirs)."""
+        self._hurries += 1
 
     def _hold(self) -> None:
         self._held.set()
@@ -317,6 +326,7 @@ def _make_handler(server: LLMServer) -> type[BaseHTTPRequestHandler]:
             hang_after = reply.get("hang_after", 0) if "hang" in reply else None
             ping_after = reply.get("ping_after", 0) if "ping" in reply else None
             delay = float(reply.get("delay", 0))
+            hurries = server._hurries
             end_after = reply.get("end_after")
             holds = reply.get("hold_after", [])
             holds = {int(n) for n in (holds if isinstance(holds, list) else [holds])}
@@ -334,7 +344,7 @@ def _make_handler(server: LLMServer) -> type[BaseHTTPRequestHandler]:
                 if ping_after is not None and sent >= int(ping_after):
                     self._ping(float(reply["ping"]), float(reply.get("ping_every", 0.2)))
                     raise _Cut()
-                if delay:
+                if delay and server._hurries == hurries:
                     time.sleep(delay)
                 self._chunk(event)
                 sent += 1

@@ -138,6 +138,20 @@ def start_shared_lab(base: Path) -> SharedLab:
     return SharedLab(lab, base, stack)
 
 
+#: pytest-timeout's limit for a browser test that sets none (the suite's default is 120 s):
+#: each step of these tests has its own bounded wait, so this is only a guard against a
+#: hang, and a test on a loaded CI machine (three browsers beside the other workers) must
+#: not fail on the sum of steps that each kept their bound.
+BROWSER_TEST_TIMEOUT = 600
+
+
+def pytest_collection_modifyitems(items):
+    here = Path(__file__).resolve().parent
+    for item in items:
+        if item.path.is_relative_to(here) and item.get_closest_marker("timeout") is None:
+            item.add_marker(pytest.mark.timeout(BROWSER_TEST_TIMEOUT))
+
+
 @pytest.hookimpl(wrapper=True, trylast=True)
 def pytest_runtest_teardown(item, nextitem):
     """Stop the shared lab and browser after the folder's last test: after the module

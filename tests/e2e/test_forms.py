@@ -370,9 +370,10 @@ def test_reload_while_an_answer_streams_shows_the_whole_text_so_far_then_the_ren
     make_notebook(lab, "stream-reload.ipynb", "crystal")
     open_notebook(page, lab, "stream-reload.ipynb", "crystal")
     text = streamed_answer()
-    # ~3,000 events 20 ms apart: the answer streams for a minute, longer than a reload
-    # takes on a loaded machine.
-    lab.server.add({"text": text, "chunk": 5, "delay": 0.02})
+    # ~3,000 events 30 ms apart: the answer would stream for 90 s, longer than a
+    # reload takes on a loaded machine; once the test has seen it flow after the reload,
+    # the server sends the rest at once (LLMServer.hurry).
+    lab.server.add({"text": text, "chunk": 5, "delay": 0.03})
     editor = page.locator(f"{NB} .jp-Cell .cm-content").last
     editor.click()
     page.keyboard.type("Stream a long answer through a reload", delay=DELAY)
@@ -399,6 +400,10 @@ def test_reload_while_an_answer_streams_shows_the_whole_text_so_far_then_the_ren
         seen = again.text_content() or ""
         assert len(seen) >= before, (len(seen), before)
         shoot(page, "stream-after-reload")
+        # It keeps flowing after the reload.
+        page.wait_for_function("(n) => [...document.querySelectorAll('.jp-crystal-streaming')].some("
+                               "e => e.textContent.length > n)", arg=len(seen), timeout=60_000)
+        lab.server.hurry()
         answer = cell.locator(".crystal-answer strong", has_text="streamed")
         answer.wait_for(timeout=180_000)
     except Exception:

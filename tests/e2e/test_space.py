@@ -25,6 +25,8 @@ from tests.cli.tmux_terminal import TmuxTerminal
 from tests.e2e.conftest import (
     ARTIFACTS,
     BUILT,
+    JUPYTER_AI_LAB_EXTENSIONS,
+    JUPYTER_AI_SERVER_EXTENSIONS,
     NB,
     READY,
     blank_page,
@@ -53,8 +55,13 @@ def space_in_terminal(base: Path, server: LLMServer, *args: str) -> Iterator[tup
     if not (data / "labextensions" / "crystal-kernel").exists():
         os.symlink(BUILT, data / "labextensions" / "crystal-kernel")  # the lab extension of this checkout
     (base / "config" / "labconfig").mkdir(parents=True, exist_ok=True)
-    (base / "config" / "labconfig" / "page_config.json").write_text(json.dumps(
-        {"disabledExtensions": {"@jupyterlab/apputils-extension:announcements": True}}))
+    # Jupyter AI (a test dependency, installed beside Crystal here) off, as in the other
+    # labs of these tests (conftest.running_lab): its server extensions and chat panels are
+    # not what these tests look at, and cost seconds of CPU at every start.
+    disabled = {"@jupyterlab/apputils-extension:announcements": True, **dict.fromkeys(JUPYTER_AI_LAB_EXTENSIONS, True)}
+    (base / "config" / "labconfig" / "page_config.json").write_text(json.dumps({"disabledExtensions": disabled}))
+    (base / "config" / "jupyter_server_config.json").write_text(json.dumps(
+        {"ServerApp": {"jpserver_extensions": dict.fromkeys(JUPYTER_AI_SERVER_EXTENSIONS, False)}}))
     env = server_env(base, home, data, server)
     line = shlex.join([CRYSTAL, "space", "--workspace", str(workspace), "--no-browser", "--port", str(free_port()),
                        *args, "--", "--allow-root", "--LabApp.expose_app_in_browser=True", "--LabApp.news_url=",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -103,3 +104,27 @@ def test_a_forgotten_server_process_exits_after_its_lifetime() -> None:
         if proc.poll() is None:
             proc.kill()
         proc.stdout.close()
+
+
+async def test_hurry_sends_the_rest_of_a_delayed_stream_at_once_and_later_streams_keep_their_delay() -> None:
+    """A test that has seen a long stream flow can end it early; the next stream is paced."""
+    text = "word " * 40  # 50 events of 4 characters, 0.4 s apart: 20 s unhurried
+    with LLMServer([{"text": text, "delay": 0.4}, {"text": "ab cd ef gh", "delay": 0.4}]) as server:
+        client = AsyncOpenAI(base_url=server.base_url, api_key="k")
+        started = time.monotonic()
+        got = ""
+        stream = await client.chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}],
+                                                      stream=True)
+        async for chunk in stream:
+            if chunk.choices and chunk.choices[0].delta.content:
+                got += chunk.choices[0].delta.content
+                if len(got) == 8:  # two pieces seen: the rest without delay
+                    server.hurry()
+        assert got == text
+        assert time.monotonic() - started < 10
+        started = time.monotonic()
+        stream = await client.chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}],
+                                                      stream=True)
+        async for _ in stream:
+            pass
+        assert time.monotonic() - started >= 0.4 * 3  # the later stream's events are still paced
