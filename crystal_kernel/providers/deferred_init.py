@@ -1,4 +1,4 @@
-"""Defer an SDK package's ``__init__`` until something uses it (``crystal run`` only).
+"""Defer an SDK package's ``__init__`` until something uses it (the own-process fronts only).
 
 ``import openai`` runs ``openai/__init__.py``, which imports ``openai.types`` — every
 request and response model of the whole API, hundreds of pydantic classes — and
@@ -15,8 +15,9 @@ define is read (``openai.types.ChatModel``, ``from openai.types import X``), so
 nothing that uses them sees a difference but the time it is loaded. A package that is
 already imported, or that is not a plain source package, is left alone.
 
-Only for processes that run no one else's code (``crystal run``): in the kernel a
-person's own code imports the SDKs, and there they stay exactly as shipped.
+Only for processes that run no one else's code (``crystal run``, ``acp``, ``tools`` and
+the interactive ``crystal``: cli/__init__.py main()): in the kernel a person's own code
+imports the SDKs, and there they stay exactly as shipped.
 """
 
 from __future__ import annotations

@@ -80,6 +80,39 @@ def test_run_loads_only_the_openai_types_it_uses(workspace: Path, tmp_path: Path
         assert unused not in loaded, f"crystal run imported {unused}"
 
 
+def acp_requests(workspace: Path) -> str:
+    lines = [{"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": 1}},
+             {"jsonrpc": "2.0", "id": 2, "method": "session/new", "params": {"cwd": str(workspace), "mcpServers": []}}]
+    return "".join(json.dumps(line) + "\n" for line in lines)
+
+
+@pytest.mark.parametrize("front", ["acp", "interactive"])
+def test_acp_and_interactive_fronts_load_only_the_openai_types_they_use(front: str, workspace: Path, tmp_path: Path):
+    """`crystal acp` and the interactive `crystal` open sessions as `crystal run` does and
+    defer the openai package inits too: a session opened on the openai provider (acp:
+    initialize and session/new; the interactive front with piped stdin: one answered
+    turn) never loads the rest of the API's types."""
+    with LLMServer([{"text": "Hello back."}]) as server:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("CRYSTAL_")}
+        env.update({"CRYSTAL_HOME": str(tmp_path / "home"), "CRYSTAL_PROVIDER": "openai", "CRYSTAL_BASE_URL": server.base_url,
+                    "CRYSTAL_MODEL": "gpt-4.1", "CRYSTAL_API_KEY_ENV": "TEST_KEY", "TEST_KEY": "sk-test"})
+        args, stdin = (["acp"], acp_requests(workspace)) if front == "acp" else (["--workspace", str(workspace)], "hello")
+        out = subprocess.run([sys.executable, "-c", TYPES_WRAPPER.replace("openai.types", "openai"), *args],
+                             input=stdin, capture_output=True, text=True, env=env, cwd=workspace, timeout=60)
+    assert out.returncode == 0, out.stderr
+    if front == "acp":
+        answers = {m["id"]: m for m in map(json.loads, out.stdout.splitlines()) if "id" in m}
+        assert answers[2]["result"]["sessionId"], out.stdout
+    else:
+        assert out.stdout.strip() == "Hello back."
+    line = next(x for x in out.stderr.splitlines() if x.startswith("MODULES "))
+    loaded = set(json.loads(line[len("MODULES "):]))
+    assert "openai._client" in loaded  # the session's provider is the openai SDK's client
+    for unused in ("openai.lib._tools", "openai.types.batch", "openai.types.eval_create_params",
+                   "openai.types.responses.response"):
+        assert unused not in loaded, f"crystal {front} imported {unused}"
+
+
 DEFERRED_CHECK = """
 import sys
 from crystal_kernel.providers.deferred_init import defer_package_inits
