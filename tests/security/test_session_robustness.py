@@ -162,7 +162,7 @@ def first_session(workspace: Path) -> str:
 
 
 def start_slow_resume(workspace: Path, server: LLMServer, session_id: str) -> subprocess.Popen:
-    """`crystal run --resume` whose model answer streams slowly, once the request is in."""
+    """`crystal run --resume`, once its request to the model is in."""
     env = dict(os.environ)
     env.update(openai_env(server))
     proc = subprocess.Popen([CRYSTAL, "run", "second", "--workspace", str(workspace), "--format", "jsonl",
@@ -179,11 +179,16 @@ def test_a_second_front_resuming_an_open_session_is_refused_and_no_turn_is_lost(
     session_id = first_session(workspace)
     doc_path = workspace / ".crystal" / "sessions" / f"{session_id}.jsonl"
     assert doc_path.exists()
-    with LLMServer([{"text": "Slow second answer.", "chunk": 1, "delay": 0.6},
-                    {"text": "never sent"}]) as server:
+    # The first front's answer stops mid-stream until the second front has been refused:
+    # it holds the session for as long as the second takes to start, however loaded the
+    # machine (max_hang bounds the hold if the second front never returns).
+    with LLMServer([{"text": "Slow second answer.", "chunk": 1, "hold_after": 3},
+                    {"text": "never sent"}], max_hang=120) as server:
         holder = start_slow_resume(workspace, server, session_id)
+        assert server.wait_held(timeout=60), "the first front's answer never started"
         other = crystal(["run", "third", "--workspace", str(workspace), "--format", "jsonl",
                          "--resume", session_id], env_extra=openai_env(server))
+        server.release()
         out, err = holder.communicate(timeout=60)
         asked = len(server.bodies("chat"))
     assert other.returncode == 2
