@@ -24,6 +24,19 @@ pytest's exit code 5 ("no tests collected") of both parts is turned into a failu
 a clear line: a run that tested nothing must never pass (a part with nothing to run,
 such as no test marked ``serial``, is fine).
 
+pytest rewrites the ``assert`` statements of each test module, conftest and pytest plugin
+it imports, and keeps the result in ``__pycache__`` only when the process may write
+bytecode; this project's machines set ``PYTHONDONTWRITEBYTECODE``. So that each pytest
+process (six workers, the serial part, each pytest a test starts) does not rewrite and
+compile them all again (~9 s of CPU for the suite's modules, ~1.4 s for the plugins),
+the runner writes the rewritten test modules and conftests into pytest's cache before
+the parallel part starts (:func:`cache_rewritten_tests`; the workers start together and
+would each rewrite every module themselves), and each pytest process it starts may
+write bytecode (the plugins are cached by the first). pytest checks a cached file
+against the hash of its source and against its own version before it uses it. Only
+those pytest processes change: the environment stays as given, so a kernel, a lab or a
+`crystal` command that a test starts runs as it always does.
+
 Each part ends with pytest's 30 slowest tests (``--durations``), and the run with the
 wall time of each part and one line with the wall time of the static checks and of
 pytest, so a slow suite says where its time went.
@@ -31,12 +44,14 @@ pytest, so a slow suite says where its time went.
 
 from __future__ import annotations
 
+import ast
 import os
 import subprocess
 import sys
 import threading
 import time
 from dataclasses import dataclass, field
+from fnmatch import fnmatch
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -52,6 +67,12 @@ CHECKS: list[tuple[str, list[str], list[str], bool]] = [
     ("lint-imports", [str(Path(sys.executable).with_name("lint-imports")), "--no-cache"], ["crystal_kernel"], False),
 ]
 
+#: How each part starts pytest: as ``python -m pytest``, only allowed to write bytecode
+#: (the module docstring says why); sys.path starts with the working folder, as with -m.
+PYTEST = ("import os, sys; sys.path[0] = os.getcwd(); sys.dont_write_bytecode = False; "
+          "import pytest; sys.exit(pytest.console_main())")
+#: The files pytest rewrites when it imports them: its default ``python_files`` and conftests.
+REWRITTEN = ("test_*.py", "*_test.py", "conftest.py")
 #: How many of the slowest tests pytest lists at the end of each part.
 SLOWEST_SHOWN = 30
 #: pytest's exit code when it collected no test.
@@ -92,11 +113,56 @@ def run_checks(into: Checks) -> None:
     into.seconds = time.monotonic() - started
 
 
+def test_folders(argv: list[str]) -> list[Path]:
+    """The folders and files the run collects, as far as the cache needs them: those
+    named in ``argv``, else ROOT/tests (the suite's ``testpaths``), else ROOT."""
+    named = [ROOT / arg.split("::", 1)[0] for arg in argv if not arg.startswith("-")]
+    named = [path for path in named if path.exists()]
+    if named:
+        return named
+    return [ROOT / "tests"] if (ROOT / "tests").is_dir() else [ROOT]
+
+
+def cache_rewritten_tests(folders: list[Path]) -> None:
+    """Write the rewritten form of each test module and conftest under ``folders`` where
+    pytest's import hook looks for it first, unless an up-to-date one is there."""
+    try:
+        import importlib.util
+
+        from _pytest.assertion.rewrite import PYC_TAIL, _read_pyc, _write_pyc_fp, get_cache_dir, rewrite_asserts
+    except ImportError:  # another pytest: each process rewrites what it imports, as before
+        return
+    files: list[Path] = []
+    for top in folders:
+        if top.is_file():
+            files.append(top)
+        for folder, dirs, names in os.walk(top):
+            dirs[:] = [d for d in dirs if not d.startswith(".") and d not in ("__pycache__", "node_modules")]
+            files.extend(Path(folder, n) for n in names if any(fnmatch(n, p) for p in REWRITTEN))
+    for path in files:
+        cache = get_cache_dir(path)
+        pyc = cache / (path.name[:-3] + PYC_TAIL)
+        if _read_pyc(path, pyc) is not None:
+            continue
+        try:
+            source = path.read_bytes()
+            tree = ast.parse(source, filename=str(path))
+            rewrite_asserts(tree, source, str(path))
+            code = compile(tree, str(path), "exec", dont_inherit=True)
+            cache.mkdir(exist_ok=True)
+            partial = cache / f"{pyc.name}.{os.getpid()}"
+            with open(partial, "wb") as out:
+                _write_pyc_fp(out, importlib.util.source_hash(source), code)
+            os.replace(partial, pyc)
+        except (OSError, SyntaxError, ValueError):  # pytest's own import reports it
+            continue
+
+
 def run_pytest(what: str, options: list[str], argv: list[str]) -> tuple[int, float]:
     """One part of the suite: pytest's exit code and the part's wall time."""
     print(f"make test: {what} ...", flush=True)
     started = time.monotonic()
-    code = subprocess.call([sys.executable, "-m", "pytest", "-v", "-p", "no:cacheprovider",
+    code = subprocess.call([sys.executable, "-c", PYTEST, "-v", "-p", "no:cacheprovider",
                             f"--durations={SLOWEST_SHOWN}", *options, *argv], cwd=ROOT)
     return code, time.monotonic() - started
 
@@ -110,6 +176,8 @@ def main(argv: list[str] | None = None) -> int:
     checking.start()
     workers = worker_count()
     spread = ["-n", str(workers)] if workers else []
+    if workers:
+        cache_rewritten_tests(test_folders(argv or []))
     try:
         parallel, parallel_time = run_pytest(
             f"the tests not marked serial, on {workers or 'no'} parallel workers", [*spread, "-m", "not serial"],
