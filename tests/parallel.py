@@ -42,6 +42,18 @@ E2E_GROUPS: dict[str, tuple[str, ...]] = {
     # Labs of their own: a person's whole session (~2.5 min), `crystal space` (~1 min).
     "tests/e2e/person": ("tests/e2e/test_person_session.py", "tests/e2e/test_space.py"),
 }
+#: tests/docs/test_docs_commands.py runs each page's commands in a shell of its own (a
+#: sandbox each, the module's loopback model server in-process): as one group the pages
+#: took ~12 minutes under the parallel part's load, the run's tail. Its heaviest pages
+#: make two more groups (~4 min each); the rest stay in the module's group.
+DOCS_COMMANDS = "tests/docs/test_docs_commands.py"
+DOCS_PAGE_GROUPS: dict[str, tuple[str, ...]] = {
+    # Real kernels: the tours re-recorded (recording.md), JupyterLab and kernel commands.
+    f"{DOCS_COMMANDS}::jupyterlab": ("docs/jupyterlab.md", "docs/recording.md", "docs/kernel.md", "docs/prompts.md"),
+    # A Kernel Gateway's and Jupyter Server's options, MCP servers, the install steps.
+    f"{DOCS_COMMANDS}::deploy": ("docs/deploy.md", "docs/mcp.md", "docs/install.md"),
+}
+_DOCS_GROUP_OF = {page: group for group, pages in DOCS_PAGE_GROUPS.items() for page in pages}
 #: The groups whose modules start labs of their own (the others use the shared lab).
 OWN_LAB_GROUPS = ("tests/e2e/own-lab", "tests/e2e/person")
 _E2E_GROUP_OF = {module: group for group, modules in E2E_GROUPS.items() for module in modules}
@@ -50,14 +62,16 @@ _E2E_GROUP_OF = {module: group for group, modules in E2E_GROUPS.items() for modu
 #: first six groups start together, the next ones as workers free up). Every other
 #: group follows, in collection order.
 FIRST = (
-    "tests/docs/test_docs_commands.py",        # ~5 min
+    "tests/docs/test_docs_commands.py",        # ~4.5 min under load (its heaviest pages: DOCS_PAGE_GROUPS)
     "tests/jupyter/",                          # ~4.5 min
     "tests/e2e/rendering",                     # ~4 min
     "tests/e2e/forms",                         # ~4 min
     "tests/mcp/test_mcp_http.py",              # ~2.5 min
     "tests/magics/",                           # ~1 min: its worker then takes the next browser group
+    "tests/docs/test_docs_commands.py::jupyterlab",  # ~4 min under load
     "tests/e2e/person",                        # ~3.5 min
     "tests/mcp/test_mcp_cli.py",               # ~2.5 min
+    "tests/docs/test_docs_commands.py::deploy",  # ~3.5 min under load
     "tests/e2e/own-lab",                       # ~3 min
     "tests/e2e/",                              # ~3 min
     "tests/acp/test_acp_agent.py",             # then the modules of a minute or two
@@ -80,6 +94,8 @@ FIRST = (
 def group_of(nodeid: str) -> str:
     """The group of the test ``nodeid`` (a path relative to the repository root)."""
     path = nodeid.split("::", 1)[0]
+    if path == DOCS_COMMANDS and nodeid.endswith("]"):
+        return _DOCS_GROUP_OF.get(nodeid[nodeid.index("[") + 1:-1], path)
     if path.startswith("tests/e2e/"):
         return _E2E_GROUP_OF.get(path, "tests/e2e/")
     for folder in FOLDER_GROUPS:

@@ -6,7 +6,18 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from tests.parallel import E2E_GROUPS, FIRST, FOLDER_GROUPS, OWN_LAB_GROUPS, SERIAL, group_of, is_serial, rank
+from tests.parallel import (
+    DOCS_COMMANDS,
+    DOCS_PAGE_GROUPS,
+    E2E_GROUPS,
+    FIRST,
+    FOLDER_GROUPS,
+    OWN_LAB_GROUPS,
+    SERIAL,
+    group_of,
+    is_serial,
+    rank,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -69,7 +80,25 @@ def test_the_long_groups_go_first_and_serial_is_by_prefix():
     assert rank("tests/e2e/test_forms.py::test_a") < rank("tests/e2e/test_lab.py::test_b") < len(FIRST)
     assert rank("tests/tools/test_bash.py::test_a") == len(FIRST)
     for group in FIRST:
-        assert group.endswith("/") or group in E2E_GROUPS or (ROOT / group).is_file(), group
+        assert group.endswith("/") or group in E2E_GROUPS or group in DOCS_PAGE_GROUPS or (ROOT / group).is_file(), group
     assert len(FIRST) == len(set(FIRST))
     assert is_serial("tests/security/test_cancel_every_tool.py::test_tools_without_a_slow_input_finish_at_once[skill]")
     assert not is_serial("tests/tools/test_bash.py::test_output_truncated")
+
+
+def test_the_docs_pages_in_groups_of_their_own_are_pages_the_module_runs():
+    """Each page named in DOCS_PAGE_GROUPS is a page whose commands the module runs (a
+    renamed page must not silently go back to the module's group), in one group only, and
+    its test goes to that group; the module's other tests stay in the module's group."""
+    from tests.docs.docpages import PAGES, blocks
+
+    named = [page for pages in DOCS_PAGE_GROUPS.values() for page in pages]
+    assert len(named) == len(set(named)), "a page is in two groups"
+    pages = {str(p.relative_to(ROOT)) for p in PAGES if any(b.lang in ("sh", "console") for b in blocks(p))}
+    for group, members in DOCS_PAGE_GROUPS.items():
+        assert group in FIRST, group
+        for page in members:
+            assert page in pages, page
+            assert group_of(f"{DOCS_COMMANDS}::test_every_shell_command_in_the_page_runs[{page}]") == group
+    assert group_of(f"{DOCS_COMMANDS}::test_every_shell_command_in_the_page_runs[README.md]") == DOCS_COMMANDS
+    assert group_of(f"{DOCS_COMMANDS}::test_every_block_names_its_language") == DOCS_COMMANDS
