@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 
 def run(folder: Path, cwd: Path | None = None, workers: int = 2) -> subprocess.CompletedProcess:
     code = ("import sys; from pathlib import Path; import crystal_kernel.testing.run_tests as r; "
@@ -33,9 +35,24 @@ def result_lines(out: subprocess.CompletedProcess) -> dict[str, str]:
     return found
 
 
-def test_make_test_prints_each_test_name_as_it_runs(tmp_path):
-    (tmp_path / "test_two.py").write_text("def test_first():\n    pass\n\ndef test_second():\n    pass\n")
-    out = run(tmp_path)
+@pytest.fixture(scope="module")
+def passing_run(tmp_path_factory) -> subprocess.CompletedProcess:
+    """One `make test` over a folder whose tests all pass, one of them marked ``serial``:
+    the tests below read what it printed (each starts four pytest processes and the
+    checks, ~4 s of CPU, so they share it)."""
+    folder = tmp_path_factory.mktemp("passing")
+    (folder / "pyproject.toml").write_text('[tool.pytest.ini_options]\nmarkers = ["serial: alone"]\n')
+    (folder / "test_two.py").write_text("def test_first():\n    pass\n\ndef test_second():\n    pass\n")
+    (folder / "test_one.py").write_text("def test_only():\n    pass\n")
+    (folder / "test_parts.py").write_text(
+        "import os, time\nimport pytest\n\n"
+        "def test_spread():\n    assert os.environ.get('PYTEST_XDIST_WORKER', '').startswith('gw')\n\n"
+        "@pytest.mark.serial\ndef test_alone():\n    assert 'PYTEST_XDIST_WORKER' not in os.environ\n")
+    return run(folder)
+
+
+def test_make_test_prints_each_test_name_as_it_runs(passing_run):
+    out = passing_run
     assert out.returncode == 0, out.stdout + out.stderr
     lines = result_lines(out)
     assert "PASSED" in lines["test_two.py::test_first"], out.stdout
@@ -91,10 +108,9 @@ def test_make_demo_says_up_front_that_the_first_run_installs_for_minutes(tmp_pat
     assert "the first run takes about three minutes" in lines[first]
 
 
-def test_make_test_prints_the_slowest_tests_and_its_wall_times(tmp_path):
+def test_make_test_prints_the_slowest_tests_and_its_wall_times(passing_run):
     """The run ends with pytest's slowest tests and the wall time of each part."""
-    (tmp_path / "test_one.py").write_text("def test_only():\n    pass\n")
-    out = run(tmp_path)
+    out = passing_run
     assert out.returncode == 0, out.stdout + out.stderr
     assert "slowest 30 durations" in out.stdout, out.stdout
     assert "make test: parallel part " in out.stdout and " s (2 workers), serial part " in out.stdout, out.stdout
@@ -102,16 +118,10 @@ def test_make_test_prints_the_slowest_tests_and_its_wall_times(tmp_path):
     assert last.startswith("make test: static checks ") and ", pytest " in last and last.endswith("s (wall time)."), last
 
 
-
-def test_make_test_runs_the_serial_tests_after_the_others_alone(tmp_path):
+def test_make_test_runs_the_serial_tests_after_the_others_alone(passing_run):
     """Tests marked ``serial`` run in the second part, in the pytest process itself (no
     worker), after every other test; the others run on the parallel workers."""
-    (tmp_path / "pyproject.toml").write_text('[tool.pytest.ini_options]\nmarkers = ["serial: alone"]\n')
-    (tmp_path / "test_parts.py").write_text(
-        "import os, time\nimport pytest\n\n"
-        "def test_spread():\n    assert os.environ.get('PYTEST_XDIST_WORKER', '').startswith('gw')\n\n"
-        "@pytest.mark.serial\ndef test_alone():\n    assert 'PYTEST_XDIST_WORKER' not in os.environ\n")
-    out = run(tmp_path)
+    out = passing_run
     assert out.returncode == 0, out.stdout + out.stderr
     assert "PASSED" in result_lines(out)["test_parts.py::test_spread"], out.stdout
     serial_part = out.stdout.split("make test: the tests marked serial, one at a time ...")[1]
