@@ -92,6 +92,14 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if is_serial(item.nodeid):
             item.add_marker(pytest.mark.serial)
+    # `make test`'s parallel part names a folder where each process that collects lists the
+    # tests marked serial, so that its serial part collects only their files
+    # (crystal_kernel/testing/run_tests.py). Taken out of the environment here, before any
+    # test runs, so that no process a test starts lists anything there.
+    listed = os.environ.pop("CRYSTAL_TEST_SERIAL_LISTED", "")
+    if listed:
+        serial = [item.nodeid for item in items if item.get_closest_marker("serial")]
+        Path(listed, f"{os.getpid()}.txt").write_text("\n".join(serial), encoding="utf-8")
     if hasattr(config, "workerinput"):
         items.sort(key=lambda item: rank(item.nodeid))  # stable: each group keeps its order
 

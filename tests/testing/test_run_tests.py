@@ -129,6 +129,32 @@ def test_make_test_runs_the_serial_tests_after_the_others_alone(passing_run):
     assert "test_spread" not in serial_part, out.stdout
 
 
+def test_the_serial_part_collects_only_the_files_the_parallel_part_listed(tmp_path):
+    """When the parallel part's processes list the tests marked ``serial`` they collected
+    (tests/conftest.py does, in the folder $CRYSTAL_TEST_SERIAL_LISTED names), the serial
+    part collects only the files that hold them; the variable is gone before tests run."""
+    (tmp_path / "pyproject.toml").write_text('[tool.pytest.ini_options]\nmarkers = ["serial: alone"]\n')
+    (tmp_path / "conftest.py").write_text(
+        "import os\nfrom pathlib import Path\n\n"
+        "def pytest_collection_modifyitems(config, items):\n"
+        "    listed = os.environ.pop('CRYSTAL_TEST_SERIAL_LISTED', '')\n"
+        "    if listed:\n"
+        "        serial = [i.nodeid for i in items if i.get_closest_marker('serial')]\n"
+        "        Path(listed, f'{os.getpid()}.txt').write_text('\\n'.join(serial))\n")
+    (tmp_path / "test_parts.py").write_text(
+        "import os\nimport pytest\n\n"
+        "def test_spread():\n    assert 'CRYSTAL_TEST_SERIAL_LISTED' not in os.environ\n\n"
+        "@pytest.mark.serial\ndef test_alone():\n    pass\n")
+    (tmp_path / "test_other.py").write_text("def test_elsewhere():\n    pass\n")
+    out = run(tmp_path)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "PASSED" in result_lines(out)["test_parts.py::test_spread"], out.stdout
+    assert "PASSED" in result_lines(out)["test_other.py::test_elsewhere"], out.stdout
+    serial_part = out.stdout.split("make test: the tests marked serial, one at a time ...")[1]
+    assert "test_parts.py::test_alone PASSED" in serial_part, out.stdout
+    assert "collected 2 items / 1 deselected / 1 selected" in serial_part, out.stdout
+
+
 def test_a_failure_in_either_part_fails_make_test(tmp_path):
     (tmp_path / "pyproject.toml").write_text('[tool.pytest.ini_options]\nmarkers = ["serial: alone"]\n')
     (tmp_path / "test_parts.py").write_text(
