@@ -162,6 +162,8 @@ def cache_rewritten_tests(folders: list[Path]) -> None:
             os.replace(partial, pyc)
         except (OSError, SyntaxError, ValueError):  # pytest's own import reports it
             continue
+        except (TypeError, AttributeError):  # another pytest's internals: it rewrites them itself
+            return
 
 
 def serial_files(folder: Path, argv: list[str]) -> list[str]:
