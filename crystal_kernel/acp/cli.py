@@ -61,7 +61,10 @@ def options_from_args(ns: argparse.Namespace) -> Any:
 
 
 def cmd_acp(ns: argparse.Namespace) -> int:
-    options = options_from_args(ns)
+    from crystal_kernel.core.gc_pause import end_front_start
+
+    options = options_from_args(ns)  # imports the agent, the ACP SDK and the host
+    end_front_start()  # main() paused the collector for those imports
     if sys.stdin.isatty():
         raise UserError("crystal acp speaks JSON-RPC on stdin/stdout; start it from an ACP client "
                         "(Jupyter AI, Zed, ...), not a terminal.")

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, NoReturn
 from crystal_kernel import __version__
 from crystal_kernel.cli.terminal import say
 from crystal_kernel.core.errors import UserError
+from crystal_kernel.core.gc_pause import end_front_start, pause_front_start
 
 if TYPE_CHECKING:
     from crystal_kernel.host.session import Session
@@ -157,6 +158,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         # (~15% of the CPU time to the first request). cmd_run freezes them and turns it
         # back on once the session is open.
         gc.disable()
+    if argv is None and args[:1] == ["acp"]:  # `crystal acp` itself: paused as run is, until it serves
+        pause_front_start()
     if argv is None and (starts_interactive(args) or args[:1] and args[0] in OWN_PROCESS_COMMANDS):
         # This process is a front of its own (run, acp, tools, the interactive crystal):
         # what it imports is Crystal's alone. `crystal acp` and the interactive front
@@ -182,6 +185,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         if paused:  # a run that ended before its session opened (a usage error) gives it back too
             gc.enable()
+        end_front_start()  # likewise for an acp that refused its flags
 
 
 def cmd_run(ns: argparse.Namespace) -> int:

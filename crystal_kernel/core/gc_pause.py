@@ -50,3 +50,28 @@ def promote_to_oldest() -> bool:
     gc.freeze()
     gc.unfreeze()
     return True
+
+
+#: Whether this process's front paused the collector for its start (pause_front_start).
+_front_start_paused = False
+
+
+def pause_front_start() -> None:
+    """A front that runs in a process of its own (``crystal acp``) turns the collector off
+    while it imports: the host and the SDKs allocate hundreds of thousands of objects that
+    live as long as the process, and the collector would walk them again and again (~20%
+    of an ACP agent's CPU in tests/acp). :func:`end_front_start` turns it back on."""
+    global _front_start_paused
+    if gc.isenabled():
+        gc.disable()
+        _front_start_paused = True
+
+
+def end_front_start() -> None:
+    """The start is over: what it imported goes to the oldest generation (see the module)
+    and the collector is on again, if :func:`pause_front_start` turned it off."""
+    global _front_start_paused
+    if _front_start_paused:
+        _front_start_paused = False
+        promote_to_oldest()
+        gc.enable()

@@ -113,6 +113,32 @@ def test_acp_and_interactive_fronts_load_only_the_openai_types_they_use(front: s
         assert unused not in loaded, f"crystal {front} imported {unused}"
 
 
+# `crystal acp` as the console script runs it, its serving replaced by a report: whether
+# the collector is on once it serves, and how many collections its start ran.
+ACP_GC_PROBE = """
+import gc, sys
+import crystal_kernel.acp.cli as acp_cli
+async def serve(options, in_fd, out_fd):
+    sys.stderr.write(f"GC {gc.isenabled()} {sum(s['collections'] for s in gc.get_stats()) - BEFORE}\\n")
+acp_cli.serve = serve
+from crystal_kernel.cli import main
+sys.argv = ['crystal', 'acp']
+BEFORE = sum(s['collections'] for s in gc.get_stats())
+sys.exit(main())
+"""
+
+
+def test_acp_starts_with_the_collector_paused_and_serves_with_it_on(tmp_path: Path):
+    """The agent's start (the ACP SDK's schema, the host) runs no collection; it serves
+    with the collector on (core/gc_pause.py pause_front_start)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CRYSTAL_")}
+    env["CRYSTAL_HOME"] = str(tmp_path / "home")
+    out = subprocess.run([sys.executable, "-c", ACP_GC_PROBE], input="", capture_output=True, text=True,
+                         env=env, cwd=tmp_path, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert [line.split()[1:] for line in out.stderr.splitlines() if line.startswith("GC ")] == [["True", "0"]], out.stderr
+
+
 DEFERRED_CHECK = """
 import sys
 from crystal_kernel.providers.deferred_init import defer_package_inits
