@@ -158,7 +158,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         # (~15% of the CPU time to the first request). cmd_run freezes them and turns it
         # back on once the session is open.
         gc.disable()
-    if argv is None and args[:1] == ["acp"]:  # `crystal acp` itself: paused as run is, until it serves
+    if argv is None and (starts_interactive(args) or args[:1] in (["acp"], ["tools"])):
+        # `crystal acp`, `tools` and the interactive crystal themselves: paused as run is,
+        # until the start's imports are done (acp: flags checked; tools: tools found;
+        # interactive: session open).
         pause_front_start()
     if argv is None and (starts_interactive(args) or args[:1] and args[0] in OWN_PROCESS_COMMANDS):
         # This process is a front of its own (run, acp, tools, the interactive crystal):
@@ -185,7 +188,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         if paused:  # a run that ended before its session opened (a usage error) gives it back too
             gc.enable()
-        end_front_start()  # likewise for an acp that refused its flags
+        end_front_start()  # likewise for a front that refused its flags
 
 
 def cmd_run(ns: argparse.Namespace) -> int:

@@ -35,6 +35,7 @@ from crystal_kernel.cli.printer import TurnPrinter
 from crystal_kernel.cli.terminal import say
 from crystal_kernel.cli.terminal_person import TerminalPerson
 from crystal_kernel.core.errors import UserError
+from crystal_kernel.core.gc_pause import end_front_start
 from crystal_kernel.host.bootstrap import (
     SessionOptions,
     open_session,
@@ -127,6 +128,7 @@ def cmd_interactive(ns: argparse.Namespace) -> int:
     session = open_session(SessionOptions(
         ns.workspace, overrides=overrides_from_args(ns), flags=flags_from_args(ns), resume=ns.resume,
     ))
+    end_front_start()  # main() paused the collector for the start's imports
     return asyncio.run(Repl(session).run())
 
 

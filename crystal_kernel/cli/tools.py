@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from crystal_kernel.cli.terminal import say, say_json
 from crystal_kernel.core import paths
 from crystal_kernel.core.errors import ToolError, UserError
+from crystal_kernel.core.gc_pause import end_front_start
 from crystal_kernel.core.runner import run_to_completion
 from crystal_kernel.providers.base import NoModel
 
@@ -104,7 +105,9 @@ def _discover(ns: argparse.Namespace) -> tuple[list[Tool[Any]], list[str]]:
     from crystal_kernel.host.tool_sources import discover_external_tools
 
     home, workspace = _paths(ns)
-    return run_to_completion(discover_external_tools(home, workspace))
+    found = run_to_completion(discover_external_tools(home, workspace))
+    end_front_start()  # main() paused the collector for the imports up to here (the MCP SDK's too)
+    return found
 
 
 def shorten(text: str, limit: int = LIST_WIDTH) -> str:

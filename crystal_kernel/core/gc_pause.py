@@ -57,9 +57,10 @@ _front_start_paused = False
 
 
 def pause_front_start() -> None:
-    """A front that runs in a process of its own (``crystal acp``) turns the collector off
+    """A front that runs in a process of its own (``crystal acp``, ``tools``, the interactive
+    ``crystal``; ``crystal run`` has its own pause in cli/__init__.py) turns the collector off
     while it imports: the host and the SDKs allocate hundreds of thousands of objects that
-    live as long as the process, and the collector would walk them again and again (~20%
+    live as long as the process, and the collector would walk them again and again (~10%
     of an ACP agent's CPU in tests/acp). :func:`end_front_start` turns it back on."""
     global _front_start_paused
     if gc.isenabled():

@@ -113,28 +113,45 @@ def test_acp_and_interactive_fronts_load_only_the_openai_types_they_use(front: s
         assert unused not in loaded, f"crystal {front} imported {unused}"
 
 
-# `crystal acp` as the console script runs it, its serving replaced by a report: whether
-# the collector is on once it serves, and how many collections its start ran.
-ACP_GC_PROBE = """
+# A front as the console script runs it, with the point its start ends replaced by a
+# report: whether the collector is on there, and how many collections the start ran.
+GC_PROBE = """
 import gc, sys
-import crystal_kernel.acp.cli as acp_cli
-async def serve(options, in_fd, out_fd):
-    sys.stderr.write(f"GC {gc.isenabled()} {sum(s['collections'] for s in gc.get_stats()) - BEFORE}\\n")
-acp_cli.serve = serve
+def report(*args, **kwargs):
+    if not REPORTED:
+        REPORTED.append(True)
+        sys.stderr.write(f"GC {gc.isenabled()} {sum(s['collections'] for s in gc.get_stats()) - BEFORE}\\n")
+REPORTED = []
+{patch}
 from crystal_kernel.cli import main
-sys.argv = ['crystal', 'acp']
+sys.argv = ['crystal', *sys.argv[1:]]
 BEFORE = sum(s['collections'] for s in gc.get_stats())
 sys.exit(main())
 """
+GC_PATCHES = {
+    # serving: the agent's flags are checked (the ACP SDK's schema and the host imported)
+    "acp": "import crystal_kernel.acp.cli as front\nasync def serve(*args):\n    report()\nfront.serve = serve",
+    # printing the list: the tools are found
+    "tools": "import crystal_kernel.cli.tools as front\nfront.say = report",
+    # the prompt loop, on a terminal: the session is open
+    "interactive": "import crystal_kernel.cli.interactive as front\nclass Repl:\n    def __init__(self, session):\n"
+                   "        pass\n    async def run(self):\n        report()\n        return 0\nfront.Repl = Repl\n"
+                   "class Terminal:\n    def isatty(self):\n        return True\nsys.stdin = Terminal()",
+}
 
 
-def test_acp_starts_with_the_collector_paused_and_serves_with_it_on(tmp_path: Path):
-    """The agent's start (the ACP SDK's schema, the host) runs no collection; it serves
-    with the collector on (core/gc_pause.py pause_front_start)."""
+@pytest.mark.parametrize("front", ["acp", "tools", "interactive"])
+def test_own_process_fronts_start_with_the_collector_paused_and_go_on_with_it_on(front: str, tmp_path: Path):
+    """`crystal acp`, `tools` and the interactive front run no collection while they start
+    (the SDKs, the host); from there on the collector is on (core/gc_pause.py
+    pause_front_start)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("CRYSTAL_")}
-    env["CRYSTAL_HOME"] = str(tmp_path / "home")
-    out = subprocess.run([sys.executable, "-c", ACP_GC_PROBE], input="", capture_output=True, text=True,
-                         env=env, cwd=tmp_path, timeout=60)
+    env.update({"CRYSTAL_HOME": str(tmp_path / "home"), "CRYSTAL_PROVIDER": "openai", "CRYSTAL_MODEL": "gpt-4.1",
+                "CRYSTAL_BASE_URL": "http://127.0.0.1:9/v1", "CRYSTAL_API_KEY_ENV": "TEST_KEY", "TEST_KEY": "sk-test"})
+    args = {"acp": ["acp"], "tools": ["tools", "list", "--workspace", str(tmp_path)],
+            "interactive": ["--workspace", str(tmp_path)]}[front]
+    out = subprocess.run([sys.executable, "-c", GC_PROBE.replace("{patch}", GC_PATCHES[front]), *args], input="",
+                         capture_output=True, text=True, env=env, cwd=tmp_path, timeout=60)
     assert out.returncode == 0, out.stderr
     assert [line.split()[1:] for line in out.stderr.splitlines() if line.startswith("GC ")] == [["True", "0"]], out.stderr
 
