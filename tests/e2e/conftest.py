@@ -49,6 +49,16 @@ CHROMIUM = os.environ.get("CRYSTAL_CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_FLAGS = [
     "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
     "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-dev-shm-usage",
+    # Headless chromium still builds each new window's address-bar popup, a WebUI page in a
+    # renderer of its own (~1 CPU-s for every browser context the tests open); none is shown.
+    # Chromium keeps only the last --disable-features, so this one repeats the features
+    # playwright's own switch turns off (playwright 1.65, chromiumSwitches.ts).
+    "--disable-features=" + ",".join([
+        "AvoidUnnecessaryBeforeUnloadCheckSync", "DestroyProfileOnBrowserClose", "HttpsUpgrades",
+        "HttpsFirstBalancedModeAutoEnable", "LensOverlay", "MediaRouter", "PaintHolding",
+        "ThirdPartyStoragePartitioning", "AvoidCorsURLLoaderRestartOnRedirect", "TcpPortRandomizationWin",
+        "OptimizationHints", "NetworkTimeServiceQuerying", "AimEnabled", "PreconnectToSearch",
+        "WebUIOmniboxPopup", "WebUIOmniboxAimPopup", "WebUIOmniboxFullPopup"]),
 ]
 KEY_ENV = "CRYSTAL_TEST_KEY"
 # What jupyter-ai 3 adds to every Jupyter in this environment (off in labs by default).
@@ -251,7 +261,15 @@ def running_lab(base: Path, *, collaborative: bool = False, extra_args: tuple[st
         disabled.update(dict.fromkeys(JUPYTER_AI_LAB_EXTENSIONS, True))
         (base / "config" / "jupyter_server_config.json").write_text(json.dumps(
             {"ServerApp": {"jpserver_extensions": dict.fromkeys(JUPYTER_AI_SERVER_EXTENSIONS, False)}}))
-    (base / "config" / "labconfig" / "page_config.json").write_text(json.dumps({"disabledExtensions": disabled}))
+    # buildCheck: no "is the lab's build up to date?" request on every page load (the server
+    # answers it with node and yarn subprocesses, ~1 CPU-s); the lab is never rebuilt here.
+    (base / "config" / "labconfig" / "page_config.json").write_text(json.dumps(
+        {"disabledExtensions": disabled, "buildCheck": False, "buildAvailable": False}))
+    # A steady text cursor: the blinking one is a CSS animation that repaints the page
+    # (renderer and GPU process) all the time a cell is in edit mode, ~0.08 CPU-s a
+    # second, while the tests wait on kernels and answers. No test looks at the blink.
+    (base / "config" / "labconfig" / "default_setting_overrides.json").write_text(json.dumps(
+        {"@jupyterlab/codemirror-extension:plugin": {"defaultConfig": {"cursorBlinkRate": 0}}}))
     token = secrets.token_hex(16)
     port = free_port()
     own_server = server is None
@@ -261,15 +279,21 @@ def running_lab(base: Path, *, collaborative: bool = False, extra_args: tuple[st
     env = server_env(base, home, data, server)
     env.update(env_extra or {})
     log = base / "lab.log"
+    # The read-only extension manager: the PyPI one asks yarn for its registry at every
+    # start (a node subprocess); nothing here installs extensions.
     lab_only = ["--LabApp.expose_app_in_browser=True", "--LabApp.news_url=",
-                "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"]
+                "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
+                "--LabApp.extension_manager=readonly"]
     argv = [
         sys.executable, "-m", app, "--no-browser", "--allow-root", "--ip=127.0.0.1", f"--port={port}",
         f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={root}", "--ServerApp.port_retries=0",
         *(lab_only if app == "jupyterlab" else ["--JupyterNotebookApp.expose_app_in_browser=True"]),
         f"--YDocExtension.disable_rtc={not collaborative}",
         # Jupyter AI's MCP server: a free port, not 3001 (labs of parallel tests would clash).
-        "--MCPExtensionApp.mcp_port=0", *extra_args,
+        "--MCPExtensionApp.mcp_port=0",
+        # No language servers are installed: jupyter-lsp's search for them (npm prefix -g,
+        # a node subprocess at every start) finds none.
+        "--LanguageServerManager.autodetect=False", *extra_args,
     ]
     url = f"http://127.0.0.1:{port}/"
     try:
