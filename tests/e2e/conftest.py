@@ -45,6 +45,7 @@ from crystal_kernel.testing.llm_server import LLMServer
 ROOT = Path(__file__).resolve().parents[2]
 BUILT = ROOT / "crystal_kernel" / "labextension"
 ARTIFACTS = Path(__file__).resolve().parent / "artifacts"
+LAZY = Path(__file__).resolve().parent / "lazy"
 CHROMIUM = os.environ.get("CRYSTAL_CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_FLAGS = [
     "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
@@ -315,6 +316,8 @@ def server_env(base: Path, home: Path, data: Path, server: LLMServer) -> dict[st
         "CRYSTAL_PROVIDER": "openai", "CRYSTAL_MODEL": "gpt-4.1", "CRYSTAL_BASE_URL": server.base_url,
         "CRYSTAL_API_KEY_ENV": KEY_ENV, KEY_ENV: "test-key",
         "PATH": str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", ""),
+        # rfc3987_syntax imported when first used, not at every start (tests/e2e/lazy).
+        "PYTHONPATH": os.pathsep.join([str(LAZY), *filter(None, [os.environ.get("PYTHONPATH")])]),
     })
     return env
 
