@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -81,6 +82,23 @@ def kernel_env(home: Path, server: LLMServer, notebook: str, extra: dict[str, st
     return env
 
 
+def ipc_kernel_manager(tmp: Path, kernel_name: str, kernel_dirs: list[Path],
+                       manager_class: type = KernelManager) -> Any:
+    """A kernel manager whose kernel talks over unix sockets under ``tmp``, not TCP.
+
+    With TCP, jupyter_client picks free ports by binding port 0 and closing the socket,
+    then the kernel binds them: a parallel test binding port 0 in between gets one of
+    those ports, the kernel dies with "Address already in use" and the test's listener
+    counts connections it never expected (both seen in one CI run). Socket files under
+    the test's own folder cannot collide. The kernel's behaviour does not depend on the
+    transport; the browser tests still run their kernels over TCP, as Jupyter does."""
+    prefix = tmp / "kernel-ipc"
+    if len(str(prefix)) > 90:  # a unix socket path holds at most 107 bytes
+        prefix = Path(tempfile.mkdtemp(prefix="crystal-kipc-")) / "k"
+    return manager_class(kernel_name=kernel_name, transport="ipc", ip=str(prefix),
+                         kernel_spec_manager=KernelSpecManager(kernel_dirs=[str(d) for d in kernel_dirs]))
+
+
 def start_own_spec(tmp: Path, name: str, argv: list[str], display_name: str,
                    env: dict[str, str], workspace: Path) -> tuple[KernelManager, Any]:
     """A kernelspec of the test's own (``argv`` with ``{connection_file}``) under ``tmp``,
@@ -90,7 +108,7 @@ def start_own_spec(tmp: Path, name: str, argv: list[str], display_name: str,
     spec.mkdir(parents=True)
     (spec / "kernel.json").write_text(json.dumps({
         "argv": argv, "display_name": display_name, "language": "markdown", "interrupt_mode": "message"}))
-    km = KernelManager(kernel_name=name, kernel_spec_manager=KernelSpecManager(kernel_dirs=[str(spec.parent)]))
+    km = ipc_kernel_manager(tmp, name, [spec.parent])
     km.start_kernel(env=env, cwd=str(workspace))
     kc = km.client()
     kc.start_channels()
@@ -108,7 +126,7 @@ def start_kernel(tmp: Path, server: LLMServer, *, flags: list[str] = (), env_ext
     kernels = write_spec(tmp, flags)
     notebook = notebook or str(workspace / "analysis.ipynb")
     env = kernel_env(home, server, notebook, env_extra)
-    km = KernelManager(kernel_name="crystal", kernel_spec_manager=KernelSpecManager(kernel_dirs=[str(kernels)]))
+    km = ipc_kernel_manager(tmp, "crystal", [kernels])
     km.start_kernel(env=env, cwd=str(workspace), **({"stderr": stderr} if stderr is not None else {}))
     kc = km.client()
     kc.start_channels()

@@ -4,9 +4,10 @@ would give supplied over comm messages; the saved notebook reads well without a 
 from __future__ import annotations
 
 import nbformat
-from jupyter_client.kernelspec import KernelSpecManager
 from jupyter_client.manager import AsyncKernelManager
 from nbclient import NotebookClient
+
+from tests.jupyter.conftest import ipc_kernel_manager
 
 
 class AnsweringClient(NotebookClient):
@@ -54,7 +55,7 @@ def test_notebook_runs_end_to_end_with_widget_answers(kernel_factory, tmp_path):
                 nbformat.v4.new_code_cell("/todos")]
     # cleanup_kc: nbclient leaves alone a kernel manager it was given, so the kernel would
     # outlive the test (a child process of pytest later tests see); it shuts it down now.
-    km = AsyncKernelManager(kernel_name="crystal", kernel_spec_manager=KernelSpecManager(kernel_dirs=[str(kernels)]))
+    km = ipc_kernel_manager(tmp_path, "crystal", [kernels], AsyncKernelManager)
     client = AnsweringClient(nb, km=km, timeout=60, resources={"metadata": {"path": str(workspace)}})
     client.answers = ["Ahoy", "Allow once"]
     client.execute(env=env, cleanup_kc=True)
@@ -88,7 +89,7 @@ def test_failed_cell_under_nbclient_shows_ename_and_evalue(kernel_factory, tmp_p
     nb = nbformat.v4.new_notebook(metadata={"kernelspec": {"name": "crystal", "display_name": "Crystal",
                                                            "language": "markdown"}})
     nb.cells = [nbformat.v4.new_code_cell("/mode sideways"), nbformat.v4.new_code_cell("/todos")]
-    km = AsyncKernelManager(kernel_name="crystal", kernel_spec_manager=KernelSpecManager(kernel_dirs=[str(kernels)]))
+    km = ipc_kernel_manager(tmp_path, "crystal", [kernels], AsyncKernelManager)
     client = NotebookClient(nb, km=km, timeout=60, resources={"metadata": {"path": str(workspace)}})
     try:
         client.execute(env=env, cleanup_kc=True)
@@ -119,7 +120,7 @@ def test_a_batch_run_that_needs_approval_says_in_the_log_what_it_waits_for(kerne
                                                            "language": "markdown"}})
     nb.cells = [nbformat.v4.new_code_cell("Make the file.")]
     log = tmp_path / "kernel.log"
-    km = AsyncKernelManager(kernel_name="crystal", kernel_spec_manager=KernelSpecManager(kernel_dirs=[str(kernels)]))
+    km = ipc_kernel_manager(tmp_path, "crystal", [kernels], AsyncKernelManager)
     client = NotebookClient(nb, km=km, timeout=60, resources={"metadata": {"path": str(workspace)}})
     with open(log, "w") as stderr:
         client.execute(env=env, stderr=stderr, cleanup_kc=True)

@@ -12,13 +12,11 @@ import sys
 from pathlib import Path
 
 import pytest
-from jupyter_client.kernelspec import KernelSpecManager
-from jupyter_client.manager import KernelManager
 
 from crystal_kernel.jupyter.driver import KernelDriver
 from crystal_kernel.testing.folder_shared import FolderShared
 from crystal_kernel.testing.llm_server import LLMServer
-from tests.jupyter.conftest import Kernel, make_home
+from tests.jupyter.conftest import Kernel, ipc_kernel_manager, make_home
 
 
 class MagicKernel(Kernel):
@@ -48,8 +46,7 @@ def start_python_kernel(tmp: Path, server: LLMServer, env_extra: dict[str, str] 
     })
     env.update(env_extra or {})
     # The venv's own stock kernelspec (python -m ipykernel_launcher), found first on PATH.
-    specs = KernelSpecManager(kernel_dirs=[str(Path(sys.prefix) / "share" / "jupyter" / "kernels")])
-    km = KernelManager(kernel_name="python3", kernel_spec_manager=specs)
+    km = ipc_kernel_manager(tmp, "python3", [Path(sys.prefix) / "share" / "jupyter" / "kernels"])
     km.start_kernel(env=env, cwd=str(workspace))
     kc = km.client()
     kc.start_channels()

@@ -138,7 +138,12 @@ async def test_caches_move_to_a_temp_folder_when_the_persons_is_outside(place, m
 
 
 class Listener:
-    """A loopback TCP server that counts the connections it accepts."""
+    """A loopback TCP server that counts the connections which say ``probe`` first.
+
+    Other tests run beside this one and their kernels and clients pick free ports the
+    same way, so a stray connection to this port can happen (seen in CI: a kernel whose
+    port this listener took connected to it twice); only the probe's own connections
+    count."""
 
     def __init__(self):
         self.sock = socket.socket()
@@ -146,7 +151,7 @@ class Listener:
         self.sock.listen(5)
         self.sock.settimeout(0.2)
         self.port = self.sock.getsockname()[1]
-        self.accepted = 0
+        self.probes = 0
         self.done = threading.Event()
         self.thread = threading.Thread(target=self._run, daemon=True)
         self.thread.start()
@@ -157,8 +162,13 @@ class Listener:
                 conn, _ = self.sock.accept()
             except OSError:
                 continue
-            self.accepted += 1
-            conn.close()
+            with conn:
+                conn.settimeout(2)
+                try:
+                    said = conn.recv(5)
+                except OSError:
+                    said = b""
+            self.probes += said == b"probe"
 
     def close(self):
         self.done.set()
@@ -170,23 +180,23 @@ class Listener:
 async def test_bash_cannot_connect_to_a_loopback_port_unless_allowed(place, network):
     server = Listener()
     try:
-        command = f"exec 3<>/dev/tcp/127.0.0.1/{server.port} && echo connected"
+        command = f"exec 3<>/dev/tcp/127.0.0.1/{server.port} && printf probe >&3 && echo connected"
         session = full_session(place / "ws", [("bash", {"command": command})], sandboxNetwork=network)
         results, _, _ = await turn(session)
     finally:
         server.close()
     if network:
-        assert results[0].ok and "connected" in results[0].text and server.accepted == 1
+        assert results[0].ok and "connected" in results[0].text and server.probes == 1
     else:
         assert not results[0].ok and "connected" not in results[0].text
-        assert server.accepted == 0
+        assert server.probes == 0
         assert results[0].text.count(SANDBOX_LINE) == 1
 
 
 async def test_background_job_is_confined_and_its_logs_say_so(place, private_home):
     server = Listener()
     command = (f"echo '{INJECTED}' > .crystal/prompts/work.md; echo x > ../outside.txt; "
-               f"echo '{{}}' > {private_home}/config.json; exec 3<>/dev/tcp/127.0.0.1/{server.port}")
+               f"echo '{{}}' > {private_home}/config.json; exec 3<>/dev/tcp/127.0.0.1/{server.port} && printf probe >&3")
     try:
         session = full_session(place / "ws", [("bash_start", {"command": command}),
                                               ("bash_status", {"job_id": "j1", "wait_seconds": 20}),
@@ -199,7 +209,7 @@ async def test_background_job_is_confined_and_its_logs_say_so(place, private_hom
     assert "exited" in results[1].text or "Exit code: 1" in results[1].text
     assert (place / "ws/.crystal/prompts/work.md").read_text() == "Original work prompt.\n"
     assert not (place / "outside.txt").exists() and not (private_home / "config.json").exists()
-    assert server.accepted == 0
+    assert server.probes == 0
     assert results[2].text.count(SANDBOX_LINE) == 1, results[2].text
 
 
@@ -216,7 +226,8 @@ for path in [os.path.join(ws, ".crystal/prompts/work.md"), os.path.join(ws, "../
     except OSError as e:
         refused.append(os.path.relpath(path, ws))
 try:
-    socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=2).close()
+    with socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=2) as c:
+        c.sendall(b"probe")
     done.append("tcp")
 except OSError as e:
     refused.append("tcp: " + e.strerror)
@@ -244,7 +255,7 @@ async def test_exec_set_is_confined_but_keeps_its_data_folders(place, private_ho
     assert "made.txt" in report["done"] and ".crystal/data/tools/probe/state.txt" in report["done"]
     assert (private_home / "data/tools/probe/state.txt").read_text() == "INJECTED"
     assert ".crystal/prompts/work.md" in report["refused"] and "../outside.txt" in report["refused"]
-    assert any(r.startswith("tcp: ") for r in report["refused"]) and server.accepted == 0
+    assert any(r.startswith("tcp: ") for r in report["refused"]) and server.probes == 0
     assert (place / "ws/.crystal/prompts/work.md").read_text() == "Original work prompt.\n"
     assert results[0].text.count(SANDBOX_LINE) == 1
 
