@@ -29,7 +29,7 @@ import os
 import sys
 from collections.abc import Callable
 from importlib.machinery import PathFinder
-from importlib.metadata import entry_points
+from importlib.metadata import EntryPoint, distributions
 from typing import Any
 
 import pluggy
@@ -86,7 +86,7 @@ def declares_entry_points(group: str) -> bool:
     header = f"[{group}]".encode()
     if any(f is not PathFinder and hasattr(f, "find_distributions") for f in sys.meta_path):
         return True
-    for entry in sys.path:
+    for entry in plugin_search_path():
         folder = entry or "."
         if entry.endswith(".egg") or (os.path.exists(folder) and not os.path.isdir(folder)):
             return True
@@ -108,14 +108,53 @@ def declares_entry_points(group: str) -> bool:
     return False
 
 
+def plugin_search_path(path: list[str] | None = None) -> list[str]:
+    """``sys.path`` without the current folder: ``""``, relative entries and the working
+    directory itself are dropped (TRUST-2).
+
+    A notebook's kernel runs in the notebook's folder, and IPython puts that folder on
+    ``sys.path``: a cloned repository holding ``x.dist-info/entry_points.txt`` with a
+    ``[crystal_kernel.plugins]`` section would otherwise be loaded as a plugin, code run
+    before the person trusted anything. Plugins are installed packages, never files of
+    the folder Crystal was opened in."""
+    try:
+        here = os.path.realpath(os.getcwd())
+    except OSError:
+        here = None
+    kept = []
+    for entry in sys.path if path is None else path:
+        if not entry or not os.path.isabs(entry):
+            continue
+        if here is not None and os.path.realpath(entry) == here:
+            continue
+        kept.append(entry)
+    return kept
+
+
+def plugin_entry_points(group: str = ENTRY_POINT_GROUP) -> list[EntryPoint]:
+    """The entry points of ``group`` that installed distributions declare, found on
+    :func:`plugin_search_path` only (first distribution of a name wins, as
+    ``importlib.metadata.entry_points`` does)."""
+    if not declares_entry_points(group):
+        return []
+    seen: set[str] = set()
+    found: list[EntryPoint] = []
+    for dist in distributions(path=plugin_search_path()):
+        name = (dist.metadata["Name"] or "").lower().replace("_", "-") if dist.metadata else ""
+        if name in seen:
+            continue
+        seen.add(name)
+        found.extend(ep for ep in dist.entry_points if ep.group == group)
+    return found
+
+
 def plugin_manager() -> pluggy.PluginManager:
     """The process-wide plugin manager, loading entry points once."""
     global _manager
     if _manager is None:
         manager = pluggy.PluginManager(PROJECT)
         manager.add_hookspecs(CrystalHookSpecs)
-        found = entry_points(group=ENTRY_POINT_GROUP) if declares_entry_points(ENTRY_POINT_GROUP) else ()
-        for ep in found:
+        for ep in plugin_entry_points():
             try:
                 manager.register(ep.load(), name=ep.name)
             except Exception as exc:  # a broken plugin must not take the host down

@@ -155,6 +155,29 @@ def review_prompt_files(workspace: Path) -> list[Path]:
     return found
 
 
+def link_on_the_way(path: Path) -> str | None:
+    """Why ``path`` cannot be trusted when a symbolic link lies between its workspace and
+    it (the ``.crystal`` folder, a folder inside it, or the file itself); None otherwise.
+
+    Trust is kept by the file's real path: a hostile repository whose ``.crystal`` (or
+    ``mcp.json``) is a link to another project's trusted one would otherwise inherit that
+    trust, and its servers would start in the hostile workspace (TRUST-5: trust content,
+    not paths). The workspace's own path may hold links (it is the person's folder)."""
+    named = Path(os.path.abspath(path))
+    parts = named.parts
+    if paths.HOST_DIR not in parts:
+        return None
+    index = len(parts) - 1 - parts[::-1].index(paths.HOST_DIR)
+    workspace = Path(*parts[:index])
+    step = Path(os.path.realpath(workspace))
+    for part in parts[index:]:
+        step = step / part
+        if os.path.islink(step):
+            return (f"{step.relative_to(os.path.realpath(workspace))} is a symbolic link "
+                    "(replace it with the folder or file itself to trust it)")
+    return None
+
+
 def needs_content_trust(home: Path, workspace: Path | None, path: Path) -> bool:
     """True for a file inside the workspace (and not inside Home): a cloned repository
     or a tool may have written it. A file elsewhere was named by the person."""
@@ -194,6 +217,9 @@ class TrustStore:
         if not needs_trust(self.home, named):
             return WorkspaceFile(kind, named, file_digest(kind, Path(os.path.realpath(named))), True)
         found = content_digest(kind, named)
+        linked = None if found.problem else link_on_the_way(named)
+        if linked:
+            return WorkspaceFile(kind, named, "", False, problem=linked)
         digest = found.sha256
         entry = self.entry(named)
         if entry is None:
@@ -207,8 +233,9 @@ class TrustStore:
         named = Path(os.path.abspath(path))
         found = content_digest(kind, named)
         digest = found.sha256
-        if not digest:
-            raise UserError(f"Cannot trust {named}: {found.problem or 'it cannot be read'}.")
+        problem = found.problem or (link_on_the_way(named) if digest else None)
+        if not digest or problem:
+            raise UserError(f"Cannot trust {named}: {problem or 'it cannot be read'}.")
         data = self._read()
         data["files"][str(real)] = {"kind": kind, "sha256": digest,
                                     "trusted": datetime.now(timezone.utc).isoformat(timespec="seconds")}

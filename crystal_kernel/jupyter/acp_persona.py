@@ -23,7 +23,10 @@ def agent_command() -> list[str]:
     custom = os.environ.get("CRYSTAL_ACP_COMMAND", "").strip()
     if custom:
         return shlex.split(custom)
-    return [sys.executable, "-m", "crystal_kernel.cli", "acp"]
+    from crystal_kernel.jupyter.kernelspec import module_argv
+
+    # TRUST-2: the agent starts in the chat's folder; nothing there is imported.
+    return [*module_argv(sys.executable, "crystal_kernel.cli"), "acp"]
 
 
 class CrystalAcpPersona(BaseAcpPersona):

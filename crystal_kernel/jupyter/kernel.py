@@ -384,4 +384,7 @@ def main(argv: list[str] | None = None) -> None:
     set_options(options)
     from ipykernel.kernelapp import IPKernelApp
 
-    IPKernelApp.launch_instance(argv=rest, kernel_class=CrystalKernel)
+    # TRUST-2: the notebook's folder stays off sys.path, so the host's own (lazy)
+    # imports and its plugin scan never load a cloned repository's files; the python
+    # tool puts it back while the model's code runs (notebook_tools.cwd_importable).
+    IPKernelApp.launch_instance(argv=rest, kernel_class=CrystalKernel, ignore_cwd=True)

@@ -24,9 +24,25 @@ DISPLAY_NAME = "Crystal"
 LOGOS = tuple(sorted((Path(__file__).parent / "logo").glob("logo-*")))
 
 
+#: ``python -c`` code that runs the module named by its first argument as ``python -m``
+#: would, but with the current folder taken off ``sys.path`` before anything is imported
+#: (TRUST-2): Jupyter starts a kernel, and Jupyter AI the ACP agent, in the notebook's or
+#: chat's folder, and a cloned repository there holding ``crystal_kernel/`` or
+#: ``pluggy.py`` must not be imported instead of the installed package. (``-P`` does
+#: this from Python 3.11 on; Crystal supports 3.10.)
+SAFE_LAUNCH = ("import sys; sys.path[:1] == [''] and sys.path.pop(0); import runpy; "
+               "runpy.run_module(sys.argv.pop(1), run_name='__main__', alter_sys=True)")
+
+
+def module_argv(python: str, module: str) -> list[str]:
+    """``[python, -c, SAFE_LAUNCH, module]``: ``python -m module`` without the current
+    folder on ``sys.path`` (TRUST-2)."""
+    return [python, "-c", SAFE_LAUNCH, module]
+
+
 def kernel_json(flags: Sequence[str] = (), *, display_name: str = DISPLAY_NAME,
                 python: str | None = None) -> dict[str, Any]:
-    argv = [python or sys.executable, "-m", "crystal_kernel.jupyter", "-f", "{connection_file}", *flags]
+    argv = [*module_argv(python or sys.executable, "crystal_kernel.jupyter"), "-f", "{connection_file}", *flags]
     return {
         "argv": argv,
         "display_name": display_name,

@@ -253,6 +253,28 @@ def _interrupted(tool: str) -> ToolError:
                      "(KeyboardInterrupt).")
 
 
+@contextmanager
+def cwd_importable() -> Iterator[None]:
+    """The kernel's folder on ``sys.path`` while the model's code runs, as in any
+    IPython kernel (before the first site-packages entry), and off it again after.
+
+    The Crystal kernel keeps it off otherwise (TRUST-2, kernel.py ``ignore_cwd``): the
+    host's own imports and plugin scan must not load a cloned repository's files. The
+    code that runs here was approved, and imports from its folder are what it expects.
+    In the magics the person's kernel has it already: nothing changes there."""
+    if "" in sys.path:
+        yield
+        return
+    index = next((i for i, entry in enumerate(sys.path)
+                  if entry.rstrip("/").endswith(("site-packages", "dist-packages"))), 0)
+    sys.path.insert(index, "")
+    try:
+        yield
+    finally:
+        if "" in sys.path:
+            sys.path.remove("")
+
+
 class PythonInput(ToolInput):
     code: str = Field(description="Python code (IPython syntax).")
 
@@ -271,7 +293,7 @@ class PythonTool(Tool[PythonInput]):
         # TRUST-4: the code (and every process it starts) finds no model key in
         # os.environ. The Crystal kernel withdrew them for good already; in the magics
         # (the person's own kernel) they are out only while the tool runs.
-        with keys_withdrawn(ctx.config):
+        with keys_withdrawn(ctx.config), cwd_importable():
             ok, text, images, unshown = await run_code(shell, args.code)
         if not text.strip() and not images:
             text = "(no output)" if ok else text

@@ -15,6 +15,7 @@ from crystal_kernel.core.messages import ImagePart, TextPart
 from crystal_kernel.host.completion import attachment_names, complete, prompt_set_names
 from crystal_kernel.host.mentions import attach_mentions, find_mentions
 from crystal_kernel.host.session import Session
+from crystal_kernel.jupyter.kernelspec import SAFE_LAUNCH
 from crystal_kernel.jupyter.notebook_map import last_session, map_path, remember
 from crystal_kernel.jupyter.options import parse, to_argv
 from crystal_kernel.testing.scripted import ScriptedProvider
@@ -122,7 +123,8 @@ def test_crystal_kernel_install_writes_the_kernelspec(tmp_path, private_home):
     assert done.returncode == 0, done.stderr
     spec = json.loads((tmp_path / "share/jupyter/kernels/crystal/kernel.json").read_text())
     assert spec["display_name"] == "Crystal" and spec["interrupt_mode"] == "message"
-    assert spec["argv"][1:] == ["-m", "crystal_kernel.jupyter", "-f", "{connection_file}", "--prompt-set", "strict"]
+    assert spec["argv"][1:] == ["-c", SAFE_LAUNCH, "crystal_kernel.jupyter", "-f", "{connection_file}",
+                                "--prompt-set", "strict"]
     # The launcher's tile shows Crystal's logo, not a letter (docs/jupyterlab.md, Launcher).
     folder = tmp_path / "share/jupyter/kernels/crystal"
     assert (folder / "logo-svg.svg").read_text().startswith("<svg")

@@ -1,0 +1,185 @@
+"""TRUST-2, TRUST-5 attacks from a cloned repository that the earlier tests did not cover:
+
+- a repository file that shadows a package the Crystal kernel imports (``pluggy.py``)
+  or declares a Crystal plugin (``x.dist-info/entry_points.txt``) in the notebook's
+  folder: opening a notebook there must run none of it;
+- a repository whose ``.crystal`` is a symbolic link to another project's trusted
+  ``.crystal`` (or whose ``mcp.json`` is a link to a trusted one): trust is by content
+  *and* place, so the link inherits nothing, in every front (the one trust store).
+
+Each hostile file writes a marker when it runs: a marker means the repository ran code
+on the person's machine before they trusted anything.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from crystal_kernel.testing.llm_server import LLMServer
+
+CRYSTAL = str(Path(sys.executable).parent / "crystal")
+
+_spec = importlib.util.spec_from_file_location("jupyter_kernel_helpers_clone",
+                                               Path(__file__).parents[1] / "jupyter" / "conftest.py")
+helpers = importlib.util.module_from_spec(_spec)
+sys.modules["jupyter_kernel_helpers_clone"] = helpers  # dataclasses look their module up
+_spec.loader.exec_module(helpers)  # type: ignore[union-attr]
+
+
+def plant_python_files(repo: Path, markers: Path) -> None:
+    """A repository with a module shadowing a package the host imports, and a plugin."""
+    for module in ("pluggy", "openai", "mcp"):
+        (repo / f"{module}.py").write_text(
+            f"open({str(markers / module)!r}, 'w').write('ran')\nraise ImportError('shadowed')\n")
+    package = repo / "crystal_kernel"
+    (package / "jupyter").mkdir(parents=True)
+    (package / "cli").mkdir()
+    (package / "__init__.py").write_text(f"open({str(markers / 'crystal_kernel')!r}, 'w').write('ran')\n")
+    for sub in ("jupyter", "cli"):
+        (package / sub / "__init__.py").write_text("")
+        (package / sub / "__main__.py").write_text("")
+    plant_plugin(repo, markers)
+
+
+def plant_plugin(repo: Path, markers: Path) -> None:
+    """A folder that makes ``importlib.metadata`` see a distribution declaring a Crystal
+    plugin, whose module leaves a marker when it is loaded."""
+    info = repo / "evilplug-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: evilplug\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text("[crystal_kernel.plugins]\nevil = evilplug_mod\n")
+    (repo / "evilplug_mod.py").write_text(f"open({str(markers / 'plugin')!r}, 'w').write('ran')\n")
+
+
+@pytest.fixture
+def llm_server():
+    with LLMServer(max_hang=20) as server:
+        yield server
+
+
+def test_a_notebook_folder_cannot_shadow_the_kernels_imports_or_plant_a_plugin(llm_server, tmp_path):
+    """TRUST-2: a real Crystal kernel started by jupyter_client in a cloned repository's
+    folder (as Jupyter starts it for a notebook there) answers a turn, and neither the
+    shadowing modules nor the planted plugin ran; the python tool's code still imports
+    a module of that folder (what a notebook's code expects)."""
+    repo = tmp_path / "ws"
+    repo.mkdir()
+    markers = tmp_path / "markers"
+    markers.mkdir()
+    plant_python_files(repo, markers)
+    (repo / "helper.py").write_text("VALUE = 'from the notebook folder'\n")
+    llm_server.add({"tool_calls": [{"name": "python", "arguments": {"code": "import helper; print(helper.VALUE)"}}]},
+                   {"text": "done"})
+    kernel = helpers.start_kernel(tmp_path, llm_server, workspace=repo)
+    try:
+        assert kernel.run("/approval full").status == "ok"
+        run = kernel.run("use the helper")
+        assert run.status == "ok", run.texts()
+    finally:
+        kernel.stop()
+    ran = sorted(p.name for p in markers.iterdir())
+    assert ran == [], f"the cloned repository ran code in the kernel: {ran}"
+    results = [m for body in llm_server.bodies("chat") for m in body["messages"] if m.get("role") == "tool"]
+    assert results and "from the notebook folder" in json.dumps(results), results
+
+
+def test_plugins_are_never_found_in_the_current_folder(tmp_path):
+    """TRUST-2, at the one place plugins are found (plugins.plugin_manager, every front):
+    with the current folder on ``sys.path`` as IPython puts it (the magics in a notebook
+    of the repository), the repository's distribution is not loaded; the same
+    distribution in an installed location (an absolute ``sys.path`` entry elsewhere) is."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    markers = tmp_path / "markers"
+    markers.mkdir()
+    plant_plugin(repo, markers)
+    probe = ("import sys; sys.path.insert(0, ''); "
+             "from crystal_kernel.plugins import third_party_plugins; "
+             "print(sorted(name for name, _ in third_party_plugins()))")
+    env = {**os.environ, "PYTHONPATH": os.environ.get("PYTHONPATH", "")}
+    here = subprocess.run([sys.executable, "-c", probe], cwd=repo, capture_output=True, text=True, timeout=60, env=env)
+    assert here.returncode == 0, here.stderr
+    assert here.stdout.strip() == "[]" and not (markers / "plugin").exists(), here.stdout
+
+    elsewhere = tmp_path / "other"
+    elsewhere.mkdir()
+    installed = subprocess.run(
+        [sys.executable, "-c", probe.replace("sys.path.insert(0, '')", f"sys.path.insert(0, {str(repo)!r})")],
+        cwd=elsewhere, capture_output=True, text=True, timeout=60, env=env)
+    assert installed.returncode == 0, installed.stderr
+    assert installed.stdout.strip() == "['evil']" and (markers / "plugin").exists(), installed.stdout
+
+
+def test_the_launchers_of_the_kernel_and_the_acp_persona_import_nothing_from_their_folder(tmp_path):
+    """TRUST-2: the argv the kernelspec and Jupyter AI's ACP persona start Crystal with
+    (kernelspec.module_argv) runs the installed package in a folder holding a
+    ``crystal_kernel/`` package of its own; ``python -m`` there (the control) runs the
+    repository's."""
+    from crystal_kernel.jupyter.kernelspec import kernel_json, module_argv
+
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    markers = tmp_path / "markers"
+    markers.mkdir()
+    plant_python_files(repo, markers)
+    assert kernel_json()["argv"][:4] == module_argv(sys.executable, "crystal_kernel.jupyter")
+    done = subprocess.run([*module_argv(sys.executable, "crystal_kernel.cli"), "--version"], cwd=repo,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and done.stdout.strip(), done.stderr
+    assert sorted(p.name for p in markers.iterdir()) == []
+    subprocess.run([sys.executable, "-m", "crystal_kernel.cli", "--version"], cwd=repo,
+                   capture_output=True, text=True, timeout=60)
+    assert (markers / "crystal_kernel").exists(), "control: python -m imports the folder's package"
+
+
+def crystal(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([CRYSTAL, *args], cwd=cwd, capture_output=True, text=True, timeout=120, env=dict(os.environ))
+
+
+def write_mcp(crystal_dir: Path) -> Path:
+    """An mcp.json whose server writes ``ran-here`` in the folder it was started in
+    (the workspace): where it ran tells which repository's trust was used."""
+    crystal_dir.mkdir(parents=True, exist_ok=True)
+    path = crystal_dir / "mcp.json"
+    code = "open('ran-here', 'a').write('ran\\n')"
+    path.write_text(json.dumps({"mcpServers": {"evil": {"command": sys.executable, "args": ["-c", code]}}}))
+    return path
+
+
+@pytest.mark.parametrize("link", [".crystal", ".crystal/mcp.json"])
+def test_a_link_to_a_trusted_crystal_folder_inherits_no_trust(tmp_path, link):
+    """TRUST-5 (trust content, not paths): the person trusted project A's mcp.json. A
+    cloned repository B whose ``.crystal`` (or ``mcp.json``) is a symbolic link to A's
+    starts nothing in B through `crystal run`, `crystal tools list` and `crystal trust`
+    refuses to trust it, naming the link; A still runs."""
+    trusted = tmp_path / "A"
+    write_mcp(trusted / ".crystal")
+    done = crystal("trust", ".crystal/mcp.json", cwd=trusted)
+    assert done.returncode == 0, done.stderr
+    crystal("run", "/tools", cwd=trusted)
+    assert (trusted / "ran-here").exists(), "control: the trusted server starts in its own project"
+
+    hostile = tmp_path / "B"
+    hostile.mkdir()
+    if link == ".crystal":
+        (hostile / ".crystal").symlink_to(trusted / ".crystal")
+    else:
+        (hostile / ".crystal").mkdir()
+        (hostile / ".crystal" / "mcp.json").symlink_to(trusted / ".crystal" / "mcp.json")
+    for args in (["run", "/tools"], ["tools", "list"]):
+        done = crystal(*args, cwd=hostile)
+        assert done.returncode == 0, done.stderr
+        assert not (hostile / "ran-here").exists(), f"`crystal {' '.join(args)}` in B used A's trust"
+    listed = crystal("trust", "list", cwd=hostile)
+    assert "refused" in listed.stdout and f"{link.split('/')[-1]} is a symbolic link" in listed.stdout, listed.stdout
+    refused = crystal("trust", ".crystal/mcp.json", cwd=hostile)
+    assert refused.returncode != 0 and "is a symbolic link" in refused.stderr, refused.stdout + refused.stderr
+    crystal("run", "/tools", cwd=hostile)
+    assert not (hostile / "ran-here").exists()
