@@ -24,9 +24,9 @@ from typing import Any
 from crystal_kernel.core.errors import UserError
 from crystal_kernel.core.trust import TrustStore, needs_content_trust
 from crystal_kernel.prompts import hooks
-from crystal_kernel.prompts.attachments import attachment_text
+from crystal_kernel.prompts.attachments import attachment_text, discover_attachments, enabled_in_order
 from crystal_kernel.prompts.context import PromptContext, context_from_session
-from crystal_kernel.prompts.manifest import find_prompt_file
+from crystal_kernel.prompts.manifest import Folder, find_prompt_file
 from crystal_kernel.prompts.names import ATTACHABLE, EXTRA_SLOTS, NAMED_PROMPTS
 from crystal_kernel.prompts.placeholders import Binder
 from crystal_kernel.prompts.promptsets import resolve_prompt, workspace_overrides
@@ -52,6 +52,37 @@ def _trusted_prompt(home: Path, workspace: Path, path: Path, notes: list[str]) -
     if not state.trusted:
         notes.append(state.note())
     return state.trusted
+
+
+def reviewer_attachments(selection: PromptSelection, home: Path, workspace: Path | None,
+                         notes: list[str]) -> list[Folder]:
+    """The attachments whose review text the reviewer reads (TRUST-5).
+
+    A workspace folder counts only with a review file the person trusted as it is
+    (``workspace=None``: none counts). A workspace folder wins over the Home folder of
+    the same name for Work and Plan (PA-4), but it never takes the person's Home review
+    text away: where it shadows a Home attachment that the person enabled (or forced
+    with ``--prompt-attachment``) and brings no trusted review file of its own — it is
+    disabled, has no review.md, or an untrusted one — the Home folder is used."""
+    if not selection.flags.attachments_on:
+        return list(selection.attachments)
+    own = discover_attachments(home, None, [], source="home")
+    chosen = {n for n, f in own.items() if f.enabled or n in selection.flags.forced_attachments}
+    out: list[Folder] = []
+    for folder in selection.attachments:
+        if folder.source != "workspace":
+            out.append(folder)
+            continue
+        path = folder.file_for("review")
+        if workspace is not None and path is not None and _trusted_prompt(home, workspace, path, notes):
+            out.append(folder)
+        elif folder.name in chosen:
+            out.append(own[folder.name])
+    taken = {f.name for f in out}
+    # A Home attachment the workspace's folder of the same name disabled.
+    out += [f for f in enabled_in_order(own) if f.name in chosen and f.name not in taken
+            and f.name in selection.available and selection.available[f.name].source == "workspace"]
+    return out
 
 
 def disabled_tools_note(names: list[str]) -> str:
@@ -80,12 +111,9 @@ def compose(name: str, ctx: PromptContext, selection: PromptSelection,
             workspace = None
     resolved = resolve_prompt(name, ctx.home, workspace, selection.set_folder, notes)
     if not workspace_files:
-        selection = replace(selection, attachments=[f for f in selection.attachments if f.source != "workspace"])
+        selection = replace(selection, attachments=reviewer_attachments(selection, ctx.home, None, notes))
     elif name in NO_INSTRUCTIONS:
-        selection = replace(selection, attachments=[
-            f for f in selection.attachments
-            if f.source != "workspace" or (path := f.file_for("review")) is None
-            or _trusted_prompt(ctx.home, ctx.workspace, path, notes)])
+        selection = replace(selection, attachments=reviewer_attachments(selection, ctx.home, ctx.workspace, notes))
 
     mode = PROMPT_MODE[name] or ctx.mode
     if ctx.mode != mode:  # PH-4; plugins see the same mode through the context
