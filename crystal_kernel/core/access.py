@@ -318,3 +318,21 @@ class AccessRules:
 
 def _inside(path: Path, root: Path) -> bool:
     return path == root or root in path.parents
+
+
+def project_file_problem(path: Path | str, workspace: Path | str) -> str | None:
+    """Why a workspace file must not be read as project text (AGENTS.md, CRYSTAL.md,
+    ``.crystal/prompts/*``, prompt attachments, skills), or None when it may be.
+
+    The host reads these files itself and sends them to the model, with no tool call
+    and no approval: a cloned repository's ``AGENTS.md`` that is a symbolic link to
+    ``/proc/self/environ`` or ``~/.aws/credentials`` would send the person's secrets to
+    the model server (TRUST-4). So the file's real location must lie inside the
+    workspace and must not be a credential location, as for the file tools."""
+    real = Path(os.path.realpath(path))
+    root = Path(os.path.realpath(workspace))
+    if not _inside(real, root):
+        return f"it leads outside the workspace (to {real}) through a symbolic link"
+    if is_credential_parts(real.relative_to(root).parts) or is_credential_name(real.name.lower()):
+        return "it is a credential location"
+    return None

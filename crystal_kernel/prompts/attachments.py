@@ -56,7 +56,9 @@ def attachment_text(folder: Folder, kind: str, notes: list[str]) -> str | None:
     the file is missing, empty or unreadable."""
     if kind not in ATTACHABLE:
         return None
-    return read_prompt_file(folder.file_for(kind), notes)
+    # <workspace>/.crystal/prompt-attachments/<name>: the file must stay in the workspace.
+    inside = folder.path.parents[2] if folder.source == "workspace" else None
+    return read_prompt_file(folder.file_for(kind), notes, inside=inside)
 
 
 def require_attachment(folders: dict[str, Folder], name: str, where: str = "") -> Folder:

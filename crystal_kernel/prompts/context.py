@@ -18,6 +18,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from crystal_kernel.core.access import project_file_problem
 from crystal_kernel.core.paths import home_dir
 from crystal_kernel.prompts.skills import skills_text
 
@@ -164,6 +165,11 @@ class PromptContext:
         the directory-access text (PH-6). Empty when there is nothing."""
         blocks: list[str] = []
         for path in self.instruction_files():
+            # TRUST-4: a workspace file is read only where it really lies in the workspace.
+            problem = None if path.parent == self.home else project_file_problem(path, self.workspace)
+            if problem:
+                blocks.append(f"From {path}: not read, because {problem}.")
+                continue
             try:
                 text = path.read_text(encoding="utf-8", errors="replace").strip()
             except OSError:

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from crystal_kernel.core.access import project_file_problem
 from crystal_kernel.core.errors import UserError
 from crystal_kernel.core.fsutil import atomic_write_json
 from crystal_kernel.prompts.names import MAX_DESCRIPTION, MAX_TITLE, SUFFIXES, folder_name_problem
@@ -126,12 +127,19 @@ def find_prompt_file(folder: Path, prompt_name: str) -> Path | None:
     return None
 
 
-def read_prompt_file(path: Path | None, notes: list[str]) -> str | None:
+def read_prompt_file(path: Path | None, notes: list[str], *, inside: Path | None = None) -> str | None:
     """A prompt or attachment file's text, verbatim (a UTF-8 BOM dropped); None when
     missing, empty (whitespace only) or unreadable (with a note). Capped at
-    :data:`MAX_PROMPT_CHARS` with a note."""
+    :data:`MAX_PROMPT_CHARS` with a note. ``inside``: the workspace a workspace file
+    must really lie in (a link leading out, or a credential file, is not read: TRUST-4,
+    core/access.project_file_problem)."""
     if path is None:
         return None
+    if inside is not None:
+        problem = project_file_problem(path, inside)
+        if problem:
+            notes.append(f"Skipped the prompt file {path}: {problem}.")
+            return None
     try:
         with open(path, encoding="utf-8-sig") as handle:
             text = handle.read(MAX_PROMPT_CHARS + 1)

@@ -126,7 +126,7 @@ def resolve_prompt(name: str, home: Path, workspace: Path | None, set_folder: Fo
     if set_folder is not None:
         levels.append((f"prompt set '{set_folder.name}'", set_folder.file_for(name)))
     for source, path in levels:
-        text = read_prompt_file(path, notes)
+        text = read_prompt_file(path, notes, inside=workspace if source == "workspace override" else None)
         if text is not None:
             return ResolvedPrompt(name, text, source, path)
     return ResolvedPrompt(name, builtin_text(name), "built-in")

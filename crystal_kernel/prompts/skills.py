@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from crystal_kernel.core import paths
+from crystal_kernel.core.access import project_file_problem
 
 MAX_SKILL_BYTES = 256 * 1024
 MAX_SKILLS = 200
@@ -88,6 +89,9 @@ def discover_skills(home: Path, workspace: Path) -> list[Skill]:
         for folder in folders[:MAX_SKILLS]:
             md = folder / "SKILL.md"
             if not md.is_file():
+                continue
+            # TRUST-4: a workspace skill is read only where it really lies in the workspace.
+            if root != Path(home) / "skills" and project_file_problem(md, workspace):
                 continue
             try:
                 fields, _ = split_front_matter(_read(md))
