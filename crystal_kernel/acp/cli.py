@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from crystal_kernel.core.errors import UserError
+from crystal_kernel.core.textsafe import log_to_terminal
 
 # Big enough for an image in a prompt (the SDK's own default).
 STREAM_LIMIT = 50 * 1024 * 1024
@@ -68,7 +69,9 @@ def cmd_acp(ns: argparse.Namespace) -> int:
     if sys.stdin.isatty():
         raise UserError("crystal acp speaks JSON-RPC on stdin/stdout; start it from an ACP client "
                         "(Jupyter AI, Zed, ...), not a terminal.")
-    logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="crystal acp: %(message)s")
+    # stderr is a terminal or a client's log view; a record may quote an MCP server's or
+    # the client's text, so its control characters are made visible (TRUST-6).
+    log_to_terminal("crystal acp: %(message)s", force=True)
     in_fd, out_fd = _claim_stdio()
     asyncio.run(serve(options, in_fd, out_fd))
     return 0

@@ -32,7 +32,9 @@ class OneLineParser(argparse.ArgumentParser):
     """argparse that reports a usage error as one line and exit code 2."""
 
     def error(self, message: str) -> NoReturn:
-        self.exit(EXIT_USAGE, f"crystal: {message}\n")
+        from crystal_kernel.core.textsafe import terminal_safe
+
+        self.exit(EXIT_USAGE, terminal_safe(f"crystal: {message}") + "\n")  # it quotes the arguments (TRUST-6)
 
 
 # Subcommand groups: module exposing add_subparsers(sub). The jupyter and acp fronts keep
@@ -174,6 +176,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         from crystal_kernel.providers.deferred_init import defer_package_inits
 
         defer_package_inits()
+    if argv is None:
+        # A library's log record (the MCP SDK's, quoting a server's message) is printed
+        # with its control characters made visible, like everything else here (TRUST-6).
+        from crystal_kernel.core.textsafe import log_to_terminal
+
+        log_to_terminal()
     try:
         parser = build_interactive_parser() if starts_interactive(args) else build_parser(run_only=args[:1] == ["run"])
         ns = parser.parse_args(args)

@@ -34,8 +34,10 @@ from crystal_kernel.cli.folds import OutputFolds
 from crystal_kernel.cli.printer import TurnPrinter
 from crystal_kernel.cli.terminal import say
 from crystal_kernel.cli.terminal_person import TerminalPerson
+from crystal_kernel.cli.visible_input import VisibleControls
 from crystal_kernel.core.errors import UserError
 from crystal_kernel.core.gc_pause import end_front_start
+from crystal_kernel.core.textsafe import terminal_safe
 from crystal_kernel.host.bootstrap import (
     SessionOptions,
     open_session,
@@ -89,7 +91,9 @@ class SessionCompleter(Completer):
         if before.startswith("/") and " " not in before and EXPAND.startswith(before):
             matches.append(EXPAND)
         for match in matches:
-            yield Completion(match, start_position=reply["cursor_start"] - cursor if match != EXPAND else -len(before))
+            # The menu shows a file name's invisible characters as escapes (TRUST-6).
+            yield Completion(match, start_position=reply["cursor_start"] - cursor if match != EXPAND else -len(before),
+                             display=terminal_safe(match, exact=True))
 
 
 def prompt_keys() -> KeyBindings:
@@ -149,6 +153,7 @@ class Repl:
             history = None  # an unwritable Home: in-memory history
         self.prompt: PromptSession[str] = PromptSession(
             history=history, completer=SessionCompleter(lambda: self.session), key_bindings=prompt_keys(), complete_while_typing=False,
+            input_processors=[VisibleControls()],  # a completed file name's bidi controls drawn as \u202e
         )
 
     async def run(self) -> int:

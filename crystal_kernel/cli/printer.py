@@ -123,7 +123,9 @@ class TurnPrinter:
                 self._write(terminal_safe(event.text))
             case ToolCallStarted():
                 self._eol()
-                say(f"→ {event.name} {json.dumps(event.arguments, ensure_ascii=False)[:200]}", err=True)
+                # The call as it runs: its invisible characters shown too (exact).
+                call = f"→ {event.name} {json.dumps(event.arguments, ensure_ascii=False)[:200]}"
+                say(terminal_safe(call, exact=True), err=True)
             case ToolResultEvent():
                 self._progress_shown.pop(event.id, None)
                 say(f"{'✓' if event.ok else '✗'} {event.name} {self.preview(event.name, event.text)}", err=True)

@@ -27,6 +27,9 @@ if TYPE_CHECKING:
 
 # How many diff lines an approval shows before saying how many more there are.
 DIFF_LINES = 60
+# How many characters of a command or of arguments an approval shows; a longer call is
+# cut with a line saying so (never silently: the person may deny what they cannot see).
+CALL_LIMIT = 20_000
 INTERRUPTED = "The person interrupted the turn (Ctrl-C) instead of answering."
 
 _COLOURS = {"+": "\x1b[32m", "-": "\x1b[31m", "@": "\x1b[36m"}
@@ -40,8 +43,9 @@ def colour_enabled() -> bool:
 
 
 def coloured_diff(diff: str, *, colour: bool) -> str:
-    """A unified diff made safe for the terminal, its lines coloured by their first character."""
-    lines = terminal_safe(diff.rstrip("\n")).splitlines()
+    """A unified diff made safe for the terminal, its invisible characters shown
+    (``\\u200b``), its lines coloured by their first character."""
+    lines = terminal_safe(diff.rstrip("\n"), exact=True).splitlines()
     if len(lines) > DIFF_LINES:
         lines = lines[:DIFF_LINES] + [f"… {len(lines) - DIFF_LINES} more lines"]
     if not colour:
@@ -53,22 +57,35 @@ def coloured_diff(diff: str, *, colour: bool) -> str:
     return "\n".join(out)
 
 
+def shown_call(text: str) -> str:
+    """A command or a call's arguments as an approval shows them: every control and
+    invisible character visible (TRUST-6, ``terminal_safe`` exact), whole up to
+    ``CALL_LIMIT`` characters and cut past it with a line saying so."""
+    more = ""
+    if len(text) > CALL_LIMIT:
+        more = (f"\n[The call is {len(text):,} characters long; only the first {CALL_LIMIT:,} are shown. "
+                "Deny it if you cannot judge it.]")
+        text = text[:CALL_LIMIT]
+    return terminal_safe(text, exact=True) + more
+
+
 def approval_text(session: Session, request: ApprovalRequest, *, colour: bool) -> str:
     """What the person reads before deciding: the tool, why it asks, and the command or the diff."""
-    title = f"{_BOLD}Allow {request.tool}?{_RESET}" if colour else f"Allow {request.tool}?"
+    tool = terminal_safe(request.tool, exact=True)
+    title = f"{_BOLD}Allow {tool}?{_RESET}" if colour else f"Allow {tool}?"
     lines = [title + f"  (risk: {terminal_safe(request.risk)})"]
     command = request.arguments.get("command") if isinstance(request.arguments, dict) else None
     # GUARD-4: the same diff every front shows (tools/_proposed.py), computed before the call runs.
     diff = request.preview or proposed_diff(session.access, request.tool, request.arguments)
     if isinstance(command, str):
-        lines.append("  $ " + terminal_safe(command).replace("\n", "\n    "))
+        lines.append("  $ " + shown_call(command).replace("\n", "\n    "))
     elif diff:
         lines.append(coloured_diff(diff, colour=colour))
     else:
-        lines.append("  " + terminal_safe(json.dumps(request.arguments, ensure_ascii=False)[:600]))
+        lines.append("  " + shown_call(json.dumps(request.arguments, ensure_ascii=False)))
     if request.verdict is not None:
         lines.append("Reviewer: " + terminal_safe(request.verdict.summary()))
-    what = f"{request.tool} `{terminal_safe(request.session_pattern)}`" if request.session_pattern else request.tool
+    what = f"{tool} `{shown_call(request.session_pattern)}`" if request.session_pattern else tool
     lines.append(f"  1) allow once   2) always allow {what} in this session   3) deny")
     return "\n".join(lines)
 

@@ -16,13 +16,21 @@ tool output, file names, MCP names and job logs can hold escape sequences a term
 obeys (``ESC]52;c;...BEL`` writes the clipboard, ``ESC[2J`` clears the screen, ``\r``
 and backspace overprint what was shown). :func:`terminal_safe` makes them visible; the
 terminal front prints all such text through it. :func:`terminal_json` does the same for
-JSON printed to a terminal, and the value stays exact.
+JSON printed to a terminal, and the value stays exact. A lone surrogate counts too: a
+file name that is not UTF-8 holds one (``b"\x9b"`` is ``"\udc9b"``), and a stream in
+the ``surrogateescape`` mode (Python's under the C and C.UTF-8 locales) would write it
+back as the raw byte, the 8-bit CSI. ``terminal_safe(text, exact=True)`` is for what a
+person approves or reads as a call (a command, a path, arguments): every invisible
+character is made visible too (zero-width, bidi marks, line separators, non-breaking
+and other odd spaces), so what is shown is what runs.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import re
+import unicodedata
 from typing import Any
 
 # Deepest tool argument the host accepts (a JSON schema argument nests maybe 10 levels).
@@ -91,28 +99,54 @@ def nesting_depth(value: Any, stop_at: int = 10_000) -> int:
     return deepest
 
 
-# C0 controls but tab and newline, DEL, C1 controls, and the bidi embedding, override
-# and isolate controls (text that reads otherwise than it is).
-_TERMINAL_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+# C0 controls but tab and newline, DEL, C1 controls, the bidi embedding, override and
+# isolate controls (text that reads otherwise than it is), and lone surrogates (raw bytes
+# of a name that is not UTF-8, written back as bytes by a surrogateescape stream).
+_TERMINAL_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
 # In JSON text these can stand only inside strings (json.dumps escapes C0 itself).
-_JSON_UNSAFE = re.compile("[\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+_JSON_UNSAFE = re.compile("[\x7f-\x9f\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
+
+
+def invisible(ch: str) -> bool:
+    """Whether a person cannot see ``ch`` as what it is, or it reorders what they see:
+    controls (Cc), format characters (Cf: zero-width, bidi marks and overrides, the BOM,
+    tag characters), line and paragraph separators, and every space but the plain one.
+    Newline and tab are visible layout."""
+    if ch in "\n\t ":
+        return False
+    cat = unicodedata.category(ch)
+    return cat in ("Cc", "Cf", "Zl", "Zp", "Cs") or (cat == "Zs" and ch != " ")
 
 
 def _visible(match: re.Match[str]) -> str:
-    code = ord(match.group())
+    return _visible_char(match.group())
+
+
+def _visible_char(ch: str) -> str:
+    code = ord(ch)
     if code < 0x20:
         return "^" + chr(code + 0x40)  # caret notation: ESC is ^[, BEL ^G, CR ^M
     if code == 0x7F:
         return "^?"
-    return f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}"
+    if 0xDC80 <= code <= 0xDCFF:
+        return f"\\x{code - 0xDC00:02x}"  # a byte that is not UTF-8, as clean_text writes it
+    if code <= 0xFF:
+        return f"\\x{code:02x}"
+    return f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}"
 
 
-def terminal_safe(text: str) -> str:
+def terminal_safe(text: str, *, exact: bool = False) -> str:
     """``text`` with nothing a terminal would obey (TRUST-6): C0 control characters but
     newline and tab in caret notation (``^[``, ``^G``, ``^M``), DEL as ``^?``, C1
-    controls as ``\\x9b`` and bidi overrides as ``\\u202e``, so an escape sequence shows
-    as the text it is. A Windows line end (CR LF) is a plain newline. The same object
-    when there is nothing to change."""
+    controls as ``\\x9b``, bidi overrides as ``\\u202e`` and a lone surrogate as the
+    byte it stands for (``\\x9b``) or ``\\ud800``, so an escape sequence shows as the
+    text it is. A Windows line end (CR LF) is a plain newline. With ``exact``, every
+    :func:`invisible` character is shown that way too (``\\u200b``, ``\\u00a0``): for
+    a call a person approves. The same object when there is nothing to change."""
+    if exact:
+        if not any(invisible(ch) for ch in text):
+            return text
+        return "".join(_visible_char(ch) if invisible(ch) else ch for ch in text.replace("\r\n", "\n"))
     if _TERMINAL_UNSAFE.search(text) is None:
         return text
     return _TERMINAL_UNSAFE.sub(_visible, text.replace("\r\n", "\n"))
@@ -123,7 +157,39 @@ def _json_escape(match: re.Match[str]) -> str:
 
 
 def terminal_json(value: Any, *, indent: int | None = None) -> str:
-    """``json.dumps(value, ensure_ascii=False)`` with DEL, C1 and bidi controls written
-    as ``\\u`` escapes too (json.dumps escapes only C0): the same JSON value, safe to
-    print to a terminal."""
+    """``json.dumps(value, ensure_ascii=False)`` with DEL, C1, bidi controls and lone
+    surrogates written as ``\\u`` escapes too (json.dumps escapes only C0): the same JSON
+    value, safe to print to a terminal."""
     return _JSON_UNSAFE.sub(_json_escape, json.dumps(value, ensure_ascii=False, indent=indent))
+
+
+class TerminalSafeFormatter(logging.Formatter):
+    """A log formatter whose lines hold nothing a terminal obeys (TRUST-6): a library's
+    record can quote what an MCP server or a client sent (the MCP SDK logs a notification
+    it cannot read, whole, through the root logger)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return terminal_safe(super().format(record))
+
+
+def _not_handled_below(record: logging.LogRecord) -> bool:
+    """Whether no logger under the root took ``record`` (a library that gave its logger a
+    handler, even a NullHandler to keep it quiet, stays as quiet as it chose)."""
+    logger: logging.Logger | None = logging.getLogger(record.name)
+    while logger is not None and logger is not logging.root:
+        if logger.handlers:
+            return False
+        if not logger.propagate:
+            break
+        logger = logger.parent
+    return True
+
+
+def log_to_terminal(fmt: str = logging.BASIC_FORMAT, *, force: bool = False) -> None:
+    """Give the root logger its one stderr handler, through :class:`TerminalSafeFormatter`
+    (``logging.warning`` would otherwise install a raw one on first use); it prints what
+    no library's own handler took, as logging's last resort would."""
+    handler = logging.StreamHandler()
+    handler.setFormatter(TerminalSafeFormatter(fmt))
+    handler.addFilter(_not_handled_below)
+    logging.basicConfig(level=logging.WARNING, handlers=[handler], force=force)

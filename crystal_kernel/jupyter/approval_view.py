@@ -23,9 +23,9 @@ from __future__ import annotations
 
 import json
 import re
-import unicodedata
 from typing import Any
 
+from crystal_kernel.core.textsafe import invisible
 from crystal_kernel.jupyter import palette
 from crystal_kernel.jupyter.cards import diff_html, esc
 
@@ -47,14 +47,6 @@ CHANGE_TOOLS = frozenset({"edit", "write"})
 # stand: a newline or padding in them is ordinary, not a warning.
 _FRAGMENT_TOOLS = CHANGE_TOOLS | {"notebook_edit"}
 _SPACE_RUN = re.compile(r" {3,}|\t+")
-
-
-def _invisible(ch: str) -> bool:
-    """Characters a person cannot see (or that reorder what they see)."""
-    if ch in "\n\t ":
-        return False
-    cat = unicodedata.category(ch)
-    return cat in ("Cc", "Cf", "Zl", "Zp") or (cat == "Zs" and ch != " ")
 
 
 def _mark(text: str) -> str:
@@ -88,7 +80,7 @@ def _visible_line(line: str) -> str:
 def _escape_invisible(text: str) -> str:
     out = []
     for ch in text:
-        out.append(_mark(f"⟨U+{ord(ch):04X}⟩") if _invisible(ch) else esc(ch))
+        out.append(_mark(f"⟨U+{ord(ch):04X}⟩") if invisible(ch) else esc(ch))
     return "".join(out)
 
 
@@ -126,7 +118,7 @@ def warnings(text: str, *, command: bool = True) -> list[str]:
         out.append(f"It contains a run of {longest} blanks: read it to the end.")
     if "\r" in text:
         out.append("It contains a carriage return, which can hide text before it in a terminal.")
-    if any(_invisible(c) for c in text if c not in "\r"):
+    if any(invisible(c) for c in text if c not in "\r"):
         out.append("It contains invisible characters (shown as ⟨U+…⟩).")
     if len(text) > 2000:
         out.append(f"It is {len(text):,} characters long: scroll through it.")
@@ -183,7 +175,7 @@ def call_html(tool: str, arguments: dict[str, Any], preview: str | None = None) 
             continue
         if isinstance(value, str):
             if "\n" in value or len(value) > 80 or value != value.strip() or name == _TEXT_KEYS.get(tool) \
-                    or _SPACE_RUN.search(value) or any(_invisible(c) for c in value):
+                    or _SPACE_RUN.search(value) or any(invisible(c) for c in value):
                 parts.append(_text_block(name, value, command=tool not in _FRAGMENT_TOOLS))
             else:
                 parts.append(f'<div><span style="{_MUTED}">{esc(name)}:</span> '
