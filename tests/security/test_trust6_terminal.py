@@ -146,3 +146,57 @@ def test_tools_list_and_show_print_mcp_names_and_descriptions_visibly(private_ho
     data = json.loads(as_json.stdout)
     entry = next(t for t in data["tools"] if t["name"] == tool)
     assert entry["description"] == f"Peek at a file.{CLIPBOARD}{CLEAR} Harmless." and entry["server"] == name
+
+
+def test_lone_surrogates_and_invisible_characters_are_made_visible():
+    """A name that is not UTF-8 reaches Python with lone surrogates (b"\\x9b" is
+    "\\udc9b"); a surrogateescape stream (C.UTF-8) would write the raw 8-bit CSI back.
+    ``exact`` (approvals) also shows what a person cannot see."""
+    assert terminal_safe("set\udc9b31m \ud800") == "set\\x9b31m \\ud800"
+    value = {"set": "set\udc9b31m"}
+    shown = terminal_json(value)
+    assert "\udc9b" not in shown and json.loads(shown) == value
+    hidden = "rm\u200b -rf\u00a0/\u2028x\u200f\U000e0041"
+    assert terminal_safe(hidden) == hidden  # answers keep zero-width joiners and the like
+    assert terminal_safe(hidden, exact=True) == "rm\\u200b -rf\\xa0/\\u2028x\\u200f\\U000e0041"
+    assert terminal_safe("ok\tline\n", exact=True) == "ok\tline\n"
+
+
+def test_tools_list_and_show_print_a_non_utf8_folder_name_as_text(private_home, workspace):
+    """An exec set in a folder whose name holds the byte 0x9b (not UTF-8): `crystal tools
+    list` and `show` print it as ``\\x9b``, never the raw byte (the 8-bit CSI) and never
+    a crash; `--format json` is valid UTF-8 JSON holding the name's exact value."""
+    folder = os.path.join(os.fsencode(private_home), b"tools", b"set\x9b31m")
+    os.makedirs(folder)
+    manifest = {"command": ["echo"], "tools": [{"name": "hello", "description": "Say hi.",
+                                                "inputSchema": {"type": "object"}, "output": "text"}]}
+    with open(os.path.join(folder, b"tools.json"), "w", encoding="utf-8") as handle:
+        json.dump(manifest, handle)
+    for locale_io in ("", "utf-8:strict"):  # C.UTF-8's surrogateescape, and a strict locale's stdout
+        env = {"PYTHONIOENCODING": locale_io} if locale_io else None
+        listed = crystal(["tools", "list"], cwd=workspace, env_extra=env)
+        assert listed.returncode == 0, listed.stderr
+        assert b"\x9b" not in listed.stdout + listed.stderr
+        assert "from exec set set\\x9b31m" in listed.stdout.decode()
+        shown = crystal(["tools", "show", "hello"], cwd=workspace, env_extra=env)
+        assert shown.returncode == 0, shown.stderr
+        assert b"\x9b" not in shown.stdout and "set: set\\x9b31m" in shown.stdout.decode()
+        as_json = crystal(["tools", "show", "hello", "--format", "json"], cwd=workspace, env_extra=env)
+        assert as_json.returncode == 0, as_json.stderr
+        assert b"\x9b" not in as_json.stdout
+        assert json.loads(as_json.stdout.decode("utf-8"))["set"] == "set\udc9b31m"
+
+
+def test_a_library_log_record_reaches_stderr_escaped(tmp_path):
+    """The MCP SDK logs a server notification it cannot read, whole, through the root
+    logger; every `crystal` command's root handler makes its control characters visible."""
+    code = ("import logging, sys\n"
+            "from crystal_kernel.core.textsafe import log_to_terminal\n"
+            "log_to_terminal()\n"
+            f"logging.warning('Message was: ' + {CLIPBOARD + CLEAR!r} + '\\u202e')\n"
+            "logging.getLogger('quiet').addHandler(logging.NullHandler())\n"
+            "logging.getLogger('quiet').warning('never shown')\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=60, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert_terminal_clean(out.stderr)
+    assert out.stderr.decode() == "WARNING:root:Message was: ^[]52;c;cHduZWQ=^G^[[2J\\u202e\n"
