@@ -7,6 +7,7 @@ cassette (replay.py). Unknown names are a :class:`UserError` listing the known o
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -95,5 +96,7 @@ def make_provider(config: Config, *, workspace: Path | None = None, model: str |
     if config.record:
         from crystal_kernel.providers.replay import RecordingProvider, cassette_path
 
-        provider = RecordingProvider(provider, cassette_path(config, workspace))
+        path = Path(os.path.abspath(cassette_path(config, workspace)))
+        root = Path(os.path.abspath(workspace))
+        provider = RecordingProvider(provider, path, inside=root if root in path.parents else None)
     return provider

@@ -51,7 +51,7 @@ from typing import Any
 from crystal_kernel.core import paths
 from crystal_kernel.core.config import Config
 from crystal_kernel.core.errors import ProviderError, UserError
-from crystal_kernel.core.fsutil import atomic_write_json
+from crystal_kernel.core.fsutil import atomic_write_json, open_folder_inside
 from crystal_kernel.core.messages import ImagePart, TextPart, ToolCallPart, ToolResultPart
 from crystal_kernel.core.secrets import redact
 from crystal_kernel.providers.base import (
@@ -325,9 +325,18 @@ def _reply_entries(items: list[StreamItem]) -> list[dict[str, Any]]:
 class RecordingProvider:
     """Wraps a live provider; each reply that finishes is appended to the cassette."""
 
-    def __init__(self, inner: Provider, path: Path) -> None:
+    def __init__(self, inner: Provider, path: Path, *, inside: Path | None = None) -> None:
         self.inner = inner
         self.path = Path(path)
+        # TRUST-3: a cassette in the workspace is written relative to the workspace's
+        # descriptors, so a planted link (.crystal/cassettes -> elsewhere) cannot lead
+        # the recording out of it.
+        self.inside = inside
+        if inside is not None:
+            try:
+                os.close(open_folder_inside(inside, self.path.parent))
+            except OSError as exc:
+                raise UserError(f"Cannot record to {self.path}: {exc.strerror or exc}.") from None
         self.name = inner.name
         self.model = inner.model
         self.capabilities = inner.capabilities
@@ -356,7 +365,7 @@ class RecordingProvider:
             data: dict[str, Any] = (load_cassette(self.path) if self.path.exists()
                                     else {"version": VERSION, "interactions": []})
             data["interactions"].append(redact(entry))  # TRUST-4: no key values in cassettes
-            atomic_write_json(self.path, data)
+            atomic_write_json(self.path, data, inside=self.inside)
 
     def annotate_last(self, **extra: Any) -> None:
         """Add keys (e.g. ``person``) to the newest recorded interaction."""
@@ -364,7 +373,7 @@ class RecordingProvider:
             data = load_cassette(self.path)
             if data["interactions"]:
                 data["interactions"][-1].update(redact(extra))
-                atomic_write_json(self.path, data)
+                atomic_write_json(self.path, data, inside=self.inside)
 
     async def aclose(self) -> None:
         await self.inner.aclose()

@@ -183,3 +183,24 @@ def test_a_link_to_a_trusted_crystal_folder_inherits_no_trust(tmp_path, link):
     assert refused.returncode != 0 and "is a symbolic link" in refused.stderr, refused.stdout + refused.stderr
     crystal("run", "/tools", cwd=hostile)
     assert not (hostile / "ran-here").exists()
+
+
+def test_a_planted_cassettes_link_cannot_lead_a_recording_out_of_the_workspace(tmp_path):
+    """TRUST-3: with `record: true` (the person's Home config) Crystal writes
+    `.crystal/cassettes/default.json`; a cloned repository whose `.crystal/cassettes`
+    is a link to another folder must not make Crystal write (or replace) a
+    `default.json` there. A real `crystal run` stops with one line naming the link."""
+    home = Path(os.environ["CRYSTAL_HOME"])
+    (home / "config.json").write_text(json.dumps({"record": True, "topicNaming": False}))
+    repo = tmp_path / "repo"
+    (repo / ".crystal").mkdir(parents=True)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (repo / ".crystal" / "cassettes").symlink_to(outside)
+    with LLMServer([{"text": "ok"}]) as server:
+        done = subprocess.run([CRYSTAL, "run", "--provider", "openai", "--base-url", server.base_url,
+                               "--api-key-env", "CLONE_KEY", "hello"], cwd=repo, capture_output=True, text=True,
+                              timeout=120, env={**os.environ, "CLONE_KEY": "sk-clone-key-123"})
+    assert list(outside.iterdir()) == [], "the recording was written through the planted link"
+    assert done.returncode != 0
+    assert "Cannot record to" in done.stderr and "is a symbolic link" in done.stderr, done.stderr
