@@ -52,6 +52,7 @@ from acp.schema import (
 from acp.schema import StopReason as AcpStopReason
 
 from crystal_kernel import __version__
+from crystal_kernel.acp.checks import client_cwd, one_line, shown
 from crystal_kernel.acp.commands import command_line, command_markdown
 from crystal_kernel.acp.interaction import AcpInteraction
 from crystal_kernel.acp.mapping import (
@@ -65,6 +66,7 @@ from crystal_kernel.acp.updates import TurnUpdates
 from crystal_kernel.core.errors import UnknownSession, UserError
 from crystal_kernel.core.events import StopReason
 from crystal_kernel.core.messages import TextPart
+from crystal_kernel.core.paths import home_dir
 from crystal_kernel.host.bootstrap import SessionOptions, open_session
 from crystal_kernel.host.session import ProcessFlags, Session
 from crystal_kernel.host.store import SessionStore
@@ -87,8 +89,8 @@ def _user_error(exc: Exception) -> RequestError:
     """A person's bad input: JSON-RPC invalid params carrying the one-line English error;
     a session id that names no saved session is ACP's -32002, resource not found."""
     if isinstance(exc, UnknownSession):
-        return RequestError(RESOURCE_NOT_FOUND, str(exc))
-    return RequestError(-32602, str(exc))
+        return RequestError(RESOURCE_NOT_FOUND, one_line(str(exc)))
+    return RequestError(-32602, one_line(str(exc)))
 
 
 @dataclass
@@ -156,11 +158,12 @@ class CrystalAgent:
 
     # ----- sessions ---------------------------------------------------------------------
     def _workspace(self, cwd: str | None) -> Path:
+        """``--workspace``, else the client's ``cwd`` once checked (acp/checks.py)."""
         if self.options.workspace is not None:
             return self.options.workspace
         if not cwd:
-            raise RequestError(-32602, "session/new needs a cwd (an absolute folder).")
-        return Path(cwd)
+            raise UserError("session/new needs a cwd (an absolute folder).")
+        return client_cwd(cwd, home_dir())
 
     def _open(self, cwd: str | None, *, resume: str | None = None, additional_directories: Any = None,
               mcp_servers: Any = None) -> AcpSession:
@@ -185,7 +188,7 @@ class CrystalAgent:
     def _get(self, session_id: str) -> AcpSession:
         entry = self.sessions.get(session_id)
         if entry is None:
-            raise RequestError(-32602, f"No open session '{session_id}'; create or load it first.")
+            raise RequestError(-32602, f"No open session {shown(session_id)}; create or load it first.")
         return entry
 
     async def _send(self, session_id: str, update: Any) -> None:
@@ -221,7 +224,13 @@ class CrystalAgent:
         old = self.sessions.get(session_id)
         if old is not None:
             if old.turn is not None:
-                raise RequestError(-32602, f"Session '{session_id}' is running a prompt; cancel it first.")
+                raise RequestError(-32602, f"Session {shown(session_id)} is running a prompt; cancel it first.")
+            try:  # a load that is refused leaves the open session as it was
+                store = SessionStore(self._workspace(cwd))
+                if not store.exists(session_id):
+                    raise UnknownSession(f"No session {shown(session_id)} in {store.folder}.")
+            except UserError as exc:
+                raise _user_error(exc) from None
             await old.session.close()
             del self.sessions[session_id]
         entry = self._open(cwd, resume=session_id, **kwargs)
@@ -253,9 +262,12 @@ class CrystalAgent:
 
     async def list_sessions(self, cwd: str | None = None, cursor: str | None = None,
                             **kwargs: Any) -> ListSessionsResponse:
-        workspace = self.options.workspace or (Path(cwd) if cwd else None)
-        if workspace is None:
+        if self.options.workspace is None and not cwd:
             return ListSessionsResponse(sessions=[])
+        try:
+            workspace = self._workspace(cwd)
+        except UserError as exc:
+            raise _user_error(exc) from None
         root = await asyncio.to_thread(Path(workspace).resolve)
         # Reading every session document is disk work: off the event loop.
         rows = await asyncio.to_thread(lambda: SessionStore(root).list())

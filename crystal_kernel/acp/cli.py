@@ -18,10 +18,13 @@ import os
 import signal
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from crystal_kernel.core.errors import UserError
 from crystal_kernel.core.textsafe import log_to_terminal
+
+if TYPE_CHECKING:
+    from crystal_kernel.acp.stdio import BadLine
 
 # Big enough for an image in a prompt (the SDK's own default).
 STREAM_LIMIT = 50 * 1024 * 1024
@@ -72,9 +75,21 @@ def cmd_acp(ns: argparse.Namespace) -> int:
     # stderr is a terminal or a client's log view; a record may quote an MCP server's or
     # the client's text, so its control characters are made visible (TRUST-6).
     log_to_terminal("crystal acp: %(message)s", force=True)
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(_answered_errors)
     in_fd, out_fd = _claim_stdio()
     asyncio.run(serve(options, in_fd, out_fd))
     return 0
+
+
+def _answered_errors(record: logging.LogRecord) -> bool:
+    """Leave out the protocol library's traceback for a request it answered with a
+    JSON-RPC error (bad params, an unknown session): the client has the one-line error.
+    A bug's own traceback (logged before it is answered as an internal error) stays."""
+    from acp import RequestError
+
+    error = record.exc_info[1] if record.exc_info else None
+    return not isinstance(error, RequestError)
 
 
 def _claim_stdio() -> tuple[int, int]:
@@ -114,17 +129,13 @@ class _Unanswered:
             await self._changed.wait()
 
 
-_BAD_LINE = {-32700: ("Parse error", "is not JSON"), -32600: ("Invalid Request", "is not a JSON object")}
-
-
-def _answer_bad_line(writer: asyncio.StreamWriter, code: int) -> None:
-    """JSON-RPC's answer to a line that is not a request (id null, as the spec says when
-    the id cannot be read), and one line on stderr; the line itself is not echoed."""
-    message, why = _BAD_LINE[code]
-    reply = {"jsonrpc": "2.0", "id": None, "error": {"code": code, "message": message}}
+def _answer_bad_line(writer: asyncio.StreamWriter, bad: BadLine) -> None:
+    """JSON-RPC's answer to a line that is not a request (id null when it cannot be read,
+    as the spec says), and one line on stderr; the line itself is not echoed."""
+    reply = {"jsonrpc": "2.0", "id": bad.id, "error": {"code": bad.code, "message": bad.message}}
     writer.write((json.dumps(reply) + "\n").encode())  # one write: never inside another message
     logging.getLogger(__name__).warning("a line of input %s; answered with JSON-RPC error %d (%s).",
-                                        why, code, message.lower())
+                                        bad.why, bad.code, bad.kind.lower())
 
 
 async def serve(options: Any, in_fd: int, out_fd: int) -> None:
@@ -142,7 +153,7 @@ async def serve(options: Any, in_fd: int, out_fd: int) -> None:
     agent = CrystalAgent(options)
     reader, writer = await open_streams(in_fd, out_fd, STREAM_LIMIT)
     unanswered = _Unanswered()
-    reader.on_bad_line(lambda line, code: _answer_bad_line(writer, code))
+    reader.on_bad_line(lambda bad: _answer_bad_line(writer, bad))
 
     async def finish_requests() -> None:
         await reader.lines_read()  # the receive loop has taken every line

@@ -12,8 +12,9 @@ import asyncio
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from acp import text_block, tool_content
+from acp import RequestError, text_block, tool_content
 from acp.schema import ElicitationFormSessionMode, PermissionOption, ToolCallUpdate
+from pydantic import ValidationError
 
 from crystal_kernel.acp.mapping import diff_content, proposed_change, tool_kind, tool_locations, tool_title
 from crystal_kernel.core.deadline import within
@@ -27,6 +28,14 @@ ANNOUNCE_WAIT_SECONDS = 5.0
 OTHER_SUFFIX = "__other"
 # The decision when the client closed the connection while a permission request was open.
 CLIENT_GONE = "The client closed the connection, so nobody can approve this call."
+
+
+def client_failed(what: str, exc: Exception) -> str:
+    """One line saying that the client answered a request with an error or an answer
+    that does not fit ACP's schema (the client's own text is not repeated)."""
+    if isinstance(exc, RequestError):
+        return f"The client answered the {what} with an error (JSON-RPC {exc.code}), so nobody approved this call."
+    return f"The client's answer to the {what} is not a valid ACP answer, so nobody approved this call."
 
 
 def permission_options(request: ApprovalRequest) -> list[PermissionOption]:
@@ -136,6 +145,10 @@ class AcpInteraction:
             )
         except ConnectionError:
             return PersonDecision(outcome="deny", reason=CLIENT_GONE)
+        except (RequestError, ValidationError) as exc:
+            # The client answered with an error, or with something that is no answer:
+            # nobody approved the call, and the turn goes on.
+            return PersonDecision(outcome="deny", reason=client_failed("permission request", exc))
         return decision_from(response)
 
     async def ask_questions(self, questions: list[Question]) -> list[list[str]] | None:
@@ -147,8 +160,8 @@ class AcpInteraction:
         message = questions[0].question if len(questions) == 1 else "Crystal has a few questions."
         try:
             response = await self.conn.create_elicitation(message=message, mode=mode)
-        except ConnectionError:
-            return None  # the client is gone: nobody answers
+        except (ConnectionError, RequestError, ValidationError):
+            return None  # the client is gone, or answered no form: nobody answered
         if getattr(response, "action", None) != "accept":
             return None
         return answers_from(questions, getattr(response, "content", None))

@@ -46,6 +46,8 @@ MAX_PROMPT_IMAGES = MAX_IMAGES
 MAX_REPLAY_OUTPUT = 4_000
 # session/load replays at most this many of the latest messages.
 MAX_REPLAY_MESSAGES = 2_000
+# MCP servers a client may pass with one session (each starts a process or a connection).
+MAX_CLIENT_SERVERS = 32
 
 TOOL_KINDS: dict[str, ToolKind] = {
     "read": "read", "view_image": "read", "describe_image": "read", "skill": "read",
@@ -233,7 +235,9 @@ def replay_updates(session: Session, history: list[Message]) -> Iterator[Any]:
 
 def client_servers(servers: Any, note: Any) -> list[Any]:
     """The MCP servers a client passed in ``session/new`` as server entries (stdio and
-    HTTP; others are named in a note and left out)."""
+    HTTP; others, and those whose name cannot be shown or used, are named in a note and
+    left out; at most :data:`MAX_CLIENT_SERVERS`, each one a process or a connection)."""
+    from crystal_kernel.acp.checks import server_name_problem, shown
     from crystal_kernel.mcp.config import client_server
 
     out: list[Any] = []
@@ -242,11 +246,19 @@ def client_servers(servers: Any, note: Any) -> list[Any]:
         url = getattr(server, "url", None)
         command = getattr(server, "command", None)
         kind = getattr(server, "type", None)
-        pairs = {str(v.name): str(v.value) for v in (getattr(server, "headers" if url else "env", None) or [])}
-        if not name or kind == "sse" or not (url or command):
-            note(f"MCP server '{name or '?'}' passed by the client is left out: Crystal connects to stdio and "
+        problem = server_name_problem(name)
+        if problem is not None:
+            note(f"An MCP server passed by the client is left out: {problem} ({shown(name, 40)}).")
+            continue
+        if kind == "sse" or not (url or command):
+            note(f"MCP server '{name}' passed by the client is left out: Crystal connects to stdio and "
                  "streamable HTTP servers.")
             continue
+        if len(out) == MAX_CLIENT_SERVERS:
+            note(f"The client passed more than {MAX_CLIENT_SERVERS} MCP servers; '{name}' and those after it "
+                 "are left out.")
+            break
+        pairs = {str(v.name): str(v.value) for v in (getattr(server, "headers" if url else "env", None) or [])}
         if url:
             out.append(client_server(name, url=str(url), headers=pairs))
         else:

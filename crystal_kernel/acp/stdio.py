@@ -5,6 +5,11 @@ transports can watch. ``crystal acp < requests.jsonl > replies.jsonl`` hands the
 regular files instead, which an event loop cannot poll; those get a thread that does the
 blocking reads or writes. Both directions are bounded: the reader thread pauses when the
 stream's buffer is full, the writer pauses the protocol when too much is queued.
+
+Every line of input is checked before the protocol library reads it (:func:`check_line`):
+one that is not a JSON object, nests too deep or is longer than the limit is answered
+with its JSON-RPC error here and skipped, so that no client input can end the receive
+loop, make it hold a line without bound, or glue the next request to a bad line.
 """
 
 from __future__ import annotations
@@ -16,7 +21,10 @@ import queue
 import stat
 import threading
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, SupportsIndex
+
+from crystal_kernel.core.textsafe import clean_value, nesting_depth
 
 if TYPE_CHECKING:
     from asyncio.streams import _ReaduntilBuffer  # typeshed's name for what readuntil takes
@@ -188,33 +196,55 @@ class InputReader(asyncio.StreamReader):
 
     def __init__(self, limit: int):
         super().__init__(limit=limit)
+        self.limit = limit
         self._ended = False
         self._released = False
         self._line_open = False
         self._on_end: Callable[[], None] | None = None
         # Set when a read left no whole line unread (see lines_read).
         self._drained = asyncio.Event()
-        # Called with (line, JSON-RPC error code) for a line that is not a JSON object.
-        self._on_bad_line: Callable[[bytes, int], None] | None = None
+        # Called with the error a line earns when it is not a request (check_line).
+        self._on_bad_line: Callable[[BadLine], None] | None = None
 
     async def readuntil(self, separator: _ReaduntilBuffer = b"\n") -> bytes:
         try:
             while True:
-                line = await super().readuntil(separator)
-                code = _bad_line_code(line) if self._on_bad_line is not None else None
-                if code is None or self._on_bad_line is None:
+                try:
+                    line = await super().readuntil(separator)
+                except asyncio.LimitOverrunError as exc:
+                    if self._on_bad_line is None:
+                        raise
+                    # The protocol library would join the pieces of a line without end
+                    # (memory without bound) and then the next request to it: drop it.
+                    await self._skip_line(exc.consumed, separator)
+                    self._on_bad_line(too_long(self.limit))
+                    continue
+                if self._on_bad_line is None:
+                    return line
+                line, bad = check_line(line)
+                if bad is None:
                     return line
                 # Answered here, once, with the JSON-RPC error; the protocol library
-                # would log a traceback and answer nothing.
-                self._on_bad_line(line, code)
+                # would log a traceback and answer nothing (or stop reading at all).
+                self._on_bad_line(bad)
         finally:
             if not self.unread_lines():
                 self._drained.set()
 
-    def on_bad_line(self, callback: Callable[[bytes, int], None]) -> None:
-        """Hand lines that are not JSON objects to ``callback`` instead of the reader's
-        caller, with the JSON-RPC error code for them: -32700 (parse error) for text that
-        is not JSON, -32600 (invalid request) for JSON that is not an object."""
+    async def _skip_line(self, consumed: int, separator: _ReaduntilBuffer) -> None:
+        """Drop an overlong line, piece by piece, up to and including its end."""
+        await self.readexactly(consumed)
+        while True:
+            try:
+                await super().readuntil(separator)
+                return
+            except asyncio.LimitOverrunError as exc:
+                await self.readexactly(exc.consumed)
+
+    def on_bad_line(self, callback: Callable[[BadLine], None]) -> None:
+        """Hand lines that are not requests the protocol library can take to
+        ``callback`` instead of the reader's caller, with the JSON-RPC error they earn
+        (:func:`check_line`; a line longer than the limit, :func:`too_long`)."""
         self._on_bad_line = callback
 
     async def lines_read(self) -> None:
@@ -260,18 +290,63 @@ class InputReader(asyncio.StreamReader):
 
 PARSE_ERROR = -32700
 INVALID_REQUEST = -32600
+# Deepest nesting a message may have: ACP's own messages nest less than 10 levels, and
+# copying or validating a message nested a few hundred deep overflows Python's stack.
+MAX_DEPTH = 64
 
 
-def _bad_line_code(line: bytes) -> int | None:
-    """None for a blank line or a JSON object; else the JSON-RPC error code it earns."""
+@dataclass(frozen=True)
+class BadLine:
+    """A line of input that is not a request, and the JSON-RPC error that answers it."""
+
+    code: int
+    kind: str  # JSON-RPC's name for the code: "Parse error", "Invalid Request"
+    why: str  # completes "a line of input ..." in the line on stderr
+    detail: str = ""  # said after the kind in the answer's message
+    id: Any = None  # the request's id, when it could be read
+
+    @property
+    def message(self) -> str:
+        return f"{self.kind}: {self.detail}" if self.detail else self.kind
+
+
+def too_long(limit: int) -> BadLine:
+    """The answer to a line longer than the reader's limit (it is skipped unread)."""
+    size = f"{limit // (1024 * 1024)} MiB" if limit >= 1024 * 1024 else f"{limit} bytes"
+    return BadLine(INVALID_REQUEST, "Invalid Request", f"is longer than {size}",
+                   f"the line is longer than {size}, the agent's limit; it was skipped.")
+
+
+def check_line(line: bytes) -> tuple[bytes, BadLine | None]:
+    """The line to hand on, or the error it earns: -32700 (parse error) for text that is
+    not JSON, -32600 (invalid request) for JSON that is not an object or that nests
+    deeper than :data:`MAX_DEPTH`. A blank line passes. Lone surrogates (``"\\ud800"``,
+    which UTF-8 cannot encode and so no file, log or model request can hold) become
+    visible escapes, once, here (ROBUST-1)."""
     text = line.strip()
     if not text:
-        return None
+        return line, None
     try:
         message = json.loads(text)
+    except RecursionError:
+        return line, _too_deep(None)
     except ValueError:  # JSONDecodeError, and UnicodeDecodeError for bytes not UTF-8
-        return PARSE_ERROR
-    return None if isinstance(message, dict) else INVALID_REQUEST
+        return line, BadLine(PARSE_ERROR, "Parse error", "is not JSON")
+    if not isinstance(message, dict):
+        return line, BadLine(INVALID_REQUEST, "Invalid Request", "is not a JSON object")
+    if nesting_depth(message, stop_at=MAX_DEPTH) > MAX_DEPTH:
+        request_id = message.get("id") if "method" in message else None  # a request's, not a response's
+        return line, _too_deep(request_id if isinstance(request_id, (str, int)) else None)
+    if b"\\ud" in text or b"\\uD" in text:  # a \u escape of a surrogate, paired or not
+        cleaned = clean_value(message)
+        if cleaned != message:
+            return (json.dumps(cleaned) + "\n").encode(), None
+    return line, None
+
+
+def _too_deep(request_id: Any) -> BadLine:
+    return BadLine(INVALID_REQUEST, "Invalid Request", f"nests deeper than {MAX_DEPTH} levels",
+                   f"the message nests deeper than {MAX_DEPTH} levels.", request_id)
 
 
 async def open_streams(in_fd: int, out_fd: int, limit: int) -> tuple[InputReader, asyncio.StreamWriter]:

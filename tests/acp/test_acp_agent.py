@@ -77,7 +77,7 @@ async def test_initialize_advertises_load_images_and_session_list(workspace):
             # Bad input is one English line and changes nothing.
             with pytest.raises(RequestError) as err:
                 await conn.new_session(cwd=str(workspace / "missing"))
-            assert str(err.value) == f"The workspace '{workspace / 'missing'}' is not a folder."
+            assert str(err.value) == f"The cwd '{workspace / 'missing'}' is not a folder."
             with pytest.raises(RequestError) as err:
                 await conn.prompt(session_id="nope", prompt=text("hi"))
             assert "No open session 'nope'" in str(err.value)
