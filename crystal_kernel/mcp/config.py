@@ -99,11 +99,18 @@ class ServerConfig:
     @property
     def where(self) -> str:
         """How listings and notes name this server."""
-        target = self.url if self.transport == "http" else " ".join([self.command or "", *self.args]).strip()
+        target = shown_url(self.url or "") if self.transport == "http" else " ".join([self.command or "", *self.args]).strip()
         return f"MCP server '{self.name}' ({self.transport}: {target}; {self.source})"
 
 
 CLIENT_SOURCE = Path("passed by the ACP client")
+_USERINFO = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*://)[^/?#@\s]*@")
+
+
+def shown_url(url: str) -> str:
+    """``url`` as notes and listings show it: a user and password in it (``https://me:
+    TOKEN@host``, often a ``${VAR}`` expanded) are written ``***``."""
+    return _USERINFO.sub(r"\1***@", url)
 
 
 def client_server(name: str, *, command: str | None = None, args: list[str] | None = None,

@@ -247,10 +247,13 @@ def test_a_refused_load_leaves_the_open_session_and_messages_stay_one_line(works
 def test_client_mcp_servers_with_names_that_cannot_be_shown_are_left_out(workspace):
     """A client's MCP server named with control characters (an escape sequence, a
     newline) or 10 MB long is left out with a one-line note that quotes the name made
-    visible and cut; the session opens and the good entries are still used."""
+    visible and cut; the session opens and the good entries are still used. No secret
+    the client passed with a server (env, headers, a password in its URL) is shown."""
     servers = [{"name": "evil\x1b[31m\x07\nname", "command": "/bin/false", "args": [], "env": []},
                {"name": "n" * (10 * MIB), "command": "/bin/false", "args": [], "env": []},
-               {"name": "fine", "command": "/bin/false", "args": [], "env": []}]
+               {"name": "fine", "command": "/bin/false", "args": [], "env": [{"name": "TOKEN", "value": "ENVSECRET"}]},
+               {"type": "http", "name": "web", "url": "http://me:URLSECRET@127.0.0.1:1/mcp",
+                "headers": [{"name": "Authorization", "value": "Bearer HEADERSECRET"}]}]
     with LLMServer([{"text": "Hello."}]) as server:
         with start(workspace, server) as agent:
             session_id = new_session(agent, workspace, mcpServers=servers)
@@ -263,6 +266,10 @@ def test_client_mcp_servers_with_names_that_cannot_be_shown_are_left_out(workspa
                     + "n" * 40 + "…').\n") in notes
             assert "MCP server 'fine' (stdio: /bin/false; passed by the ACP client) could not start" in notes
             assert "\x1b" not in notes and len(notes) < 2000
+            # The secrets the client passed are never said back: env, headers, a URL's password.
+            assert "MCP server 'web' (http: http://***@127.0.0.1:1/mcp; passed by the ACP client)" in notes
+            said = json.dumps(agent.seen)
+            assert not any(secret in said for secret in ("ENVSECRET", "URLSECRET", "HEADERSECRET"))
             assert agent.close() == 0
 
 
