@@ -35,7 +35,7 @@ from typing import Any, Literal
 from crystal_kernel.core import paths
 from crystal_kernel.core.errors import UserError
 from crystal_kernel.core.fsutil import atomic_write_json, read_json_object
-from crystal_kernel.core.trust_digest import Digest, bytes_digest, set_digest
+from crystal_kernel.core.trust_digest import Digest, bytes_digest, mcp_digest, set_digest
 
 TRUST_FILE = "trust.json"
 Kind = Literal["mcp", "exec", "prompt", "cassette"]
@@ -93,9 +93,12 @@ def trust_path(home: Path) -> Path:
 
 
 def content_digest(kind: Kind, path: Path) -> Digest:
-    """What the file makes Crystal run or read, hashed: the file itself (mcp.json, a
-    review prompt, a cassette), or the exec set's whole closure (core/trust_digest.py)."""
-    return set_digest(Path(path)) if kind == "exec" else bytes_digest(Path(path))
+    """What the file makes Crystal run or read, hashed: the file itself (a review
+    prompt, a cassette), an mcp.json with the workspace files its servers name, or the
+    exec set's whole closure (core/trust_digest.py)."""
+    if kind == "exec":
+        return set_digest(Path(path))
+    return mcp_digest(Path(path)) if kind == "mcp" else bytes_digest(Path(path))
 
 
 def file_digest(kind: Kind, path: Path) -> str:

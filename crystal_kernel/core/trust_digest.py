@@ -78,6 +78,73 @@ def bytes_digest(path: Path) -> Digest:
         return Digest("", f"{path} cannot be read ({exc.strerror or exc})")
 
 
+# Files an mcp.json names that are hashed with it (more: it cannot be trusted).
+MAX_NAMED_FILES = 64
+
+
+def mcp_digest(path: Path) -> Digest:
+    """The hash of a workspace ``mcp.json`` and of every workspace file its servers'
+    ``command`` and ``args`` name (TRUST-2: trust content, not paths).
+
+    A server started as ``python tools/server.py`` runs the workspace's
+    ``tools/server.py``: a ``git pull`` that changes that script must make the file
+    untrusted again, as a changed exec set does. Each word of ``command`` and ``args``
+    (read as data: a ``${VAR}`` word is skipped) that names an existing regular file
+    inside the workspace, relative to it (the servers' working folder) or absolute, is
+    hashed with its path and executable bit. An mcp.json that names none has the hash of
+    its bytes alone. What a program imports or reads at run time is not covered."""
+    base = bytes_digest(path)
+    if not base.sha256:
+        return base
+    workspace = os.path.realpath(os.path.dirname(os.path.dirname(os.path.abspath(path))))
+    try:
+        named = _named_files(Path(path), workspace)
+    except ValueError as exc:
+        return Digest("", str(exc))
+    if not named:
+        return base
+    digest = hashlib.sha256(b"crystal-mcp-1\0" + base.sha256.encode())
+    total = 0
+    for real in named:
+        try:
+            st = os.stat(real)
+            total += st.st_size
+            if total > MAX_HASHED_BYTES:
+                return Digest("", f"the files its servers name are larger than {MAX_HASHED_BYTES >> 20} MiB")
+            executable = b"x" if st.st_mode & 0o111 else b"-"
+            digest.update(os.path.relpath(real, workspace).encode("utf-8", "surrogateescape") + b"\0"
+                          + executable + file_sha256(real))
+        except OSError as exc:
+            return Digest("", f"{real} (named by a server) cannot be read ({exc.strerror or exc})")
+    return Digest(digest.hexdigest())
+
+
+def _named_files(path: Path, workspace: str) -> list[str]:
+    """The real paths of the workspace files the servers' command and args name."""
+    import json
+
+    try:
+        data = json.loads(path.read_text(encoding="utf-8-sig"))
+    except (OSError, ValueError):
+        return []  # an unreadable file is refused by the loader with its own note
+    servers = data.get("mcpServers") if isinstance(data, dict) else None
+    found: set[str] = set()
+    for entry in (servers.values() if isinstance(servers, dict) else ()):
+        if not isinstance(entry, dict):
+            continue
+        args = entry.get("args")
+        words = [entry.get("command"), *(args if isinstance(args, list) else [])]
+        for word in words:
+            if not isinstance(word, str) or not word or "${" in word or "\0" in word:
+                continue
+            candidate = os.path.realpath(os.path.join(workspace, os.path.expanduser(word)))
+            if _inside(candidate, workspace) and candidate != workspace and os.path.isfile(candidate):
+                found.add(candidate)
+                if len(found) > MAX_NAMED_FILES:
+                    raise ValueError(f"its servers name more than {MAX_NAMED_FILES} workspace files")
+    return sorted(found)
+
+
 def _inside(path: str, root: str) -> bool:
     return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
 

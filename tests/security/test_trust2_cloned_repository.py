@@ -204,3 +204,41 @@ def test_a_planted_cassettes_link_cannot_lead_a_recording_out_of_the_workspace(t
     assert list(outside.iterdir()) == [], "the recording was written through the planted link"
     assert done.returncode != 0
     assert "Cannot record to" in done.stderr and "is a symbolic link" in done.stderr, done.stderr
+
+
+def test_a_trusted_mcp_json_is_untrusted_again_when_the_script_it_runs_changes(tmp_path):
+    """TRUST-2 (trust content, not paths): the person trusted an mcp.json whose server
+    is the repository's own ``tools/server.py``. A ``git pull`` that changes only that
+    script must not run it without asking again: `crystal run` starts nothing, `crystal
+    trust list` says `changed`; trusting again runs the new script. An mcp.json that
+    names no workspace file keeps the hash of its bytes (trust made before stays)."""
+    repo = tmp_path / "repo"
+    (repo / ".crystal").mkdir(parents=True)
+    (repo / "tools").mkdir()
+    script = repo / "tools" / "server.py"
+    script.write_text("open('ran-v1', 'w').write('ran')\n")
+    (repo / ".crystal" / "mcp.json").write_text(json.dumps(
+        {"mcpServers": {"local": {"command": sys.executable, "args": ["tools/server.py"]}}}))
+    assert crystal("trust", ".crystal/mcp.json", cwd=repo).returncode == 0
+    crystal("run", "/tools", cwd=repo)
+    assert (repo / "ran-v1").exists(), "control: the trusted server runs"
+
+    script.write_text("open('ran-v2', 'w').write('pulled')\n")
+    done = crystal("run", "/tools", cwd=repo)
+    assert done.returncode == 0, done.stderr
+    assert not (repo / "ran-v2").exists(), "a changed server script ran without trust"
+    listed = crystal("trust", "list", cwd=repo)
+    assert "changed" in listed.stdout, listed.stdout
+    assert crystal("trust", ".crystal/mcp.json", cwd=repo).returncode == 0
+    crystal("run", "/tools", cwd=repo)
+    assert (repo / "ran-v2").exists()
+
+
+def test_an_mcp_json_naming_no_workspace_file_keeps_its_byte_hash(tmp_path):
+    from crystal_kernel.core.trust import file_digest
+    from crystal_kernel.core.trust_digest import bytes_digest
+
+    path = tmp_path / "ws" / ".crystal" / "mcp.json"
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps({"mcpServers": {"s": {"command": "npx", "args": ["-y", "server", "${HOME}/x"]}}}))
+    assert file_digest("mcp", path) == bytes_digest(path).sha256
