@@ -52,7 +52,7 @@ from acp.schema import (
 from acp.schema import StopReason as AcpStopReason
 
 from crystal_kernel import __version__
-from crystal_kernel.acp.checks import client_cwd, one_line, shown
+from crystal_kernel.acp.checks import client_cwd, client_folders, one_line, shown
 from crystal_kernel.acp.commands import command_line, command_markdown
 from crystal_kernel.acp.interaction import AcpInteraction
 from crystal_kernel.acp.mapping import (
@@ -169,13 +169,14 @@ class CrystalAgent:
               mcp_servers: Any = None) -> AcpSession:
         notes: list[str] = []
         servers = client_servers(mcp_servers, notes.append) if mcp_servers else []
+        folders = client_folders(additional_directories, notes.append)
         try:
             session = open_session(SessionOptions(
                 self._workspace(cwd), overrides=self.options.overrides, flags=self.options.flags,
                 resume=resume, person_present=True,
                 # No form to show: the question tool is not offered at all (docs/acp.md).
                 questions_available=self.elicitation_forms,
-                client_folders=tuple(str(d) for d in additional_directories or []),
+                client_folders=folders,
                 client_mcp_servers=tuple(servers), notes=tuple(notes),
             ))
         except UserError as exc:

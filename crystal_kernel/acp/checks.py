@@ -9,6 +9,7 @@ surrogates) are checked before the protocol library sees them (acp/stdio.py).
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from crystal_kernel.core.errors import UserError
@@ -18,6 +19,8 @@ from crystal_kernel.core.textsafe import terminal_safe
 SHOWN_CHARS = 120
 # A client's MCP server name: as long as one in mcp.json may be (mcp/config.NAME_LIMIT).
 SERVER_NAME_CHARS = 64
+# Folders a client may add to one session (additionalDirectories).
+MAX_CLIENT_FOLDERS = 32
 
 
 def shown(value: object, limit: int = SHOWN_CHARS) -> str:
@@ -61,6 +64,26 @@ def client_cwd(cwd: str, crystal_home: Path) -> Path:
         raise UserError(f"The cwd {where} is the Crystal Home or inside it, which only Crystal changes; "
                         "open a project folder instead.")
     return path
+
+
+def client_folders(directories: Iterable[object] | None, note: Callable[[str], None]) -> tuple[str, ...]:
+    """The client's ``additionalDirectories`` to check and add (host/folders.py, TRUST-6):
+    each once, at most :data:`MAX_CLIENT_FOLDERS`; one with a control character is left
+    out with a note (a path with a newline cannot be said in one line)."""
+    out: list[str] = []
+    for directory in directories or []:
+        text = str(directory)
+        if any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in text):
+            note(f"The client's folder {shown(text)} was not added: it contains a control character.")
+            continue
+        if text in out:
+            continue
+        if len(out) == MAX_CLIENT_FOLDERS:
+            note(f"The client passed more than {MAX_CLIENT_FOLDERS} folders; {shown(text)} and those after it "
+                 "were not added.")
+            break
+        out.append(text)
+    return tuple(out)
 
 
 def server_name_problem(name: str) -> str | None:

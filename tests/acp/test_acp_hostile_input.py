@@ -349,3 +349,26 @@ def test_an_error_or_a_malformed_answer_to_a_question_form_is_a_dismissed_form(w
     # The model's next request carries the question call's result: a dismissed form.
     tool_results = [json.dumps(body["messages"][-1]) for body in server.bodies()[1::2]]
     assert len(tool_results) == 2 and all("dismissed" in text for text in tool_results), tool_results
+
+
+def test_client_folders_are_taken_once_each_and_bounded(workspace, tmp_path):
+    """TRUST-6: the folders a client adds (``additionalDirectories``) are each checked
+    once (the old code added and noted the same folder once per mention), at most 32,
+    and one with a newline is left out with a one-line note naming it visibly."""
+    folders = [tmp_path / f"extra{n}" for n in range(40)]
+    for folder in folders:
+        folder.mkdir()
+    asked = [str(folders[0])] * 50 + [f"{folders[1]}\nx"] + [str(f) for f in folders[1:]]
+    with LLMServer([{"text": "Hello."}]) as server:
+        with start(workspace, server) as agent:
+            session_id = new_session(agent, workspace, additionalDirectories=asked)
+            prompt = {"sessionId": session_id, "prompt": [{"type": "text", "text": "hi"}]}
+            assert agent.call("session/prompt", prompt)["result"]["stopReason"] == "end_turn"
+            notes = thoughts(agent)
+            assert notes.count("Note: The client added the folder ") == 32
+            assert notes.count(f"The client added the folder {folders[0]} ") == 1
+            assert (f"Note: The client's folder '{folders[1]}\\nx' was not added: it contains a control "
+                    "character.\n") in notes
+            assert (f"Note: The client passed more than 32 folders; '{folders[32]}' and those after it were not "
+                    "added.\n") in notes
+            assert agent.close() == 0
