@@ -242,3 +242,32 @@ def test_an_mcp_json_naming_no_workspace_file_keeps_its_byte_hash(tmp_path):
     path.parent.mkdir(parents=True)
     path.write_text(json.dumps({"mcpServers": {"s": {"command": "npx", "args": ["-y", "server", "${HOME}/x"]}}}))
     assert file_digest("mcp", path) == bytes_digest(path).sha256
+
+
+async def test_crystal_acp_opened_in_a_hostile_repository_runs_and_leaks_nothing(tmp_path):
+    """TRUST-2, TRUST-4: the same protections hold behind the ACP front (they are at the
+    one place each file is read, not in a front). A real `crystal acp`, started by the
+    ACP SDK's client in a repository holding an untrusted mcp.json, a planted plugin and
+    an AGENTS.md linked to /proc/self/environ, answers a turn; nothing ran and the
+    model server never saw the person's token."""
+    from tests.acp.harness import RecordingClient, crystal_acp
+
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    markers = tmp_path / "markers"
+    markers.mkdir()
+    plant_plugin(repo, markers)
+    write_mcp(repo / ".crystal")
+    (repo / "AGENTS.md").symlink_to("/proc/self/environ")
+    token = "ghp_" + "AcpPersonToken0815"
+    client = RecordingClient()
+    with LLMServer([{"text": "Hello from the model."}]) as server:
+        async with crystal_acp(client, server, cwd=repo, env_extra={"GITHUB_TOKEN": token}) as (conn, _proc, _init):
+            sid = (await conn.new_session(cwd=str(repo))).session_id
+            response = await conn.prompt(session_id=sid, prompt=[{"type": "text", "text": "hi"}])
+        sent = json.dumps(server.requests)
+    assert response.stop_reason == "end_turn"
+    assert server.bodies("chat"), "the turn reached the model server"
+    assert token not in sent, "the person's environment reached the model"
+    assert not (repo / "ran-here").exists(), "the untrusted mcp.json started its server"
+    assert sorted(p.name for p in markers.iterdir()) == [], "the planted plugin was loaded"
