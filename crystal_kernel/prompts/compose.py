@@ -110,6 +110,11 @@ def compose(name: str, ctx: PromptContext, selection: PromptSelection,
         if override is not None and not _trusted_prompt(ctx.home, workspace, override, notes):
             workspace = None
     resolved = resolve_prompt(name, ctx.home, workspace, selection.set_folder, notes)
+    if resolved.source == "workspace override" and name not in NO_INSTRUCTIONS:
+        # Read without trust like AGENTS.md, but never silently (TRUST-5): the person
+        # learns that the repository, not Crystal, wrote this prompt.
+        notes.append(f"The workspace's {resolved.path} replaces Crystal's built-in '{name}' prompt "
+                     "(project instructions, read without trust like AGENTS.md; docs/security.md).")
     if not workspace_files:
         selection = replace(selection, attachments=reviewer_attachments(selection, ctx.home, None, notes))
     elif name in NO_INSTRUCTIONS:

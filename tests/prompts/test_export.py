@@ -42,7 +42,10 @@ def test_export_work_verbatim(home, workspace, mkset, mkatt, snap):
     assert result.returncode == 0, result.stderr
     expected = (DATA / "export_work.expected").read_text().replace("@WS@", str(workspace)).replace("@HOME@", str(home))
     assert result.stdout == expected
-    assert result.stderr == ""
+    # TRUST-5: the repository's work.md is used, never silently.
+    assert result.stderr == (f"note: The workspace's {workspace}/.crystal/prompts/work.md replaces Crystal's "
+                             "built-in 'work' prompt (project instructions, read without trust like AGENTS.md; "
+                             "docs/security.md).\n")
     assert (snap(home), snap(workspace)) == before  # export writes nothing
 
 

@@ -114,3 +114,22 @@ async def test_a_workspace_attachment_cannot_take_a_home_review_attachment_away(
     assert len(reviews) == 1
     assert "HOME-GUARD" in reviews[0].system, reviews[0].system[-600:]
     assert "PLANTED" not in reviews[0].system
+
+
+def test_a_workspace_work_prompt_is_used_but_never_silently(workspace):
+    """TRUST-5: a repository's .crystal/prompts/work.md replaces Crystal's Work prompt
+    (project instructions, no trust step), and a real `crystal run` says so in one note
+    naming the file; the model receives the repository's text."""
+    from crystal_kernel.testing.llm_server import LLMServer
+
+    target = workspace / ".crystal" / "prompts" / "work.md"
+    target.parent.mkdir(parents=True)
+    target.write_text("REPOSITORY-WORK-TEXT\n")
+    with LLMServer([{"text": "ok"}]) as server:
+        done = subprocess.run([CRYSTAL, "run", "--provider", "openai", "--base-url", server.base_url,
+                               "--api-key-env", "WORK_NOTE_KEY", "hello"], cwd=workspace, capture_output=True,
+                              text=True, timeout=120, env={**os.environ, "WORK_NOTE_KEY": "sk-work-note"})
+        system = server.bodies("chat")[0]["messages"][0]["content"]
+    assert done.returncode == 0, done.stderr
+    assert "REPOSITORY-WORK-TEXT" in system
+    assert f"The workspace's {target} replaces Crystal's built-in 'work' prompt" in done.stderr, done.stderr
