@@ -26,7 +26,8 @@ def make_folder(root: Path, name: str) -> None:
 
 def baked(prefix: Path) -> list[str]:
     spec = json.loads((prefix / "share/jupyter/kernels/crystal/kernel.json").read_text())
-    return spec["argv"][5:]
+    argv = spec["argv"]
+    return argv[argv.index("{connection_file}") + 1:]  # the flags after the launcher's own
 
 
 @pytest.mark.parametrize("flags,message", [
