@@ -84,12 +84,14 @@ def cmd_acp(ns: argparse.Namespace) -> int:
 
 def _answered_errors(record: logging.LogRecord) -> bool:
     """Leave out the protocol library's traceback for a request it answered with a
-    JSON-RPC error (bad params, an unknown session): the client has the one-line error.
-    A bug's own traceback (logged before it is answered as an internal error) stays."""
+    JSON-RPC error (bad params, an unknown session): the client has the one-line error;
+    nor one for output the client no longer takes (its pipe closed, or dropped when it
+    stopped reading). A bug's own traceback (logged before it is answered as an
+    internal error) stays."""
     from acp import RequestError
 
     error = record.exc_info[1] if record.exc_info else None
-    return not isinstance(error, RequestError)
+    return not isinstance(error, (RequestError, ConnectionError))
 
 
 def _claim_stdio() -> tuple[int, int]:
@@ -148,7 +150,7 @@ async def serve(options: Any, in_fd: int, out_fd: int) -> None:
     from acp import run_agent
 
     from crystal_kernel.acp.agent import CrystalAgent
-    from crystal_kernel.acp.stdio import close_writer, open_streams
+    from crystal_kernel.acp.stdio import close_writer, drop_stuck_output, open_streams
 
     agent = CrystalAgent(options)
     reader, writer = await open_streams(in_fd, out_fd, STREAM_LIMIT)
@@ -170,13 +172,34 @@ async def serve(options: Any, in_fd: int, out_fd: int) -> None:
         finally:
             reader.release_eof()
 
-    ending: list[asyncio.Task[None]] = []
-    reader.on_end(lambda: ending.append(asyncio.ensure_future(end_of_input())))
+    ending: list[asyncio.Task[Any]] = []
+
+    async def watch_output() -> None:
+        dropped = await drop_stuck_output(writer)
+        logging.getLogger(__name__).warning(
+            "the client stopped reading the agent's output; %d bytes of it were not sent.", dropped)
+
+    def shut_down() -> None:
+        # Shutting down waits for queued output: a client that no longer reads it must
+        # not keep the agent (and its sessions' processes) alive.
+        if not ending:
+            ending.append(asyncio.ensure_future(watch_output()))
+
+    def input_ended() -> None:
+        shut_down()
+        ending.append(asyncio.ensure_future(end_of_input()))
+
+    reader.on_end(input_ended)
     loop = asyncio.get_running_loop()
     main = asyncio.current_task()
     assert main is not None  # this coroutine runs as asyncio.run's task
+
+    def on_signal() -> None:
+        shut_down()
+        main.cancel()
+
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-        loop.add_signal_handler(sig, main.cancel)
+        loop.add_signal_handler(sig, on_signal)
     try:
         # Unstable protocol parts used: elicitation (questions), session/close and resume.
         await run_agent(agent, writer, reader, use_unstable_protocol=True, observers=[unanswered.observe])
@@ -184,8 +207,11 @@ async def serve(options: Any, in_fd: int, out_fd: int) -> None:
         # A signal: shut down normally below (3.11+ counts cancellations; 3.10 needs nothing).
         if sys.version_info >= (3, 11):
             main.uncancel()
+    except ConnectionError:
+        pass  # the output was dropped (drop_stuck_output) or the client closed it
     finally:
-        for task in ending:
-            task.cancel()
+        shut_down()  # closing the sessions may write too
         await agent.close_all()
         await close_writer(writer)
+        for task in ending:
+            task.cancel()

@@ -35,6 +35,10 @@ WRITE_HIGH = 1024 * 1024
 WRITE_LOW = 256 * 1024
 # How long closing waits for queued output to reach a slow file.
 FLUSH_SECONDS = 30.0
+# While shutting down: output that has not moved for this long is dropped (the client
+# stopped reading); how often that is looked at.
+STALL_SECONDS = 10.0
+STALL_CHECK_SECONDS = 0.5
 
 
 def pollable(fd: int) -> bool:
@@ -382,3 +386,22 @@ async def close_writer(writer: asyncio.StreamWriter) -> None:
     except (asyncio.TimeoutError, ConnectionError, OSError):
         pass
     writer.close()
+
+
+async def drop_stuck_output(writer: asyncio.StreamWriter, seconds: float = STALL_SECONDS) -> int:
+    """Run while the agent shuts down: when queued output has not moved for ``seconds``
+    (a client that stopped reading, its pipe full), abort the output so that the
+    shutdown, which waits for that output, ends. Returns the bytes dropped (after
+    aborting; runs until cancelled otherwise)."""
+    transport = writer.transport
+    last, still = -1, 0.0
+    while True:
+        await asyncio.sleep(STALL_CHECK_SECONDS)
+        size = transport.get_write_buffer_size()
+        if size == 0 or size != last:
+            last, still = size, 0.0
+            continue
+        still += STALL_CHECK_SECONDS
+        if still >= seconds:
+            transport.abort()
+            return size

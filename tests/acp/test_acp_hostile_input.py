@@ -19,11 +19,15 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import select
+import signal
 import subprocess
 import time
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from crystal_kernel.testing.llm_server import LLMServer
 from tests.acp.harness import CRYSTAL, model_env
@@ -372,3 +376,28 @@ def test_client_folders_are_taken_once_each_and_bounded(workspace, tmp_path):
             assert (f"Note: The client passed more than 32 folders; '{folders[32]}' and those after it were not "
                     "added.\n") in notes
             assert agent.close() == 0
+
+
+@pytest.mark.parametrize("how", ["eof", "sigterm"])
+def test_a_client_that_stops_reading_cannot_keep_the_agent_alive(workspace, how):
+    """BG-2: a client that sends requests, never reads the answers (its end of the pipe
+    full) and then closes the input or sends SIGTERM: the agent drops the output it
+    cannot send after 10 s without progress, says so in one line, closes its sessions and
+    exits 0 (the old code waited on the full pipe for ever, SIGTERM included)."""
+    with LLMServer([]) as server:
+        with start(workspace, server) as agent:
+            for _ in range(400):  # ~1 MB of answers and command lists, none of it read
+                agent.send("session/new", {"cwd": str(workspace), "mcpServers": []})
+            time.sleep(2)
+            started = time.monotonic()
+            if how == "eof":
+                assert agent.process.stdin is not None
+                agent.process.stdin.close()
+            else:
+                agent.process.send_signal(signal.SIGTERM)
+            assert agent.process.wait(60) == 0
+            assert time.monotonic() - started < 40
+            lines = agent.stderr().splitlines()
+            assert len(lines) == 1 and re.fullmatch(
+                r"crystal acp: the client stopped reading the agent's output; \d+ bytes of it were not sent\.",
+                lines[0]), lines
