@@ -128,6 +128,18 @@ def thoughts(agent: RawAgent) -> str:
                    and m["params"]["update"]["sessionUpdate"] == "agent_thought_chunk")
 
 
+def prompt_to_the_end(agent, session_id: str, text: str, on_message) -> None:
+    """Send a prompt and read until its response (which must be ``end_turn``), handing
+    every other message to ``on_message`` (to answer the client requests of the turn)."""
+    ident = agent.send("session/prompt", {"sessionId": session_id, "prompt": [{"type": "text", "text": text}]})
+    while True:
+        message = agent.read()
+        if message.get("id") == ident and "method" not in message:
+            assert message.get("result", {}).get("stopReason") == "end_turn", message
+            return
+        on_message(message)
+
+
 def test_deep_and_overlong_lines_are_answered_and_the_agent_reads_on(workspace):
     """A line that is not UTF-8 is a parse error (-32700). A line nested 100,000 deep
     (beyond the JSON parser), a request nested 100 deep (within it, beyond the 64 levels
@@ -301,17 +313,13 @@ def test_an_error_or_a_malformed_answer_to_a_permission_request_denies_the_call(
         with start(workspace, server) as agent:
             session_id = new_session(agent, workspace)
             for n, answer in enumerate(answers):
-                ident = agent.send("session/prompt", {"sessionId": session_id,
-                                                      "prompt": [{"type": "text", "text": f"write {n}"}]})
-                while True:
-                    message = agent.read()
+                def answer_permission(message: dict, answer: dict = answer) -> None:
                     if message.get("method") == "session/request_permission":
                         for reply in (answer, {"result": {"outcome": {"outcome": "selected", "optionId": "allow_once"}}}):
                             agent.write((json.dumps({"jsonrpc": "2.0", "id": message["id"], **reply}) + "\n").encode())
                         agent.write(b'{"jsonrpc": "2.0", "id": 987654, "result": {}}\n')
-                    elif message.get("id") == ident and "method" not in message:
-                        assert message.get("result", {}).get("stopReason") == "end_turn", message
-                        break
+
+                prompt_to_the_end(agent, session_id, f"write {n}", answer_permission)
                 failed = [m["params"]["update"] for m in agent.seen if m.get("method") == "session/update"
                           and m["params"]["update"].get("status") == "failed"]
                 assert reasons[n] in failed[-1]["content"][0]["content"]["text"]
@@ -339,15 +347,11 @@ def test_an_error_or_a_malformed_answer_to_a_question_form_is_a_dismissed_form(w
                                                          "clientCapabilities": {"elicitation": {"form": {}}}})
             session_id = new_session(agent, workspace)
             for n, answer in enumerate(answers):
-                ident = agent.send("session/prompt", {"sessionId": session_id,
-                                                      "prompt": [{"type": "text", "text": f"ask {n}"}]})
-                while True:
-                    message = agent.read()
+                def answer_form(message: dict, answer: dict = answer) -> None:
                     if message.get("method") == "elicitation/create":
                         agent.write((json.dumps({"jsonrpc": "2.0", "id": message["id"], **answer}) + "\n").encode())
-                    elif message.get("id") == ident and "method" not in message:
-                        assert message.get("result", {}).get("stopReason") == "end_turn", message
-                        break
+
+                prompt_to_the_end(agent, session_id, f"ask {n}", answer_form)
             assert agent.close() == 0
             assert agent.stderr() == ""
     # The model's next request carries the question call's result: a dismissed form.
