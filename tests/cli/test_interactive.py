@@ -104,11 +104,7 @@ def test_a_denial_carries_the_typed_reason_to_the_model_exactly(terminal_for, wo
         term.key("Enter")
         screen = term.wait_for("choice [1/2/3]:")
         assert "$ rm -rf build" in screen
-        term.type("3")
-        term.key("Enter")
-        term.wait_for("reason for the model")
-        term.type(reason)
-        term.key("Enter")
+        term.deny(reason)
         term.wait_for("Understood, I left it.")
         sent = tool_messages(server)
     assert (workspace / "build").is_dir()
@@ -318,10 +314,7 @@ def test_model_text_cannot_drive_the_terminal_and_no_color_turns_colour_off(term
         coloured = term._tmux("capture-pane", "-p", "-e", "-S", "-2000")
         diff_lines = [line for line in coloured.splitlines() if "-old" in line or "+new" in line]
         assert diff_lines and not any("\x1b[3" in line for line in diff_lines), diff_lines
-        term.type("3")
-        term.key("Enter")
-        term.wait_for("reason for the model")
-        term.key("Enter")
+        term.deny()
         term.wait_for("Done.")
 
 

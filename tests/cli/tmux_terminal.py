@@ -46,6 +46,15 @@ class TmuxTerminal:
             self._tmux("send-keys", name)
             time.sleep(KEY_DELAY)
 
+    def deny(self, reason: str = "") -> None:
+        """At an approval prompt: choose Deny (3), then give ``reason`` (or none)."""
+        self.type("3")
+        self.key("Enter")
+        self.wait_for("reason for the model")
+        if reason:
+            self.type(reason)
+        self.key("Enter")
+
     def screen(self) -> str:
         """The visible pane plus its scrollback, as text."""
         return self._tmux("capture-pane", "-p", "-J", "-S", "-2000")

@@ -57,10 +57,7 @@ def test_completed_file_name_and_approved_command_reach_the_terminal_escaped(wor
             term.key("Enter")
             screen = term.wait_for("choice [1/2/3]:")
             assert "  $ echo safe\\u200b\\xa0; rm\\u2028 -rf x ^[]52;c;eA==^G \\u202eevil" in screen
-            term.type("3")
-            term.key("Enter")
-            term.wait_for("reason for the model")
-            term.key("Enter")
+            term.deny()
             term.wait_for("done ^[]0;TITLE^G \\u202e end")
             term.wait_for("›", after=1)
             term.type("start the job")
