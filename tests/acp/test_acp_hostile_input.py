@@ -128,6 +128,15 @@ def thoughts(agent: RawAgent) -> str:
                    and m["params"]["update"]["sessionUpdate"] == "agent_thought_chunk")
 
 
+def notes_of_one_turn(agent, workspace, **session_options) -> str:
+    """Open a session with ``session_options``, run one prompt to its end, and return
+    the notes (thoughts) the client was sent."""
+    session_id = new_session(agent, workspace, **session_options)
+    prompt = {"sessionId": session_id, "prompt": [{"type": "text", "text": "hi"}]}
+    assert agent.call("session/prompt", prompt)["result"]["stopReason"] == "end_turn"
+    return thoughts(agent)
+
+
 def prompt_to_the_end(agent, session_id: str, text: str, on_message) -> None:
     """Send a prompt and read until its response (which must be ``end_turn``), handing
     every other message to ``on_message`` (to answer the client requests of the turn)."""
@@ -272,10 +281,7 @@ def test_client_mcp_servers_with_names_that_cannot_be_shown_are_left_out(workspa
                 "headers": [{"name": "Authorization", "value": "Bearer HEADERSECRET"}]}]
     with LLMServer([{"text": "Hello."}]) as server:
         with start(workspace, server) as agent:
-            session_id = new_session(agent, workspace, mcpServers=servers)
-            prompt = {"sessionId": session_id, "prompt": [{"type": "text", "text": "hi"}]}
-            assert agent.call("session/prompt", prompt)["result"]["stopReason"] == "end_turn"
-            notes = thoughts(agent)
+            notes = notes_of_one_turn(agent, workspace, mcpServers=servers)
             assert ("Note: An MCP server passed by the client is left out: its name contains a control character "
                     "('evil^[[31m^G\\nname').\n") in notes
             assert ("Note: An MCP server passed by the client is left out: its name is longer than 64 characters ('"
@@ -369,10 +375,7 @@ def test_client_folders_are_taken_once_each_and_bounded(workspace, tmp_path):
     asked = [str(folders[0])] * 50 + [f"{folders[1]}\nx"] + [str(f) for f in folders[1:]]
     with LLMServer([{"text": "Hello."}]) as server:
         with start(workspace, server) as agent:
-            session_id = new_session(agent, workspace, additionalDirectories=asked)
-            prompt = {"sessionId": session_id, "prompt": [{"type": "text", "text": "hi"}]}
-            assert agent.call("session/prompt", prompt)["result"]["stopReason"] == "end_turn"
-            notes = thoughts(agent)
+            notes = notes_of_one_turn(agent, workspace, additionalDirectories=asked)
             assert notes.count("Note: The client added the folder ") == 32
             assert notes.count(f"The client added the folder {folders[0]} ") == 1
             assert (f"Note: The client's folder '{folders[1]}\\nx' was not added: it contains a control "
