@@ -21,6 +21,7 @@ saying what was cut, and the tool result names the cut cells, so the notebook st
 from __future__ import annotations
 
 import asyncio
+import atexit
 import dataclasses
 import json
 import shlex
@@ -47,6 +48,8 @@ CHILD_OUTPUT_CHARS = 4000
 # Bytes of output written back per executed cell and per run (outputs past them are cut).
 CELL_OUTPUT_BYTES = 1 << 20
 NOTEBOOK_OUTPUT_BYTES = 8 << 20
+# Sessions whose scratch folder (IPython's and matplotlib's) this process keeps at once.
+KEPT_SESSION_FOLDERS = 16
 
 
 class NotebookRunInput(ToolInput):
@@ -90,6 +93,7 @@ class NotebookRunTool(Tool[NotebookRunInput]):
             # SANDBOX-1: the connection file goes to the run's temp folder, and without TCP
             # the kernel talks over unix sockets there.
             env["JUPYTER_RUNTIME_DIR"] = str(folder)
+            env.update(kernel_folders(ctx.session_id, env))
             ipc = ["--ipc"] if sandbox is not None and not sandbox.network else []
             command = "exec " + shlex.join([sys.executable, "-m", "crystal_kernel.jupyter.nbrun", str(path),
                                             str(result_file), "--upto", str(upto), "--timeout", f"{timeout:g}",
@@ -113,6 +117,39 @@ class NotebookRunTool(Tool[NotebookRunInput]):
             raise ToolError(f"Cannot run '{shown}': {result['error']}")
         merged, missing = await asyncio.to_thread(_merge, path, shown, result["cells"])
         return _summary(merged, shown, result, upto, seconds, missing, timeout, ctx)
+
+
+# session id -> its scratch folder (oldest first), removed when this process exits.
+_session_folders: dict[str, Path] = {}
+
+
+def kernel_folders(session_id: str, env: dict[str, str]) -> dict[str, str]:
+    """SANDBOX-2 (issue 39): where the run's kernel keeps IPython's profile and
+    matplotlib's config and caches: a temp folder of the session's own, kept across its
+    runs (matplotlib's font cache is built once). The person's home is read-only in the
+    sandbox, and IPython must make ``~/.ipython/profile_default`` at its first start: in a
+    home that never saw IPython the kernel died before it answered. A folder the person
+    names in the environment (``IPYTHONDIR``, ``MPLCONFIGDIR``) is theirs and kept."""
+    wanted = [name for name in ("IPYTHONDIR", "MPLCONFIGDIR") if not env.get(name)]
+    if not wanted:
+        return {}
+    folder = _session_folders.get(session_id)
+    if folder is None or not folder.is_dir():
+        while len(_session_folders) >= KEPT_SESSION_FOLDERS:
+            shutil.rmtree(_session_folders.pop(next(iter(_session_folders))), ignore_errors=True)
+        folder = Path(tempfile.mkdtemp(prefix="crystal-notebook-"))  # 0700, a fresh name
+        _session_folders[session_id] = folder
+    names = {"IPYTHONDIR": "ipython", "MPLCONFIGDIR": "matplotlib"}
+    return {name: str(folder / names[name]) for name in wanted}
+
+
+def _remove_session_folders() -> None:
+    for folder in _session_folders.values():
+        shutil.rmtree(folder, ignore_errors=True)
+    _session_folders.clear()
+
+
+atexit.register(_remove_session_folders)
 
 
 def _last_cell(notebook: Notebook, cell_ids: list[str] | None) -> int:
