@@ -3,9 +3,11 @@ command (GUARD-1, GUARD-2; docs/approval.md "Forbidden rules").
 
 - :func:`effective_commands` finds every simple command that would run: nested ones,
   the command behind wrappers (``sudo``, ``env``, ``command``, ``xargs``, ``timeout``,
-  ``nice``, ``find -exec`` …), and the text run by ``bash -c``/``sh -c``/``eval``/
-  ``su -c``/``env -S``/``watch``, parsed again. The command name is its base name
-  (``/bin/rm`` is ``rm``).
+  ``nice``, ``time``, ``find -exec`` …), and the text run by ``bash -c``/``sh -c``/
+  ``eval``/``su -c``/``env -S``/``watch``, parsed again. The command name is its base
+  name (``/bin/rm`` is ``rm``). A wrapper's options are read as getopt reads them
+  (:func:`_option_at`): combined short options (``-dn 1``, ``-qc CMD``), values
+  attached (``-n1``, ``--interval=1``), long options abbreviated (``--inter 1``).
 - :func:`rule_matches_command` matches a rule's glob against the whole line (as before)
   and against each effective command, by structure: the name, then each flag the
   pattern names (``-rf`` needs ``-r`` and ``-f`` in any spelling: ``-fr``, ``-r -f``,
@@ -29,10 +31,13 @@ SHELL_TOOLS: frozenset[str] = frozenset({"bash", "bash_start"})
 
 _SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "yash", "posh", "fish", "rbash"})
 # Reserved words that may start a simple command as we split it; they run nothing.
+# (``time`` is a wrapper below: bash's keyword takes ``-p``, /usr/bin/time more.)
 _KEYWORDS = frozenset({"{", "}", "!", "if", "then", "else", "elif", "fi", "do", "done", "while", "until",
-                       "time", "[[", "]]"})
+                       "[[", "]]"})
 # Wrappers that run the rest of their words as a command, and their options that take
-# a value (so the value is not mistaken for the command).
+# a value (so the value is not mistaken for the command). An option listed here that
+# does not take one hides the command (``watch -d rm …``); one missing makes its value
+# the command (``sudo -u root rm …``).
 _WRAPPERS: dict[str, frozenset[str]] = {
     "sudo": frozenset({"-u", "-g", "-h", "-p", "-r", "-t", "-C", "-D", "-U", "-T", "-R", "--user", "--group",
                        "--host", "--prompt", "--role", "--type", "--close-from", "--chdir", "--other-user",
@@ -54,8 +59,15 @@ _ONE_POSITIONAL = {"timeout": frozenset({"-s", "-k", "--signal", "--kill-after"}
                    "chroot": frozenset({"--userspec", "--groups"}),
                    "flock": frozenset({"-w", "-E", "--timeout", "--conflict-exit-code"})}
 # Commands whose option's value is a shell command line.
-_STRING_OPTIONS = {"su": ("-c", "--command"), "runuser": ("-c", "--command"), "script": ("-c", "--command"),
-                   "flock": ("-c", "--command")}
+_STRING_OPTIONS: dict[str, frozenset[str]] = {
+    "su": frozenset({"-c", "--command", "--session-command"}),
+    "runuser": frozenset({"-c", "--command", "--session-command"}),
+    "script": frozenset({"-c", "--command"}), "flock": frozenset({"-c", "--command"}),
+}
+# watch's options that take a value; -d takes one only attached (--differences=permanent).
+_WATCH_VALUES = frozenset({"-n", "--interval", "-q", "--equexit"})
+# env's options that take a value (-S/--split-string's value is a command line).
+_ENV_VALUES = frozenset({"-u", "--unset", "-C", "--chdir", "-a", "--argv0", "-S", "--split-string"})
 # Spellings of the same flag, per command: long forms and upper case map to a letter.
 _FLAG_ALIASES: dict[str, dict[str, str]] = {
     "rm": {"R": "r", "--recursive": "r", "--force": "f", "--dir": "d", "--interactive": "i",
@@ -156,7 +168,7 @@ def _inner_commands(name: str, words: list[Word]) -> list[list[Word] | _Line]:
     if name == "env":
         return _env(rest)
     if name == "watch":
-        i = _skip_options(rest, frozenset({"-n", "--interval", "-d", "-q"}))
+        i = _skip_options(rest, _WATCH_VALUES)
         tail = rest[i:]
         return [_Line(" ".join(w.text for w in tail), any(w.dynamic for w in tail))] if tail else []
     if name == "find":
@@ -173,14 +185,15 @@ def _inner_commands(name: str, words: list[Word]) -> list[list[Word] | _Line]:
         return found
     out: list[list[Word] | _Line] = []
     if name in _STRING_OPTIONS:
-        short, long = _STRING_OPTIONS[name]
+        # Every word is looked at: options may follow operands (su root -c CMD), and su
+        # hands what follows "--" to the shell (runuser -u bob -- -c CMD).
         for k, w in enumerate(rest):
-            if w.text == short and k + 1 < len(rest):
-                out.append(_Line(rest[k + 1].text, rest[k + 1].dynamic))
-            elif w.text.startswith(long + "="):
-                out.append(_Line(w.text[len(long) + 1:], w.dynamic))
+            if w.text.startswith("-") and w.text not in ("-", "--"):
+                option, value, _ = _option_at(rest, k, _STRING_OPTIONS[name])
+                if option is not None and value is not None:
+                    out.append(_Line(value.text, value.dynamic))
     if name in _WRAPPERS:
-        i = _skip_options(rest, _WRAPPERS[name], numeric_ok=name == "nice")
+        i = _skip_options(rest, _WRAPPERS[name])
         out.append(rest[i:])
     elif name in _ONE_POSITIONAL:
         i = _skip_options(rest, _ONE_POSITIONAL[name]) + 1
@@ -204,7 +217,8 @@ def _shell_c(rest: list[Word]) -> list[list[Word] | _Line]:
             continue
         if len(t) > 1 and t[0] in "-+":
             has_c = has_c or "c" in t[1:]
-            i += 1
+            # Each -o/-O in a cluster takes the next word (bash -ceo pipefail 'CMD').
+            i += 1 + sum(ch in "oO" for ch in t[1:])
             continue
         break
     if has_c and i < len(rest):
@@ -219,27 +233,59 @@ def _env(rest: list[Word]) -> list[list[Word] | _Line]:
         if t == "--":
             i += 1
             break
-        if t in ("-u", "--unset", "-C", "--chdir"):
-            i += 2
-        elif t == "--split-string" or t.startswith(("--split-string=", "-S")):
-            # env -S STRING: the string is split into words like a command line.
-            if t in ("-S", "--split-string"):
-                if i + 1 >= len(rest):
-                    return []
-                value, dynamic, after = rest[i + 1].text, rest[i + 1].dynamic, i + 2
-            else:
-                value = t.split("=", 1)[1] if t.startswith("--") else t[2:]
-                dynamic, after = rest[i].dynamic, i + 1
-            tail = " ".join(shlex.quote(w.text) for w in rest[after:])
-            return [_Line(value + " " + tail, dynamic)]
-        elif t.startswith("-") or _is_assignment(t):
+        if t == "-" or _is_assignment(t):  # "env -" is "env -i"
             i += 1
-        else:
+            continue
+        if not t.startswith("-"):
             break
+        option, value, after = _option_at(rest, i, _ENV_VALUES)
+        if option in ("-S", "--split-string"):
+            # env -S STRING: the string is split into words like a command line.
+            if value is None:
+                return []
+            tail = " ".join(shlex.quote(w.text) for w in rest[after:])
+            return [_Line(value.text + " " + tail, value.dynamic)]
+        i = after
     return [rest[i:]]
 
 
-def _skip_options(words: list[Word], with_value: frozenset[str], numeric_ok: bool = False) -> int:
+def _option_at(words: list[Word], i: int, with_value: frozenset[str]) -> tuple[str | None, Word | None, int]:
+    """Read the option word ``words[i]`` as getopt does: (the option in it that takes a
+    value, or None; that value; the index after the option and its value).
+
+    Short options combine (``-dn 1``, ``-qc CMD``): the first letter that takes a value
+    takes the rest of the word (``-n1``, ``-c'CMD'``) or else the next word. A long
+    option takes its value after ``=`` or as the next word, and may be abbreviated
+    (``--inter 1``; an abbreviation that is ambiguous makes the program refuse to run)."""
+    word = words[i]
+    text = word.text
+    option: str | None = None
+    if text.startswith("--"):
+        key, eq, attached = text.partition("=")
+        if key in with_value:
+            option = key
+        elif len(key) > 2:
+            option = next((v for v in sorted(with_value) if v.startswith(key)), None)
+        if option is None:
+            return None, None, i + 1
+        if eq:
+            return option, Word(attached, word.dynamic), i + 1
+    else:
+        for k, letter in enumerate(text[1:], start=1):
+            if "-" + letter in with_value:
+                option = "-" + letter
+                if k + 1 < len(text):
+                    return option, Word(text[k + 1:], word.dynamic), i + 1
+                break
+        if option is None:
+            return None, None, i + 1
+    if i + 1 < len(words):
+        return option, words[i + 1], i + 2
+    return option, None, i + 1
+
+
+def _skip_options(words: list[Word], with_value: frozenset[str]) -> int:
+    """The index of the first word after a wrapper's options (see :func:`_option_at`)."""
     i = 0
     while i < len(words):
         t = words[i].text
@@ -247,10 +293,7 @@ def _skip_options(words: list[Word], with_value: frozenset[str], numeric_ok: boo
             return i + 1
         if not t.startswith("-") or t == "-":
             return i
-        if t in with_value or (not t.startswith("--") and t[:2] in with_value and len(t) == 2):
-            i += 2
-            continue
-        i += 1
+        i = _option_at(words, i, with_value)[2]
     return i
 
 
