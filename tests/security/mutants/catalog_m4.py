@@ -1,0 +1,58 @@
+"""Rows M4-.. of the mutant catalog: the survivors of the second hand-mutation pass of
+the safety core (main at c1a37a5, 2026-12-07; issue 39 item 6). catalog.py adds them to
+``MUTANTS``; docs/mutants.md lists them with what a user would lose.
+
+Where the code a mutant changed was rewritten since (the wrapper options of
+host/shell_rules.py, M4-62), the row makes the same slip in the new code. Tests are
+named ``…__M4_NN``: ``-k __M4_NN`` selects them.
+"""
+
+from __future__ import annotations
+
+from catalog import Mutant
+
+RULES = "crystal_kernel/host/shell_rules.py"
+PARSE = "crystal_kernel/host/shell_parse.py"
+FOLDERS = "crystal_kernel/host/folders.py"
+ACCESS = "crystal_kernel/core/access.py"
+
+T_SHELL = "tests/security/test_mutants_m4_shell.py"
+T_FOLDERS = "tests/security/test_mutants_m4_folders.py"
+
+
+def _k(id: str, file: str, old: str, new: str, what: str, test_file: str) -> Mutant:
+    return Mutant(id, file, old, new, what, (test_file, "-k", f"__{id.replace('-', '_')}"))
+
+
+FOURTH_PASS: list[Mutant] = [
+    # ----- host/shell_rules.py
+    _k("M4-55", RULES, '_KEYWORDS = frozenset({"{", "}", "!", "if",', '_KEYWORDS = frozenset({"{", "}", "if",',
+       "`! rm -rf x` passes a forbidden rm rule", T_SHELL),
+    _k("M4-57", RULES, '        if t == "--":\n            return i + 1', '        if t == "--":\n            return i',
+       "`sudo -- rm -rf x` passes a forbidden rm rule", T_SHELL),
+    _k("M4-60", RULES, '"--rcfile", "--init-file"):\n            i += 2', '"--rcfile", "--init-file"):\n            i += 1',
+       "`bash -o pipefail -c 'rm -rf x'` passes a forbidden rm rule", T_SHELL),
+    _k("M4-62", RULES, "        if eq:\n            return option, Word(attached, word.dynamic), i + 1",
+       "        if False:\n            return option, Word(attached, word.dynamic), i + 1",
+       "`su --command='rm -rf x'` passes a forbidden rm rule", T_SHELL),
+    _k("M4-65", RULES, "            if nested.unsure:\n", "            if False:\n",
+       "an unreadable `bash -c` line passes silently instead of going to the person", T_SHELL),
+    _k("M4-68", RULES, "i = _skip_options(rest, _WATCH_VALUES)", "i = 0",
+       "`watch -n 1 rm -rf x` passes a forbidden rm rule", T_SHELL),
+    # ----- host/shell_parse.py
+    _k("M4-46", PARSE, "if cur.started and cur.text.isdigit() and not cur.dynamic:",
+       "if cur.started and not cur.dynamic:", "`rm>/dev/null -rf x` passes a forbidden rm rule", T_SHELL),
+    _k("M4-52", PARSE, 'out.append(chr(int(digits, 16)) if digits else "\\\\x")', 'out.append("\\\\x" + digits)',
+       "`$'\\x72m' -rf x` passes a forbidden rm rule", T_SHELL),
+    # ----- host/folders.py
+    _k("M4-30", FOLDERS, "        if _holds(resolved, protected):", "        if _holds(protected, resolved):",
+       "a folder holding the home is accepted and every folder inside it refused", T_FOLDERS),
+    _k("M4-31", FOLDERS, "if is_credential_path(resolved):", "if is_credential_path(Path(resolved.name)):",
+       "~/.ssh/keys and ~/.config/gcloud can be added", T_FOLDERS),
+    _k("M4-35", FOLDERS, "if _holds(_real(crystal_home), resolved):", "if _holds(resolved, _real(crystal_home)):",
+       "a folder inside the Crystal Home can be added", T_FOLDERS),
+    # ----- core/access.py
+    _k("M4-28", ACCESS, "        self.directories = [d for d in self.directories if d.path != resolved]\n"
+       "        rule = DirectoryRule(", "        rule = DirectoryRule(",
+       "adding a folder again read-only leaves it writable", T_FOLDERS),
+]
