@@ -15,9 +15,11 @@ RULES = "crystal_kernel/host/shell_rules.py"
 PARSE = "crystal_kernel/host/shell_parse.py"
 FOLDERS = "crystal_kernel/host/folders.py"
 ACCESS = "crystal_kernel/core/access.py"
+ACP_CHECKS = "crystal_kernel/acp/checks.py"
 
 T_SHELL = "tests/security/test_mutants_m4_shell.py"
 T_FOLDERS = "tests/security/test_mutants_m4_folders.py"
+T_ACP = "tests/acp/test_mutants_m4_acp.py"
 
 
 def _k(id: str, file: str, old: str, new: str, what: str, test_file: str) -> Mutant:
@@ -55,4 +57,10 @@ FOURTH_PASS: list[Mutant] = [
     _k("M4-28", ACCESS, "        self.directories = [d for d in self.directories if d.path != resolved]\n"
        "        rule = DirectoryRule(", "        rule = DirectoryRule(",
        "adding a folder again read-only leaves it writable", T_FOLDERS),
+    # ----- acp/checks.py
+    _k("M4-38", ACP_CHECKS, "if _inside(resolved, Path(os.path.realpath(crystal_home))):",
+       "if _inside(path, Path(os.path.realpath(crystal_home))):",
+       "an ACP cwd linked to the Crystal Home is a workspace", T_ACP),
+    _k("M4-39", ACP_CHECKS, "0x7F <= ord(ch) <= 0x9F for ch in name", "ord(ch) == 0x7F for ch in name",
+       "a client's MCP server name may hold C1 controls", T_ACP),
 ]
