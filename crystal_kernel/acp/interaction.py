@@ -131,6 +131,8 @@ class AcpInteraction:
         content: list[Any] = list(diff_content(proposed_change(self.session, request.tool, request.arguments)) or [])
         if request.preview and not content:
             content.append(tool_content(text_block(f"```diff\n{request.preview.rstrip()}\n```")))
+        if request.sandbox_note:  # SANDBOX-1: the call runs outside the sandbox
+            content.append(tool_content(text_block(request.sandbox_note)))
         if request.verdict is not None:
             content.append(tool_content(text_block(request.verdict.summary())))
         tool_call = ToolCallUpdate(

@@ -44,6 +44,10 @@ class ApprovalRequest(BaseModel):
     session_pattern: str | None = None
     # What the call would change (a per-cell diff for notebook_edit), when the tool says.
     preview: str | None = None
+    # SANDBOX-1: the call runs outside the sandbox (the python tool, in the kernel; any
+    # command on a system without one): the host's line saying so, which every front
+    # shows as it stands (host/approval.py ``sandbox_note``).
+    sandbox_note: str | None = None
 
 
 class PersonDecision(BaseModel):

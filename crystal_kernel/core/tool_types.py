@@ -63,6 +63,10 @@ class Classification:
     # SANDBOX-1: the call starts processes the sandbox would confine, but the system has
     # no Landlock: a person decides in every mode, full and review included.
     unconfined: bool = False
+    # SANDBOX-1: where the call runs the model's code outside any sandbox by design
+    # ("in the kernel": the python tool), from the tool's ``runs_unsandboxed``; empty
+    # when it runs none there. A person decides in every mode, full and review included.
+    unsandboxed: str = ""
 
 
 class FileChange(BaseModel):

@@ -54,6 +54,33 @@ def host_outcome(mode: str, c: Classification) -> Outcome:
     return "ask"
 
 
+# ----- SANDBOX-1: calls that run outside the sandbox ------------------------------------
+
+UNCONFINED_REASON = ("The sandbox for tool processes is not available on this system (no Landlock), so this "
+                     "command would run unconfined; a person decides it in every approval mode.")
+
+
+def outside_sandbox(c: Classification) -> bool:
+    """Whether the call runs what the model wrote where no sandbox confines it: a tool
+    that runs it unsandboxed by design (the python tool), or a sandboxed tool on a
+    system without the sandbox. Such a call is asked of a person in every approval mode,
+    ``full`` and ``review`` included (SANDBOX-1)."""
+    return bool(c.unsandboxed) or c.unconfined
+
+
+def sandbox_note(c: Classification) -> str | None:
+    """The one line every front's approval form shows for a call that runs outside the
+    sandbox (the notebook form, the interactive terminal, the ACP permission request),
+    or None. Written here once, so the fronts say the same thing."""
+    if c.unsandboxed:
+        return (f"It runs unsandboxed {c.unsandboxed}: outside the sandbox, with your own rights (it can "
+                "change any file you can, .crystal/ and Home included, and use the network). A person "
+                "decides it in every approval mode.")
+    if c.unconfined:
+        return UNCONFINED_REASON
+    return None
+
+
 # ----- REV-1 / REV-2 -----------------------------------------------------------------
 
 def host_risk_level(c: Classification) -> Level:

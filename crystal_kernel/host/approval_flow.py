@@ -34,6 +34,8 @@ from crystal_kernel.host.approval import (
     forbidden_unsure,
     host_outcome,
     host_risk_level,
+    outside_sandbox,
+    sandbox_note,
     verdict_from,
 )
 from crystal_kernel.tools.base import Classification
@@ -153,13 +155,15 @@ async def decide(
         # TRUST-3: a file that steers the host changes only with the person's yes, in
         # every mode (full included); no reviewer verdict or session allowance stands in.
         return await _ask_person_only(session, interaction, call, c, record)
-    if c.unconfined and mode in ("full", "review"):
-        # SANDBOX-1: these modes let commands run because the sandbox confines them;
-        # without one a person decides (a session allowance still counts).
+    if outside_sandbox(c) and mode in ("full", "review"):
+        # SANDBOX-1: these modes let commands run (or a reviewer allow them) because the
+        # sandbox confines them; a call no sandbox confines (the python tool, or any
+        # command on a system without the sandbox) is the person's to decide. A session
+        # allowance the person gave still counts.
         if session.allowances.allows(call.name, c.pattern):
             record("allow", "person", "allowed for this session")
             return Decision(True, "person")
-        return await _ask_person(session, interaction, call, c, None, "host", UNCONFINED_REASON, record)
+        return await _ask_person(session, interaction, call, c, None, "host", sandbox_note(c), record)
     if host_outcome(mode, c) == "allow":
         record("allow", "host")
         return Decision(True, "host")
@@ -203,7 +207,7 @@ async def _ask_person(session: Session, interaction: Interaction, call: ToolCall
             call_id=call.id, tool=call.name, arguments=call.arguments, risk=str(c.risk),
             authority=str(c.authority), external=c.external,
             verdict=verdict, session_pattern=c.pattern,
-            preview=c.preview,
+            preview=c.preview, sandbox_note=sandbox_note(c),
         )
     )
     via = f"answered from {answer.answered_by}" if answer.answered_by else None
@@ -236,9 +240,6 @@ def _nobody_answered(answer: PersonDecision, record: Callable[..., None]) -> Dec
     return Decision(False, "host", reason)
 
 
-UNCONFINED_REASON = ("The sandbox for tool processes is not available on this system (no Landlock), so this "
-                     "command would run unconfined; a person decides it in every approval mode.")
-
 HOST_OWNED_REASON = ("It changes a file that steers Crystal (.crystal/ or Crystal's Home: prompts, review "
                      "texts, tool manifests, mcp.json, session documents, the search index, config); only "
                      "the person may allow that.")
@@ -256,6 +257,7 @@ async def _ask_person_only(session: Session, interaction: Interaction, call: Too
         ApprovalRequest(
             call_id=call.id, tool=call.name, arguments=call.arguments, risk=str(c.risk),
             authority=str(c.authority), external=c.external, verdict=None, session_pattern=None,
+            sandbox_note=sandbox_note(c),
         )
     )
     via = f"answered from {answer.answered_by}" if answer.answered_by else None

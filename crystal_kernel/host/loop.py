@@ -397,6 +397,12 @@ class Turn:
             # a person decides it in every approval mode.
             session.note(MISSING_NOTE, once=True)
             classification = dataclasses.replace(classification, unconfined=True)
+        if tool.runs_unsandboxed and session.config.sandbox != "off":
+            # SANDBOX-1: the tool runs the model's code where no sandbox reaches (the
+            # python tool, in the kernel): approved as an unsandboxed command, asked in
+            # every mode. "sandbox": "off" is the person's choice to run commands
+            # unconfined, and then the table applies as it does to bash.
+            classification = dataclasses.replace(classification, unsandboxed=tool.runs_unsandboxed)
         decision = await decide(session, self.interaction, call, classification, self._emit)
         if not decision.allowed:
             return self._result(call, ToolResult.fail(decision.message_for_model()), "denied")

@@ -73,6 +73,10 @@ class ApprovalForm:
         where = f"risk {r.risk} · authority {r.authority}" + (" · external tool" if r.external else "")
         verdict = self.verdict_text()
         verdict_html = f'<div style="color:{palette.WARN}">{esc(verdict)}</div>' if verdict else ""
+        # SANDBOX-1: the host's line for a call no sandbox confines (the python tool).
+        if r.sandbox_note:
+            verdict_html = (f'<div class="crystal-approval-unsandboxed" style="color:{palette.WARN}">'
+                            f"{esc(r.sandbox_note)}</div>{verdict_html}")
         # The change itself (notebook_edit's per-cell diff), open so the person reads it.
         # Whole, never cut to its end (approval_view.preview_html).
         # edit/write: the preview is the diff against the file, drawn inside the call.

@@ -283,6 +283,8 @@ class PythonTool(Tool[PythonInput]):
     name = "python"
     Input = PythonInput
     risk = Risk.EXECUTE
+    # The code runs in this kernel's process, where no sandbox reaches (SANDBOX-1).
+    runs_unsandboxed = "in the kernel"
 
     async def run(self, args: PythonInput, ctx: ToolContext) -> ToolResult:
         shell = shell_of(ctx)

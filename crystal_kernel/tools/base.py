@@ -152,6 +152,12 @@ class Tool(Generic[InputT]):
     # SANDBOX-1: the tool starts processes that run in the sandbox (bash, jobs, exec
     # sets, notebook_run); without one, approval asks for them in every mode.
     sandboxed: ClassVar[bool] = False
+    # SANDBOX-1: where the tool runs the model's code when that is outside any sandbox
+    # (the python tool: "in the kernel", the kernel's own process). The loop copies it
+    # into the call's Classification; approval then asks a person in every mode, full and
+    # review included, and the form says so. Empty: the tool runs no code of the model's,
+    # or runs it in the sandbox (``sandboxed``).
+    runs_unsandboxed: ClassVar[str] = ""
     # ROBUST-3: ``classify`` reads the files the call names (the diff a person approves,
     # GUARD-4), so the loop runs it in a worker thread: a file system that stops answering
     # must not hold the event loop (and with it the cancel) before the tool even starts.

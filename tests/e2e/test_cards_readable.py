@@ -79,7 +79,11 @@ def test_trust_card_read_preview_and_python_output_read_well(browser, lab):
             {"text": "Read the notes and ran the code."})
         (ws / "scratch.ipynb").write_text(json.dumps({"cells": [], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}))
         page.locator(f"{NB} .jp-Cell .cm-content").last.click()  # the Trust click selected the /cd cell
-        run_and_wait(page, "Read notes.txt, run a little python, start a scratch notebook.")
+        type_and_run(page, "Read notes.txt, run a little python, start a scratch notebook.")
+        # SANDBOX-1: the python call runs unsandboxed in the kernel, so `full` asks for it too.
+        allow = page.locator(f"{NB} .jupyter-button", has_text="Allow once").last
+        allow.wait_for(timeout=60_000)
+        allow.click()
         cell = page.locator(f"{NB} .jp-Cell").nth(2)
         cell.get_by_text("Read the notes and ran the code.").wait_for(timeout=60_000)
 

@@ -411,6 +411,10 @@ def test_a_persons_session_shows_none_of_issue_30s_problems(browser, tmp_path_fa
             server.add({"tool_calls": [{"name": "python", "arguments": {"code": "print('rows', len(df))"}}]},
                        {"text": "The nut has no price."})
             walk.type_and_run("%%crystal\nWhy are there NaNs in {df}?", "python3")
+            # SANDBOX-1: the python tool runs unsandboxed in the kernel: asked in `full` too.
+            allow = page.locator(f"{NB} .jupyter-button", has_text="Allow once").last
+            allow.wait_for(timeout=60_000)
+            allow.click()
             page.locator(NB).get_by_text("The nut has no price.").wait_for(timeout=60_000)
             walk.idle("python3")
             sent = walk.last_user_texts()[-1]

@@ -7,6 +7,8 @@ import base64
 import struct
 import zlib
 
+from crystal_kernel.jupyter.driver import click
+
 
 def tiny_png() -> bytes:
     """A valid 2x2 red PNG, built by hand (no imaging library needed)."""
@@ -73,7 +75,8 @@ def test_python_tool_runs_in_the_kernel_namespace_and_returns_images(kernel):
         {"tool_calls": [{"name": "variables", "arguments": {}}]},
         {"text": "The answer is 42."},
     )
-    run = kernel.run("Compute with python")
+    # SANDBOX-1: python runs unsandboxed in the kernel, so even `full` asks the person.
+    run = kernel.run("Compute with python", actions=[click("Allow once")])
     assert run.status == "ok"
     assert "printed 42" in run.streams
     assert any("image/png" in d for d in run.outputs()), "the displayed image shows in the cell"

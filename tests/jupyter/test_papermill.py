@@ -12,6 +12,8 @@ from pathlib import Path
 import nbformat
 import tomllib
 
+from crystal_kernel.jupyter.driver import click
+
 ROOT = Path(__file__).resolve().parents[2]
 PAPERMILL = str(Path(sys.executable).parent / "papermill")
 
@@ -107,5 +109,5 @@ def test_parameter_cells_by_hand_list_refuse_and_interpolate(kernel_factory):
     kernel.server.add({"tool_calls": [{"name": "python", "arguments": {"code": "print(target.upper())"}}]},
                       {"text": "Done."})
     kernel.run("/approval full")
-    kernel.run("Shout the target.")
+    kernel.run("Shout the target.", actions=[click("Allow once")])  # asked in full too (SANDBOX-1)
     assert "NOTES.MD" in json.dumps(kernel.last_body()["messages"][-1])

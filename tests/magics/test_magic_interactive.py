@@ -9,6 +9,7 @@ import re
 import time
 
 from crystal_kernel.jupyter.driver import KeyByKey, click, type_text
+from tests.magics.conftest import start_python_kernel
 from tests.magics.test_magic_turns import tool_results
 
 
@@ -95,7 +96,8 @@ def test_interrupt_stops_blocking_code_in_the_python_tool(kernel):
         "code": "import time\nprint('sleeping', flush=True)\ntime.sleep(60)"}}]}, {"text": "never"})
     hook = interrupt_when(lambda m: m["msg_type"] == "stream" and "sleeping" in m["content"]["text"])
     hook.km = kernel.km
-    run = kernel.run("%%crystal\nSleep a minute", on_message=hook, timeout=30)
+    # SANDBOX-1: the python tool runs unsandboxed in the kernel, so `full` asks for it too.
+    run = kernel.run("%%crystal\nSleep a minute", on_message=hook, timeout=30, actions=[click("Allow once")])
     assert time.monotonic() - hook.state["sent"] < 15, "the turn ends soon after the interrupt"
     assert run.status == "error" and run.reply["content"]["ename"] == "TurnInterrupted"
     card = run.find("[python]")
@@ -191,8 +193,29 @@ def test_logs_follow_from_the_synchronous_form(kernel):
     assert any(b.get("text/plain", "").endswith("first\nsecond") for b in kernel.driver.late_updates.values())
 
 
-def test_sync_form_runs_the_python_tool_and_its_interrupt_stops_user_code(kernel):
+def test_sync_form_runs_the_python_tool_and_its_interrupt_stops_user_code(magic_server, tmp_path):
+    """No form can be answered in the synchronous form: a python call (asked in every
+    mode, SANDBOX-1) is denied there until the person allowed python for the session in
+    a form; then it runs, and an interrupt stops the code. Its own kernel: the session
+    allowance must not reach the folder's other tests."""
+    magic_server.clear()
+    kernel = start_python_kernel(tmp_path, magic_server)
+    try:
+        _sync_form_runs_the_allowed_python_tool(kernel)
+    finally:
+        kernel.stop()
+
+
+def _sync_form_runs_the_allowed_python_tool(kernel):
     kernel.reset(approval="full")
+    kernel.server.add({"tool_calls": [{"name": "python", "arguments": {"code": "print('unasked')"}}]},
+                      {"text": "Denied."})
+    run = kernel.run("said = %crystal print something\nprint(said)")
+    assert run.status == "ok" and "unasked" not in run.streams
+    assert "No person is present" in tool_results(kernel.last_body())[-1]
+    kernel.server.add({"tool_calls": [{"name": "python", "arguments": {"code": "print('allowed')"}}]},
+                      {"text": "Allowed."})
+    assert kernel.run("%%crystal\nprint it", actions=[click("Allow for session")]).status == "ok"
     kernel.server.add({"tool_calls": [{"name": "python", "arguments": {"code": "made_in_sync = 5\nprint('set it')"}}]},
                       {"text": "Set."})
     run = kernel.run("said = %crystal set a variable\nprint(said, made_in_sync)")

@@ -6,6 +6,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from crystal_kernel.jupyter.driver import click
+
+# SANDBOX-1: the python tool runs unsandboxed in the kernel, so `full` asks for it too.
+ALLOW = click("Allow once")
+
 
 def user_text(body):
     return [m for m in body["messages"] if m["role"] == "user"][-1]["content"]
@@ -51,7 +56,7 @@ def test_the_python_tools_output_shows_once(kernel):
     kernel.reset(approval="full")
     kernel.server.add({"tool_calls": [{"name": "python", "arguments": {"code": "print('hello', 'from', 'python')\n21*2"}}]},
                       {"text": "Done."})
-    run = kernel.run("%%crystal\nRun it")
+    run = kernel.run("%%crystal\nRun it", actions=[ALLOW])
     assert run.status == "ok", run.texts()
     shown = run.streams + "\n".join(run.texts())
     assert shown.count("hello from python") == 1, shown
@@ -94,7 +99,7 @@ def test_python_tool_changes_a_variable_the_next_cell_sees(kernel):
     kernel.server.add({"tool_calls": [{"name": "python", "arguments": {"code": "counter += 41\nprint('now', counter)"}}]},
                       {"tool_calls": [{"name": "variables", "arguments": {}}]},
                       {"text": "Done."})
-    run = kernel.run("%%crystal\nAdd 41 to counter")
+    run = kernel.run("%%crystal\nAdd 41 to counter", actions=[ALLOW])
     assert run.status == "ok"
     assert "now 42" in run.streams
     assert "counter: int = 42" in tool_results(kernel.last_body())[-1]
@@ -214,7 +219,7 @@ def test_listing_commands_run_from_the_python_tool_during_a_turn_PA8_FL1_FL2(ker
         {"tool_calls": [{"name": "python", "arguments": {"code": "%crystal /promptset\n%crystal /jobs"}}]},
         {"tool_calls": [{"name": "python", "arguments": {"code": "%crystal /mode plan"}}]},
         {"text": "Listed."})
-    run = kernel.run("%%crystal\nList the prompt attachments from Python")
+    run = kernel.run("%%crystal\nList the prompt attachments from Python", actions=[ALLOW, ALLOW, ALLOW])
     assert run.status == "ok", run.texts() + [run.streams]
     results = tool_results(kernel.last_body())
     assert "Prompt attachments:" in results[0] and "A Crystal turn is already running" not in results[0]

@@ -11,6 +11,7 @@ import time
 
 import pytest
 
+from crystal_kernel.jupyter.driver import click
 from crystal_kernel.testing.llm_server import LLMServer
 from tests.jupyter.conftest import start_kernel
 
@@ -62,10 +63,12 @@ def test_stop_button_ends_a_turn_stuck_in_a_notebook_tool_within_2_seconds(nb_ke
     kernel.server.add({"tool_calls": [{"name": "python", "arguments": {"code": f"MARK = {str(mark)!r}\n" + SLOW_REPR}}]},
                       {"tool_calls": [{"name": "python", "arguments": {"code": "REPR_ARMED = True"}}]},
                       {"text": "Ready."})
-    assert kernel.run("Get ready").status == "ok"
+    # SANDBOX-1: each python call is asked, `full` included (it runs unsandboxed in the kernel).
+    assert kernel.run("Get ready", actions=[click("Allow once"), click("Allow once")]).status == "ok"
     kernel.server.add({"tool_calls": [{"name": tool, "arguments": arguments}]}, {"text": "never sent"})
     hook, sent = stop_when_marked(kernel, mark)
-    run = kernel.run(f"Use {tool}", on_message=hook, timeout=60)
+    run = kernel.run(f"Use {tool}", on_message=hook, timeout=60,
+                     actions=[click("Allow once")] if tool == "python" else [])
     replied = time.monotonic()
     assert "at" in sent, f"{tool} never reached the blocking code"
     assert run.reply["content"].get("ename") == "KeyboardInterrupt", run.texts()
@@ -75,4 +78,4 @@ def test_stop_button_ends_a_turn_stuck_in_a_notebook_tool_within_2_seconds(nb_ke
         or 'data-state="cancelled"' in card["text/html"], card["text/plain"]
     kernel.server.add({"tool_calls": [{"name": "python", "arguments": {"code": "REPR_ARMED = False"}}]},
                       {"text": "Back."})
-    assert kernel.run("Still alive?").status == "ok"
+    assert kernel.run("Still alive?", actions=[click("Allow once")]).status == "ok"

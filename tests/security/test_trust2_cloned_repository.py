@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 
+from crystal_kernel.jupyter.driver import click
 from crystal_kernel.testing.llm_server import LLMServer
 
 CRYSTAL = str(Path(sys.executable).parent / "crystal")
@@ -80,7 +81,7 @@ def test_a_notebook_folder_cannot_shadow_the_kernels_imports_or_plant_a_plugin(l
     kernel = helpers.start_kernel(tmp_path, llm_server, workspace=repo)
     try:
         assert kernel.run("/approval full").status == "ok"
-        run = kernel.run("use the helper")
+        run = kernel.run("use the helper", actions=[click("Allow once")])  # asked in full too (SANDBOX-1)
         assert run.status == "ok", run.texts()
     finally:
         kernel.stop()

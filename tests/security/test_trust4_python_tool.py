@@ -7,7 +7,8 @@ interpreter's memory — ``os.environ``, ``env`` in a subprocess, ``!env``, the 
 ``/proc/self/environ`` and, from a child shell, ``/proc/$PPID/environ`` — and what it
 printed reaches the model in its next request. No key may be in it; the turn works and
 a later ``/model`` switch still authenticates with the key. Processes the tool's code
-starts die with a kernel killed by SIGKILL.
+starts die with a kernel killed by SIGKILL. The person allows each python call: it runs
+unsandboxed in the kernel, so it is asked in `full` too (SANDBOX-1).
 """
 
 from __future__ import annotations
@@ -19,10 +20,12 @@ import time
 
 import psutil
 
+from crystal_kernel.jupyter.driver import click
 from crystal_kernel.testing.llm_server import LLMServer
 from tests.jupyter.conftest import start_kernel
 from tests.magics.conftest import start_python_kernel
 
+ALLOW = [click("Allow once")]
 KEY = "sk-kernel-secret-0123456789abcdef"
 OTHER = "sk-openai-other-9876543210fedcba"
 
@@ -48,7 +51,7 @@ def test_python_tool_code_finds_no_key_and_model_switch_still_authenticates(tmp_
             assert kernel.run("/approval full").status == "ok"
             server.add({"tool_calls": [{"name": "python", "arguments": {"code": SNOOP}}]},
                        {"text": "Looked around."})
-            first = kernel.run("Print the environment")
+            first = kernel.run("Print the environment", actions=ALLOW)
             server.add({"text": "Hello from the other model."})
             switched = kernel.run("/model gpt-4o")
             second = kernel.run("Still there?")
@@ -83,7 +86,7 @@ def test_pass_keys_to_tools_lets_the_python_tool_see_the_key(tmp_path):
                 "code": "import os, subprocess\nprint(os.environ.get('CRYSTAL_TEST_KEY'))\n"
                         "print(subprocess.run(['env'], capture_output=True, text=True).stdout)"}}]},
                        {"text": "ok"})
-            run = kernel.run("Print the key")
+            run = kernel.run("Print the key", actions=ALLOW)
             seen = tool_results(server.bodies("chat")[1])
         finally:
             kernel.stop()
@@ -102,7 +105,7 @@ def test_magics_hide_the_key_from_the_tool_but_not_from_the_persons_cells(tmp_pa
             assert kernel.run("%%crystal\n/approval full").status == "ok"
             server.add({"tool_calls": [{"name": "python", "arguments": {"code": SNOOP.replace(
                 "CRYSTAL_TEST_KEY", "OPENAI_API_KEY")}}]}, {"text": "Looked around."})
-            turn = kernel.run("%%crystal\nPrint the environment")
+            turn = kernel.run("%%crystal\nPrint the environment", actions=ALLOW)
             seen = tool_results(server.bodies("chat")[-1])
             mine = kernel.run(f"import os\nprint(os.environ['OPENAI_API_KEY'] == {OTHER!r})")
             server.add({"text": "Again."})
@@ -137,7 +140,7 @@ def test_processes_the_python_tool_starts_die_with_a_killed_kernel_ROBUST_3(tmp_
         try:
             assert kernel.run("/approval full").status == "ok"
             server.add({"tool_calls": [{"name": "python", "arguments": {"code": code}}]}, {"text": "Started."})
-            run = kernel.run("Start two sleepers")
+            run = kernel.run("Start two sleepers", actions=ALLOW)
             seen = tool_results(server.bodies("chat")[1])
             pids = [int(p) for p in seen.split("PIDS", 1)[1].split()[:2]]
             assert all(_alive(p) for p in pids), seen

@@ -305,7 +305,7 @@ SANDBOX_PASS: list[Mutant] = [
        "the protected bind mounts are writable", BEYOND),
     _m("S34", LANDLOCK, 'return writable + allowed, "namespace"', 'return writable, "namespace"',
        "an exec set's data folders are not writable", T_SBX),
-    _m("S50", FLOW, 'if c.unconfined and mode in ("full", "review"):', 'if c.unconfined and mode == "full":',
+    _m("S50", FLOW, 'if outside_sandbox(c) and mode in ("full", "review"):', 'if outside_sandbox(c) and mode == "full":',
        "without Landlock, review lets the reviewer allow an unconfined command", T_SBX),
     _m("S51", FLOW, "        if session.allowances.allows(call.name, c.pattern):\n",
        "        if False:\n", "without Landlock, a session allowance is ignored", T_SBX),
