@@ -17,15 +17,23 @@ from pathlib import Path
 from crystal_kernel.core import paths
 from crystal_kernel.core.access import CREDENTIAL_DIRS, CREDENTIAL_SUFFIXES
 from crystal_kernel.core.config import Config
+from crystal_kernel.jobs import bwrap
 
 # Test switch: pretend the kernel's Landlock ABI is this (0: no Landlock), to exercise
-# the fallback on a machine that has it.
+# the fallback on a machine that has it. Set, it also means "the Landlock path only".
 ABI_ENV = "CRYSTAL_SANDBOX_ABI"
+# Test switch: which mechanism to use, ``bubblewrap`` or ``landlock`` (either: only when
+# it works here); unset, bubblewrap where it works, else Landlock (SANDBOX-2).
+MECHANISM_ENV = "CRYSTAL_SANDBOX_MECHANISM"
+BUBBLEWRAP, LANDLOCK = "bubblewrap", "landlock"
 # Files and folders of /dev that ordinary programs write: output thrown away, terminals,
 # shared memory (Python's multiprocessing locks).
 DEVICE_PATHS = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty", "/dev/ptmx",
                 "/dev/pts", "/dev/shm")
 CREDENTIAL_FILES_IN_HOME = (".netrc", ".git-credentials", ".pgpass", ".pypirc", ".npmrc")
+# What a command says when bubblewrap's network namespace refused it (SANDBOX-2).
+NETWORK_REFUSED_MARKERS = ("Connection refused", "Network is unreachable", "Temporary failure in name resolution",
+                           "Could not resolve host", "Name or service not known")
 # The one line the model gets when a sandboxed command failed on what the sandbox refuses.
 # (EACCES from Landlock, EROFS and EBUSY from the read-only .crystal/ mount, EPERM, EXDEV
 # from a rename Landlock refuses.)
@@ -47,6 +55,19 @@ def landlock_abi() -> int:
 
         _abi = landlock.abi_version()
     return _abi
+
+
+def mechanism() -> str | None:
+    """What confines tool processes here: ``bubblewrap``, ``landlock``, or None (neither
+    works on this system). bubblewrap is asked once per process (~5 ms)."""
+    forced = os.environ.get(MECHANISM_ENV, "").strip().lower()
+    if forced not in (BUBBLEWRAP, LANDLOCK) and os.environ.get(ABI_ENV) is not None:
+        forced = LANDLOCK
+    if forced != LANDLOCK and bwrap.program() is not None:
+        return BUBBLEWRAP
+    if forced != BUBBLEWRAP and landlock_abi() >= 1:
+        return LANDLOCK
+    return None
 
 
 def temp_folders() -> list[str]:
@@ -78,14 +99,42 @@ class Sandbox:
     network: bool = False
     # A temp folder the command's caches use when the person's own is not writable.
     cache: str | None = None
+    mechanism: str = LANDLOCK
+    # bubblewrap only (SANDBOX-2): the read-write roots (the workspace, /access rw
+    # folders), read-only folders (/access ro, an exec set's own folder), what is never
+    # readable, the session's private temp, and "the whole system read-only" (ripgrep).
+    roots: tuple[str, ...] = ()
+    readable: tuple[str, ...] = ()
+    hidden: tuple[str, ...] = ()
+    temp: str | None = None
+    whole_system: bool = False
+    programs: tuple[str, ...] = ()
 
     def with_allowed(self, *folders: str) -> Sandbox:
         """The same rules plus folders that stay writable even inside a protected one
         (an exec set's own data folders)."""
         return replace(self, allowed=self.allowed + tuple(folders))
 
+    def with_programs(self, *folders: str) -> Sandbox:
+        """The same rules plus folders of programs the process runs and reads (an exec
+        set's own folder, which may lie in the hidden Crystal Home); only bubblewrap
+        restricts reads."""
+        return replace(self, programs=self.programs + tuple(folders))
+
     def launcher_args(self) -> list[str]:
-        """The supervisor's options that apply these rules."""
+        """The supervisor's options that apply these rules. bubblewrap's are taken from
+        the file system now (what exists is bound), so each call asks again."""
+        if self.mechanism == BUBBLEWRAP:
+            program = bwrap.program()
+            if program is None:
+                raise OSError("bubblewrap no longer works here")
+            wrapped = bwrap.arguments(program, roots=self.roots, readable=self.readable, protected=self.protected,
+                                      allowed=self.allowed, hidden=self.hidden, temp=self.temp, programs=self.programs,
+                                      network=self.network, whole_system=self.whole_system)
+            out = ["--sandbox"]
+            for item in wrapped:
+                out += ["--wrap", item]
+            return out
         args = ["--sandbox"]
         for flag, items in (("--write", self.writable), ("--protect", self.protected), ("--allow", self.allowed),
                             ("--cache", (self.cache,) if self.cache else ())):
@@ -97,6 +146,15 @@ class Sandbox:
 
     def describe(self) -> str:
         """One line for the model: what a refusal means."""
+        if self.mechanism == BUBBLEWRAP:
+            where = ("inside the workspace (not its .crystal/ folder) and its private /tmp"
+                     if self.roots else "only in its private /tmp")
+            net = "" if self.network else "; it has no network"
+            return (f"This ran in the sandbox (SANDBOX-2, bubblewrap): it may write {where}; Home and the "
+                    f"system are read-only, the Crystal Home and credential folders are hidden, and folders "
+                    f"not opened to it do not exist there{net}. A 'Permission denied', 'Read-only file "
+                    "system' or 'No such file or directory' above may be the sandbox refusing. Do not try to "
+                    "get around it: use the write/edit tools inside the workspace, or ask the person.")
         where = ("inside the workspace (not its .crystal/ folder) and temp folders"
                  if self.mode == "workspace-write" else "only in temp folders")
         net = "" if self.network else " and cannot open network connections"
@@ -105,10 +163,12 @@ class Sandbox:
                 "Do not try to get around it: use the write/edit tools inside the workspace, or ask the person.")
 
 
-def sandbox_for(config: Config, workspace: Path, *, writable: tuple[Path, ...] = ()) -> Sandbox | None:
+def sandbox_for(config: Config, workspace: Path, *, writable: tuple[Path, ...] = (),
+                readable: tuple[Path, ...] = (), session: str = "") -> Sandbox | None:
     """The sandbox of a tool process in ``workspace`` (None: ``sandbox`` is ``off`` or
-    the kernel has no Landlock; :func:`sandbox_state` tells which). ``writable``: more
-    folders the person opened for writing (``/access add DIR rw``)."""
+    neither bubblewrap nor Landlock works here; :func:`sandbox_state` tells which).
+    ``writable``/``readable``: more folders the person opened (``/access add DIR rw|ro``);
+    ``session``: whose private temp the process gets (bubblewrap; SANDBOX-2)."""
     if sandbox_state(config) != "on":
         return None
     workspace = Path(workspace)
@@ -120,7 +180,23 @@ def sandbox_for(config: Config, workspace: Path, *, writable: tuple[Path, ...] =
             paths.host_dir(workspace).mkdir(exist_ok=True)
         except OSError:
             pass
+    if mechanism() == BUBBLEWRAP:
+        return _bubblewrap_rules(config, workspace, writable, readable, session)
     return _rules(config, workspace, writable)
+
+
+def _bubblewrap_rules(config: Config, workspace: Path, writable: tuple[Path, ...], readable: tuple[Path, ...],
+                      session: str) -> Sandbox:
+    """SANDBOX-2's allow list: the workspace (read-write in ``workspace-write``, read-only
+    in ``read-only``), the /access folders, the session's private temp; the workspace's
+    .crystal/ read-only; the Crystal Home and credential folders hidden."""
+    roots = (str(workspace), *map(str, writable)) if config.sandbox == "workspace-write" else ()
+    seen = () if roots else (str(workspace), *map(str, writable))
+    protected = (str(paths.host_dir(workspace)), str(config.home), *credential_folders())
+    temp = bwrap.private_temp(Path(config.home), session or f"process-{os.getpid()}")
+    return Sandbox(mode=config.sandbox, writable=(), protected=protected, network=bool(config.sandbox_network),
+                   mechanism=BUBBLEWRAP, roots=roots, readable=(*seen, *map(str, readable)),
+                   hidden=(str(config.home), *credential_folders()), temp=temp)
 
 
 # The rules computed from the settings, the environment and the file system (the
@@ -154,7 +230,7 @@ def warm(config: Config, workspace: Path) -> Sandbox | None:
     do itself (docs/benchmarks.md): ask the kernel's Landlock ABI (loads landlock.py) and compute
     the workspace's rules (returned: bash's, before any /access folder). Creates nothing;
     safe from any thread."""
-    if sandbox_state(config) == "on":
+    if sandbox_state(config) == "on" and mechanism() == LANDLOCK:
         return _rules(config, Path(workspace), ())
     return None
 
@@ -173,20 +249,44 @@ def _cache_folder(writable: list[str], protected: list[str]) -> str | None:
 
 
 def read_only_sandbox() -> Sandbox | None:
-    """For programs that only read (ripgrep): no writes but temp, no network."""
-    if landlock_abi() < 1:
+    """For programs that only read (ripgrep): no writes but temp, no network; with
+    bubblewrap the whole system read-only but the Crystal Home and credential folders."""
+    found = mechanism()
+    if found == BUBBLEWRAP:
+        return Sandbox(mode="read-only", writable=(), protected=(), mechanism=BUBBLEWRAP,
+                       hidden=(str(paths.home_dir()), *credential_folders()), whole_system=True)
+    if found is None:
         return None
     return Sandbox(mode="read-only", writable=tuple(temp_folders() + list(DEVICE_PATHS)), protected=())
 
 
 def sandbox_state(config: Config) -> str:
-    """``on``, ``off`` (the person's choice) or ``missing`` (wanted, but no Landlock)."""
+    """``on``, ``off`` (the person's choice) or ``missing`` (wanted, but neither
+    bubblewrap nor Landlock works here)."""
     if config.sandbox == "off":
         return "off"
-    return "on" if landlock_abi() >= 1 else "missing"
+    return "on" if mechanism() is not None else "missing"
 
 
-MISSING_NOTE = ("The sandbox for tool processes (SANDBOX-1) is not available: this system has no Landlock. "
+def mechanism_note(config: Config) -> str:
+    """One line for the person: which sandbox confines tool processes (SANDBOX-2)."""
+    state = sandbox_state(config)
+    if state == "off":
+        return "Sandbox: off (\"sandbox\": \"off\" in config.json): tool processes run unconfined."
+    if state == "missing":
+        return "Sandbox: none available (neither bubblewrap nor Landlock works here): tool processes are asked about."
+    found = mechanism()
+    if found == BUBBLEWRAP:
+        return (f"Sandbox: bubblewrap ({config.sandbox}): tool processes see the system and Home read-only, the "
+                "workspace, their private /tmp, no Crystal Home or credentials"
+                + (", and the network." if config.sandbox_network else ", and no network."))
+    return (f"Sandbox: Landlock ({config.sandbox}; bubblewrap is not installed or does not work here): tool "
+            "processes write only in the workspace and temp folders"
+            + (" and may use the network." if config.sandbox_network else " and open no TCP connection."))
+
+
+MISSING_NOTE = ("The sandbox for tool processes (SANDBOX-1) is not available: this system has neither bubblewrap "
+                "nor Landlock. "
                 "Commands run unconfined, so bash, background jobs, exec tools and notebook_run are asked "
                 "about in every approval mode, full and review included. Set \"sandbox\": \"off\" in "
                 "config.json to run them as before without the sandbox.")
@@ -195,6 +295,11 @@ MISSING_NOTE = ("The sandbox for tool processes (SANDBOX-1) is not available: th
 def refusal_note(sandbox: Sandbox | None, failed: bool, output: str) -> str | None:
     """The line for the model when a sandboxed process failed the way the sandbox
     makes it fail (EACCES, EPERM, EROFS in its output); None otherwise."""
-    if sandbox is None or not failed or not any(marker in output for marker in REFUSED_MARKERS):
+    if sandbox is None or not failed:
+        return None
+    markers: tuple[str, ...] = REFUSED_MARKERS
+    if sandbox.mechanism == BUBBLEWRAP and not sandbox.network:
+        markers += NETWORK_REFUSED_MARKERS
+    if not any(marker in output for marker in markers):
         return None
     return sandbox.describe()

@@ -69,7 +69,7 @@ if TYPE_CHECKING:
 if TYPE_CHECKING or __package__:
     from crystal_kernel.jobs import landlock, supervisor
 else:
-    import landlock  # noqa: F401 - loaded once here, not in every forked supervisor
+    import landlock  # loaded once here, not in every forked supervisor
     import supervisor
 
 MAX_REQUEST = 1 << 20
@@ -112,7 +112,15 @@ def _child(server: int, request: bytes, fds: list[int], confined: "Confined", sp
         sys.stderr.flush()
         _write(status, f"exit {127 << 8}")
         os._exit(127)
+    # SANDBOX-2: the read-only binds' held folders are the server's, not the command's: a
+    # command that can read its parent's /proc/PID/fd would write through them.
+    for pinned in landlock._PINNED:
+        try:
+            os.close(pinned)
+        except OSError:
+            pass
     moved: dict[str, str] = {}  # the caches the sandbox moves (bytes environment below)
+    wrap = None
     if confined is not None and confined[1] != "per-call" and confined[0] == launcher:
         if confined[1] != "confined":
             supervisor.refuse(confined[1], status)
@@ -120,9 +128,10 @@ def _child(server: int, request: bytes, fds: list[int], confined: "Confined", sp
     elif launcher:
         rules, _ = supervisor._sandbox_options(["supervisor", *launcher])
         supervisor.confine_or_exit(rules, server, moved)
+        wrap = rules.paths["wrap"] if rules is not None else None
     if moved:
         env_bytes.update({os.fsencode(key): os.fsencode(value) for key, value in moved.items()})
-    supervisor.run(server, grace, argv[0], argv, env_bytes, status, drop_output=True, linger=linger)
+    supervisor.run(server, grace, argv[0], argv, env_bytes, status, drop_output=True, linger=linger, wrap=wrap)
     os._exit(0)
 
 

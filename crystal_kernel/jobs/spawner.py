@@ -349,7 +349,7 @@ def server_of(sandbox: Sandbox) -> int | None:
 def prepare(sandbox: Sandbox | None) -> None:
     """Start the server of ``sandbox`` now (blocks while the spawn server starts, once):
     its first call then finds it confined."""
-    if sandbox is not None and sys.platform.startswith("linux"):
+    if sandbox is not None and sandbox.mechanism == "landlock" and sys.platform.startswith("linux"):
         _SERVER.confined_socket(sandbox.launcher_args())
 
 
@@ -430,7 +430,10 @@ def send(argv: list[str], *, cwd: str, env: dict[Any, Any] | None, sandbox: Sand
     if not sys.platform.startswith("linux"):
         return None
     launcher = sandbox.launcher_args() if sandbox else []
-    control = _SERVER.confined_socket(launcher) if launcher else _SERVER.control_socket()
+    # A Landlock sandbox is kept by a server that confined itself once; a bubblewrap one is
+    # made per call by the supervisor the main server forks (it stays outside the sandbox).
+    lasting = sandbox is not None and sandbox.mechanism == "landlock"
+    control = _SERVER.confined_socket(launcher) if lasting else _SERVER.control_socket()
     if control is None:
         return None
     environment = os.environb if env is None else env

@@ -211,14 +211,16 @@ class _SandboxRules:
     """The ``--sandbox`` options: the paths of each kind, and the two switches."""
 
     def __init__(self) -> None:
-        self.paths: dict[str, list[str]] = {"write": [], "protect": [], "allow": [], "cache": []}
+        # "wrap": a bubblewrap command line the program runs under (SANDBOX-2), instead of
+        # confining this process with Landlock.
+        self.paths: dict[str, list[str]] = {"write": [], "protect": [], "allow": [], "cache": [], "wrap": []}
         self.network = True
         self.split = False
 
 
 def _sandbox_options(argv: list[str]) -> tuple[_SandboxRules | None, list[str]]:
     """Leading ``--sandbox [--write P] [--protect P] [--allow P] [--cache P] [--no-network]
-    [--split]`` options (SANDBOX-1, built by jobs/sandbox.py); the rest of argv."""
+    [--split] [--wrap ARG]...`` options (SANDBOX-1, built by jobs/sandbox.py); the rest of argv."""
     if len(argv) < 2 or argv[1] != "--sandbox":
         return None, argv
     rules = _SandboxRules()
@@ -286,6 +288,8 @@ def refuse(reason: str, status_fd: "int | None" = None) -> None:
 def _confine(rules: _SandboxRules, env: "Environment") -> None:
     """Apply the sandbox to this process (and so to the command, whose environment is
     ``env``) or refuse to run."""
+    if rules.paths["wrap"]:
+        return  # bubblewrap confines the program itself (run() starts it through bwrap)
     landlock = _landlock()
     use_caches(rules, env)
     try:
@@ -335,16 +339,19 @@ def confine_or_exit(rules: "_SandboxRules | None", parent: int, env: "Environmen
 
 
 def run(parent: int, grace: float, program: str, argv: list[str], env: "SpawnEnvironment",
-        status_fd: "int | None", *, drop_output: bool, linger: bool) -> "int | None":
+        status_fd: "int | None", *, drop_output: bool, linger: bool, wrap: "list[str] | None" = None) -> "int | None":
     """Start ``argv`` (``program`` is its path), wait for it, stop what it left behind
     and return its wait status. WATCHED signals must be blocked and :func:`arm` done.
     ``status_fd`` gets ``exit WAITSTATUS`` when the program exits and ``left N`` once
     its tree is stopped; ``drop_output``: keep no copy of stdout/stderr (the host then
     sees end-of-file once the command's processes close them); ``linger``: after the
     program exits, wait for the host's stop (or for nothing to be left) before stopping
-    the rest."""
+    the rest. ``wrap``: a bubblewrap command line (SANDBOX-2) that starts the program in its
+    sandbox; the supervisor stays outside it, where the command cannot see or signal it."""
     if status_fd is not None:
         os.set_inheritable(status_fd, False)  # the host's channel, not the command's
+    if wrap:
+        program, argv = wrap[0], [*wrap, "--", program, *argv[1:]]
     try:
         shell = os.posix_spawn(program, argv, env, setsigmask=(), setsigdef=RESET)
     except OSError as exc:
@@ -397,7 +404,8 @@ def main(argv: list[str]) -> None:
     arm(host)
     confine_or_exit(rules, host, os.environ)
     status = run(host, grace, bash, [os.path.basename(bash), "-c", command], os.environ, status_fd,
-                 drop_output=status_fd is not None, linger=status_fd is not None)
+                 drop_output=status_fd is not None, linger=status_fd is not None,
+                 wrap=rules.paths["wrap"] if rules is not None else None)
     _exit_like(status)
 
 

@@ -184,12 +184,14 @@ class ExecTool(Tool[ExternalArguments]):
         return child_environment(ctx.config, extra=extra)
 
     def data_dirs(self, ctx: ToolContext) -> tuple[str, str]:
-        """``{home}/data/tools/<set>`` and ``<workspace>/.crystal/data/tools/<set>``
-        (kept for the last Home and workspace: asked twice a call)."""
+        """``{home}/data/tools/<set>`` and ``<workspace>/.crystal/data/tools/<set>``, each
+        spelled from its resolved root: Home's ``data`` folder and the workspace, which
+        the session resolved (kept for the last Home and workspace: asked twice a call).
+        :func:`check_data_dir` makes sure nothing below those roots is a link."""
         key = (str(ctx.home), str(ctx.workspace))
         if self._data_dirs is None or self._data_dirs[0] != key:
             name = self.tool_set.name
-            self._data_dirs = (key, (os.path.join(key[0], "data", "tools", name),
+            self._data_dirs = (key, (os.path.join(os.path.realpath(os.path.join(key[0], "data")), "tools", name),
                                      str(paths.tool_data_dir(ctx.workspace, name))))
         return self._data_dirs[1]
 
@@ -201,15 +203,20 @@ class ExecTool(Tool[ExternalArguments]):
             state = await asyncio.to_thread(is_trusted, Path(ctx.home), "exec", self.tool_set.manifest_path)
             if not state.trusted:
                 return ToolResult.fail(state.note())
-        argv = self.final_argv(arguments)
-        env = self.child_env(ctx)
         data_dirs = self.data_dirs(ctx)
         for folder in data_dirs:  # EX-3: lazily, failures not reported
             _ensure_folder(folder, Path(ctx.workspace))
+        for folder in data_dirs:
+            problem = check_data_dir(folder, Path(ctx.workspace))
+            if problem:
+                return ToolResult.fail(f"{self.name} was not run: {problem}")
+        argv = self.final_argv(arguments)
+        env = self.child_env(ctx)
         # SANDBOX-1: confined like bash, but its own data folders stay writable.
         sandbox = tool_sandbox(ctx)
         if sandbox is not None:
-            sandbox = sandbox.with_allowed(*data_dirs)
+            # SANDBOX-2: its own folder stays readable (a Home set lies in the hidden Crystal Home).
+            sandbox = sandbox.with_allowed(*data_dirs).with_programs(str(self.tool_set.manifest_path.parent))
         limit = int(ctx.config.tool_output_limit)
         payload = json.dumps(arguments, ensure_ascii=False).encode("utf-8") if self.manifest.stdin else None
         outcome = await run_process(argv, cwd=Path(ctx.workspace), env=env, payload=payload,
@@ -249,6 +256,23 @@ def _ensure_folder(folder: str, workspace: Path) -> None:
     except OSError:
         return  # not reported (EX-3)
     _made_folders.add(folder)
+
+
+def check_data_dir(folder: str, workspace: Path) -> str | None:
+    """SANDBOX-2: why the data folder ``folder`` must not be handed to the sandbox as
+    writable, or None. The host resolves it once, here: a folder that is, or lies under,
+    a symbolic link (a cloned repository's ``.crystal/data/tools/<set>`` pointing at
+    ``../../prompts`` or at the Crystal Home) leads somewhere else, and the sandbox would
+    follow the link and open that place to the tool. ``folder`` is spelled from resolved
+    roots (:meth:`ExecTool.data_dirs`), so its resolved path must be itself."""
+    real = os.path.realpath(folder)
+    if real == folder:
+        return None
+    shown = folder
+    if Path(folder).is_relative_to(workspace):
+        shown = Path(folder).relative_to(workspace).as_posix()
+    return (f"its data folder {shown} leads to {real} through a symbolic link, and Crystal opens only "
+            "a real data folder to a tool; remove the link (the folder is made at the next call).")
 
 
 def _flag_values(tool: str, prop: str, flag: str, value: Any) -> list[str]:
