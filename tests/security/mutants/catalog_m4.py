@@ -16,10 +16,13 @@ PARSE = "crystal_kernel/host/shell_parse.py"
 FOLDERS = "crystal_kernel/host/folders.py"
 ACCESS = "crystal_kernel/core/access.py"
 ACP_CHECKS = "crystal_kernel/acp/checks.py"
+TRUST = "crystal_kernel/core/trust.py"
+DIGEST = "crystal_kernel/core/trust_digest.py"
 
 T_SHELL = "tests/security/test_mutants_m4_shell.py"
 T_FOLDERS = "tests/security/test_mutants_m4_folders.py"
 T_ACP = "tests/acp/test_mutants_m4_acp.py"
+T_TRUST = "tests/security/test_mutants_m4_trust.py"
 
 
 def _k(id: str, file: str, old: str, new: str, what: str, test_file: str) -> Mutant:
@@ -63,4 +66,12 @@ FOURTH_PASS: list[Mutant] = [
        "an ACP cwd linked to the Crystal Home is a workspace", T_ACP),
     _k("M4-39", ACP_CHECKS, "0x7F <= ord(ch) <= 0x9F for ch in name", "ord(ch) == 0x7F for ch in name",
        "a client's MCP server name may hold C1 controls", T_ACP),
+    # ----- core/trust.py and core/trust_digest.py
+    _k("M4-69", TRUST, "    real = Path(os.path.realpath(path))\n    return not _inside(real,",
+       "    real = Path(os.path.abspath(path))\n    return not _inside(real,",
+       "a workspace reached through a link in the Crystal Home is trusted without asking", T_TRUST),
+    _k("M4-73", DIGEST, 'executable = b"x" if st.st_mode & 0o111 else b"-"', 'executable = b"-"',
+       "chmod +x on a file an MCP server runs keeps mcp.json trusted", T_TRUST),
+    _k("M4-74", DIGEST, 'digest.update(b"link\\0" + os.fsencode(os.path.relpath(target, real_root)) + b"\\0")',
+       "pass", "re-pointing a folder link inside an exec set keeps it trusted", T_TRUST),
 ]
