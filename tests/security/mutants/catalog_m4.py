@@ -18,11 +18,13 @@ ACCESS = "crystal_kernel/core/access.py"
 ACP_CHECKS = "crystal_kernel/acp/checks.py"
 TRUST = "crystal_kernel/core/trust.py"
 DIGEST = "crystal_kernel/core/trust_digest.py"
+FLOW = "crystal_kernel/host/approval_flow.py"
 
 T_SHELL = "tests/security/test_mutants_m4_shell.py"
 T_FOLDERS = "tests/security/test_mutants_m4_folders.py"
 T_ACP = "tests/acp/test_mutants_m4_acp.py"
 T_TRUST = "tests/security/test_mutants_m4_trust.py"
+T_FLOW = "tests/approval/test_mutants_m4_flow.py"
 
 
 def _k(id: str, file: str, old: str, new: str, what: str, test_file: str) -> Mutant:
@@ -66,6 +68,30 @@ FOURTH_PASS: list[Mutant] = [
        "an ACP cwd linked to the Crystal Home is a workspace", T_ACP),
     _k("M4-39", ACP_CHECKS, "0x7F <= ord(ch) <= 0x9F for ch in name", "ord(ch) == 0x7F for ch in name",
        "a client's MCP server name may hold C1 controls", T_ACP),
+    # ----- host/grants.py and host/journal_sign.py (TRUST-3, TRUST-5, TRUST-7). The
+    # journal format changed since the pass (the signature binds the workspace too):
+    # M4-82 and M4-83 make the same slip in the new code.
+    _k("M4-79", "crystal_kernel/host/grants.py",
+       'return hmac.compare_digest(expected.encode("ascii"), signature.encode("utf-8", "surrogatepass"))',
+       'return signature.encode("utf-8", "surrogatepass") in expected.encode("ascii")',
+       "an empty (or partial) grant signature re-grants a session's folders on resume",
+       "tests/security/test_mutants_signatures.py"),
+    _k("M4-80", "crystal_kernel/host/grants.py", "        if len(key) < 16:\n", "        if len(key) < 1:\n",
+       "a 1-byte Home key is accepted: grants and journals forgeable in 256 tries",
+       "tests/security/test_mutants_signatures.py"),
+    _k("M4-81", "crystal_kernel/host/journal_sign.py", "    return chain if start == end else None",
+       "    return chain", "lines appended after the last signature line verify",
+       "tests/security/test_mutants_signatures.py"),
+    _k("M4-82", "crystal_kernel/host/journal_sign.py",
+       '_SEED + signer.place + b"\\0" + session_id.encode("utf-8"), hashlib.sha256',
+       '_SEED + signer.place + b"\\0", hashlib.sha256',
+       "the chain is not bound to the session id: a renamed journal verifies",
+       "tests/security/test_mutants_signatures.py"),
+    _k("M4-83", "crystal_kernel/host/journal_sign.py",
+       'b"tail\\0" + signer.place + b"\\0" + session_id.encode("utf-8") + b"\\0" + chain',
+       'b"tail\\0" + signer.place + b"\\0" + chain',
+       "the listing's tail signature is not bound to the session id",
+       "tests/security/test_mutants_signatures.py"),
     # ----- core/trust.py and core/trust_digest.py
     _k("M4-69", TRUST, "    real = Path(os.path.realpath(path))\n    return not _inside(real,",
        "    real = Path(os.path.abspath(path))\n    return not _inside(real,",
@@ -74,4 +100,7 @@ FOURTH_PASS: list[Mutant] = [
        "chmod +x on a file an MCP server runs keeps mcp.json trusted", T_TRUST),
     _k("M4-74", DIGEST, 'digest.update(b"link\\0" + os.fsencode(os.path.relpath(target, real_root)) + b"\\0")',
        "pass", "re-pointing a folder link inside an exec set keeps it trusted", T_TRUST),
+    # ----- host/approval_flow.py
+    _k("M4-16", FLOW, "review_timeout(session) + 5)", "None)",
+       "a plugged-in reviewer that never returns hangs the turn", T_FLOW),
 ]
