@@ -19,12 +19,14 @@ ACP_CHECKS = "crystal_kernel/acp/checks.py"
 TRUST = "crystal_kernel/core/trust.py"
 DIGEST = "crystal_kernel/core/trust_digest.py"
 FLOW = "crystal_kernel/host/approval_flow.py"
+SECRETS = "crystal_kernel/core/secrets.py"
 
 T_SHELL = "tests/security/test_mutants_m4_shell.py"
 T_FOLDERS = "tests/security/test_mutants_m4_folders.py"
 T_ACP = "tests/acp/test_mutants_m4_acp.py"
 T_TRUST = "tests/security/test_mutants_m4_trust.py"
 T_FLOW = "tests/approval/test_mutants_m4_flow.py"
+T_SECRETS = "tests/security/test_mutants_m4_secrets.py"
 
 
 def _k(id: str, file: str, old: str, new: str, what: str, test_file: str) -> Mutant:
@@ -103,4 +105,11 @@ FOURTH_PASS: list[Mutant] = [
     # ----- host/approval_flow.py
     _k("M4-16", FLOW, "review_timeout(session) + 5)", "None)",
        "a plugged-in reviewer that never returns hangs the turn", T_FLOW),
+    # ----- core/secrets.py
+    _k("M4-92", SECRETS, 'if len(environ.get(name) or "") >= MIN_SECRET_LENGTH}',
+       'if len(environ.get(name) or "") > MIN_SECRET_LENGTH}',
+       "a 4-character key kept in os.environ (the magics) is saved unredacted", T_SECRETS),
+    _k("M4-93", SECRETS, '        if len(value) >= WHOLE_TOKEN_BELOW:\n            text = text.replace(',
+       '        if len(value) > WHOLE_TOKEN_BELOW:\n            text = text.replace(',
+       "an 8-character key inside a longer token is saved unredacted", T_SECRETS),
 ]
