@@ -4,8 +4,9 @@ A turn asks its front's :class:`~crystal_kernel.core.interaction.Interaction` fo
 approvals and answers. :func:`with_person_deadline` wraps that interaction for every
 turn (host/loop.py), whatever the front: a person who never answers (an ACP client that
 never replies to ``session/request_permission``, a form left open) has the call denied
-and the question dismissed after ``personTimeoutSeconds``, with a note saying so, and
-the turn goes on. ``personTimeoutSeconds: 0`` means nobody answers: nothing is asked.
+by the host (``nobody``: not "by the person") and the question dismissed after
+``personTimeoutSeconds``, with a note saying so, and the turn goes on.
+``personTimeoutSeconds: 0`` means nobody answers: nothing is asked.
 
 A front whose own forms already end by that time (the notebook widgets, which also take
 ``--ask-timeout``) says so with ``enforces_person_timeout = True`` and is left as it is.
@@ -47,7 +48,9 @@ class PersonDeadline:
             pass
         line = timeout_note(self.seconds)
         self._note(f"{line} The {request.tool} call was denied.")
-        return PersonDecision(outcome="deny", reason=line)
+        # Nobody answered: the host denies (core/interaction.py), so the audit log and the
+        # model never read it as the person's decision.
+        return PersonDecision(outcome="deny", reason=line, nobody=True)
 
     async def ask_questions(self, questions: list[Question]) -> list[list[str]] | None:
         try:
