@@ -215,7 +215,8 @@ class ExecTool(Tool[ExternalArguments]):
         # SANDBOX-1: confined like bash, but its own data folders stay writable.
         sandbox = tool_sandbox(ctx)
         if sandbox is not None:
-            sandbox = sandbox.with_allowed(*data_dirs)
+            # SANDBOX-2: its own folder stays readable (a Home set lies in the hidden Crystal Home).
+            sandbox = sandbox.with_allowed(*data_dirs).with_programs(str(self.tool_set.manifest_path.parent))
         limit = int(ctx.config.tool_output_limit)
         payload = json.dumps(arguments, ensure_ascii=False).encode("utf-8") if self.manifest.stdin else None
         outcome = await run_process(argv, cwd=Path(ctx.workspace), env=env, payload=payload,
