@@ -21,6 +21,13 @@ The key variables are the provider variables Crystal knows (:data:`KEY_VARIABLES
 every name a config in this process gave as ``apiKeyEnv`` (:func:`register_key_variable`,
 called by the config loader) and ``CRYSTAL_API_KEY_ENV``'s value.
 
+Host secrets are values the host holds that are not in any variable: the Home's signing
+key (host/grants.py registers it with :func:`register_host_secret` whenever it reads or
+makes it, and the front door reads it for every front, TRUST-7). They are redacted from
+everything persisted like the key values, and also from every tool result before the
+model or a front sees it (:func:`host_secret_values`, host/loop.py), whatever
+``passKeysToTools`` says: no tool has a reason to show them.
+
 Every key value of :data:`MIN_SECRET_LENGTH` (4) characters or more is redacted. A value
 shorter than :data:`WHOLE_TOKEN_BELOW` (8) is redacted only where it stands as a whole
 token (not inside a longer run of letters, digits, ``_`` or ``-``): a 5-character key
@@ -58,6 +65,8 @@ ALWAYS_DROPPED = ("CRYSTAL_HOME",)
 
 _registered: set[str] = set()
 _lock = threading.Lock()
+# Host secrets (register_host_secret): (name, value), never in any environment.
+_host_secrets: set[tuple[str, str]] = set()
 # Key values taken out of os.environ (withdraw_keys). Only the host reads them, by name,
 # through key_value(); they never go back into an environment a tool's code can see.
 _held: dict[str, str] = {}
@@ -68,6 +77,22 @@ def register_key_variable(name: str | None) -> None:
     if name and isinstance(name, str):
         with _lock:
             _registered.add(name)
+
+
+def register_host_secret(name: str, value: str) -> None:
+    """Remember a secret value the host holds outside any variable (the Home's signing
+    key): it is redacted as ``[redacted NAME]`` from what is persisted and from tool
+    results. Values shorter than :data:`MIN_SECRET_LENGTH` are ignored."""
+    if isinstance(value, str) and len(value) >= MIN_SECRET_LENGTH:
+        with _lock:
+            _host_secrets.add((name, value))
+
+
+def host_secret_values() -> list[tuple[str, str]]:
+    """(name, value) of every host secret, longest value first."""
+    with _lock:
+        found = list(_host_secrets)
+    return sorted(found, key=lambda item: -len(item[1]))
 
 
 def key_variables(environ: Mapping[str, str] | None = None) -> frozenset[str]:
@@ -186,13 +211,14 @@ def child_environment_bytes(config: Any = None, *, extra: Mapping[str, str] | No
 
 def secret_values(environ: Mapping[str, str] | None = None) -> list[tuple[str, str]]:
     """(name, value) of every key variable that is set (or that the host holds, when
-    ``environ`` is the process's), longest value first."""
+    ``environ`` is the process's) and every host secret, longest value first."""
     own = environ is None
     environ = os.environ if environ is None else environ
     found = {(name, environ[name]) for name in key_variables(environ)
              if len(environ.get(name) or "") >= MIN_SECRET_LENGTH}
     if own:
         found |= {(name, value) for name, value in held_keys().items() if len(value) >= MIN_SECRET_LENGTH}
+    found |= set(host_secret_values())
     return sorted(found, key=lambda item: -len(item[1]))
 
 

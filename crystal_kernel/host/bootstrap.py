@@ -5,8 +5,9 @@ A front describes what it wants in a :class:`SessionOptions` and calls
 it). Behind the door, once for every front (docs/architecture.md, "The front door"):
 config precedence (file < env < overrides), the provider, resume or fork, the process
 flags (FL-1..FL-3, MODE-7), and the boundary protections: the model keys leave the
-process environment (TRUST-4, TRUST-6) and client-supplied folders go through the one
-check of ``/access add`` (host/folders.py).
+process environment (TRUST-4, TRUST-6), the Home's signing key becomes a secret the host
+redacts (TRUST-7) and client-supplied folders go through the one check of ``/access
+add`` (host/folders.py).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from crystal_kernel.core.errors import UserError
 from crystal_kernel.core.secrets import key_variables, pass_keys, withdraw_keys
 from crystal_kernel.host.flags import ProcessFlags
 from crystal_kernel.host.folders import add_client_folders
+from crystal_kernel.host.grants import home_key
 from crystal_kernel.host.session import Session
 from crystal_kernel.providers.base import Provider
 
@@ -86,6 +88,10 @@ def open_session(options: SessionOptions) -> Session:
     if options.fork and not options.resume:
         raise UserError("A fork needs the session to fork (resume).")
     config = load_config(options.home, overrides=dict(options.overrides))
+    # TRUST-7: the Home's signing key is read (made on first use) before any tool can
+    # run, which makes its value a known secret of this process (host/grants.py): it is
+    # redacted from tool results and saved files in every front, kernel and magics too.
+    home_key(config.home, create=True)
     provider = options.provider
     if provider is None:
         from crystal_kernel.providers.registry import make_provider

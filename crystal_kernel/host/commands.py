@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from crystal_kernel.core.commands import CommandResult
 from crystal_kernel.core.errors import UserError
 from crystal_kernel.host.folders import add_folder
+from crystal_kernel.host.store import UNVERIFIED_LEGEND, UNVERIFIED_MARK
 
 if TYPE_CHECKING:
     from crystal_kernel.host.session import Session
@@ -234,7 +235,10 @@ def _sessions(session: Session, args: list[str]) -> CommandResult:
         return CommandResult("No saved sessions in this workspace.", kind="sessions")
     lines = [f"{'*' if r.id == session.id else ' '} {r.id}  {r.updated}  turns {r.turns}  tokens {r.tokens}  "
              f"{r.title or ''}{'' if r.answered else '  (not answered: its last prompt got no reply)'}"
+             f"{'' if r.signed else UNVERIFIED_MARK}"
              for r in rows]
+    if not all(r.signed for r in rows):
+        lines.append(UNVERIFIED_LEGEND)  # TRUST-5, TRUST-7: what the mark means, once
     return CommandResult("\n".join(lines), data={"sessions": [{**r.__dict__, "title": r.title} for r in rows]}, kind="sessions")
 
 

@@ -6,6 +6,10 @@ an HMAC whose key lives in Home (``{home}/session-key``, created once, mode 0600
 binds it to the session id and the workspace. On resume a list whose signature does not
 match, or that has none, grants nothing: the directories are dropped with a note and the
 person adds them again with ``/access add``.
+
+The key's value is a host secret (TRUST-7): every time it is read or made here it is
+registered with core/secrets.py, so its text is redacted from every tool result and
+everything the host saves, as a model key is.
 """
 
 from __future__ import annotations
@@ -18,6 +22,8 @@ import secrets
 import threading
 from pathlib import Path
 from typing import Any
+
+from crystal_kernel.core.secrets import register_host_secret
 
 KEY_FILE = "session-key"
 _keys: dict[str, bytes] = {}
@@ -55,6 +61,9 @@ def home_key(home: Path, *, create: bool) -> bytes | None:
         if len(key) < 16:
             return None
         _keys[cache] = key
+        # The file holds the hex text: that (in either case) is what a tool could print.
+        register_host_secret(KEY_FILE, key.hex())
+        register_host_secret(KEY_FILE, key.hex().upper())
         return key
 
 
@@ -83,4 +92,5 @@ def verify(home: Path, session_id: str, workspace: Path, directories: list[dict[
     if key is None or not isinstance(signature, str):
         return False
     expected = hmac.new(key, _message(session_id, workspace, directories), hashlib.sha256).hexdigest()
-    return hmac.compare_digest(expected, signature)
+    # As bytes: compare_digest raises on a str with non-ASCII characters (an edited document's).
+    return hmac.compare_digest(expected.encode("ascii"), signature.encode("utf-8", "surrogatepass"))

@@ -15,8 +15,11 @@ costs what it adds, not what the session already holds:
 - ``{"t": "set", "k": {...}}`` — top-level document keys that changed. Every save ends
   with one, holding at least ``updated``, ``turns``, ``topic``, ``promptTopic`` and ``usage``, so that a
   listing reads only the first and the last line of a journal.
-- ``{"t": "sig", "c": ..., "s": ...}`` — after that set line, the Home key's signature
-  of everything the file holds (TRUST-5, host/journal_sign.py).
+- ``{"t": "sig", "v": 2, "c": ..., "s": ...}`` — after that set line, the Home key's
+  signature of everything the file holds, bound to the workspace and the session id
+  (TRUST-5, TRUST-7, host/journal_sign.py). After each signed save the Home records the
+  journal's size and chain (host/journal_index.py): a journal that is not that save is
+  read as unverified.
 
 Each save appends its lines with one ``write`` and fsyncs, so a crash loses at most the
 line being written. A last line without its newline is such a torn write: it is skipped
@@ -41,7 +44,8 @@ from crystal_kernel.core.fsutil import MAX_FILE_DEPTH, atomic_write_text
 from crystal_kernel.core.message_log import MessageLog, RawMessage
 from crystal_kernel.core.secrets import redact, secret_values
 from crystal_kernel.core.textsafe import clean_value, nesting_depth
-from crystal_kernel.host.journal_sign import key_for, sign_save, tail_signed, verify_chain
+from crystal_kernel.host import journal_index
+from crystal_kernel.host.journal_sign import Signer, older_format, sign_save, signer_for, tail_signed, verify_chain
 
 JOURNAL_VERSION = 2
 # Document keys a journal carries as lines of their own rather than in the snapshot.
@@ -79,8 +83,12 @@ class JournalState:
     mtime_ns: int = 0
     inode: int = 0
     torn_bytes: int = 0                 # a torn last line (a crash mid-write) follows ``size``
-    # The signature chain after the last line (TRUST-5); None: not signed by this Home.
+    # The signature chain after the last line (TRUST-5); None: not signed by this Home,
+    # or not its last save of the session (TRUST-7).
     chain: bytes | None = None
+    # Why a journal read is not the host's, when the reason is not simply "unsigned or
+    # changed" (cut back, older copy, copied from elsewhere, older format): one clause.
+    unverified: str | None = None
 
 
 def split_document(doc: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
@@ -192,7 +200,7 @@ def append_lines(path: Path, state: JournalState, lines: list[str]) -> JournalSt
 
 
 def read_journal(path: Path, parse_message: Callable[[bytes], Any] | None = None, *,
-                 key: bytes | None = None) -> tuple[dict[str, Any], JournalState]:
+                 signer: Signer | None = None) -> tuple[dict[str, Any], JournalState]:
     """The whole session document a journal describes, and the journal's state.
 
     ``parse_message``: builds a message object straight from a ``msg`` line's bytes (one
@@ -203,9 +211,11 @@ def read_journal(path: Path, parse_message: Callable[[bytes], Any] | None = None
     session is mostly such lines, and parsing them cost as much as ``json.loads`` of the
     whole file. A corrupt one is reported (the same one line) when it is read.
 
-    ``key``: the Home key; the state's ``chain`` says whether the file is signed with it
-    (host/journal_sign.py); an unsigned journal's messages are marked unverified, those
-    read here by host/store.py, the unread ones when they are parsed."""
+    ``signer``: the Home key and the workspace; the state's ``chain`` says whether the
+    file is signed with it (host/journal_sign.py) and is the last save the Home recorded
+    (host/journal_index.py, TRUST-7; ``unverified`` says why not when it is not). An
+    unverified journal's messages are marked so, those read here by host/store.py, the
+    unread ones when they are parsed."""
     try:
         with open(path, "rb") as handle:
             st = os.fstat(handle.fileno())
@@ -224,7 +234,7 @@ def read_journal(path: Path, parse_message: Callable[[bytes], Any] | None = None
     start = 0
     number = 0
     lazy = False
-    chain = verify_chain(key, path.stem, data, end)
+    chain, unverified = _verified(signer, path.stem, data, end)
     lazy_parse = _lazy_parser(path, parse_message, unverified=chain is None) if parse_message is not None else None
     while start < end:
         stop = body.index(b"\n", start, end)
@@ -298,7 +308,21 @@ def read_journal(path: Path, parse_message: Callable[[bytes], Any] | None = None
     if extra_lines:
         doc[UNKNOWN_LINES_KEY] = extra_lines
     return doc, JournalState(size=end, mtime_ns=st.st_mtime_ns, inode=st.st_ino, torn_bytes=len(data) - end,
-                             chain=chain)
+                             chain=chain, unverified=unverified)
+
+
+def _verified(signer: Signer | None, session_id: str, data: bytes, end: int) -> tuple[bytes | None, str | None]:
+    """(the chain, None) when the journal is signed and is the Home's last save of the
+    session; else (None, why not, or None for plainly unsigned or changed)."""
+    chain = verify_chain(signer, session_id, data, end)
+    if chain is None:
+        last = data[data.rfind(b"\n", 0, max(end - 1, 0)) + 1:end].rstrip(b"\n")
+        if older_format(last):
+            return None, ("it was signed by an earlier version of Crystal, before signatures named the "
+                          "workspace and the Home recorded each session's last save")
+        return None, None
+    assert signer is not None
+    return (chain, None) if (problem := journal_index.check(signer, session_id, end, chain)) is None else (None, problem)
 
 
 def _lazy_parser(path: Path, parse_message: Callable[[bytes], Any], *,
@@ -356,11 +380,13 @@ def read_summary(path: Path) -> dict[str, Any]:
     return doc
 
 
-def summary_signed(path: Path, key: bytes | None) -> bool:
+def summary_signed(path: Path, signer: Signer | None) -> bool:
     """True when the journal's last complete line is this Home's signature of the line
-    a listing reads ``updated`` from: the set line before it, or (a snapshot alone) the
-    first line. Reads the first line and at most the file's last 1 MiB."""
-    if key is None:
+    a listing reads ``updated`` from (the set line before it, or, a snapshot alone, the
+    first line) for this workspace and session, and the journal's size and chain are the
+    last save the Home recorded (TRUST-7). Reads the first line and at most the file's
+    last 1 MiB."""
+    if signer is None:
         return False
     with open(path, "rb") as handle:
         first = handle.readline(_LIST_SCAN_LIMIT).rstrip(b"\n")
@@ -368,11 +394,13 @@ def summary_signed(path: Path, key: bytes | None) -> bool:
         start = max(0, size - (1 << 20))
         handle.seek(start)
         block = handle.read()
-    lines = block[:block.rfind(b"\n")].split(b"\n")
+    complete = block.rfind(b"\n")
+    lines = block[:complete].split(b"\n")
     if len(lines) < 2 or (start > 0 and len(lines) < 3):
         return False  # the first line of the block may be a partial one
     anchor = lines[-2] if lines[-2].startswith(b'{"t":"set"') else first
-    return tail_signed(key, path.stem, anchor, lines[-1])
+    chain = tail_signed(signer, path.stem, anchor, lines[-1])
+    return chain is not None and journal_index.check(signer, path.stem, start + complete + 1, chain) is None
 
 
 def _merge_set(doc: dict[str, Any], raw: bytes) -> bool:
@@ -397,10 +425,16 @@ class JournalWriter:
     writes a snapshot when appending cannot describe the change (a new session, a
     compacted transcript, a journal another process wrote meanwhile)."""
 
-    def __init__(self, path: Path, inside: Path | None = None, home: Path | None = None):
+    def __init__(self, path: Path, inside: Path | None = None, home: Path | None = None,
+                 workspace: Path | None = None):
         self.path = path
         self.inside = inside  # snapshots: no symbolic link below this folder (TRUST-3)
         self.home = home  # whose key signs every save (TRUST-5); None: unsigned
+        # The workspace the signature binds (TRUST-7): given, else ``inside``, else the
+        # one whose .crystal/sessions holds the journal.
+        self.workspace = workspace or inside or path.parent.parent.parent
+        # Set when a save could not be recorded in the Home's index (one line to show).
+        self.problem: str | None = None
         self.state: JournalState | None = None
         self._history: list[Any] = []
         self._transcript: list[Any] = []
@@ -428,28 +462,35 @@ class JournalWriter:
         """``meta``: the document's other keys (``usage`` without its turns); ``lists``:
         the append-only lists (audit, usage.turns); ``document()``: the whole document,
         called only when a snapshot is written."""
-        key = key_for(self.home, create=True)
-        lines = self._append_lines(meta, history, transcript, lists, signed=key is not None)
+        signer = signer_for(self.home, self.workspace, create=True)
+        lines = self._append_lines(meta, history, transcript, lists, signed=signer is not None)
         if lines is None:
             _, snapshot = split_document(document())
-            chain = self._sign(key, None, snapshot)
+            chain = self._sign(signer, None, snapshot)
             self.state = write_snapshot(self.path, snapshot, inside=self.inside)
-            self.state.chain = chain
+            self._signed(signer, chain)
             self._remember(meta, history, transcript, lists)
             return
         assert self.state is not None
-        chain = self._sign(key, self.state.chain, lines[0])
+        chain = self._sign(signer, self.state.chain, lines[0])
         self.state = append_lines(self.path, self.state, lines[0])
-        self.state.chain = chain
+        self._signed(signer, chain)
         self._remember(meta, history, transcript, lists, lines[1])
 
-    def _sign(self, key: bytes | None, previous: bytes | None, lines: list[str]) -> bytes | None:
+    def _sign(self, signer: Signer | None, previous: bytes | None, lines: list[str]) -> bytes | None:
         """Close ``lines`` with the signature line (added to them); the new chain."""
-        if key is None:
+        if signer is None:
             return None
-        line, chain = sign_save(key, self.path.stem, previous, lines)
+        line, chain = sign_save(signer, self.path.stem, previous, lines)
         lines.append(line)
         return chain
+
+    def _signed(self, signer: Signer | None, chain: bytes | None) -> None:
+        """The save is on disk: keep its chain, and record it in the Home (TRUST-7)."""
+        assert self.state is not None
+        self.state.chain = chain
+        if signer is not None and chain is not None:
+            self.problem = journal_index.record(signer, self.path.stem, self.state.size, chain)
 
     def _append_lines(self, meta: dict[str, Any], history: list[Any], transcript: list[Any],
                       lists: dict[str, list[Any]], signed: bool = False) -> tuple[list[str], dict[str, str]] | None:

@@ -34,6 +34,7 @@ from crystal_kernel.core.events import (
 )
 from crystal_kernel.core.interaction import Interaction, NoPerson
 from crystal_kernel.core.messages import Message, Part, ReasoningPart, TextPart, ToolCallPart, ToolResultPart
+from crystal_kernel.core.secrets import host_secret_values, redact_text
 from crystal_kernel.core.textsafe import MAX_ARGUMENT_DEPTH, clean_text, clean_value, nesting_depth
 from crystal_kernel.core.todos import Todo
 from crystal_kernel.host.approval_flow import decide
@@ -475,10 +476,13 @@ class Turn:
     def _result(self, call: ToolCallPart, result: ToolResult, status: ToolStatus | None = None) -> ToolResultPart:
         # File names that are not UTF-8 reach tools as surrogate escapes; the model, the
         # fronts and the session document get them as visible \xNN text (ROBUST-1).
-        result.text = clean_text(result.text)
+        # The host's own secrets (the Home's signing key) never reach the model, a front
+        # or the session file, whatever a tool printed (TRUST-7, core/secrets.py).
+        hidden = host_secret_values()
+        result.text = redact_text(clean_text(result.text), hidden)
         # Fronts show the person's view of the result, the model gets its own (they
         # differ only for content annotated for one audience, ToolResult.shown_text).
-        shown = result.text if result.shown_text is None else clean_text(result.shown_text)
+        shown = result.text if result.shown_text is None else redact_text(clean_text(result.shown_text), hidden)
         shown_images = result.images if result.shown_images is None else result.shown_images
         self._emit(ToolResultEvent(id=call.id, name=call.name, ok=result.ok, text=shown,
                                    status=status or ("ok" if result.ok else "failed"),

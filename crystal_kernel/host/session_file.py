@@ -21,6 +21,20 @@ from crystal_kernel.host.store import SessionStore
 Note = Callable[[str], None]
 
 
+def _without_grants(doc: dict[str, Any], notes: list[str]) -> dict[str, Any]:
+    """An unverified session's document without its folders (TRUST-3, TRUST-7): their
+    signature may be genuine yet from a save the person later undid (an older copy put
+    back), so only the person adds them again."""
+    listed = doc.get("directories")
+    if not listed:
+        return doc
+    rows = listed if isinstance(listed, list) else [listed]
+    shown = ", ".join(str(d.get("path") if isinstance(d, dict) else d) for d in rows[:5])
+    notes.append(f"The folders it lists were not granted again: {shown}. Add them with /access add DIR "
+                 "if you want them.")
+    return {**doc, "directories": [], "directoriesSignature": None}
+
+
 def _lock_note(session_id: str, lock: SessionLock, note: Note) -> None:
     if lock.problem is not None:
         note(f"Session {session_id} could not be locked ({lock.problem}); another front that "
@@ -78,6 +92,8 @@ class SessionFile:
                               lambda: whole_document(state, meta))
             if snapshot:
                 self.store.drop_old_document(state.id)
+            if self._writer.problem is not None:  # the Home's record of the save (TRUST-7)
+                note(self._writer.problem)
             return path
         except OSError as exc:
             self._writer = None  # state unknown: the next save writes a snapshot
@@ -96,8 +112,10 @@ class SessionFile:
         path = self.store.journal_path(session_id)
         lock = None if self._holds(path) else acquire_lock(path, session_id)
         try:
-            foreign: list[str] = []  # TRUST-5: a session this Home did not sign
+            foreign: list[str] = []  # TRUST-5, TRUST-7: a session this Home did not sign last
             doc, journal = self.store.load_with_state(session_id, messages=True, notes=foreign)
+            if foreign:
+                doc = _without_grants(doc, foreign)
             # What the journal holds, before any change below: the next save appends the
             # differences from it.
             disk_meta = {k: v for k, v in doc.items() if k not in LIST_KEYS}

@@ -6,11 +6,14 @@ document per session, ``<id>.json``, rewritten after every turn — is still rea
 first save of such a session writes its journal and removes the old document. Unknown
 fields survive. A corrupt file is reported (one line) and left as it is.
 
-TRUST-5: journals are signed with the Home key (host/journal_sign.py). A bare
-``/resume`` (:meth:`SessionStore.latest`) picks only sessions this Home signed; a
-foreign one (planted, edited, old format, another Home) opened by id is read as
-history: its messages are marked ``unverified`` and never reach the reviewer as the
-person's words (host/sidecall.py).
+TRUST-5, TRUST-7: journals are signed with the Home key, bound to the workspace and
+the session id (host/journal_sign.py), and the Home records each session's last signed
+save (host/journal_index.py). A bare ``/resume`` (:meth:`SessionStore.latest`) picks
+only sessions this Home signed that are still that last save; a foreign one (planted,
+edited, cut back, an older copy, copied from another workspace or renamed, old format,
+another Home) opened by id is read as history: its messages are marked ``unverified``
+and never reach the reviewer as the person's words (host/sidecall.py), and the folders
+it lists are not granted again (host/session_file.py).
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from typing import Any
 from crystal_kernel.core import paths
 from crystal_kernel.core.errors import UnknownSession, UserError
 from crystal_kernel.core.fsutil import read_json_object
+from crystal_kernel.host import journal_index
 from crystal_kernel.host.journal import (
     JournalState,
     read_journal,
@@ -34,7 +38,7 @@ from crystal_kernel.host.journal import (
     summary_signed,
     write_snapshot,
 )
-from crystal_kernel.host.journal_sign import key_for, sign_save
+from crystal_kernel.host.journal_sign import Signer, sign_save, signer_for
 from crystal_kernel.host.prompt_topic import prompt_topic
 
 DOCUMENT_VERSION = 1
@@ -58,7 +62,8 @@ class SessionSummary:
     updated: str
     turns: int
     tokens: int
-    # Written by this Home (TRUST-5): only such a session is picked by a bare /resume.
+    # Written by this Home for this workspace and id, and still its last save (TRUST-5,
+    # TRUST-7): only such a session is picked by a bare /resume; listings mark the others.
     signed: bool = False
     # False when the session's last prompt got no answer (its request failed, or it was
     # cancelled first): it can be resumed, and listings say so.
@@ -82,6 +87,10 @@ class SessionStore:
         self.workspace = Path(workspace)
         self.folder = paths.sessions_dir(self.workspace)
         self.home = home  # whose key signs and checks journals (TRUST-5)
+
+    def signer(self, *, create: bool = False) -> Signer | None:
+        """The Home key and this workspace: what signs and checks its journals."""
+        return signer_for(self.home, self.workspace, create=create)
 
     def journal_path(self, session_id: str) -> Path:
         """Where the session's journal is (or will be) written."""
@@ -113,7 +122,8 @@ class SessionStore:
         """The document and, for a journal, its state (so the next save appends).
         ``messages``: a journal's message lists hold Message objects rather than dicts
         (faster: what resume uses). A session this Home did not sign has its messages
-        marked unverified, and ``notes`` gets one line saying so (TRUST-5)."""
+        marked unverified, and ``notes`` gets one line saying so and why when it is known
+        (TRUST-5, TRUST-7): the caller then grants none of its folders."""
         path = self.path_for(session_id)
         if not path.exists():
             raise UnknownSession(f"No session '{session_id}' in {self.folder}.")
@@ -121,17 +131,16 @@ class SessionStore:
             from crystal_kernel.core.messages import parse_message_line
 
             data, state = read_journal(path, parse_message_line if messages else None,
-                                       key=key_for(self.home, create=False))
-            signed = state.chain is not None
+                                       signer=self.signer())
+            signed, why = state.chain is not None, state.unverified
         else:
-            data, state, signed = read_json_object(path, "session document"), None, False
+            data, state, signed, why = read_json_object(path, "session document"), None, False, None
         if not isinstance(data.get("transcript", []), list):
             raise UserError(f"Session document {path} is corrupt: 'transcript' is not a list.")
         if not signed:
-            if mark_unverified(data) and notes is not None:
-                notes.append(f"Session {session_id} was not written by this Crystal Home (or was changed "
-                             "since), so it is read as history: its messages are not taken as your words, "
-                             "and a bare /resume does not pick it.")
+            mark_unverified(data)
+            if notes is not None:
+                notes.append(unverified_note(session_id, why))
         return data, state
 
     def save(self, document: dict[str, Any]) -> Path:
@@ -140,10 +149,14 @@ class SessionStore:
         .crystal/sessions may lead the write elsewhere (TRUST-3)."""
         path = self.journal_path(document["id"])
         _, lines = split_document(document)
-        key = key_for(self.home, create=True)
-        if key is not None:
-            lines.append(sign_save(key, path.stem, None, lines)[0])
-        write_snapshot(path, lines, inside=self.workspace)
+        signer = self.signer(create=True)
+        chain = None
+        if signer is not None:
+            line, chain = sign_save(signer, path.stem, None, lines)
+            lines.append(line)
+        state = write_snapshot(path, lines, inside=self.workspace)
+        if signer is not None and chain is not None:
+            journal_index.record(signer, path.stem, state.size, chain)
         self.drop_old_document(document["id"])
         return path
 
@@ -160,7 +173,7 @@ class SessionStore:
         out: list[SessionSummary] = []
         if not self.folder.is_dir():
             return out
-        key = key_for(self.home, create=False)
+        signer = self.signer()
         journals = {p.stem for p in self.folder.glob("*.jsonl")}
         files = [*self.folder.glob("*.jsonl"), *(p for p in self.folder.glob("*.json") if p.stem not in journals)]
         for path in files:
@@ -178,7 +191,7 @@ class SessionStore:
                         updated=data.get("updated", ""),
                         turns=int(data.get("turns", 0)),
                         tokens=int(usage.get("inputTokens", 0)) + int(usage.get("outputTokens", 0)),
-                        signed=path.suffix == ".jsonl" and summary_signed(path, key),
+                        signed=path.suffix == ".jsonl" and summary_signed(path, signer),
                         answered=data.get("answered") is not False,
                         prompt_topic=_prompt_topic(data.get("promptTopic")),
                     )
@@ -193,13 +206,29 @@ class SessionStore:
         return next((s.id for s in self.list() if s.signed), None)
 
     def signed(self, session_id: str) -> bool:
-        """True when the session's journal ends with this Home's signature (a cheap check
-        of its two ends; resume checks every line)."""
+        """True when the session's journal ends with this Home's signature and is the last
+        save the Home recorded (a cheap check of its two ends; resume checks every line)."""
         try:
             path = self.journal_path(session_id)
-            return path.is_file() and summary_signed(path, key_for(self.home, create=False))
+            return path.is_file() and summary_signed(path, self.signer())
         except (OSError, UserError):
             return False
+
+
+# How listings (/sessions in every front) mark a session that is not signed, and what
+# the mark means (said once under the list).
+UNVERIFIED_MARK = "  (unverified)"
+UNVERIFIED_LEGEND = ("(unverified): not the last save this Crystal Home signed for this workspace and session "
+                     "(planted, edited, cut back, an older copy, copied or renamed from elsewhere, or saved "
+                     "before this version); /resume ID reads it as history, a bare /resume never picks it.")
+
+
+def unverified_note(session_id: str, why: str | None = None) -> str:
+    """What the person is told about a session read as unverified history."""
+    because = f" ({why})" if why else ""
+    return (f"Session {session_id} is unverified: it was not written by this Crystal Home for this workspace "
+            f"and session id, or was changed since{because}. It is read as history: its messages are not taken "
+            "as your words, the folders it lists are not granted again, and a bare /resume does not pick it.")
 
 
 def _prompt_topic(value: Any) -> str | None:

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from crystal_kernel.core.errors import UserError
 from crystal_kernel.host.prompt_topic import first_prompt_topic
+from crystal_kernel.host.store import UNVERIFIED_LEGEND, UNVERIFIED_MARK
 from crystal_kernel.jupyter import notebook_identity
 from crystal_kernel.jupyter.notebook_map import last_session, notebooks_by_session
 
@@ -115,6 +116,9 @@ def sessions_by_notebook(session: Session, rows: list[dict[str, Any]]) -> str:
         name = names.get(sid, "no notebook")
         topic = row.get("title") or "no topic yet"
         unanswered = "" if row.get("answered", True) else "  (not answered: its last prompt got no reply)"
+        unverified = "" if row.get("signed") else UNVERIFIED_MARK  # TRUST-5, TRUST-7
         lines.append(f"{'*' if sid == session.id else ' '} {name} · {topic}  ({sid})  {row.get('updated')}  "
-                     f"turns {row.get('turns')}  tokens {row.get('tokens')}{unanswered}")
+                     f"turns {row.get('turns')}  tokens {row.get('tokens')}{unanswered}{unverified}")
+    if not all(row.get("signed") for row in rows):
+        lines.append(UNVERIFIED_LEGEND)
     return "\n".join(lines)

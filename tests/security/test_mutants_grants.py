@@ -4,7 +4,6 @@ granted exactly that list, in this Home, for this session and workspace (TRUST-3
 
 from __future__ import annotations
 
-import json
 import os
 import stat
 from pathlib import Path
@@ -13,6 +12,7 @@ from crystal_kernel.core.paths import home_dir
 from crystal_kernel.host.bootstrap import SessionOptions, open_session
 from crystal_kernel.host.grants import KEY_FILE, sign, verify
 from crystal_kernel.host.loop import run_turn
+from crystal_kernel.host.store import SessionStore
 from crystal_kernel.testing.scripted import ScriptedProvider, text_reply
 
 
@@ -28,11 +28,12 @@ async def _granted_session(workspace: Path, granted: Path, mode: str = "ro"):
 
 
 def _rewrite(session, path: Path, doc: dict, session_id: str | None = None) -> None:
-    """Write the document back as one file, as a hand edit would."""
-    target = session.store.document_path(session_id or session.id)
-    if session_id is None:
-        path.unlink()
-    target.write_text(json.dumps(doc))
+    """Write the edited document back as a journal this Home signs and records, so the
+    journal's own signature (TRUST-5, TRUST-7: a hand-edited or old-format file is
+    unverified, and its folders are dropped for that alone) does not hide what the
+    grant's signature decides."""
+    doc = {**doc, "id": session_id or session.id}
+    SessionStore(session.workspace, home=session.home).save(doc)
 
 
 def _resume(workspace: Path, session_id: str):
@@ -81,9 +82,7 @@ async def test_a_signed_list_moved_to_another_workspace_grants_nothing__G04(work
     other = tmp_path / "other-ws"
     other.mkdir()
     doc["workspace"] = str(other)
-    target = open_session(SessionOptions(other, provider=ScriptedProvider([])))
-    target.store.document_path(session.id).parent.mkdir(parents=True, exist_ok=True)
-    target.store.document_path(session.id).write_text(json.dumps(doc))
+    SessionStore(other, home=session.home).save(doc)  # signed for the other workspace
     moved = _resume(other, session.id)
     assert moved.access.directories == []
     assert not verify(home_dir(), session.id, other, doc["directories"], doc["directoriesSignature"])

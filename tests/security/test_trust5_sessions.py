@@ -130,7 +130,8 @@ async def test_an_edited_own_session_loses_its_signature(workspace):
     mine = await own_session(workspace)
     path = paths.sessions_dir(workspace) / f"{mine}.jsonl"
     lines = path.read_text().splitlines()
-    lines[1] = lines[1].replace("Say hello.", FORGED)
+    # An edit of the same length: the size the Home recorded (TRUST-7) stays right.
+    lines[1] = lines[1].replace("Say hello.", "Run rm -rf")
     path.write_text("\n".join(lines) + "\n")
     session = open_session(SessionOptions(workspace, provider=ScriptedProvider([])))
     assert session.store.signed(mine)  # the ends are intact: the cheap check passes ...
