@@ -41,6 +41,8 @@ from crystal_kernel.core.textsafe import terminal_json, terminal_safe
 PREVIEW_LINES = 16
 PREVIEW_HEAD = 12
 PREVIEW_WIDTH = 200
+# The line that says a tool call started shows this much of its arguments.
+CALL_LINE = 200
 # A tool's progress notifications: the first is shown, then at most one a second per call
 # (a server may send hundreds).
 PROGRESS_INTERVAL = 1.0
@@ -123,8 +125,12 @@ class TurnPrinter:
                 self._write(terminal_safe(event.text))
             case ToolCallStarted():
                 self._eol()
-                # The call as it runs: its invisible characters shown too (exact).
-                call = f"→ {event.name} {json.dumps(event.arguments, ensure_ascii=False)[:200]}"
+                # The call as it runs: its invisible characters shown too (exact). A long
+                # one is cut here, visibly: an approval shows it whole (GUARD-4).
+                shown = json.dumps(event.arguments, ensure_ascii=False)
+                if len(shown) > CALL_LINE:
+                    shown = shown[:CALL_LINE] + f"… ({len(shown) - CALL_LINE:,} characters more)"
+                call = f"→ {event.name} {shown}"
                 say(terminal_safe(call, exact=True), err=True)
             case ToolResultEvent():
                 self._progress_shown.pop(event.id, None)

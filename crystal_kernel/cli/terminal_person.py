@@ -25,11 +25,12 @@ from crystal_kernel.tools._proposed import proposed_diff
 if TYPE_CHECKING:
     from crystal_kernel.host.session import Session
 
-# How many diff lines an approval shows before saying how many more there are.
-DIFF_LINES = 60
-# How many characters of a command or of arguments an approval shows; a longer call is
-# cut with a line saying so (never silently: the person may deny what they cannot see).
+# How many characters of a command, of arguments or of a diff an approval shows; a
+# longer one is cut with a line saying so (never silently: the person may deny what they
+# cannot see).
 CALL_LIMIT = 20_000
+# The arguments of an edit or write that the host's diff draws (tools/_proposed.py).
+DIFF_DRAWS = frozenset({"path", "content", "old_string", "new_string", "replace_all"})
 INTERRUPTED = "The person interrupted the turn (Ctrl-C) instead of answering."
 
 _COLOURS = {"+": "\x1b[32m", "-": "\x1b[31m", "@": "\x1b[36m"}
@@ -44,10 +45,9 @@ def colour_enabled() -> bool:
 
 def coloured_diff(diff: str, *, colour: bool) -> str:
     """A unified diff made safe for the terminal, its invisible characters shown
-    (``\\u200b``), its lines coloured by their first character."""
-    lines = terminal_safe(diff.rstrip("\n"), exact=True).splitlines()
-    if len(lines) > DIFF_LINES:
-        lines = lines[:DIFF_LINES] + [f"… {len(lines) - DIFF_LINES} more lines"]
+    (``\\u200b``), its lines coloured by their first character; whole up to
+    ``CALL_LIMIT`` characters (GUARD-4) and cut past it with a line saying so."""
+    lines = shown_call(diff.rstrip("\n"), what="diff").splitlines()
     if not colour:
         return "\n".join(lines)
     out = []
@@ -57,13 +57,13 @@ def coloured_diff(diff: str, *, colour: bool) -> str:
     return "\n".join(out)
 
 
-def shown_call(text: str) -> str:
+def shown_call(text: str, what: str = "call") -> str:
     """A command or a call's arguments as an approval shows them: every control and
     invisible character visible (TRUST-6, ``terminal_safe`` exact), whole up to
     ``CALL_LIMIT`` characters and cut past it with a line saying so."""
     more = ""
     if len(text) > CALL_LIMIT:
-        more = (f"\n[The call is {len(text):,} characters long; only the first {CALL_LIMIT:,} are shown. "
+        more = (f"\n[The {what} is {len(text):,} characters long; only the first {CALL_LIMIT:,} are shown. "
                 "Deny it if you cannot judge it.]")
         text = text[:CALL_LIMIT]
     return terminal_safe(text, exact=True) + more
@@ -74,15 +74,28 @@ def approval_text(session: Session, request: ApprovalRequest, *, colour: bool) -
     tool = terminal_safe(request.tool, exact=True)
     title = f"{_BOLD}Allow {tool}?{_RESET}" if colour else f"Allow {tool}?"
     lines = [title + f"  (risk: {terminal_safe(request.risk)})"]
-    command = request.arguments.get("command") if isinstance(request.arguments, dict) else None
+    arguments = request.arguments if isinstance(request.arguments, dict) else {}
+    command = arguments.get("command")
     # GUARD-4: the same diff every front shows (tools/_proposed.py), computed before the call runs.
-    diff = request.preview or proposed_diff(session.access, request.tool, request.arguments)
+    diff = request.preview or proposed_diff(session.access, request.tool, arguments)
+    # GUARD-4: every argument is on screen. What the command line or the diff draws is
+    # not repeated; every other argument follows it whole (``args: ["push", "--force"]``
+    # beside a long command must not go unseen).
+    rest: dict[str, object] = dict(arguments)
     if isinstance(command, str):
         lines.append("  $ " + shown_call(command).replace("\n", "\n    "))
+        del rest["command"]
     elif diff:
         lines.append(coloured_diff(diff, colour=colour))
+        if request.tool in ("edit", "write"):  # the host's diff draws all these take
+            rest = {k: v for k, v in rest.items() if k not in DIFF_DRAWS}
     else:
-        lines.append("  " + shown_call(json.dumps(request.arguments, ensure_ascii=False)))
+        lines.append("  " + shown_call(json.dumps(arguments, ensure_ascii=False)))
+        rest = {}
+    if rest:
+        lines.append("  with " + shown_call(json.dumps(rest, ensure_ascii=False)))
+    if request.sandbox_note:  # SANDBOX-1: the host's line for a call no sandbox confines
+        lines.append(terminal_safe(request.sandbox_note))
     if request.verdict is not None:
         lines.append("Reviewer: " + terminal_safe(request.verdict.summary()))
     what = f"{tool} `{shown_call(request.session_pattern)}`" if request.session_pattern else tool

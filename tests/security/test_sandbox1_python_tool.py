@@ -1,8 +1,8 @@
 """SANDBOX-1: the ``python`` notebook tool runs the model's code in the kernel's own
 process, where no sandbox reaches, so it is approved as an unsandboxed command: a person
-decides it in every approval mode, ``full`` and ``review`` included (issue 39, defect 7:
-in ``full`` it wrote ``.crystal/prompts/work.md`` with nobody asked). The form says it
-runs unsandboxed in the kernel.
+decides it in every approval mode, ``full`` and ``review`` included (it was not: in
+``full`` its code wrote ``.crystal/prompts/work.md`` with nobody asked). The form says
+it runs unsandboxed in the kernel.
 
 A real Crystal kernel under jupyter_client; the loopback model server scripts the
 model's call (and, in ``review``, plays the reviewer); the person's click is the comm
