@@ -58,7 +58,7 @@ def run_ok(workspace: Path, *args: str, replies: list | None = None) -> subproce
 
 
 def test_a_journal_put_back_to_an_earlier_save_does_not_grant_a_removed_folder_again(workspace, tmp_path):
-    """The attack of issue 39 defect 8: add, save, remove, restore the earlier file."""
+    """The rollback attack: add, save, remove, put the earlier file back, resume, read."""
     granted = tmp_path / "granted"
     granted.mkdir()
     (granted / "secret.txt").write_text(SECRET + "\n")
@@ -236,7 +236,7 @@ async def test_the_home_index_is_bounded(workspace, private_home, monkeypatch):
 
 
 def test_the_signing_key_printed_by_a_tool_reaches_neither_the_model_nor_the_session_file(workspace, private_home):
-    """Issue 39 defect 4: `cat` of (a copy of) the Home's session-key. The key file itself
+    """TRUST-7: `cat` of (a copy of) the Home's session-key. The key file itself
     is kept from tool processes by the sandbox; whatever way its text reaches a tool's
     output, the front door made it a known secret of the `crystal run` process."""
     from crystal_kernel.host.grants import KEY_FILE, home_key
