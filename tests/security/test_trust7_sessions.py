@@ -257,3 +257,17 @@ def test_the_signing_key_printed_by_a_tool_reaches_neither_the_model_nor_the_ses
         saved = "".join(p.read_text() for p in (workspace / ".crystal" / "sessions").glob("*.jsonl"))
         assert form not in saved, "the signing key was saved in the session file"
     assert "[redacted session-key]" in sent and "[redacted session-key]" in saved
+
+
+def test_the_front_door_makes_the_key_a_known_secret_before_any_tool_runs(workspace, private_home):
+    """Every front (kernel, magics, crystal, crystal run, crystal acp) opens its session
+    through open_session: a fresh Home's key is made there and is a secret at once, so a
+    tool in the very first turn cannot print it unredacted."""
+    from crystal_kernel.core.secrets import host_secret_values, redact_text
+    from crystal_kernel.host.grants import KEY_FILE
+
+    assert not (private_home / KEY_FILE).exists()
+    open_session(SessionOptions(workspace, provider=ScriptedProvider([]), keys="person_keeps"))
+    text = (private_home / KEY_FILE).read_text().strip()
+    assert text in {value for _, value in host_secret_values()}
+    assert redact_text(f"cat: {text}") == "cat: [redacted session-key]"
