@@ -65,8 +65,11 @@ ALWAYS_DROPPED = ("CRYSTAL_HOME",)
 
 _registered: set[str] = set()
 _lock = threading.Lock()
-# Host secrets (register_host_secret): (name, value), never in any environment.
-_host_secrets: set[tuple[str, str]] = set()
+# Host secrets (register_host_secret): (name, value), never in any environment; the
+# newest HOST_SECRETS_KEPT, oldest first. A process has one Home (two values of its key);
+# the bound keeps a process that opens many (a test worker) from redacting ever slower.
+_host_secrets: dict[tuple[str, str], None] = {}
+HOST_SECRETS_KEPT = 16
 # Key values taken out of os.environ (withdraw_keys). Only the host reads them, by name,
 # through key_value(); they never go back into an environment a tool's code can see.
 _held: dict[str, str] = {}
@@ -85,7 +88,10 @@ def register_host_secret(name: str, value: str) -> None:
     results. Values shorter than :data:`MIN_SECRET_LENGTH` are ignored."""
     if isinstance(value, str) and len(value) >= MIN_SECRET_LENGTH:
         with _lock:
-            _host_secrets.add((name, value))
+            _host_secrets.pop((name, value), None)
+            _host_secrets[(name, value)] = None
+            while len(_host_secrets) > HOST_SECRETS_KEPT:
+                del _host_secrets[next(iter(_host_secrets))]
 
 
 def host_secret_values() -> list[tuple[str, str]]:

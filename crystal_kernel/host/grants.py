@@ -37,6 +37,7 @@ def home_key(home: Path, *, create: bool) -> bytes | None:
     cache = str(path)
     with _lock:
         if cache in _keys:
+            _register(_keys[cache])  # the Home in use stays among the newest secrets
             return _keys[cache]
         try:
             key = bytes.fromhex(path.read_text(encoding="ascii").strip())
@@ -61,10 +62,14 @@ def home_key(home: Path, *, create: bool) -> bytes | None:
         if len(key) < 16:
             return None
         _keys[cache] = key
-        # The file holds the hex text: that (in either case) is what a tool could print.
-        register_host_secret(KEY_FILE, key.hex())
-        register_host_secret(KEY_FILE, key.hex().upper())
+        _register(key)
         return key
+
+
+def _register(key: bytes) -> None:
+    # The file holds the hex text: that (in either case) is what a tool could print.
+    register_host_secret(KEY_FILE, key.hex().upper())
+    register_host_secret(KEY_FILE, key.hex())
 
 
 def _message(session_id: str, workspace: Path, directories: list[dict[str, Any]]) -> bytes:

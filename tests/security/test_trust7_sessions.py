@@ -271,3 +271,19 @@ def test_the_front_door_makes_the_key_a_known_secret_before_any_tool_runs(worksp
     text = (private_home / KEY_FILE).read_text().strip()
     assert text in {value for _, value in host_secret_values()}
     assert redact_text(f"cat: {text}") == "cat: [redacted session-key]"
+
+
+def test_host_secrets_are_bounded_and_the_home_in_use_stays_redacted(private_home, tmp_path):
+    """A process that opens many Homes (a test worker) keeps only the newest values, so
+    redaction does not slow down without end; reading the key again keeps it among them."""
+    from crystal_kernel.core.secrets import HOST_SECRETS_KEPT, host_secret_values, register_host_secret
+    from crystal_kernel.host.grants import home_key
+
+    key = home_key(private_home, create=True)
+    assert key is not None
+    for n in range(HOST_SECRETS_KEPT + 4):
+        register_host_secret("other", f"other-secret-value-{n:04d}")
+    assert len(host_secret_values()) == HOST_SECRETS_KEPT
+    assert key.hex() not in {v for _, v in host_secret_values()}
+    assert home_key(private_home, create=False) == key
+    assert {key.hex(), key.hex().upper()} <= {v for _, v in host_secret_values()}
