@@ -85,10 +85,11 @@ def continue_notebook_session(session: Session) -> bool:
         _note(f"This notebook's session {wanted} is not among this workspace's saved sessions; "
               "a new session starts.")
         return False
-    # TRUST-5: the notebook is a workspace file; only a session this Home signed is continued.
+    # TRUST-5, TRUST-7: the notebook is a workspace file; only a session this Home signed,
+    # still as it last saved it, is continued.
     if not session.store.signed(wanted):
-        _note(f"This notebook names session {wanted}, which is not a session of this workspace signed "
-              "by your Crystal Home; a new session starts.")
+        _note(f"This notebook names session {wanted}, which is unverified: not the last save your Crystal "
+              "Home signed for this workspace; a new session starts (/resume ID reads it as history).")
         return False
     try:
         session.resume(wanted)

@@ -79,8 +79,9 @@ def check_resumable(workspace: Path, home: Path, session_id: str) -> None:
     if not store.exists(session_id):  # UserError for an id of the wrong shape
         raise UserError(f"There is no saved session {session_id} in {workspace} (crystal run /sessions lists them).")
     if not store.signed(session_id):
-        raise UserError(f"Session {session_id} was not saved by this Crystal Home, so it cannot be continued "
-                        "here (TRUST-5).")
+        raise UserError(f"Session {session_id} is unverified (not the last save this Crystal Home signed for "
+                        "this workspace), so it cannot be continued here (TRUST-5, TRUST-7); crystal run --resume "
+                        f"{session_id} reads it as history.")
 
 
 def space_notebook(workspace: Path, home: Path, resume: str | None) -> Path:
