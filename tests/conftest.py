@@ -227,3 +227,12 @@ def pytest_runtest_teardown(item, nextitem):
     raise AssertionError(
         f"{item.path.name} left {len(left)} child process(es) of pytest running after its last test "
         f"(ended now so later modules start clean); stop them in the module's fixtures:\n  " + "\n  ".join(described))
+
+
+@pytest.fixture
+def landlock_path(monkeypatch):
+    """Tool processes confined by the Landlock path (SANDBOX-2's fallback), not bubblewrap:
+    for tests that read process ids a command prints (inside bubblewrap's PID namespace
+    they are not the host's) or that need what a command leaves in the background to
+    outlive its shell (bubblewrap's PID namespace ends with the shell; docs/security.md)."""
+    monkeypatch.setenv("CRYSTAL_SANDBOX_MECHANISM", "landlock")

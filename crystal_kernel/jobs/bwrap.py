@@ -210,6 +210,7 @@ def private_temp(home: Path, owner: str) -> str:
     under the Crystal Home's host-only ``sandbox-tmp`` folder: not the host's temp, and
     not where another session's commands write. Raises OSError when it cannot be made
     (then the command does not run)."""
+    os.makedirs(home, mode=0o700, exist_ok=True)
     base = Path(home) / "sandbox-tmp"
     _own_folder(base)
     safe = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in owner)[:96] or "process"

@@ -193,7 +193,10 @@ def _bubblewrap_rules(config: Config, workspace: Path, writable: tuple[Path, ...
     roots = (str(workspace), *map(str, writable)) if config.sandbox == "workspace-write" else ()
     seen = () if roots else (str(workspace), *map(str, writable))
     protected = (str(paths.host_dir(workspace)), str(config.home), *credential_folders())
-    temp = bwrap.private_temp(Path(config.home), session or f"process-{os.getpid()}")
+    try:
+        temp: str | None = bwrap.private_temp(Path(config.home), session or f"process-{os.getpid()}")
+    except OSError:
+        temp = None  # an empty private /tmp that lives as long as the call: still nobody else's
     return Sandbox(mode=config.sandbox, writable=(), protected=protected, network=bool(config.sandbox_network),
                    mechanism=BUBBLEWRAP, roots=roots, readable=(*seen, *map(str, readable)),
                    hidden=(str(config.home), *credential_folders()), temp=temp)

@@ -93,7 +93,12 @@ class NotebookRunTool(Tool[NotebookRunInput]):
             # SANDBOX-1: the connection file goes to the run's temp folder, and without TCP
             # the kernel talks over unix sockets there.
             env["JUPYTER_RUNTIME_DIR"] = str(folder)
-            env.update(kernel_folders(ctx.session_id, env))
+            kept = kernel_folders(ctx.session_id, env)
+            env.update(kept)
+            if sandbox is not None:
+                # SANDBOX-2: the run's folder and the kernel's are the host's temp folders,
+                # which bubblewrap's private /tmp does not show: granted by name.
+                sandbox = sandbox.with_allowed(str(folder), *{str(Path(p).parent) for p in kept.values()})
             ipc = ["--ipc"] if sandbox is not None and not sandbox.network else []
             command = "exec " + shlex.join([sys.executable, "-m", "crystal_kernel.jupyter.nbrun", str(path),
                                             str(result_file), "--upto", str(upto), "--timeout", f"{timeout:g}",

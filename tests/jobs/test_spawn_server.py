@@ -22,6 +22,14 @@ from crystal_kernel.jobs.sandbox import Sandbox, read_only_sandbox
 from crystal_kernel.tools.child_process import run_process
 from tests.jobs.conftest import alive, read_pids, wait_until
 
+
+@pytest.fixture(autouse=True)
+def landlock_path(monkeypatch):
+    """These tests are of the Landlock path (its servers of one sandbox, its rules): the
+    bubblewrap path has no such server (SANDBOX-2; tests/security/test_sandbox2_*.py)."""
+    monkeypatch.setenv("CRYSTAL_SANDBOX_MECHANISM", "landlock")
+
+
 PY = sys.executable
 ANCESTRY = ("import os\n"
             "sup = os.getppid()\n"

@@ -91,6 +91,7 @@ async def test_bg1_logs_are_bounded_by_the_tool_output_limit(workspace: Path, tm
         await session.close()
 
 
+@pytest.mark.usefixtures("landlock_path")
 async def test_bg1_bash_stop_kills_a_grandchild_ignoring_sigterm(session: Session, workspace: Path):
     await call("bash_start", session, command=(
         "setsid bash -c 'trap \"\" TERM; echo $$ >> pids; while true; do sleep 0.1; done' & "

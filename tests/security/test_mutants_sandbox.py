@@ -33,6 +33,13 @@ SANDBOX_LINE = "This ran in the sandbox (SANDBOX-1)"
 
 pytestmark = pytest.mark.skipif(landlock.abi_version() < 6, reason="needs Landlock ABI 6 (this machine has 7)")
 
+@pytest.fixture(autouse=True)
+def landlock_path(monkeypatch):
+    """These tests are of the Landlock path (its servers of one sandbox, its rules): the
+    bubblewrap path has no such server (SANDBOX-2; tests/security/test_sandbox2_*.py)."""
+    monkeypatch.setenv("CRYSTAL_SANDBOX_MECHANISM", "landlock")
+
+
 
 @pytest.fixture
 def place(private_home):

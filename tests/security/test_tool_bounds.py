@@ -204,6 +204,7 @@ time.sleep(120)
 """
 
 
+@pytest.mark.usefixtures("landlock_path")  # it reads the pids the tool prints
 def test_exec_tool_and_its_grandchildren_do_not_outlive_a_killed_host(workspace):
     """ROBUST-3: exec tools run under the job supervisor (parent-death signal and child
     subreaper): SIGKILL the host while a tool and a grandchild in its own session run,

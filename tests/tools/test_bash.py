@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import psutil
+import pytest
 
 from crystal_kernel.jobs import spawner
 from tests.cpu_wait import runqueue_wait
@@ -51,6 +52,7 @@ async def test_stdin_is_closed(ctx):
     assert time.monotonic() - start < 5
 
 
+@pytest.mark.usefixtures("landlock_path")
 async def test_timeout_kills_whole_tree(ctx, workspace: Path):
     # A grandchild in its own session: only a tree kill reaches it.
     command = "setsid sleep 300 & echo $! > child.pid; sleep 300"
@@ -73,6 +75,7 @@ async def test_configured_timeout_is_default(ctx):
     assert not result.ok and "timed out after 0.3 seconds" in result.text
 
 
+@pytest.mark.usefixtures("landlock_path")
 async def test_term_ignoring_process_is_killed(ctx, workspace: Path):
     command = "trap '' TERM; echo $$ > shell.pid; while true; do sleep 0.05; done"
     start = time.monotonic()
@@ -81,6 +84,7 @@ async def test_term_ignoring_process_is_killed(ctx, workspace: Path):
     assert not _pid_alive(int((workspace / "shell.pid").read_text()))
 
 
+@pytest.mark.usefixtures("landlock_path")
 async def test_cancellation_kills_tree_within_two_seconds(ctx, workspace: Path):
     task = asyncio.ensure_future(call("bash", ctx, command="echo $$ > shell.pid; sleep 1000 & sleep 1000"))
     for _ in range(100):
@@ -106,6 +110,7 @@ async def test_cancellation_kills_tree_within_two_seconds(ctx, workspace: Path):
     assert not any(_pid_alive(pid) for pid in tree), "no process of the tree outlives the cancel"
 
 
+@pytest.mark.usefixtures("landlock_path")
 async def test_background_leftovers_are_stopped_and_reported(ctx, workspace: Path):
     start = time.monotonic()
     result = await call("bash", ctx, command="sleep 300 & echo $! > bg.pid; echo started")
@@ -115,6 +120,7 @@ async def test_background_leftovers_are_stopped_and_reported(ctx, workspace: Pat
     assert not _pid_alive(int((workspace / "bg.pid").read_text()))
 
 
+@pytest.mark.usefixtures("landlock_path")
 async def test_late_output_of_a_background_child_is_kept(ctx):
     # The 0.5 s grace after the shell exits: a child finishing its output in time is
     # waited for, and nothing is reported as left behind.
@@ -123,6 +129,7 @@ async def test_late_output_of_a_background_child_is_kept(ctx):
     assert "left processes running" not in result.text
 
 
+@pytest.mark.usefixtures("landlock_path")
 async def test_detached_background_process_is_stopped_and_reported(ctx, workspace: Path):
     # It holds no output, yet it is part of the command's tree: stopped, and said so.
     start = time.monotonic()
@@ -132,6 +139,7 @@ async def test_detached_background_process_is_stopped_and_reported(ctx, workspac
     assert not _pid_alive(int((workspace / "bg.pid").read_text()))
 
 
+@pytest.mark.usefixtures("landlock_path")
 async def test_shell_killed_by_signal_reports_it(ctx):
     result = await call("bash", ctx, command="echo before; kill -KILL $$")
     assert not result.ok and "before" in result.text and result.text.endswith("Exit code: -9")
@@ -209,6 +217,7 @@ asyncio.run(tool.run(tool.parse({"command": command}), ctx))
 """
 
 
+@pytest.mark.usefixtures("landlock_path")
 def test_sigkilled_host_leaves_no_process_behind(workspace: Path, home: Path):
     """A host SIGKILLed during a bash call: the command's whole tree (the supervisor, the
     shell's own sleep, a background child and one in a session of its own) is gone within
@@ -245,6 +254,7 @@ def test_sigkilled_host_leaves_no_process_behind(workspace: Path, home: Path):
                 pass
 
 
+@pytest.mark.usefixtures("landlock_path")
 async def test_supervisor_killed_from_outside_still_stops_the_command(ctx, workspace: Path):
     # Nobody stops the shell when its supervisor is SIGKILLed by someone else: the host
     # notices the supervisor is gone and stops the shell's process group itself.
