@@ -93,3 +93,31 @@ def workspace_mcp_file(workspace: Path | str) -> Path:
 def notebook_map_file(workspace: Path | str) -> Path:
     """``<workspace>/.crystal/notebooks.json``: which session each notebook last used."""
     return host_dir(workspace) / NOTEBOOK_MAP_FILE
+
+
+# Home's folder of host-only state (SANDBOX-2): what the host later runs, trusts or keeps
+# secret, made 0700 by core/host_folders.py. Never in temp or the workspace, where tool
+# processes write.
+RUN_DIR = "run"
+
+
+def run_dir(home: Path | str) -> Path:
+    """``{home}/run``: host-only state of running Crystal processes (one folder each)."""
+    return Path(home) / RUN_DIR
+
+
+def process_dir(home: Path | str, kind: str, pid: int) -> Path:
+    """``{home}/run/<kind>-<pid>``: the host-only folder of one process (``space``: a
+    ``crystal space``'s kernelspec and Jupyter runtime files)."""
+    return run_dir(home) / f"{kind}-{pid}"
+
+
+def space_runtime_dir(home: Path | str, pid: int) -> Path:
+    """``{home}/run/space-<pid>/runtime``: the Jupyter runtime folder of the ``crystal
+    space`` process ``pid`` (its server file with the token, its kernels' connection files)."""
+    return process_dir(home, "space", pid) / "runtime"
+
+
+def space_kernels_dir(home: Path | str, pid: int) -> Path:
+    """``{home}/run/space-<pid>/kernels``: the kernelspec folder of that ``crystal space``."""
+    return process_dir(home, "space", pid) / "kernels"

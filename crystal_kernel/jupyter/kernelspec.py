@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import shutil
 import sys
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -67,7 +66,15 @@ def install(*, user: bool = False, prefix: str | None = None, name: str = KERNEL
     """Install the kernelspec; returns the folder it was installed in."""
     from jupyter_client.kernelspec import KernelSpecManager
 
-    with tempfile.TemporaryDirectory() as tmp:
-        folder = Path(tmp) / name
+    from crystal_kernel.core.host_folders import process_folder, remove_folder
+    from crystal_kernel.core.paths import home_dir
+
+    # SANDBOX-2: written first in a host-only folder, not temp, where a tool process
+    # could rewrite the argv between the write and the copy.
+    staging = process_folder(home_dir(), "install")
+    try:
+        folder = staging / name
         write_kernelspec(folder, kernel_json(flags, display_name=display_name))
         return KernelSpecManager().install_kernel_spec(str(folder), name, user=user, prefix=prefix)
+    finally:
+        remove_folder(staging)

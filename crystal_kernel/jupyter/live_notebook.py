@@ -4,7 +4,9 @@ notebook's shared document (server/live_notebook.py).
 
 The server is found through its runtime file (``jpserver-<pid>.json``: url and token):
 the one whose process started this kernel, else one whose root folder holds the
-notebook. Only loopback servers are used. Any failure (no server, an old server without
+notebook. A ``crystal space`` keeps its runtime files in its host-only folder in Home
+(SANDBOX-2, core/paths.py ``space_runtime_dir``), looked in first; then the person's
+Jupyter runtime folder. Only loopback servers are used. Any failure (no server, an old server without
 the route, a timeout) returns None and the tool writes the file instead.
 """
 
@@ -25,14 +27,18 @@ ROUTE = "crystal/api/notebook-edit"
 
 def find_server(notebook: Path) -> dict[str, Any] | None:
     """The running Jupyter server this kernel belongs to, from its runtime file."""
-    try:
-        from jupyter_server.serverapp import list_running_servers
+    from crystal_kernel.core.paths import home_dir, space_runtime_dir
 
-        running = list(list_running_servers())
-    except Exception:
-        return None
-    servers: list[dict[str, Any]] = [s for s in running if urlparse(str(s.get("url", ""))).hostname in ("127.0.0.1", "localhost", "::1")]
     parent = os.getppid()
+    running: list[dict[str, Any]] = []
+    for runtime in (str(space_runtime_dir(home_dir(), parent)), None):
+        try:
+            from jupyter_server.serverapp import list_running_servers
+
+            running += list(list_running_servers(runtime))
+        except Exception:
+            continue
+    servers: list[dict[str, Any]] = [s for s in running if urlparse(str(s.get("url", ""))).hostname in ("127.0.0.1", "localhost", "::1")]
     for server in servers:
         if server.get("pid") == parent:
             return server

@@ -14,9 +14,17 @@ How the flags reach the kernels: a kernelspec of this space's own, named ``cryst
 the installed one and found first (``KernelSpecManager.kernel_dirs``), whose argv carries
 ``--workspace`` and the flags (the way ``crystal kernel install`` bakes flags in). Not
 the environment: ``CRYSTAL_ARGS`` would also reach every process the kernels start
-(tools, a nested Jupyter), and Python kernels. The spec lives in a temporary folder
-removed when the space stops; notebooks keep the plain kernelspec name ``crystal``, so
-they open anywhere, without the flags (FL-5: flags belong to a process, never to files).
+(tools, a nested Jupyter), and Python kernels. Notebooks keep the plain kernelspec name
+``crystal``, so they open anywhere, without the flags (FL-5: flags belong to a process,
+never to files).
+
+Where the space keeps its files (SANDBOX-2): the kernelspec, and the Jupyter runtime
+folder (the server's file with its token, the kernels' connection files with their
+keys), live in the space's host-only folder ``{home}/run/space-<pid>``
+(core/host_folders.py, mode 0700), removed when the space stops. Not in temp: a tool
+process writes there, and the space's next Crystal kernel would run the ``argv`` it
+wrote, unsandboxed, with the model key. Crystal kernels find their space's server there
+(live_notebook.py).
 
 Only this module (and the jupyter front) imports Jupyter: ``crystal space`` reaches it
 through cli's SUBCOMMAND_MODULES, which loads it by name.
@@ -27,7 +35,6 @@ from __future__ import annotations
 import argparse
 import json
 import signal
-import tempfile
 import urllib.parse
 from pathlib import Path
 from typing import Any
@@ -78,6 +85,7 @@ def kernel_flags(ns: argparse.Namespace, workspace: Path) -> list[str]:
 
 
 def cmd_space(ns: argparse.Namespace) -> int:
+    from crystal_kernel.core.host_folders import process_folder, remove_folder
     from crystal_kernel.core.paths import home_dir
     from crystal_kernel.jupyter.space_notebook import space_notebook
 
@@ -93,8 +101,11 @@ def cmd_space(ns: argparse.Namespace) -> int:
     flags = kernel_flags(ns, workspace)
     notebook = space_notebook(workspace, home_dir(), ns.resume)
     withhold_keys(ns)
-    with tempfile.TemporaryDirectory(prefix="crystal-space-") as data:
-        return serve(workspace, notebook.relative_to(workspace).as_posix(), flags, Path(data), ns)
+    data = process_folder(home_dir(), "space")  # SANDBOX-2: host-only, not temp
+    try:
+        return serve(workspace, notebook.relative_to(workspace).as_posix(), flags, data, ns)
+    finally:
+        remove_folder(data)
 
 
 def withhold_keys(ns: argparse.Namespace) -> None:
@@ -108,11 +119,12 @@ def withhold_keys(ns: argparse.Namespace) -> None:
 
 
 def write_kernelspec(data: Path, flags: list[str]) -> Path:
-    """The space's ``crystal`` kernelspec in ``data/kernels``; returns that folder."""
+    """The space's ``crystal`` kernelspec in ``data/kernels`` (``data``: the space's
+    host-only folder); returns that folder."""
     from crystal_kernel.jupyter.kernelspec import KERNEL_NAME, kernel_json
 
     kernels = data / "kernels"
-    (kernels / KERNEL_NAME).mkdir(parents=True)
+    (kernels / KERNEL_NAME).mkdir(parents=True, mode=0o700)
     (kernels / KERNEL_NAME / "kernel.json").write_text(json.dumps(kernel_json(flags), indent=2), encoding="utf-8")
     return kernels
 
@@ -130,6 +142,10 @@ def serve(workspace: Path, notebook: str, flags: list[str], data: Path, ns: argp
     # Jupyter config says (the lab extension comes with the package's data files).
     server = LabApp.make_serverapp(jpserver_extensions={LabApp.get_extension_package(): True, SERVER_EXTENSION: True},
                                    kernel_manager_class=SpaceKernelManager)
+    # SANDBOX-2: the server's file (its token) and the kernels' connection files (their
+    # keys) go to the space's host-only folder, not the person's Jupyter runtime folder,
+    # which tool processes read. Set before initialize: the kernel manager takes it there.
+    server.runtime_dir = str(data / "runtime")
     server.aliases.update(LabApp.aliases)
     server.initialize(argv=argv, starter_extension=LabApp.name, find_extensions=True)
     if server.gateway_config.gateway_enabled:
