@@ -28,6 +28,10 @@ from crystal_kernel.testing.llm_server import LLMServer
 
 CRYSTAL = str(Path(sys.executable).parent / "crystal")
 
+# Both ways tool processes are confined (jobs/sandbox.py): bubblewrap where it works, and
+# the Landlock fallback.
+MECHANISMS = [m for m in ("bubblewrap", "landlock") if m == "landlock" or shutil.which("bwrap")]
+
 pytestmark = pytest.mark.skipif(landlock.abi_version() < 4, reason="needs Landlock ABI 4 (this machine has 7)")
 
 
@@ -41,7 +45,8 @@ def fresh_home():
     shutil.rmtree(home.parent, ignore_errors=True)
 
 
-def test_notebook_run_works_with_a_home_that_never_saw_ipython__SANDBOX_2(fresh_home, workspace):
+@pytest.mark.parametrize("mechanism", MECHANISMS)
+def test_notebook_run_works_with_a_home_that_never_saw_ipython__SANDBOX_2(fresh_home, workspace, mechanism):
     """SANDBOX-2, issue 39 defect 10: a fresh home (no ~/.ipython, read-only to tools):
     notebook_run's kernel starts, the cells run and their outputs are written back; nothing
     is made in the person's home."""
@@ -54,7 +59,7 @@ def test_notebook_run_works_with_a_home_that_never_saw_ipython__SANDBOX_2(fresh_
     with LLMServer(replies) as server:
         env.update({"HOME": str(fresh_home), "CRYSTAL_HOME": str(fresh_home / ".crystal"),
                     "CRYSTAL_PROVIDER": "openai", "CRYSTAL_BASE_URL": server.base_url, "CRYSTAL_MODEL": "gpt-test",
-                    "OPENAI_API_KEY": "sk-test"})
+                    "OPENAI_API_KEY": "sk-test", "CRYSTAL_SANDBOX_MECHANISM": mechanism})
         out = subprocess.run([CRYSTAL, "run", "run the notebook", "--workspace", str(workspace), "--format", "jsonl",
                               "--approval", "full"], capture_output=True, text=True, env=env, timeout=180)
     assert out.returncode == 0, out.stderr
