@@ -129,7 +129,7 @@ _session_folders: dict[str, Path] = {}
 
 
 def kernel_folders(session_id: str, env: dict[str, str]) -> dict[str, str]:
-    """SANDBOX-2 (issue 39): where the run's kernel keeps IPython's profile and
+    """SANDBOX-2: where the run's kernel keeps IPython's profile and
     matplotlib's config and caches: a temp folder of the session's own, kept across its
     runs (matplotlib's font cache is built once). The person's home is read-only in the
     sandbox, and IPython must make ``~/.ipython/profile_default`` at its first start: in a

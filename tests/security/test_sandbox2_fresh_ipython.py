@@ -1,4 +1,4 @@
-"""SANDBOX-2 (issue 39, defect 10): notebook_run works for a person who never ran IPython.
+"""SANDBOX-2: notebook_run works for a person who never ran IPython.
 
 The kernel notebook_run starts runs in the sandbox, where the person's home folder is
 not writable; IPython must make ``~/.ipython/profile_default`` at its first start, so
@@ -47,7 +47,7 @@ def fresh_home():
 
 @pytest.mark.parametrize("mechanism", MECHANISMS)
 def test_notebook_run_works_with_a_home_that_never_saw_ipython__SANDBOX_2(fresh_home, workspace, mechanism):
-    """SANDBOX-2, issue 39 defect 10: a fresh home (no ~/.ipython, read-only to tools):
+    """SANDBOX-2: a fresh home (no ~/.ipython, read-only to tools):
     notebook_run's kernel starts, the cells run and their outputs are written back; nothing
     is made in the person's home."""
     nb = new_notebook(metadata={"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}})

@@ -1,4 +1,4 @@
-"""SANDBOX-2 (issue 39, defect 3): a repository's link cannot widen the sandbox.
+"""SANDBOX-2: a repository's link cannot widen the sandbox.
 
 Paths the host hands to the sandbox as writable (an exec set's data folders, the
 folders the person opened with ``/access add DIR rw``, the workspace) are resolved once
@@ -85,7 +85,7 @@ def crystal_run_full(workspace: Path, replies: list, mechanism: str) -> list[dic
 @pytest.mark.parametrize("link", ["prompts", "home"])
 def test_a_data_folder_link_cannot_open_prompts_or_home_to_an_exec_set__SANDBOX_2(private_home, workspace, link,
                                                                                    mechanism):
-    """SANDBOX-2, issue 39 defect 3: ``.crystal/data/tools/notes`` is a link to
+    """SANDBOX-2: ``.crystal/data/tools/notes`` is a link to
     ``../../prompts`` or to the Crystal Home; the Home's own ``notes`` set runs in
     ``full`` approval and writes its data folder: the call is refused with one line,
     ``.crystal/prompts/work.md`` and Home's ``config.json`` are unchanged."""

@@ -1,4 +1,4 @@
-"""SANDBOX-2 (issue 39, defect 2): ``crystal space`` keeps its host state out of reach.
+"""SANDBOX-2: ``crystal space`` keeps its host state out of reach.
 
 The space's kernelspec (whose ``argv`` its next Crystal kernel runs, as the host, with
 the model key) lived in ``$TMPDIR/crystal-space-*``: a sandboxed command rewrote it and
@@ -128,7 +128,7 @@ def dead_pid() -> int:
 
 @pytest.mark.parametrize("mechanism", MECHANISMS)
 def test_a_sandboxed_command_cannot_rewrite_the_spaces_kernelspec__SANDBOX_2(tmp_path, mechanism):
-    """SANDBOX-2, issue 39 defect 2: the space's kernelspec and runtime files are in
+    """SANDBOX-2: the space's kernelspec and runtime files are in
     ``{crystal home}/run/space-<pid>`` (0700; nothing of the space in temp, nor in the
     person's Jupyter runtime folder); a ``bash`` of ``crystal run --approval full`` that
     rewrites every space kernelspec it can reach changes nothing, and the next Crystal
