@@ -27,6 +27,8 @@ from pathlib import Path
 import pytest
 from jupyter_client.blocking import BlockingKernelClient
 
+from crystal_kernel.core.errors import UserError
+from crystal_kernel.core.host_folders import process_folder, remove_folder
 from crystal_kernel.jobs import landlock
 from crystal_kernel.testing.llm_server import LLMServer
 from tests.e2e.conftest import JUPYTER_AI_SERVER_EXTENSIONS, free_port
@@ -211,3 +213,37 @@ def test_a_linked_run_folder_is_refused_in_one_line(tmp_path):
     assert lines == [f"crystal: Crystal's host-only folder {home / 'run'} is a symbolic link; remove it (Crystal "
                      "makes the folder itself)."], lines
     assert list(elsewhere.iterdir()) == []
+
+
+def test_the_host_only_folder_is_checked_made_private_and_cleaned_in_bounds(tmp_path):
+    """SANDBOX-2: ``process_folder`` (what ``crystal space`` and ``crystal kernel install``
+    take) refuses a ``run`` that is a file or someone else's folder in one line, and
+    removes at most 16 stale folders of dead processes at one start (the rest at the
+    next), never a folder of a live process nor one that is not a process's."""
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "run").write_text("not a folder")
+    with pytest.raises(UserError) as refused:
+        process_folder(home, "space")
+    assert str(refused.value) == f"Crystal's host-only folder {home / 'run'} is not a folder; remove it."
+    (home / "run").unlink()
+    (home / "run").mkdir(mode=0o700)
+    if os.getuid() == 0:  # only root can make a folder someone else's
+        os.chown(home / "run", 54321, 54321)
+        with pytest.raises(UserError, match=r"belongs to another user \(uid 54321\); remove it\.$"):
+            process_folder(home, "space")
+        os.chown(home / "run", 0, 0)
+    gone = int(Path("/proc/sys/kernel/pid_max").read_text()) + 1  # above every process number
+    for n in range(20):
+        (home / "run" / f"space-{gone + n}").mkdir()
+    (home / "run" / f"space-{os.getppid()}").mkdir()  # a live process's
+    (home / "run" / "notes").mkdir()  # not a process's
+    mine = process_folder(home, "space")
+    assert mine == home / "run" / f"space-{os.getpid()}" and stat.S_IMODE(os.lstat(mine).st_mode) == 0o700
+    left = sorted(p.name for p in (home / "run").iterdir())
+    assert len([n for n in left if n[6:].isdigit() and int(n[6:]) >= gone]) == 20 - 16, left
+    assert f"space-{os.getppid()}" in left and "notes" in left
+    process_folder(home, "space")
+    assert not [n for n in (p.name for p in (home / "run").iterdir()) if n[6:].isdigit() and int(n[6:]) >= gone]
+    remove_folder(mine)
+    assert not mine.exists()
