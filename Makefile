@@ -43,10 +43,12 @@ mutants: $(STAMP)
 # Browser tests drive Debian's chromium (never `playwright install`). The labextension
 # build needs Node.js >= 20.19 with npm on PATH.
 # tmux: the interactive `crystal` tests type into a real terminal (tests/cli/tmux_terminal.py).
+# bubblewrap: the sandbox of tool processes (SANDBOX-2); its tests run on it and on Landlock.
 system-deps:
 	@missing=""; \
 	[ -x /usr/bin/chromium ] || missing="$$missing chromium"; \
 	command -v tmux >/dev/null || missing="$$missing tmux"; \
+	command -v bwrap >/dev/null || missing="$$missing bubblewrap"; \
 	if [ -n "$$missing" ]; then \
 	  if [ "$$(id -u)" = 0 ]; then \
 	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \

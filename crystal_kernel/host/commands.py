@@ -13,6 +13,7 @@ from crystal_kernel.core.commands import CommandResult
 from crystal_kernel.core.errors import UserError
 from crystal_kernel.host.folders import add_folder
 from crystal_kernel.host.store import UNVERIFIED_LEGEND, UNVERIFIED_MARK
+from crystal_kernel.jobs.sandbox import mechanism_note
 
 if TYPE_CHECKING:
     from crystal_kernel.host.session import Session
@@ -219,6 +220,7 @@ def _access(session: Session, args: list[str]) -> str:
     lines = [f"Workspace: {session.workspace} (rw)"]
     lines += [f"{d.path} ({d.mode}){'' if d.granted else ', added by the client for this session only'}"
               for d in session.access.directories]
+    lines.append(mechanism_note(session.config))  # SANDBOX-2: which sandbox holds tool processes to this
     return "\n".join(lines)
 
 

@@ -66,6 +66,7 @@ TRUNCATE = 1 << 14  # ABI 3
 NET_BIND_TCP = 1 << 0  # ABI 4
 NET_CONNECT_TCP = 1 << 1
 SCOPE_ABSTRACT_UNIX = 1 << 0  # ABI 6
+SCOPE_SIGNAL = 1 << 1  # ABI 6: no signal to a process outside the sandbox (SANDBOX-2)
 
 CLONE_NEWNS = 0x00020000
 CLONE_NEWUSER = 0x10000000
@@ -302,6 +303,11 @@ def confine(writable: list[str], protected: list[str], allowed: list[str], netwo
         if abi >= 6:
             attr.scoped = SCOPE_ABSTRACT_UNIX
             size = 24
+    if abi >= 6:
+        # The host's processes (and the person's others) cannot be signalled from inside;
+        # bubblewrap's PID namespace does the same there.
+        attr.scoped |= SCOPE_SIGNAL
+        size = 24
     ruleset = lib.syscall(SYS_CREATE_RULESET, libc.byref(attr), libc.c_size_t(size), libc.c_uint32(0))
     if ruleset < 0:
         raise _fail("cannot create the Landlock rules")

@@ -169,10 +169,19 @@ def _serve_one_sandbox(parent: int, options: bytes, control_fd: int) -> None:
     supervisor._set_prctl(supervisor.PR_SET_PDEATHSIG, signal.SIGTERM)  # kept through the namespace; again to be sure
     if os.getppid() != parent:
         os._exit(0)
+    # SANDBOX-2: the host holds the read-only binds' folders from now on (it passes the
+    # same stat checks), not this server, whose /proc/PID/fd every command it serves could
+    # read: a folder handle there wrote through the read-only mount.
+    held = list(landlock._PINNED[:64])
     try:
-        control.send(b"ready " + marshal.dumps((os.getpid(), state, identities)))
+        control.sendmsg([b"ready " + marshal.dumps((os.getpid(), state, identities))],
+                        [(_socket.SOL_SOCKET, _socket.SCM_RIGHTS,
+                          b"".join(fd.to_bytes(4, sys.byteorder, signed=True) for fd in held))] if held else [])
     except OSError:
         os._exit(0)
+    for pinned in landlock._PINNED:
+        os.close(pinned)
+    del landlock._PINNED[:]
     _serve_with_spares(parent, control, (launcher, state, rules))
 
 

@@ -142,6 +142,13 @@ class _Confined:
         # (path, st_dev, st_ino, st_mtime_ns or None), st_dev None: missing (jobs/landlock.py).
         self.identities: list[tuple[str, int | None, int | None, int | None]] | None = None
         self.gone = False
+        self.held: list[int] = []
+
+    def close(self) -> None:
+        """Close our end (that server finishes its calls, then exits) and what we held for it."""
+        self.control.close()
+        _close(self.held)
+        self.held = []
 
     def settle(self, wait: float = 0.0) -> bool:
         """Read its ``ready`` message if it came (waiting up to ``wait`` seconds); True once read."""
@@ -153,11 +160,15 @@ class _Confined:
             if not poller.poll(wait * 1000):
                 return False
         try:
-            data = self.control.recv(MAX_READY, socket.MSG_DONTWAIT)
+            data, ancdata, _flags, _address = self.control.recvmsg(MAX_READY, socket.CMSG_SPACE(MAX_HELD * 4),
+                                                                   socket.MSG_DONTWAIT)
         except BlockingIOError:
             return False
         except OSError:
-            data = b""
+            data, ancdata = b"", []
+        # SANDBOX-2: the read-only binds' folders, held here in the host (outside the
+        # sandbox, where no command can reach them through /proc) for as long as the server lives.
+        self.held = _received_fds(ancdata)
         try:
             pid, _state, identities = marshal.loads(data[6:]) if data.startswith(b"ready ") else (None, "", None)
         except (EOFError, ValueError, TypeError):
@@ -190,6 +201,9 @@ class _Confined:
 
 
 MAX_READY = 1 << 20
+# Folders a server of one sandbox holds open at most (its read-only binds: .crystal/, Home,
+# the credential folders that lie in the workspace).
+MAX_HELD = 64
 
 
 class _Server:
@@ -209,7 +223,7 @@ class _Server:
             if self.owner != os.getpid():  # first use, or a forked copy of the host
                 self.control, self.owner, self.failed = None, os.getpid(), False
                 for entry in self.confined.values():
-                    entry.control.close()  # our copies only: the host that forked keeps its own
+                    entry.close()  # our copies only: the host that forked keeps its own
                 self.confined.clear()
             if self.control is None and not self.failed:
                 self.control = self._start()
@@ -249,7 +263,7 @@ class _Server:
 
     def _let_go(self, key: tuple[str, ...]) -> None:
         """Close our end: that server finishes the calls it runs, then exits."""
-        self.confined.pop(key).control.close()
+        self.confined.pop(key).close()
 
     def forget(self, control: socket.socket) -> None:
         with self.lock:
@@ -258,6 +272,7 @@ class _Server:
             for key, entry in list(self.confined.items()):
                 if entry.control is control:
                     del self.confined[key]
+                    _close(entry.held)
             control.close()
 
     def helpers(self, wait: float) -> set[int]:
@@ -516,6 +531,15 @@ def _spares(server: int) -> list[int]:
         except OSError:
             continue
     return found
+
+
+def _received_fds(ancdata: list[tuple[int, int, bytes]]) -> list[int]:
+    fds: list[int] = []
+    for level, kind, data in ancdata:
+        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+            usable = len(data) - len(data) % 4
+            fds.extend(int.from_bytes(data[i:i + 4], sys.byteorder, signed=True) for i in range(0, usable, 4))
+    return fds
 
 
 def _fd_bytes(fds: list[int]) -> bytes:
