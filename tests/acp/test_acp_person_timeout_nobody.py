@@ -1,5 +1,5 @@
 """A person form that times out is nobody's answer, not the person's (SPEC §13 "Waits";
-core/interaction.py's ``nobody`` contract; issue 39, a defect the M4 mutation pass found).
+core/interaction.py's ``nobody`` contract; a defect the M4 mutation pass found).
 
 A real `crystal acp` whose client never answers the permission request: after
 personTimeoutSeconds the call is denied by the host, the model is told nobody answered

@@ -1,4 +1,4 @@
-"""acp/checks.py, second hand-mutation pass (issue 39 item 6, ``M4-..`` rows of
+"""acp/checks.py, second hand-mutation pass (``M4-..`` rows of
 docs/mutants.md; TRUST-3, TRUST-6). A real `crystal acp` over raw JSON-RPC lines on the
 loopback model server, as in test_acp_hostile_input.py."""
 

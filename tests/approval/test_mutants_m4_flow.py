@@ -1,4 +1,4 @@
-"""host/approval_flow.py, second hand-mutation pass (issue 39 item 6, ``M4-..`` rows of
+"""host/approval_flow.py, second hand-mutation pass (``M4-..`` rows of
 docs/mutants.md; REV-1, SPEC §13 "Waits"). Real Session, real tools, real files."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""host/folders.py and core/access.py, second hand-mutation pass (issue 39 item 6,
-``M4-..`` rows of docs/mutants.md; TRUST-3, TRUST-6).
+"""host/folders.py and core/access.py, second hand-mutation pass
+(``M4-..`` rows of docs/mutants.md; TRUST-3, TRUST-6).
 
 The person's ``/access add`` through the real command handler, with the workspace and the
 folders under ``$HOME`` as people have them (the first pass's tests never put them

@@ -1,4 +1,4 @@
-"""core/secrets.py, second hand-mutation pass (issue 39 item 6, ``M4-..`` rows of
+"""core/secrets.py, second hand-mutation pass (``M4-..`` rows of
 docs/mutants.md; TRUST-4). A key is redacted from what the host saves: down to 4
 characters where the key stays in the environment (the ``%crystal`` magics in the
 person's own kernel), and anywhere from 8 characters on, inside longer tokens too.

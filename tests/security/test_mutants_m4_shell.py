@@ -1,5 +1,4 @@
-"""host/shell_rules.py and host/shell_parse.py, second hand-mutation pass (issue 39 item
-6, ``M4-..`` rows of docs/mutants.md), and the wrapper options that pass found open on
+"""host/shell_rules.py and host/shell_parse.py, second hand-mutation pass (``M4-..`` rows of docs/mutants.md), and the wrapper options that pass found open on
 main (GUARD-1, GUARD-2, SANDBOX-2).
 
 Each test asserts what a person who set the forbidden rule ``rm -rf *`` loses: a command

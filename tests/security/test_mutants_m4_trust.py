@@ -1,5 +1,5 @@
-"""core/trust.py and core/trust_digest.py, second hand-mutation pass (issue 39 item 6,
-``M4-..`` rows of docs/mutants.md; TRUST-5). Real files, links and modes, the real
+"""core/trust.py and core/trust_digest.py, second hand-mutation pass
+(``M4-..`` rows of docs/mutants.md; TRUST-5). Real files, links and modes, the real
 trust store in a private Home, and whether a new session offers the set's tool."""
 
 from __future__ import annotations

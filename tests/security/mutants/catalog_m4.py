@@ -1,5 +1,5 @@
 """Rows M4-.. of the mutant catalog: the survivors of the second hand-mutation pass of
-the safety core (main at c1a37a5, 2026-12-07; issue 39 item 6). catalog.py adds them to
+the safety core (main at c1a37a5, 2026-12-07). catalog.py adds them to
 ``MUTANTS``; docs/mutants.md lists them with what a user would lose.
 
 Where the code a mutant changed was rewritten since (the wrapper options of
