@@ -16,6 +16,7 @@ from acp import RequestError
 from crystal_kernel.host.store import SessionStore
 from crystal_kernel.testing.llm_server import LLMServer
 from tests.acp.harness import CRYSTAL, RecordingClient, crystal_acp, pid_alive
+from tests.sandbox_pids import host_pid
 
 
 def text(prompt: str) -> list[dict]:
@@ -26,7 +27,9 @@ async def read_pid(path) -> int:
     """The pid a command wrote; it may take a moment to appear."""
     for _ in range(200):
         if path.exists() and path.read_text().strip():
-            return int(path.read_text())
+            found = host_pid(int(path.read_text()), path.parent)  # SANDBOX-2: the host's id
+            assert found is not None, f"the process of {path.name} is not running"
+            return found
         await asyncio.sleep(0.05)
     raise AssertionError(f"{path} was never written")
 

@@ -8,6 +8,7 @@ import time
 import psutil
 
 from crystal_kernel.jupyter.driver import click
+from tests.sandbox_pids import host_pid
 
 
 def alive(pid: int) -> bool:
@@ -62,10 +63,10 @@ def test_interrupt_during_a_long_bash_call_kills_its_processes(kernel):
     assert run.reply["content"]["ename"] == "KeyboardInterrupt"
     assert time.monotonic() - sent["at"] < 2.0
     assert time.monotonic() - started < 10
-    pid = int(pid_file.read_text())
+    pid = host_pid(int(pid_file.read_text()), pid_file.parent, wait=0)  # SANDBOX-2: the host's id (None: gone)
     deadline = time.monotonic() + 3
     while time.monotonic() < deadline:
-        if not alive(pid):
+        if pid is None or not alive(pid):
             break
         time.sleep(0.05)
     else:

@@ -13,6 +13,7 @@ import time
 import psutil
 
 from crystal_kernel.jupyter.notebook_map import map_path
+from tests.sandbox_pids import host_pid
 
 
 def test_flags_sessions_and_resume_after_restart(llm_server, tmp_path, kernel_factory):
@@ -74,7 +75,8 @@ def test_kernel_restart_stops_background_jobs_BG2(kernel_factory):
     deadline = time.monotonic() + 5
     while not (pid_file.exists() and pid_file.read_text().strip()) and time.monotonic() < deadline:
         time.sleep(0.05)
-    pid = int(pid_file.read_text())
+    pid = host_pid(int(pid_file.read_text()), pid_file.parent)  # SANDBOX-2: the host's id
+    assert pid is not None
     os.kill(pid, 0)  # running
     kernel.km.restart_kernel(now=False)  # what the notebook's restart button does
     kernel.driver.kc.wait_for_ready(timeout=60)

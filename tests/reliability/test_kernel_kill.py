@@ -12,12 +12,16 @@ import time
 
 from reliability_support import clear, kernel_helpers, session_documents, user_prompts, wait_gone
 
+from tests.sandbox_pids import host_pid
+
 
 def wait_for_pid(path, seconds: float = 20.0) -> int:
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         if path.exists() and path.read_text().strip():
-            return int(path.read_text().strip())
+            found = host_pid(int(path.read_text().strip()), path.parent)  # SANDBOX-2: the host's id
+            assert found is not None, f"the process of {path.name} is not running"
+            return found
         time.sleep(0.05)
     raise AssertionError(f"{path.name} was never written")
 
@@ -48,8 +52,10 @@ def test_sigkill_during_a_bash_call_leaves_no_children(llm_server, tmp_path):
         for name in names:
             path = kernel.workspace / name
             if path.exists() and path.read_text().strip():
+                found = host_pid(int(path.read_text()), path.parent, wait=0)
                 try:
-                    os.kill(int(path.read_text()), signal.SIGKILL)
+                    if found is not None:
+                        os.kill(found, signal.SIGKILL)
                 except ProcessLookupError:
                     pass
 
@@ -83,8 +89,10 @@ def test_sigkill_mid_turn_leaves_no_children_and_a_resumable_session(llm_server,
         for name in ("bg.pid",):
             path = kernel.workspace / name
             if path.exists() and path.read_text().strip():
+                found = host_pid(int(path.read_text()), path.parent, wait=0)
                 try:
-                    os.kill(int(path.read_text()), signal.SIGKILL)
+                    if found is not None:
+                        os.kill(found, signal.SIGKILL)
                 except ProcessLookupError:
                     pass
 
