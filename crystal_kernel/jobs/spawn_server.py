@@ -67,8 +67,9 @@ if TYPE_CHECKING:
     # A server's own sandbox: its launcher options, its state (supervisor.confine_lasting), its rules.
     Confined: TypeAlias = tuple[list[str], str, _SandboxRules] | None
 if TYPE_CHECKING or __package__:
-    from crystal_kernel.jobs import landlock, supervisor
+    from crystal_kernel.jobs import fdpass, landlock, supervisor
 else:
+    import fdpass
     import landlock  # loaded once here, not in every forked supervisor
     import supervisor
 
@@ -135,15 +136,6 @@ def _child(server: int, request: bytes, fds: list[int], confined: "Confined", sp
     os._exit(0)
 
 
-def _received_fds(ancdata: list[tuple[int, int, bytes]]) -> list[int]:
-    fds: list[int] = []
-    for level, kind, data in ancdata:
-        if level == _socket.SOL_SOCKET and kind == _socket.SCM_RIGHTS:
-            usable = len(data) - len(data) % 4
-            fds.extend(int.from_bytes(data[i:i + 4], sys.byteorder, signed=True) for i in range(0, usable, 4))
-    return fds
-
-
 def serve(host: int, control_fd: int) -> None:
     """Answer requests on ``control_fd`` until the host closes it or dies."""
     supervisor._set_prctl(supervisor.PR_SET_PDEATHSIG, signal.SIGTERM)
@@ -174,9 +166,7 @@ def _serve_one_sandbox(parent: int, options: bytes, control_fd: int) -> None:
     # read: a folder handle there wrote through the read-only mount.
     held = list(landlock._PINNED[:64])
     try:
-        control.sendmsg([b"ready " + marshal.dumps((os.getpid(), state, identities))],
-                        [(_socket.SOL_SOCKET, _socket.SCM_RIGHTS,
-                          b"".join(fd.to_bytes(4, sys.byteorder, signed=True) for fd in held))] if held else [])
+        control.sendmsg([b"ready " + marshal.dumps((os.getpid(), state, identities))], fdpass.rights(held))
     except OSError:
         os._exit(0)
     for pinned in landlock._PINNED:
@@ -273,7 +263,7 @@ def _receive(control: "_socket.socket", space: int) -> "tuple[bytes, list[int]]"
             continue
         except OSError:
             return b"", []
-        return request, _received_fds(ancdata)
+        return request, fdpass.received_fds(ancdata)
 
 
 def _loop(parent: int, control: "_socket.socket", confined: "Confined") -> None:

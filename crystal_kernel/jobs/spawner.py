@@ -36,6 +36,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
+from crystal_kernel.jobs.fdpass import received_fds, rights
 from crystal_kernel.jobs.sandbox import Sandbox
 
 SERVER = str(Path(__file__).resolve().with_name("spawn_server.py"))
@@ -168,7 +169,7 @@ class _Confined:
             data, ancdata = b"", []
         # SANDBOX-2: the read-only binds' folders, held here in the host (outside the
         # sandbox, where no command can reach them through /proc) for as long as the server lives.
-        self.held = _received_fds(ancdata)
+        self.held = received_fds(ancdata)
         try:
             pid, _state, identities = marshal.loads(data[6:]) if data.startswith(b"ready ") else (None, "", None)
         except (EOFError, ValueError, TypeError):
@@ -249,8 +250,7 @@ class _Server:
                 return main  # a relative path names another folder in each call's cwd: confined per call
             ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
             try:
-                main.sendmsg([b"S" + marshal.dumps(launcher)], [(socket.SOL_SOCKET, socket.SCM_RIGHTS,
-                                                                  _fd_bytes([theirs.fileno()]))])
+                main.sendmsg([b"S" + marshal.dumps(launcher)], rights([theirs.fileno()]))
             except OSError:
                 ours.close()
                 return main
@@ -474,10 +474,10 @@ def send(argv: list[str], *, cwd: str, env: dict[Any, Any] | None, sandbox: Sand
         status_read, status_write = os.pipe()
         ours.append(status_read)
         theirs.append(status_write)
-        rights = [(socket.SOL_SOCKET, socket.SCM_RIGHTS, _fd_bytes(theirs))]
+        passed = rights(theirs)
         try:
             try:
-                control.sendmsg([request], rights)
+                control.sendmsg([request], passed)
             except OSError as exc:
                 main = _SERVER.control_socket()
                 if exc.errno == errno.EMSGSIZE or control is main or main is None:
@@ -485,7 +485,7 @@ def send(argv: list[str], *, cwd: str, env: dict[Any, Any] | None, sandbox: Sand
                 # A server of one sandbox that is gone: this call confines itself in the main server.
                 _SERVER.forget(control)
                 control = main
-                control.sendmsg([request], rights)
+                control.sendmsg([request], passed)
         except OSError as exc:
             # Too large for one message (an environment of hundreds of KB), or the server
             # is gone (started again next time): a supervisor of its own this time.
@@ -531,19 +531,6 @@ def _spares(server: int) -> list[int]:
         except OSError:
             continue
     return found
-
-
-def _received_fds(ancdata: list[tuple[int, int, bytes]]) -> list[int]:
-    fds: list[int] = []
-    for level, kind, data in ancdata:
-        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
-            usable = len(data) - len(data) % 4
-            fds.extend(int.from_bytes(data[i:i + 4], sys.byteorder, signed=True) for i in range(0, usable, 4))
-    return fds
-
-
-def _fd_bytes(fds: list[int]) -> bytes:
-    return b"".join(fd.to_bytes(4, sys.byteorder, signed=True) for fd in fds)
 
 
 def _close(fds: list[int]) -> None:

@@ -9,17 +9,12 @@ named ``…__M4_NN``: ``-k __M4_NN`` selects them.
 
 from __future__ import annotations
 
-from catalog import Mutant
+from catalog import ACCESS, DIGEST, FLOW, GRANTS, PARSE, RULES, TRUST, Mutant, _m
 
-RULES = "crystal_kernel/host/shell_rules.py"
-PARSE = "crystal_kernel/host/shell_parse.py"
 FOLDERS = "crystal_kernel/host/folders.py"
-ACCESS = "crystal_kernel/core/access.py"
 ACP_CHECKS = "crystal_kernel/acp/checks.py"
-TRUST = "crystal_kernel/core/trust.py"
-DIGEST = "crystal_kernel/core/trust_digest.py"
-FLOW = "crystal_kernel/host/approval_flow.py"
 SECRETS = "crystal_kernel/core/secrets.py"
+SIGN = "crystal_kernel/host/journal_sign.py"
 
 T_SHELL = "tests/security/test_mutants_m4_shell.py"
 T_FOLDERS = "tests/security/test_mutants_m4_folders.py"
@@ -27,89 +22,86 @@ T_ACP = "tests/acp/test_mutants_m4_acp.py"
 T_TRUST = "tests/security/test_mutants_m4_trust.py"
 T_FLOW = "tests/approval/test_mutants_m4_flow.py"
 T_SECRETS = "tests/security/test_mutants_m4_secrets.py"
-
-
-def _k(id: str, file: str, old: str, new: str, what: str, test_file: str) -> Mutant:
-    return Mutant(id, file, old, new, what, (test_file, "-k", f"__{id.replace('-', '_')}"))
+T_SIGNATURES = "tests/security/test_mutants_signatures.py"
 
 
 FOURTH_PASS: list[Mutant] = [
     # ----- host/shell_rules.py
-    _k("M4-55", RULES, '_KEYWORDS = frozenset({"{", "}", "!", "if",', '_KEYWORDS = frozenset({"{", "}", "if",',
+    _m("M4-55", RULES, '_KEYWORDS = frozenset({"{", "}", "!", "if",', '_KEYWORDS = frozenset({"{", "}", "if",',
        "`! rm -rf x` passes a forbidden rm rule", T_SHELL),
-    _k("M4-57", RULES, '        if t == "--":\n            return i + 1', '        if t == "--":\n            return i',
+    _m("M4-57", RULES, '        if t == "--":\n            return i + 1', '        if t == "--":\n            return i',
        "`sudo -- rm -rf x` passes a forbidden rm rule", T_SHELL),
-    _k("M4-60", RULES, '"--rcfile", "--init-file"):\n            i += 2', '"--rcfile", "--init-file"):\n            i += 1',
+    _m("M4-60", RULES, '"--rcfile", "--init-file"):\n            i += 2', '"--rcfile", "--init-file"):\n            i += 1',
        "`bash -o pipefail -c 'rm -rf x'` passes a forbidden rm rule", T_SHELL),
-    _k("M4-62", RULES, "        if eq:\n            return option, Word(attached, word.dynamic), i + 1",
+    _m("M4-62", RULES, "        if eq:\n            return option, Word(attached, word.dynamic), i + 1",
        "        if False:\n            return option, Word(attached, word.dynamic), i + 1",
        "`su --command='rm -rf x'` passes a forbidden rm rule", T_SHELL),
-    _k("M4-65", RULES, "            if nested.unsure:\n", "            if False:\n",
+    _m("M4-65", RULES, "            if nested.unsure:\n", "            if False:\n",
        "an unreadable `bash -c` line passes silently instead of going to the person", T_SHELL),
-    _k("M4-68", RULES, "i = _skip_options(rest, _WATCH_VALUES)", "i = 0",
+    _m("M4-68", RULES, "i = _skip_options(rest, _WATCH_VALUES)", "i = 0",
        "`watch -n 1 rm -rf x` passes a forbidden rm rule", T_SHELL),
     # ----- host/shell_parse.py
-    _k("M4-46", PARSE, "if cur.started and cur.text.isdigit() and not cur.dynamic:",
+    _m("M4-46", PARSE, "if cur.started and cur.text.isdigit() and not cur.dynamic:",
        "if cur.started and not cur.dynamic:", "`rm>/dev/null -rf x` passes a forbidden rm rule", T_SHELL),
-    _k("M4-52", PARSE, 'out.append(chr(int(digits, 16)) if digits else "\\\\x")', 'out.append("\\\\x" + digits)',
+    _m("M4-52", PARSE, 'out.append(chr(int(digits, 16)) if digits else "\\\\x")', 'out.append("\\\\x" + digits)',
        "`$'\\x72m' -rf x` passes a forbidden rm rule", T_SHELL),
     # ----- host/folders.py
-    _k("M4-30", FOLDERS, "        if _holds(resolved, protected):", "        if _holds(protected, resolved):",
+    _m("M4-30", FOLDERS, "        if _holds(resolved, protected):", "        if _holds(protected, resolved):",
        "a folder holding the home is accepted and every folder inside it refused", T_FOLDERS),
-    _k("M4-31", FOLDERS, "if is_credential_path(resolved):", "if is_credential_path(Path(resolved.name)):",
+    _m("M4-31", FOLDERS, "if is_credential_path(resolved):", "if is_credential_path(Path(resolved.name)):",
        "~/.ssh/keys and ~/.config/gcloud can be added", T_FOLDERS),
-    _k("M4-35", FOLDERS, "if _holds(_real(crystal_home), resolved):", "if _holds(resolved, _real(crystal_home)):",
+    _m("M4-35", FOLDERS, "if _holds(_real(crystal_home), resolved):", "if _holds(resolved, _real(crystal_home)):",
        "a folder inside the Crystal Home can be added", T_FOLDERS),
     # ----- core/access.py
-    _k("M4-28", ACCESS, "        self.directories = [d for d in self.directories if d.path != resolved]\n"
+    _m("M4-28", ACCESS, "        self.directories = [d for d in self.directories if d.path != resolved]\n"
        "        rule = DirectoryRule(", "        rule = DirectoryRule(",
        "adding a folder again read-only leaves it writable", T_FOLDERS),
     # ----- acp/checks.py
-    _k("M4-38", ACP_CHECKS, "if _inside(resolved, Path(os.path.realpath(crystal_home))):",
+    _m("M4-38", ACP_CHECKS, "if _inside(resolved, Path(os.path.realpath(crystal_home))):",
        "if _inside(path, Path(os.path.realpath(crystal_home))):",
        "an ACP cwd linked to the Crystal Home is a workspace", T_ACP),
-    _k("M4-39", ACP_CHECKS, "0x7F <= ord(ch) <= 0x9F for ch in name", "ord(ch) == 0x7F for ch in name",
+    _m("M4-39", ACP_CHECKS, "0x7F <= ord(ch) <= 0x9F for ch in name", "ord(ch) == 0x7F for ch in name",
        "a client's MCP server name may hold C1 controls", T_ACP),
     # ----- host/grants.py and host/journal_sign.py (TRUST-3, TRUST-5, TRUST-7). The
     # journal format changed since the pass (the signature binds the workspace too):
     # M4-82 and M4-83 make the same slip in the new code.
-    _k("M4-79", "crystal_kernel/host/grants.py",
+    _m("M4-79", GRANTS,
        'return hmac.compare_digest(expected.encode("ascii"), signature.encode("utf-8", "surrogatepass"))',
        'return signature.encode("utf-8", "surrogatepass") in expected.encode("ascii")',
        "an empty (or partial) grant signature re-grants a session's folders on resume",
-       "tests/security/test_mutants_signatures.py"),
-    _k("M4-80", "crystal_kernel/host/grants.py", "        if len(key) < 16:\n", "        if len(key) < 1:\n",
+       T_SIGNATURES),
+    _m("M4-80", GRANTS, "        if len(key) < 16:\n", "        if len(key) < 1:\n",
        "a 1-byte Home key is accepted: grants and journals forgeable in 256 tries",
-       "tests/security/test_mutants_signatures.py"),
-    _k("M4-81", "crystal_kernel/host/journal_sign.py", "    return chain if start == end else None",
+       T_SIGNATURES),
+    _m("M4-81", SIGN, "    return chain if start == end else None",
        "    return chain", "lines appended after the last signature line verify",
-       "tests/security/test_mutants_signatures.py"),
-    _k("M4-82", "crystal_kernel/host/journal_sign.py",
+       T_SIGNATURES),
+    _m("M4-82", SIGN,
        '_SEED + signer.place + b"\\0" + session_id.encode("utf-8"), hashlib.sha256',
        '_SEED + signer.place + b"\\0", hashlib.sha256',
        "the chain is not bound to the session id: a renamed journal verifies",
-       "tests/security/test_mutants_signatures.py"),
-    _k("M4-83", "crystal_kernel/host/journal_sign.py",
+       T_SIGNATURES),
+    _m("M4-83", SIGN,
        'b"tail\\0" + signer.place + b"\\0" + session_id.encode("utf-8") + b"\\0" + chain',
        'b"tail\\0" + signer.place + b"\\0" + chain',
        "the listing's tail signature is not bound to the session id",
-       "tests/security/test_mutants_signatures.py"),
+       T_SIGNATURES),
     # ----- core/trust.py and core/trust_digest.py
-    _k("M4-69", TRUST, "    real = Path(os.path.realpath(path))\n    return not _inside(real,",
+    _m("M4-69", TRUST, "    real = Path(os.path.realpath(path))\n    return not _inside(real,",
        "    real = Path(os.path.abspath(path))\n    return not _inside(real,",
        "a workspace reached through a link in the Crystal Home is trusted without asking", T_TRUST),
-    _k("M4-73", DIGEST, 'executable = b"x" if st.st_mode & 0o111 else b"-"', 'executable = b"-"',
+    _m("M4-73", DIGEST, 'executable = b"x" if st.st_mode & 0o111 else b"-"', 'executable = b"-"',
        "chmod +x on a file an MCP server runs keeps mcp.json trusted", T_TRUST),
-    _k("M4-74", DIGEST, 'digest.update(b"link\\0" + os.fsencode(os.path.relpath(target, real_root)) + b"\\0")',
+    _m("M4-74", DIGEST, 'digest.update(b"link\\0" + os.fsencode(os.path.relpath(target, real_root)) + b"\\0")',
        "pass", "re-pointing a folder link inside an exec set keeps it trusted", T_TRUST),
     # ----- host/approval_flow.py
-    _k("M4-16", FLOW, "review_timeout(session) + 5)", "None)",
+    _m("M4-16", FLOW, "review_timeout(session) + 5)", "None)",
        "a plugged-in reviewer that never returns hangs the turn", T_FLOW),
     # ----- core/secrets.py
-    _k("M4-92", SECRETS, 'if len(environ.get(name) or "") >= MIN_SECRET_LENGTH}',
+    _m("M4-92", SECRETS, 'if len(environ.get(name) or "") >= MIN_SECRET_LENGTH}',
        'if len(environ.get(name) or "") > MIN_SECRET_LENGTH}',
        "a 4-character key kept in os.environ (the magics) is saved unredacted", T_SECRETS),
-    _k("M4-93", SECRETS, '        if len(value) >= WHOLE_TOKEN_BELOW:\n            text = text.replace(',
+    _m("M4-93", SECRETS, '        if len(value) >= WHOLE_TOKEN_BELOW:\n            text = text.replace(',
        '        if len(value) > WHOLE_TOKEN_BELOW:\n            text = text.replace(',
        "an 8-character key inside a longer token is saved unredacted", T_SECRETS),
 ]
