@@ -34,8 +34,10 @@ def printing_tool(home: Path, payload, *, stderr: str = "", code: int = 0, name:
                   extra: dict | None = None) -> None:
     """A set whose tool prints ``payload`` (JSON-encoded unless a str) and exits."""
     out = payload if isinstance(payload, str) else json.dumps(payload)
-    (home / "payload.txt").write_text(out, encoding="utf-8")
-    script = (f"import sys; sys.stdin.read(); sys.stdout.write(open({str(home / 'payload.txt')!r}, "
+    # In the set's own folder: the rest of the Crystal Home is hidden from tool processes (SANDBOX-2).
+    (home / "tools" / name).mkdir(parents=True, exist_ok=True)
+    (home / "tools" / name / "payload.txt").write_text(out, encoding="utf-8")
+    script = (f"import sys; sys.stdin.read(); sys.stdout.write(open({str(home / 'tools' / name / 'payload.txt')!r}, "
               f"encoding='utf-8').read()); sys.stderr.write({stderr!r}); sys.exit({code:d})")
     home_set(home, name, {"command": [PY, "-c", script], "tools": [{"name": name, **(extra or {})}]})
 
