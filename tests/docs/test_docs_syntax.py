@@ -30,6 +30,8 @@ from docpages import PAGES, ROOT, blocks  # noqa: E402
 # Code spans that look like commands but are not checked here, and why.
 INLINE_UNCHECKED: dict[str, str] = {
     "cd x && rm -rf .": "an example of a bash call a forbidden rule matches, not a command to run",
+    "sudo -Eu root": "how a wrapper's combined short options are read, not a command to run",
+    "sudo -- rm -rf x": "a bash call a forbidden rule matches (M4-57), not a command to run",
     "echo INJECTED > .crystal/prompts/work.md": "an attack the sandbox refuses (SANDBOX-1), not a command to run",
     "python -u": "advice for a job's command (unbuffered Python output)",
     "python -I -S": "how the host starts the job supervisor, not a command for a person",
