@@ -88,10 +88,12 @@ def open_session(options: SessionOptions) -> Session:
     if options.fork and not options.resume:
         raise UserError("A fork needs the session to fork (resume).")
     config = load_config(options.home, overrides=dict(options.overrides))
-    # TRUST-7: the Home's signing key is read (made on first use) before any tool can
-    # run, which makes its value a known secret of this process (host/grants.py): it is
-    # redacted from tool results and saved files in every front, kernel and magics too.
-    home_key(config.home, create=True)
+    # TRUST-7: the Home's signing key is read before any tool can run, which makes its
+    # value a known secret of this process (host/grants.py): it is redacted from tool
+    # results and saved files in every front, kernel and magics too. A Home without one
+    # gets it at the first signed save, which registers it as it makes it; opening a
+    # session writes nothing in Home (crystal prompts export, a /help).
+    home_key(config.home, create=False)
     provider = options.provider
     if provider is None:
         from crystal_kernel.providers.registry import make_provider

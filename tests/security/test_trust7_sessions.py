@@ -259,18 +259,23 @@ def test_the_signing_key_printed_by_a_tool_reaches_neither_the_model_nor_the_ses
     assert "[redacted session-key]" in sent and "[redacted session-key]" in saved
 
 
-def test_the_front_door_makes_the_key_a_known_secret_before_any_tool_runs(workspace, private_home):
+def test_the_front_door_makes_the_key_a_known_secret_before_any_tool_runs(workspace, private_home, monkeypatch):
     """Every front (kernel, magics, crystal, crystal run, crystal acp) opens its session
-    through open_session: a fresh Home's key is made there and is a secret at once, so a
-    tool in the very first turn cannot print it unredacted."""
-    from crystal_kernel.core.secrets import host_secret_values, redact_text
-    from crystal_kernel.host.grants import KEY_FILE
+    through open_session: a Home's key is a secret from there on, so a tool in the very
+    first turn cannot print it unredacted. A fresh Home gets no key by opening (nothing is
+    written there); the first signed save makes it, and it is a secret as it is made."""
+    from crystal_kernel.core import secrets
+    from crystal_kernel.host.grants import KEY_FILE, home_key
 
-    assert not (private_home / KEY_FILE).exists()
     open_session(SessionOptions(workspace, provider=ScriptedProvider([]), keys="person_keeps"))
+    assert not (private_home / KEY_FILE).exists()
+    assert home_key(private_home, create=True) is not None  # what the first signed save does
     text = (private_home / KEY_FILE).read_text().strip()
-    assert text in {value for _, value in host_secret_values()}
-    assert redact_text(f"cat: {text}") == "cat: [redacted session-key]"
+    assert text in {value for _, value in secrets.host_secret_values()}
+    monkeypatch.setattr(secrets, "_host_secrets", {})  # a new process, with the key on disk
+    open_session(SessionOptions(workspace, provider=ScriptedProvider([]), keys="person_keeps"))
+    assert text in {value for _, value in secrets.host_secret_values()}
+    assert secrets.redact_text(f"cat: {text}") == "cat: [redacted session-key]"
 
 
 def test_host_secrets_are_bounded_and_the_home_in_use_stays_redacted(private_home, tmp_path):
