@@ -50,6 +50,8 @@ WATCHED = STOP_SIGNALS | {signal.SIGCHLD}
 # the ones we block) for the job: `yes | head` must end with SIGPIPE as in a terminal.
 RESET = WATCHED | {signal.SIGPIPE, signal.SIGXFSZ, signal.SIGQUIT}
 POLL_SECONDS = 0.5
+# Inside a bubblewrap sandbox: stdin back from descriptor 3 (see run()), then the program.
+_STDIN_BACK = 'exec 0<&3 3<&-; exec "$@"'
 # True for the type checker only (importing typing costs a job start several milliseconds).
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -350,10 +352,16 @@ def run(parent: int, grace: float, program: str, argv: list[str], env: "SpawnEnv
     sandbox; the supervisor stays outside it, where the command cannot see or signal it."""
     if status_fd is not None:
         os.set_inheritable(status_fd, False)  # the host's channel, not the command's
+    actions = []
     if wrap:
-        program, argv = wrap[0], [*wrap, "--", program, *argv[1:]]
+        # bubblewrap's own processes keep the descriptors 0-2 they were given for as long as
+        # the sandbox lives, so a program that stops reading its stdin would not break the
+        # host's pipe (EX-15): stdin goes in as descriptor 3, which they close, and a shell
+        # puts it back at 0 inside.
+        program, argv = wrap[0], [*wrap, "--", "/bin/sh", "-c", _STDIN_BACK, "sh", program, *argv[1:]]
+        actions = [(os.POSIX_SPAWN_DUP2, 0, 3), (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0)]
     try:
-        shell = os.posix_spawn(program, argv, env, setsigmask=(), setsigdef=RESET)
+        shell = os.posix_spawn(program, argv, env, setsigmask=(), setsigdef=RESET, file_actions=actions)
     except OSError as exc:
         sys.stderr.write(f"crystal: cannot start {program}: {exc.strerror or exc}\n")
         sys.stderr.flush()

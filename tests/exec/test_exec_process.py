@@ -13,6 +13,8 @@ import psutil
 import pytest
 from exec_support import PY, call, home_set, load, make_ctx
 
+from tests.sandbox_pids import host_pid
+
 # Reports what it got: argv, stdin, cwd and the CRYSTAL_* environment.
 REPORT = r'''
 import json, os, sys
@@ -235,14 +237,16 @@ async def test_ex15_stdin_failure_kills_the_tree(home, workspace, ctx):
     assert not result.ok and "stopped reading its input" in result.text
     # SIGKILL'ed, the program still takes the kernel a moment to tear down (seen 'running'
     # under init right after the call): wait for it as the timeout and cancel tests do.
-    pid = int(pidfile.read_text())
+    pid = host_pid(int(pidfile.read_text()), workspace, wait=0)  # SANDBOX-2: the host's id (None: gone)
     deadline = time.monotonic() + 5
     while not _gone(pid) and time.monotonic() < deadline:
         await asyncio.sleep(0.05)
     assert _gone(pid)
 
 
-def _gone(pid: int) -> bool:
+def _gone(pid: int | None) -> bool:
+    if pid is None:
+        return True
     try:
         return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
     except psutil.NoSuchProcess:
@@ -268,11 +272,15 @@ async def test_ex15_timeout_kills_grandchild_that_ignores_sigterm(home, workspac
              {"tree.py": GRANDPARENT})
     tools, _ = load(home, workspace)
     started = time.monotonic()
-    result = await call(tools["spawner"], {}, ctx)
+    task = asyncio.ensure_future(call(tools["spawner"], {}, ctx))
+    while not (pidfile.exists() and pidfile.read_text()) and not task.done():
+        await asyncio.sleep(0.02)
+    pid = host_pid(int(pidfile.read_text()), workspace)  # SANDBOX-2: the host's id, found while it runs
+    assert pid is not None
+    result = await task
     elapsed = time.monotonic() - started
     assert not result.ok and result.text == "spawner timed out after 2 seconds and was stopped."
     assert 1.9 <= elapsed < 8
-    pid = int(pidfile.read_text())
     deadline = time.monotonic() + 5
     while not _gone(pid) and time.monotonic() < deadline:
         await asyncio.sleep(0.05)
@@ -289,10 +297,11 @@ async def test_ex15_cancellation_kills_the_tree(home, workspace, ctx, monkeypatc
     deadline = time.monotonic() + 10
     while not (pidfile.exists() and pidfile.read_text()) and time.monotonic() < deadline:
         await asyncio.sleep(0.05)
+    pid = host_pid(int(pidfile.read_text()), workspace)  # SANDBOX-2: the host's id, found while it runs
+    assert pid is not None
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
-    pid = int(pidfile.read_text())
     deadline = time.monotonic() + 5
     while not _gone(pid) and time.monotonic() < deadline:
         await asyncio.sleep(0.05)
@@ -321,9 +330,10 @@ async def test_ex15_grandchild_holding_output_is_stopped_when_the_tool_exits(hom
     result = await call(tools["leak"], {}, ctx)
     assert result.ok
     assert time.monotonic() - started < 4
-    grandchild = int((workspace / "grandchild.pid").read_text())
+    grandchild = host_pid(int((workspace / "grandchild.pid").read_text()), workspace, wait=0)  # None: gone
     deadline = time.monotonic() + 3
-    while psutil.pid_exists(grandchild) and psutil.Process(grandchild).status() != psutil.STATUS_ZOMBIE:
+    while grandchild is not None and psutil.pid_exists(grandchild) and \
+            psutil.Process(grandchild).status() != psutil.STATUS_ZOMBIE:
         assert time.monotonic() < deadline, "the grandchild outlived the tool"
         await asyncio.sleep(0.05)
 
