@@ -276,7 +276,8 @@ def plan(writable: list[str], protected: list[str], allowed: list[str],
 
 
 def confine(writable: list[str], protected: list[str], allowed: list[str], network: bool,
-            use_namespace: bool = True, lasting: "list[Identity] | None" = None) -> str:
+            use_namespace: bool = True, lasting: "list[Identity] | None" = None,
+            hidden: "list[str] | None" = None, temp: "list[str] | None" = None) -> str:
     """Restrict this process (single-threaded: the launcher) and its future children.
     Raises :class:`SandboxError` when Landlock is missing or a step fails. Returns how
     protected paths inside writable ones were kept ("namespace", "split" or "plain").

@@ -215,7 +215,10 @@ class _SandboxRules:
     def __init__(self) -> None:
         # "wrap": a bubblewrap command line the program runs under (SANDBOX-2), instead of
         # confining this process with Landlock.
-        self.paths: dict[str, list[str]] = {"write": [], "protect": [], "allow": [], "cache": [], "wrap": []}
+        # "hide": never readable (the Crystal Home, credential folders); "temp": the private
+        # temp bound at /tmp and /var/tmp (the Landlock path's namespace; SANDBOX-2).
+        self.paths: dict[str, list[str]] = {"write": [], "protect": [], "allow": [], "cache": [], "wrap": [],
+                                            "hide": [], "temp": []}
         self.network = True
         self.split = False
 
@@ -296,7 +299,7 @@ def _confine(rules: _SandboxRules, env: "Environment") -> None:
     use_caches(rules, env)
     try:
         landlock.confine(rules.paths["write"], rules.paths["protect"], rules.paths["allow"], rules.network,
-                         use_namespace=not rules.split)
+                         use_namespace=not rules.split, hidden=rules.paths["hide"], temp=rules.paths["temp"])
     except landlock.SandboxError as exc:
         refuse(str(exc))
 
@@ -311,7 +314,8 @@ def confine_lasting(rules: _SandboxRules) -> "tuple[str, list[Identity]]":
     identities: list[Identity] = []
     try:
         landlock.confine(rules.paths["write"], rules.paths["protect"], rules.paths["allow"], rules.network,
-                         use_namespace=not rules.split, lasting=identities)
+                         use_namespace=not rules.split, lasting=identities, hidden=rules.paths["hide"],
+                         temp=rules.paths["temp"])
     except landlock.NotLasting:
         return "per-call", []
     except landlock.SandboxError as exc:
