@@ -9,12 +9,15 @@ named ``…__M4_NN``: ``-k __M4_NN`` selects them.
 
 from __future__ import annotations
 
-from catalog import ACCESS, DIGEST, FLOW, GRANTS, PARSE, RULES, TRUST, Mutant, _m
+from catalog import ACCESS, DIGEST, FLOW, GRANTS, LANDLOCK, PARSE, RULES, SANDBOX, TRUST, Mutant, _m
 
 FOLDERS = "crystal_kernel/host/folders.py"
 ACP_CHECKS = "crystal_kernel/acp/checks.py"
 SECRETS = "crystal_kernel/core/secrets.py"
 SIGN = "crystal_kernel/host/journal_sign.py"
+SUPERVISOR = "crystal_kernel/jobs/supervisor.py"
+SPAWNER = "crystal_kernel/jobs/spawner.py"
+BWRAP = "crystal_kernel/jobs/bwrap.py"
 
 T_SHELL = "tests/security/test_mutants_m4_shell.py"
 T_FOLDERS = "tests/security/test_mutants_m4_folders.py"
@@ -23,6 +26,7 @@ T_TRUST = "tests/security/test_mutants_m4_trust.py"
 T_FLOW = "tests/approval/test_mutants_m4_flow.py"
 T_SECRETS = "tests/security/test_mutants_m4_secrets.py"
 T_SIGNATURES = "tests/security/test_mutants_signatures.py"
+T_SANDBOX = "tests/security/test_mutants_m4_sandbox.py"
 
 
 FOURTH_PASS: list[Mutant] = [
@@ -104,4 +108,22 @@ FOURTH_PASS: list[Mutant] = [
     _m("M4-93", SECRETS, '        if len(value) >= WHOLE_TOKEN_BELOW:\n            text = text.replace(',
        '        if len(value) > WHOLE_TOKEN_BELOW:\n            text = text.replace(',
        "an 8-character key inside a longer token is saved unredacted", T_SECRETS),
+    # ----- the Landlock path of the sandbox (SANDBOX-1; SANDBOX-2's fallback). The grep
+    # tool's sandbox is now chosen by mechanism(): M4-95 makes the same slip there.
+    _m("M4-94", SANDBOX, "    found += [home / name for name in CREDENTIAL_FILES_IN_HOME]\n", "",
+       "with the workspace at ~, bash rewrites ~/.netrc and ~/.git-credentials", T_SANDBOX),
+    _m("M4-95", SANDBOX, "    if found is None:\n        return None\n    return Sandbox(mode=\"read-only\"",
+       "    if True:\n        return None\n    return Sandbox(mode=\"read-only\"",
+       "the grep tool's ripgrep runs unconfined on the Landlock path", T_SANDBOX),
+    _m("M4-96", LANDLOCK, "if not network and abi >= 4:", "if not network and abi >= 5:",
+       "on a Landlock ABI 4 kernel the no-network rule is not applied", T_SANDBOX),
+    _m("M4-97", SUPERVISOR, "    except landlock.SandboxError as exc:\n        refuse(str(exc))",
+       "    except landlock.SandboxError as exc:\n        pass",
+       "a sandbox that fails to start runs the command unconfined (jobs, per-call path)", T_SANDBOX),
+    _m("M4-99", SPAWNER, " or (mtime is not None and info.st_mtime_ns != mtime):", ":",
+       "a dangling link made at a missing protected path keeps the server's old rules", T_SANDBOX),
+    # ----- SANDBOX-2's bubblewrap path: the same kind of decision (a sandbox that cannot
+    # start), written with the M4 sandbox rows.
+    _m("S2-01", BWRAP, "    return done.returncode == 0", "    return True",
+       "a bwrap that cannot make its namespaces is chosen: every command fails, no Landlock fallback", T_SANDBOX),
 ]
