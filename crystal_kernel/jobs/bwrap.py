@@ -96,6 +96,7 @@ def _system_binds(args: list[str], home: str | None) -> list[str]:
     for folder in SYSTEM_FOLDERS:
         if os.path.islink(folder):
             args += ["--symlink", os.readlink(folder), folder]
+            bound.append(folder)  # the name is there (merged /usr: /bin -> usr/bin)
         elif os.path.isdir(folder):
             args += ["--ro-bind", folder, folder]
             bound.append(folder)
@@ -158,6 +159,7 @@ def arguments(bwrap: str, *, roots: Sequence[str], readable: Sequence[str], prot
             args += ["--remount-ro", path]
         return args
     bound = _system_binds(args, home_real)
+    system = list(bound)
     args += ["--dev", "/dev", "--proc", "/proc"]
     for place in TEMP_PLACES:
         if temp is not None:
@@ -185,8 +187,11 @@ def arguments(bwrap: str, *, roots: Sequence[str], readable: Sequence[str], prot
     # Granted inside what is protected or hidden, so bound after it: an exec set's folder
     # and its data folders.
     for path in dict.fromkeys(_real(p) for p in programs):
-        if os.path.exists(path):
+        if os.path.exists(path) and not any(_inside(path, b) for b in system):
             args += ["--ro-bind", path, path]
+            bound.append(path)
+    for given in sorted(dict.fromkeys(os.path.abspath(p) for p in programs), key=len):
+        _name_through_link(args, given, bound)  # a venv reached through a link keeps its name
     for path in dict.fromkeys(_real(p) for p in allowed):
         if os.path.isdir(path):
             args += ["--bind", path, path]

@@ -131,7 +131,13 @@ class Sandbox:
             wrapped = bwrap.arguments(program, roots=self.roots, readable=self.readable, protected=self.protected,
                                       allowed=self.allowed, hidden=self.hidden, temp=self.temp, programs=self.programs,
                                       network=self.network, whole_system=self.whole_system)
+            # What the binds were taken from, for a server of this sandbox to compare before
+            # each call (jobs/spawn_server.py), then the bwrap command line itself.
             out = ["--sandbox"]
+            for flag, items in (("--write", self.roots), ("--protect", self.protected), ("--allow", self.allowed),
+                                ("--hide", self.hidden), ("--read", self.readable + self.programs)):
+                for item in items:
+                    out += [flag, item]
             for item in wrapped:
                 out += ["--wrap", item]
             return out

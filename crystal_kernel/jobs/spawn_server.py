@@ -126,6 +126,7 @@ def _child(server: int, request: bytes, fds: list[int], confined: "Confined", sp
         if confined[1] != "confined":
             supervisor.refuse(confined[1], status)
         supervisor.use_caches(confined[2], moved)  # this server confined itself: only the caches, per call
+        moved.update(supervisor.wrapped_environment(confined[2]))  # inside bubblewrap: its --setenv values
     elif launcher:
         rules, _ = supervisor._sandbox_options(["supervisor", *launcher])
         supervisor.confine_or_exit(rules, server, moved)
@@ -157,6 +158,8 @@ def _serve_one_sandbox(parent: int, options: bytes, control_fd: int) -> None:
     rules, _ = supervisor._sandbox_options(["supervisor", *launcher])
     if rules is None:
         os._exit(0)  # not a sandbox's options: the host sees the socket closed
+    if rules.paths["wrap"]:
+        _exec_inside_bubblewrap(launcher, rules, control_fd)
     state, identities = supervisor.confine_lasting(rules)
     supervisor._set_prctl(supervisor.PR_SET_PDEATHSIG, signal.SIGTERM)  # kept through the namespace; again to be sure
     if os.getppid() != parent:
@@ -173,6 +176,53 @@ def _serve_one_sandbox(parent: int, options: bytes, control_fd: int) -> None:
         os.close(pinned)
     del landlock._PINNED[:]
     _serve_with_spares(parent, control, (launcher, state, rules))
+
+
+# This server inside a bubblewrap sandbox (SANDBOX-2): _exec_inside_bubblewrap starts it.
+_BOOT_INSIDE = ("import sys;sys.path.insert(0,sys.argv.pop(1).rpartition('/')[0]);import spawn_server;"
+                "spawn_server.serve_inside(*sys.argv[1:])")
+
+
+def _exec_inside_bubblewrap(launcher: "list[str]", rules: "_SandboxRules", control_fd: int) -> None:
+    """SANDBOX-2: become bwrap, with a server of this sandbox inside it (serve_inside),
+    so each call is a fork there instead of a bwrap and an interpreter of its own. What
+    the rules were taken from is taken now, before bwrap binds it (the host compares it
+    before each call, as for a Landlock server: a folder replaced since means a new
+    server); this process's pid stays the bwrap's (the host's view of the server).
+    Never returns; when bwrap cannot start, the host sees the socket closed."""
+    paths = rules.paths
+    identities = landlock._identities(paths["write"], paths["allow"] + paths["read"],
+                                      paths["protect"] + paths["hide"])
+    os.set_inheritable(control_fd, True)
+    # The server ignores SIGCHLD to have its children reaped; ignored, it survives exec and
+    # bwrap would never hear of its own child's end (it would outlive the sandbox).
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    wrap = paths["wrap"]
+    argv = [*wrap, "--", sys.executable, "-I", "-S", "-c", _BOOT_INSIDE, os.path.abspath(__file__),
+            str(control_fd), str(os.getpid()), marshal.dumps((launcher, identities)).hex()]
+    try:
+        os.execv(wrap[0], argv)
+    finally:
+        os._exit(0)
+
+
+def serve_inside(control_fd: str, outer: str, state: str) -> None:
+    """Inside bubblewrap: say ``ready`` (with the bwrap's pid, ``outer``, and the
+    identities taken before it bound them), then serve calls as a Landlock server does:
+    every supervisor this server forks, and all it starts, is in the sandbox already."""
+    control = _socket.socket(fileno=int(control_fd))
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # the forked supervisors are reaped by the kernel
+    supervisor._set_prctl(supervisor.PR_SET_PDEATHSIG, signal.SIGTERM)  # on bwrap's init, which ends the sandbox
+    parent = os.getppid()
+    launcher, identities = marshal.loads(bytes.fromhex(state))
+    rules, _ = supervisor._sandbox_options(["supervisor", *launcher])
+    if rules is None:
+        os._exit(0)
+    try:
+        control.send(b"ready " + marshal.dumps((int(outer), "confined", identities)))
+    except OSError:
+        os._exit(0)
+    _serve_with_spares(parent, control, (launcher, "confined", rules))
 
 
 # A server of one sandbox and its spare are named so (``/proc/PID/comm``): helpers, not

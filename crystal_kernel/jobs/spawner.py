@@ -28,6 +28,7 @@ import os
 import select
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import threading
@@ -202,6 +203,8 @@ class _Confined:
 
 
 MAX_READY = 1 << 20
+# struct ucred: pid, uid, gid.
+_CREDENTIALS = struct.Struct("iII")
 # Folders a server of one sandbox holds open at most (its read-only binds: .crystal/, Home,
 # the credential folders that lie in the workspace).
 MAX_HELD = 64
@@ -246,7 +249,7 @@ class _Server:
                     self.confined.move_to_end(key)
                     return entry.control
                 self._let_go(key)
-            if not all(a.startswith("--") or os.path.isabs(a) for a in launcher):
+            if "--wrap" not in launcher and not all(a.startswith("--") or os.path.isabs(a) for a in launcher):
                 return main  # a relative path names another folder in each call's cwd: confined per call
             ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
             try:
@@ -285,7 +288,7 @@ class _Server:
             for entry in self.confined.values():
                 if entry.settle(wait) and entry.pid is not None:
                     found.add(entry.pid)
-                    found.update(_spares(entry.pid))
+                    found.update(_helpers_below(entry.pid))
             return found
 
     def _start(self) -> socket.socket | None:
@@ -364,7 +367,7 @@ def server_of(sandbox: Sandbox) -> int | None:
 def prepare(sandbox: Sandbox | None) -> None:
     """Start the server of ``sandbox`` now (blocks while the spawn server starts, once):
     its first call then finds it confined."""
-    if sandbox is not None and sandbox.mechanism == "landlock" and sys.platform.startswith("linux"):
+    if sandbox is not None and sys.platform.startswith("linux"):
         _SERVER.confined_socket(sandbox.launcher_args())
 
 
@@ -395,15 +398,18 @@ class Request:
         self.bufsize = bufsize
         self.buffer = b""
         self.ended = False
+        # The writer's process id as the host sees it (SCM_CREDENTIALS), once read.
+        self.sender: int | None = None
 
     def read(self) -> bool:
-        """Read what the status pipe holds (blocking only if it was left blocking);
+        """Read what the status channel holds (blocking only if it was left blocking);
         True once the first line (or the end) is there."""
         while b"\n" not in self.buffer and not self.ended:
             try:
-                data = os.read(self.status_fd, 4096)
+                data, sender = read_status(self.status_fd)
             except BlockingIOError:
                 return False
+            self.sender = self.sender or sender
             if not data:
                 self.ended = True
             self.buffer += data
@@ -420,7 +426,7 @@ class Request:
         stdin_fd, stdout_fd, stderr_fd = self.ours
         bufsize = self.bufsize
         return SupervisedProcess(
-            int(value), self.status_fd, rest,
+            self.sender or int(value), self.status_fd, rest,
             open(stdin_fd, "wb", buffering=bufsize) if stdin_fd is not None else None,  # noqa: SIM115 - the caller closes
             open(stdout_fd, "rb", buffering=bufsize) if stdout_fd is not None else None,  # noqa: SIM115
             open(stderr_fd, "rb", buffering=bufsize) if stderr_fd is not None else None)  # noqa: SIM115
@@ -445,10 +451,9 @@ def send(argv: list[str], *, cwd: str, env: dict[Any, Any] | None, sandbox: Sand
     if not sys.platform.startswith("linux"):
         return None
     launcher = sandbox.launcher_args() if sandbox else []
-    # A Landlock sandbox is kept by a server that confined itself once; a bubblewrap one is
-    # made per call by the supervisor the main server forks (it stays outside the sandbox).
-    lasting = sandbox is not None and sandbox.mechanism == "landlock"
-    control = _SERVER.confined_socket(launcher) if lasting else _SERVER.control_socket()
+    # A server of the sandbox serves the call: one that confined itself once (Landlock) or
+    # one inside a bubblewrap sandbox made once (jobs/spawn_server.py).
+    control = _SERVER.confined_socket(launcher) if launcher else _SERVER.control_socket()
     if control is None:
         return None
     environment = os.environb if env is None else env
@@ -471,9 +476,14 @@ def send(argv: list[str], *, cwd: str, env: dict[Any, Any] | None, sandbox: Sand
             else:
                 theirs.append(os.open(os.devnull, os.O_WRONLY if writes else os.O_RDONLY))
                 ours.append(None)
-        status_read, status_write = os.pipe()
+        # A socket, not a pipe: the supervisor's first line comes with its process id as
+        # the host sees it (SCM_CREDENTIALS), which inside bubblewrap's PID namespace is
+        # not the one it can name itself (SANDBOX-2).
+        status_ours, status_theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        status_ours.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)
+        status_read = status_ours.detach()
         ours.append(status_read)
-        theirs.append(status_write)
+        theirs.append(status_theirs.detach())
         passed = rights(theirs)
         try:
             try:
@@ -514,22 +524,47 @@ def spawn(argv: list[str], *, cwd: str, env: dict[Any, Any] | None, sandbox: San
     return request.started()
 
 
-def _spares(server: int) -> list[int]:
-    """The spare supervisors waiting under a server of one sandbox (its children still
-    named as it is: jobs/spawn_server.py)."""
-    found = []
+def read_status(fd: int) -> tuple[bytes, int | None]:
+    """One read of a supervisor's status channel: the bytes (b"": the end) and the
+    writer's process id as this process sees it, which the socket :func:`send` makes
+    carries (SCM_CREDENTIALS; inside bubblewrap's PID namespace the supervisor's own id
+    is another, SANDBOX-2); None for a pipe. BlockingIOError as ``os.read``."""
     try:
-        with open(f"/proc/{server}/task/{server}/children") as handle:
-            children = [int(pid) for pid in handle.read().split()]
+        channel = socket.socket(fileno=fd)
     except OSError:
-        return []
-    for pid in children:
+        return os.read(fd, 4096), None  # a pipe: a supervisor started by the host itself
+    try:
+        data, ancdata, _flags, _address = channel.recvmsg(4096, socket.CMSG_SPACE(_CREDENTIALS.size))
+    finally:
+        channel.detach()  # the descriptor stays the caller's
+    for level, kind, payload in ancdata:
+        if level == socket.SOL_SOCKET and kind == socket.SCM_CREDENTIALS and len(payload) >= _CREDENTIALS.size:
+            return data, _CREDENTIALS.unpack_from(payload)[0] or None
+    return data, None
+
+
+def _helpers_below(server: int) -> list[int]:
+    """The helpers below a server of one sandbox: its spare supervisors (still named as
+    it is: jobs/spawn_server.py) and, for one inside bubblewrap, bwrap's own processes
+    and the server inside. A call's supervisor takes another name: not a helper."""
+    found: list[int] = []
+    todo = [server]
+    while todo:
+        pid = todo.pop()
         try:
-            with open(f"/proc/{pid}/comm", "rb") as handle:
-                if handle.read().strip() == b"crystal-sandbox":
-                    found.append(pid)
+            with open(f"/proc/{pid}/task/{pid}/children") as handle:
+                children = [int(child) for child in handle.read().split()]
         except OSError:
             continue
+        for child in children:
+            try:
+                with open(f"/proc/{child}/comm", "rb") as handle:
+                    name = handle.read().strip()
+            except OSError:
+                continue
+            if name in (b"crystal-sandbox", b"bwrap"):
+                found.append(child)
+                todo.append(child)
     return found
 
 

@@ -217,8 +217,10 @@ class _SandboxRules:
         # confining this process with Landlock.
         # "hide": never readable (the Crystal Home, credential folders); "temp": the private
         # temp bound at /tmp and /var/tmp (the Landlock path's namespace; SANDBOX-2).
+        # "read": read-only folders a bubblewrap sandbox binds (for the identities a server
+        # of it compares, jobs/spawn_server.py).
         self.paths: dict[str, list[str]] = {"write": [], "protect": [], "allow": [], "cache": [], "wrap": [],
-                                            "hide": [], "temp": []}
+                                            "hide": [], "temp": [], "read": []}
         self.network = True
         self.split = False
 
@@ -241,6 +243,13 @@ def _sandbox_options(argv: list[str]) -> tuple[_SandboxRules | None, list[str]]:
             i += 1
         i += 1
     return rules, [argv[0]] + argv[i:]
+
+
+def wrapped_environment(rules: _SandboxRules) -> "dict[str, str]":
+    """The variables a bubblewrap command line sets (``--setenv NAME VALUE``): a call
+    served inside it takes them over the environment the host sent."""
+    wrap = rules.paths["wrap"]
+    return {wrap[i + 1]: wrap[i + 2] for i in range(len(wrap) - 2) if wrap[i] == "--setenv"}
 
 
 def _use_cache(folder: str, env: "Environment") -> None:

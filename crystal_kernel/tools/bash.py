@@ -180,7 +180,7 @@ async def _spawn_shell(bash: str, command: str, *, cwd: Path, env: dict[str, str
         threading.Thread(target=_stop_when_known, args=(status, stdout_fd), name="crystal-stop-child",
                          daemon=True).start()
         raise
-    pid = _parse(line, "pid")
+    pid = _supervisor_pid(line, status)
     if pid is None:
         status.close()
         os.close(stdout_fd)
@@ -193,7 +193,7 @@ def _stop_when_known(status: _StatusPipe, stdout_fd: int) -> None:
     """In a thread: wait for the supervisor's ``pid`` line, stop its tree, release the pipes."""
     try:
         os.set_blocking(status.fd, True)
-        pid = _parse(status.blocking_line(), "pid")
+        pid = _supervisor_pid(status.blocking_line(), status)
         if pid is not None:
             kill_process_tree(pid, grace=0.2)
     finally:
@@ -263,6 +263,9 @@ class _StatusPipe:
         self._closed = False
         self.pidfd: int | None = None
         self.pid = 0
+        # Who wrote the first line, as the host sees it (spawner.read_status): the
+        # supervisor's id even from inside bubblewrap's PID namespace (SANDBOX-2).
+        self.sender: int | None = None
         if pid is not None:
             self.watch(pid)
 
@@ -291,7 +294,7 @@ class _StatusPipe:
     def blocking_line(self) -> bytes:
         """The next line, read blocking (the fd must be blocking): from a thread only."""
         while b"\n" not in self._buffer:
-            data = os.read(self.fd, 4096)
+            data = self._take()
             if not data:
                 break
             self._buffer += data
@@ -302,7 +305,7 @@ class _StatusPipe:
         """Whether a whole line is waiting (read without blocking)."""
         while b"\n" not in self._buffer and not self._eof:
             try:
-                data = os.read(self.fd, 4096)
+                data = self._take()
             except BlockingIOError:
                 return False
             if data:
@@ -316,7 +319,7 @@ class _StatusPipe:
         while b"\n" not in self._buffer and not self._eof:
             await readable(self.fd)
             try:
-                data = os.read(self.fd, 4096)
+                data = self._take()
             except BlockingIOError:
                 continue
             if data:
@@ -327,12 +330,24 @@ class _StatusPipe:
         self._buffer = rest
         return line + sep
 
+    def _take(self) -> bytes:
+        data, sender = spawner.read_status(self.fd)
+        self.sender = self.sender or sender
+        return data
+
     def close(self) -> None:
         if not self._closed:
             self._closed = True
             os.close(self.fd)
             if self.pidfd is not None:
                 os.close(self.pidfd)
+
+
+def _supervisor_pid(line: bytes, status: _StatusPipe) -> int | None:
+    """The supervisor's id from its ``pid`` line, as the host sees it (the sender of the
+    line where the channel tells it: SANDBOX-2's PID namespace); None: not a pid line."""
+    said = _parse(line, "pid")
+    return None if said is None else status.sender or said
 
 
 def _parse(line: bytes, key: str) -> int | None:

@@ -216,7 +216,8 @@ class ExecTool(Tool[ExternalArguments]):
         sandbox = tool_sandbox(ctx)
         if sandbox is not None:
             # SANDBOX-2: its own folder stays readable (a Home set lies in the hidden Crystal Home).
-            sandbox = sandbox.with_allowed(*data_dirs).with_programs(str(self.tool_set.manifest_path.parent))
+            sandbox = sandbox.with_allowed(*data_dirs).with_programs(str(self.tool_set.manifest_path.parent),
+                                                                      *program_folders(argv[0]))
         limit = int(ctx.config.tool_output_limit)
         payload = json.dumps(arguments, ensure_ascii=False).encode("utf-8") if self.manifest.stdin else None
         outcome = await run_process(argv, cwd=Path(ctx.workspace), env=env, payload=payload,
@@ -237,6 +238,20 @@ class ExecTool(Tool[ExternalArguments]):
         if refused:
             result.text += "\n" + refused
         return result
+
+
+def program_folders(program: str) -> list[str]:
+    """What running ``program`` reads besides the system (SANDBOX-2: bubblewrap shows a
+    command only what it is given): the folder it lies in and, for a Python virtual
+    environment's interpreter, the whole environment (its ``pyvenv.cfg`` and packages)."""
+    if not os.path.isabs(program):
+        return []
+    folder = os.path.dirname(program)
+    found = [folder]
+    venv = os.path.dirname(folder)
+    if os.path.isfile(os.path.join(venv, "pyvenv.cfg")):
+        found.append(venv)
+    return found
 
 
 # Data folders already made by this process: made once, at the first run (EX-3). If a
