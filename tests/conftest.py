@@ -232,7 +232,8 @@ def pytest_runtest_teardown(item, nextitem):
 @pytest.fixture
 def landlock_path(monkeypatch):
     """Tool processes confined by the Landlock path (SANDBOX-2's fallback), not bubblewrap:
-    for tests that read process ids a command prints (inside bubblewrap's PID namespace
-    they are not the host's) or that need what a command leaves in the background to
-    outlive its shell (bubblewrap's PID namespace ends with the shell; docs/security.md)."""
+    for tests that read process ids a command prints after it ended (inside bubblewrap's
+    PID namespace they are not the host's, and tests/sandbox_pids.py finds only live
+    processes), and for a background job's exit by signal (a job's own bwrap reports a
+    signal death as 128+N)."""
     monkeypatch.setenv("CRYSTAL_SANDBOX_MECHANISM", "landlock")

@@ -16,6 +16,7 @@ import pytest
 
 from crystal_kernel.jobs import spawner
 from tests.cpu_wait import runqueue_wait
+from tests.sandbox_pids import host_pid
 from tests.tools.conftest import call
 
 
@@ -120,7 +121,6 @@ async def test_background_leftovers_are_stopped_and_reported(ctx, workspace: Pat
     assert not _pid_alive(int((workspace / "bg.pid").read_text()))
 
 
-@pytest.mark.usefixtures("landlock_path")
 async def test_late_output_of_a_background_child_is_kept(ctx):
     # The 0.5 s grace after the shell exits: a child finishing its output in time is
     # waited for, and nothing is reported as left behind.
@@ -139,7 +139,6 @@ async def test_detached_background_process_is_stopped_and_reported(ctx, workspac
     assert not _pid_alive(int((workspace / "bg.pid").read_text()))
 
 
-@pytest.mark.usefixtures("landlock_path")
 async def test_shell_killed_by_signal_reports_it(ctx):
     result = await call("bash", ctx, command="echo before; kill -KILL $$")
     assert not result.ok and "before" in result.text and result.text.endswith("Exit code: -9")
@@ -254,7 +253,6 @@ def test_sigkilled_host_leaves_no_process_behind(workspace: Path, home: Path):
                 pass
 
 
-@pytest.mark.usefixtures("landlock_path")
 async def test_supervisor_killed_from_outside_still_stops_the_command(ctx, workspace: Path):
     # Nobody stops the shell when its supervisor is SIGKILLed by someone else: the host
     # notices the supervisor is gone and stops the shell's process group itself.
@@ -264,8 +262,11 @@ async def test_supervisor_killed_from_outside_still_stops_the_command(ctx, works
         if (workspace / "shell.pid").exists() and (workspace / "shell.pid").read_text().strip():
             break
         await asyncio.sleep(0.05)
-    shell = int((workspace / "shell.pid").read_text())
-    os.kill(int((workspace / "sup.pid").read_text()), signal.SIGKILL)
+    # SANDBOX-2: the ids as the host sees them (bubblewrap's PID namespace gives its own).
+    shell = host_pid(int((workspace / "shell.pid").read_text()), workspace)
+    supervisor = host_pid(int((workspace / "sup.pid").read_text()), workspace)
+    assert shell is not None and supervisor is not None
+    os.kill(supervisor, signal.SIGKILL)
     result = await asyncio.wait_for(task, 10)
     assert "Exit code" in result.text
     deadline = time.monotonic() + 3
