@@ -1,0 +1,37 @@
+"""ROBUST-3 inside the SANDBOX-2 sandbox, on both mechanisms: a call's supervisor runs
+inside the sandbox's server (jobs/spawn_server.py), so a background child that finishes
+its output after the shell exited is waited for, a signal death is reported as one, and
+a call that times out leaves no process of its tree behind (looked for on the host, by a
+mark only that tree has)."""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+
+from tests.security.test_sandbox1_tool_processes import full_session, mechanism, place, turn
+
+__all__ = ["mechanism", "place"]  # fixtures this module uses
+
+
+def _cmdline(proc: Path) -> str:
+    try:
+        return (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode("utf-8", "replace").strip()
+    except OSError:
+        return ""
+
+
+async def test_a_commands_tree_is_whole_inside_the_sandbox(place, mechanism):
+    mark = f"{uuid.uuid4().int % 1000 + 1000}.{uuid.uuid4().int % 1000}"
+    session = full_session(place / "ws", [("bash", {"command": "(sleep 0.3; echo late) & echo early"}),
+                                          ("bash", {"command": "echo before; kill -9 $$"}),
+                                          ("bash", {"command": f"sleep {mark} & sleep {mark}", "timeout_seconds": 1})])
+    try:
+        results, _, _ = await turn(session)
+    finally:
+        await session.close()
+    assert "early" in results[0].text and "late" in results[0].text, results[0].text
+    assert results[1].text.rstrip().endswith("Exit code: -9"), results[1].text
+    assert "timed out after 1 seconds" in results[2].text, results[2].text
+    left = [p for p in Path("/proc").iterdir() if p.name.isdigit() and _cmdline(p).endswith(f"sleep {mark}")]
+    assert left == [], left
