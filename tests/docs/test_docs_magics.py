@@ -149,7 +149,7 @@ def slash_commands() -> list[tuple[str, str]]:
     for page in PAGES:
         for m in docpages.SPAN.finditer(docpages.prose(page)):
             span = " ".join(m.group(1).split())
-            if re.match(r"^/[a-z]+(?: |$)", span) and not re.match(r"^/(?:dev|usr|proc|tmp|opt)\b", span):
+            if re.match(r"^/[a-z]+(?: |$)", span) and not re.match(r"^/(?:dev|usr|proc|tmp|opt|bin|sbin|lib|lib32|lib64|libx32|etc|var|sys|run|mnt|media|srv|root|home|work)\b", span):
                 found.append((page.name, span))
     return found
 
