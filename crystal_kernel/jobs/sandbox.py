@@ -134,7 +134,8 @@ class Sandbox:
             # What the binds were taken from, for a server of this sandbox to compare before
             # each call (jobs/spawn_server.py), then the bwrap command line itself.
             out = ["--sandbox"]
-            for flag, items in (("--write", self.roots), ("--protect", self.protected), ("--allow", self.allowed),
+            roots = self.roots + ((self.temp,) if self.temp else ())  # a temp removed and made again: a new server
+            for flag, items in (("--write", roots), ("--protect", self.protected), ("--allow", self.allowed),
                                 ("--hide", self.hidden), ("--read", self.readable + self.programs)):
                 for item in items:
                     out += [flag, item]

@@ -35,3 +35,19 @@ async def test_a_commands_tree_is_whole_inside_the_sandbox(place, mechanism):
     assert "timed out after 1 seconds" in results[2].text, results[2].text
     left = [p for p in Path("/proc").iterdir() if p.name.isdigit() and _cmdline(p).endswith(f"sleep {mark}")]
     assert left == [], left
+
+
+async def test_a_sessions_private_temp_is_kept_between_its_calls_and_removed_with_it(place, private_home,
+                                                                                      monkeypatch):
+    """SANDBOX-2 (bubblewrap): `/tmp` is `<Crystal Home>/sandbox-tmp/<session id>` on the
+    host, kept between the session's calls, gone once the session is closed."""
+    monkeypatch.setenv("CRYSTAL_SANDBOX_MECHANISM", "bubblewrap")
+    session = full_session(place / "ws", [("bash", {"command": "echo kept > /tmp/note.txt"}),
+                                          ("bash", {"command": "cat /tmp/note.txt"})])
+    try:
+        results, _, _ = await turn(session)
+        folder = private_home / "sandbox-tmp" / session.id
+        assert (folder / "note.txt").read_text() == "kept\n" and "kept" in results[1].text, results[1].text
+    finally:
+        await session.close()
+    assert not folder.exists()
