@@ -35,12 +35,12 @@ if TYPE_CHECKING:
 _SPAWNING_TOOLS = frozenset({"bash", "grep", "notebook_run"})
 
 
-def _warm_sandboxes(config: Config, workspace: Path, names: frozenset[str]) -> None:
+def _warm_sandboxes(config: Config, workspace: Path, names: frozenset[str], session_id: str = "") -> None:
     """In the spawn server's starting thread: the sandbox's rules, then the servers of
     bash's sandbox (when the workspace's .crystal/ is there: a missing one is made by
     the first call, which then needs a server of its own) and ripgrep's, so the first
     calls find them confined (jobs/spawner.py)."""
-    rules = sandbox.warm(config, workspace)
+    rules = sandbox.warm(config, workspace, session_id)  # the session's own private temp (SANDBOX-2)
     if "bash" in names and rules is not None and paths.host_dir(workspace).is_dir():
         spawner.prepare(rules)
     if names & {"grep", "glob"}:
@@ -95,7 +95,7 @@ class SessionRuntime:
                     # bash's and ripgrep's sandboxes) done there too.
                     names = frozenset(tool.name for tool in tools)
                     spawner.start_server_soon(functools.partial(_warm_sandboxes, session.config, session.workspace,
-                                                                names))
+                                                                names, session.id))
         return self._tools
 
     async def external_tools(self, session: SessionView) -> tuple[list[Tool[Any]], list[str]]:

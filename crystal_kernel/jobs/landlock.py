@@ -46,8 +46,9 @@ import stat
 
 TYPE_CHECKING = False  # True for the type checker only
 if TYPE_CHECKING or __package__:
-    from crystal_kernel.jobs import libc
+    from crystal_kernel.jobs import landlock_world, libc
 else:
+    import landlock_world  # jobs/landlock_world.py, beside this file
     import libc  # jobs/libc.py, loaded by path by the supervisor (-I -S: no package)
 
 SYS_CREATE_RULESET = 444  # the same number on every Linux architecture since 5.13
@@ -70,6 +71,7 @@ SCOPE_SIGNAL = 1 << 1  # ABI 6: no signal to a process outside the sandbox (SAND
 
 CLONE_NEWNS = 0x00020000
 CLONE_NEWUSER = 0x10000000
+CLONE_NEWNET = 0x40000000
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
 MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 32, 4096, 16384, 1 << 18
 MS_NOATIME, MS_NODIRATIME, MS_RELATIME = 1024, 2048, 1 << 21
@@ -113,7 +115,9 @@ def _identities(writable: list[str], allowed: list[str], protected: list[str]) -
     (not /dev's files: the system's, never replaced) and existing protected paths: what
     they name. A missing protected path: its nearest existing folder, with its entries
     (the missing part made since, as a folder or a link elsewhere, changes it), along the
-    path as written and along its links resolved, and the missing path itself."""
+    path as written and along its links resolved, and the missing path itself. (The
+    world of :func:`confine`'s ``hidden`` and ``temp``: hidden paths count as protected
+    ones, the private temp as a writable one.)"""
     out = [identity(p) for p in writable + allowed if not p.startswith("/dev/")]
     for path in protected:
         found = identity(path)
@@ -211,14 +215,20 @@ def _mount(lib: "libc.Libc", source: str | None, target: str, flags: int) -> Non
 
 
 def _enter_namespace(read_only: list[str], writable_again: list[str],
-                     lasting: "list[Identity] | None" = None) -> bool:
+                     lasting: "list[Identity] | None" = None,
+                     world: "landlock_world.World | None" = None) -> bool:
     """A private user and mount namespace where ``read_only`` paths are read-only bind
     mounts; False (nothing changed) when the system does not allow one. ``lasting``:
     each bound folder is held open first and its identity appended (``-1`` twice when
-    the path named another folder once bound)."""
+    the path named another folder once bound). ``world``: SANDBOX-2's world is made there
+    too (jobs/landlock_world.py), with a network namespace of its own unless it has the
+    network."""
     lib = _lib()
     uid, gid = os.getuid(), os.getgid()
-    if lib.unshare(CLONE_NEWUSER | CLONE_NEWNS) != 0:
+    flags = CLONE_NEWUSER | CLONE_NEWNS
+    if world is not None and not world.network:
+        flags |= CLONE_NEWNET
+    if lib.unshare(flags) != 0:
         return False
     # From here a failure cannot be undone: it is an error, and the command does not run.
     try:
@@ -228,6 +238,23 @@ def _enter_namespace(read_only: list[str], writable_again: list[str],
     except OSError as exc:
         raise SandboxError(f"cannot map the user into the namespace: {exc.strerror}") from None
     _mount(lib, None, "/", MS_REC | MS_PRIVATE)
+    try:
+        if world is not None:
+            world.open_all()
+            world.cover_temp(lib)
+        _bind_read_only(lib, read_only, writable_again, lasting)
+        if world is not None:
+            world.cover_rest(lib, _PINNED if lasting is not None else None)
+    except landlock_world.WorldError as exc:
+        raise SandboxError(str(exc)) from None
+    finally:
+        if world is not None:
+            world.close()
+    return True
+
+
+def _bind_read_only(lib: "libc.Libc", read_only: list[str], writable_again: list[str],
+                    lasting: "list[Identity] | None") -> None:
     for path, extra in [(p, MS_RDONLY) for p in read_only] + [(p, 0) for p in writable_again]:
         held = None
         if lasting is not None:
@@ -248,25 +275,57 @@ def _enter_namespace(read_only: list[str], writable_again: list[str],
             bound = identity(path)  # the mount's root, seen from inside
             same = bound[1:3] == (held.st_dev, held.st_ino)
             lasting.append(bound if same else (path, _CHANGED, _CHANGED, None))
+
+
+def namespace_here() -> bool:
+    """Whether this process can make the namespace SANDBOX-2's world needs (a user, mount
+    and network namespace where tmpfs and devpts can be mounted: some systems let the
+    user namespace be made but give it no right to mount). Changes this process: a probe
+    run in a process of its own (jobs/sandbox.py) calls it, then exits."""
+    lib = _lib()
+    uid, gid = os.getuid(), os.getgid()
+    if lib.unshare(CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWNET) != 0:
+        return False
+    try:
+        _write_file("/proc/self/setgroups", "deny")
+        _write_file("/proc/self/uid_map", f"{uid} {uid} 1")
+        _write_file("/proc/self/gid_map", f"{gid} {gid} 1")
+        _mount(lib, None, "/", MS_REC | MS_PRIVATE)
+        landlock_world._mount(lib, "tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV)
+        landlock_world._mount(lib, "devpts", "/dev/pts", "devpts", MS_NOSUID | MS_NOEXEC, "newinstance,ptmxmode=0666")
+    except (OSError, SandboxError, landlock_world.WorldError):
+        return False
     return True
 
 
 def plan(writable: list[str], protected: list[str], allowed: list[str],
-         use_namespace: bool = True, lasting: "list[Identity] | None" = None) -> tuple[list[str], str]:
+         use_namespace: bool = True, lasting: "list[Identity] | None" = None,
+         world: "landlock_world.World | None" = None) -> tuple[list[str], str]:
     """Decide (and, with ``use_namespace``, enter the namespace for) what Landlock grants.
     Returns ``(granted paths, how)`` where how is "namespace" or "split". ``lasting``:
-    see :func:`confine`."""
+    see :func:`confine`. ``world`` (SANDBOX-2): the namespace is entered whatever the
+    paths, and must be: :class:`SandboxError` when it cannot be made."""
     writable = [os.path.realpath(p) for p in writable if _exists(p)]
     protected = [os.path.realpath(p) for p in protected]
     allowed = [os.path.realpath(p) for p in allowed if _exists(p)]
-    inside = [p for p in protected if any(_inside(p, w) and p != w for w in writable)]
+    # The private temp is not the host's: what lies in the host's temp is not in it.
+    places = world.places if world is not None else []
+    roots = [w for w in writable if w not in places]
+    inside = [p for p in protected if any(_inside(p, w) and p != w for w in roots)]
     # A missing protected path could be created: its nearest existing folder is made
     # read-only instead, unless that folder is a writable root itself (then: split).
     binds = [_nearest_existing(p) for p in inside]
-    if use_namespace and inside and not any(b in writable for b in binds):
+    split = any(b in writable for b in binds)
+    if use_namespace and (world is not None or (inside and not split)):
         again = [a for a in allowed if any(_inside(a, b) for b in binds)]
-        if _enter_namespace(sorted(set(binds)), again, lasting):
-            return writable + allowed, "namespace"
+        if split and lasting is not None:
+            raise NotLasting("protected folders inside writable ones without a namespace are granted entry by entry")
+        if _enter_namespace([] if split else sorted(set(binds)), [] if split else again, lasting, world):
+            if not split:
+                return writable + allowed, "namespace"
+        elif world is not None:
+            raise SandboxError("no user namespace can be made here, so the Crystal Home and credentials cannot be "
+                               "hidden")
     if inside and lasting is not None:
         raise NotLasting("protected folders inside writable ones without a namespace are granted entry by entry")
     granted: list[str] = []
@@ -286,10 +345,15 @@ def confine(writable: list[str], protected: list[str], allowed: list[str], netwo
     abi = abi_version()
     if abi < 1:
         raise SandboxError("Landlock is not available in this kernel")
+    hidden, temp = list(hidden or ()), list(temp or ())
+    world = None
+    if (hidden or temp) and use_namespace:
+        folders = [p for p in writable if _exists(p) and not p.startswith("/dev/")]
+        world = landlock_world.World(temp[0] if temp else None, hidden, folders, protected, allowed, network)
     if lasting is not None:
         # Taken before the rules are: a folder replaced meanwhile then differs at the next call.
-        lasting.extend(_identities(writable, allowed, protected))
-    granted, how = plan(writable, protected, allowed, use_namespace, lasting)
+        lasting.extend(_identities(writable + temp[:1], allowed, protected + hidden))
+    granted, how = plan(writable, protected, allowed, use_namespace, lasting, world)
     lib = _lib()
     fs = WRITE_FILE | REMOVE_DIR | REMOVE_FILE | MAKE_ALL
     if abi >= 2:

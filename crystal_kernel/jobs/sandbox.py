@@ -10,6 +10,8 @@ restrictions. docs/security.md lists what is enforced and the limits.
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import tempfile
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -22,16 +24,23 @@ from crystal_kernel.jobs import bwrap
 # Test switch: pretend the kernel's Landlock ABI is this (0: no Landlock), to exercise
 # the fallback on a machine that has it. Set, it also means "the Landlock path only".
 ABI_ENV = "CRYSTAL_SANDBOX_ABI"
+# Test switch: "0" pretends no user namespace can be made here (the Landlock path then
+# cannot build SANDBOX-2's world: the sandbox counts as missing).
+NAMESPACE_ENV = "CRYSTAL_SANDBOX_NAMESPACE"
 # Test switch: which mechanism to use, ``bubblewrap`` or ``landlock`` (either: only when
 # it works here); unset, bubblewrap where it works, else Landlock (SANDBOX-2).
 MECHANISM_ENV = "CRYSTAL_SANDBOX_MECHANISM"
 BUBBLEWRAP, LANDLOCK = "bubblewrap", "landlock"
 # Files and folders of /dev that ordinary programs write: output thrown away, terminals,
-# shared memory (Python's multiprocessing locks).
+# shared memory (Python's multiprocessing locks). On the Landlock path these are granted
+# inside its namespace (jobs/landlock_world.py): /dev/pts and /dev/ptmx are a devpts
+# instance of the command's own and /dev/shm a tmpfs of its own, so the person's terminals
+# are not among them; /dev/tty is only ever the command's own terminal (it starts in a
+# session of its own, with none).
 DEVICE_PATHS = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty", "/dev/ptmx",
                 "/dev/pts", "/dev/shm")
 CREDENTIAL_FILES_IN_HOME = (".netrc", ".git-credentials", ".pgpass", ".pypirc", ".npmrc")
-# What a command says when bubblewrap's network namespace refused it (SANDBOX-2).
+# What a command says when the sandbox's network namespace refused it (SANDBOX-2; both mechanisms).
 NETWORK_REFUSED_MARKERS = ("Connection refused", "Network is unreachable", "Temporary failure in name resolution",
                            "Could not resolve host", "Name or service not known")
 # The one line the model gets when a sandboxed command failed on what the sandbox refuses.
@@ -41,6 +50,7 @@ REFUSED_MARKERS = ("Permission denied", "Read-only file system", "Operation not 
                    "Device or resource busy", "Invalid cross-device link")
 
 _abi: int | None = None
+_namespace: bool | None = None
 
 
 def landlock_abi() -> int:
@@ -57,15 +67,38 @@ def landlock_abi() -> int:
     return _abi
 
 
+def namespace_works() -> bool:
+    """Whether the Landlock path can enter the user, mount and network namespace it
+    builds SANDBOX-2's world in (jobs/landlock_world.py); probed once per process in a
+    process of its own (~15 ms), only where bubblewrap does not run."""
+    global _namespace
+    if os.environ.get(NAMESPACE_ENV, "").strip() == "0":
+        return False
+    if _namespace is None:
+        folder = os.path.dirname(os.path.abspath(__file__))
+        code = (f"import sys; sys.path.insert(0, {folder!r}); import landlock; "
+                "sys.exit(0 if landlock.namespace_here() else 1)")
+        try:
+            done = subprocess.run([sys.executable, "-I", "-S", "-c", code], stdin=subprocess.DEVNULL,
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=20)
+            _namespace = done.returncode == 0
+        except (OSError, subprocess.SubprocessError):
+            _namespace = False
+    return _namespace
+
+
 def mechanism() -> str | None:
     """What confines tool processes here: ``bubblewrap``, ``landlock``, or None (neither
-    works on this system). bubblewrap is asked once per process (~5 ms)."""
+    works on this system). bubblewrap is asked once per process (~5 ms). Landlock counts
+    only with the namespace of :func:`namespace_works`: without it the Crystal Home, the
+    credentials and the network could not be kept from a command (SANDBOX-2), so the
+    sandbox is missing and commands are asked about (docs/security.md)."""
     forced = os.environ.get(MECHANISM_ENV, "").strip().lower()
     if forced not in (BUBBLEWRAP, LANDLOCK) and os.environ.get(ABI_ENV) is not None:
         forced = LANDLOCK
     if forced != LANDLOCK and bwrap.program() is not None:
         return BUBBLEWRAP
-    if forced != BUBBLEWRAP and landlock_abi() >= 1:
+    if forced != BUBBLEWRAP and landlock_abi() >= 1 and namespace_works():
         return LANDLOCK
     return None
 
@@ -143,8 +176,12 @@ class Sandbox:
                 out += ["--wrap", item]
             return out
         args = ["--sandbox"]
-        for flag, items in (("--write", self.writable), ("--protect", self.protected), ("--allow", self.allowed),
-                            ("--cache", (self.cache,) if self.cache else ())):
+        # SANDBOX-2 on Landlock (jobs/landlock_world.py): what is read-only (an exec set's own
+        # folder, /access ro folders) is protected too, and so bound back inside a hidden folder.
+        read_only = (*self.protected, *(p for p in (*self.readable, *self.programs) if p not in self.protected))
+        for flag, items in (("--write", self.writable), ("--protect", read_only), ("--allow", self.allowed),
+                            ("--cache", (self.cache,) if self.cache else ()), ("--hide", self.hidden),
+                            ("--temp", (self.temp,) if self.temp else ())):
             for item in items:
                 args += [flag, item]
         if not self.network:
@@ -162,11 +199,12 @@ class Sandbox:
                     f"not opened to it do not exist there{net}. A 'Permission denied', 'Read-only file "
                     "system' or 'No such file or directory' above may be the sandbox refusing. Do not try to "
                     "get around it: use the write/edit tools inside the workspace, or ask the person.")
-        where = ("inside the workspace (not its .crystal/ folder) and temp folders"
-                 if self.mode == "workspace-write" else "only in temp folders")
+        where = ("inside the workspace (not its .crystal/ folder) and its private /tmp"
+                 if self.mode == "workspace-write" else "only in its private /tmp")
         net = "" if self.network else " and cannot open network connections"
-        return (f"This ran in the sandbox (SANDBOX-1): it may write {where}{net}; a 'Permission denied', "
-                "'Read-only file system' or 'Operation not permitted' above may be the sandbox refusing. "
+        return (f"This ran in the sandbox (SANDBOX-1): it may write {where}{net}; the Crystal Home and "
+                "credential folders are hidden. A 'Permission denied', 'Read-only file system', 'Operation not "
+                "permitted' or 'Network is unreachable' above may be the sandbox refusing. "
                 "Do not try to get around it: use the write/edit tools inside the workspace, or ask the person.")
 
 
@@ -189,7 +227,7 @@ def sandbox_for(config: Config, workspace: Path, *, writable: tuple[Path, ...] =
             pass
     if mechanism() == BUBBLEWRAP:
         return _bubblewrap_rules(config, workspace, writable, readable, session)
-    return _rules(config, workspace, writable)
+    return _rules(config, workspace, writable, readable, session)
 
 
 def _bubblewrap_rules(config: Config, workspace: Path, writable: tuple[Path, ...], readable: tuple[Path, ...],
@@ -216,9 +254,13 @@ _KEPT_RULES = 32
 _kept: dict[tuple[object, ...], Sandbox] = {}
 
 
-def _rules(config: Config, workspace: Path, writable: tuple[Path, ...]) -> Sandbox:
+def _rules(config: Config, workspace: Path, writable: tuple[Path, ...], readable: tuple[Path, ...] = (),
+           session: str = "") -> Sandbox:
+    """SANDBOX-1's write rules, and SANDBOX-2's world as far as Landlock's namespace
+    makes it (jobs/landlock_world.py): the session's private temp at /tmp, /var/tmp and
+    $TMPDIR; the Crystal Home and credential folders hidden; no network namespace shared."""
     key = (config.sandbox, bool(config.sandbox_network), str(workspace), tuple(str(p) for p in writable),
-           str(config.home), tempfile.gettempdir(),
+           tuple(str(p) for p in readable), session, str(config.home), tempfile.gettempdir(),
            *(os.environ.get(name) for name in ("HOME", "TMPDIR", "XDG_CACHE_HOME")))
     kept = _kept.get(key)
     if kept is not None:
@@ -226,28 +268,41 @@ def _rules(config: Config, workspace: Path, writable: tuple[Path, ...]) -> Sandb
     roots = ([str(workspace)] + [str(p) for p in writable] if config.sandbox == "workspace-write" else [])
     protected = [str(paths.host_dir(workspace)), str(config.home), *credential_folders()]
     allowed = roots + temp_folders()
+    try:
+        temp: str | None = bwrap.private_temp(Path(config.home), session or f"process-{os.getpid()}")
+    except OSError:
+        temp = None  # the host's temp then: landlock_world.py leaves it as it is
+    seen = () if roots else (str(workspace), *map(str, writable))
+    # Home is read-only (landlock_world.py binds it back when it lies in a temp folder),
+    # unless it lies in a writable root.
+    home = str(Path.home())
+    if not any(home == r or home.startswith(r.rstrip("/") + "/") for r in roots):
+        seen = (home, *seen)
     kept = Sandbox(mode=config.sandbox, writable=tuple(allowed + list(DEVICE_PATHS)),
                    protected=tuple(protected), network=bool(config.sandbox_network),
-                   cache=_cache_folder(allowed, protected))
+                   cache=_cache_folder(allowed, protected, private_temp=temp is not None),
+                   readable=(*seen, *map(str, readable)), hidden=(str(config.home), *credential_folders()),
+                   temp=temp)
     if len(_kept) >= _KEPT_RULES:
         _kept.clear()
     _kept[key] = kept
     return kept
 
 
-def warm(config: Config, workspace: Path) -> Sandbox | None:
+def warm(config: Config, workspace: Path, session: str = "") -> Sandbox | None:
     """Do now, off the turn, what the first sandboxed call of a session would otherwise
     do itself (docs/benchmarks.md): ask the kernel's Landlock ABI (loads landlock.py) and compute
-    the workspace's rules (returned: bash's, before any /access folder). Creates nothing;
-    safe from any thread."""
+    the workspace's rules (returned: bash's, before any /access folder) for ``session``
+    (makes its private temp, as its first call would); safe from any thread."""
     if sandbox_state(config) == "on" and mechanism() == LANDLOCK:
-        return _rules(config, Path(workspace), ())
+        return _rules(config, Path(workspace), (), session=session)
     return None
 
 
-def _cache_folder(writable: list[str], protected: list[str]) -> str | None:
+def _cache_folder(writable: list[str], protected: list[str], private_temp: bool = False) -> str | None:
     """A temp folder for the command's caches (pip, uv, go, npm) when the person's cache
-    folder is outside what the sandbox lets it write; None when it is writable."""
+    folder is outside what the sandbox lets it write; None when it is writable.
+    ``private_temp``: in the session's private /tmp (SANDBOX-2)."""
     cache = os.path.realpath(os.environ.get("XDG_CACHE_HOME") or os.path.join(Path.home(), ".cache"))
 
     def inside(path: str, roots: list[str]) -> bool:
@@ -255,7 +310,7 @@ def _cache_folder(writable: list[str], protected: list[str]) -> str | None:
 
     if inside(cache, writable) and not inside(cache, protected):
         return None
-    return os.path.join(tempfile.gettempdir(), f"crystal-cache-{os.getuid()}")
+    return os.path.join("/tmp" if private_temp else tempfile.gettempdir(), f"crystal-cache-{os.getuid()}")
 
 
 def read_only_sandbox() -> Sandbox | None:
@@ -267,7 +322,8 @@ def read_only_sandbox() -> Sandbox | None:
                        hidden=(str(paths.home_dir()), *credential_folders()), whole_system=True)
     if found is None:
         return None
-    return Sandbox(mode="read-only", writable=tuple(temp_folders() + list(DEVICE_PATHS)), protected=())
+    return Sandbox(mode="read-only", writable=tuple(temp_folders() + list(DEVICE_PATHS)), protected=(),
+                   hidden=(str(paths.home_dir()), *credential_folders()))
 
 
 def sandbox_state(config: Config) -> str:
@@ -284,19 +340,22 @@ def mechanism_note(config: Config) -> str:
     if state == "off":
         return "Sandbox: off (\"sandbox\": \"off\" in config.json): tool processes run unconfined."
     if state == "missing":
-        return "Sandbox: none available (neither bubblewrap nor Landlock works here): tool processes are asked about."
+        return ("Sandbox: none available (neither bubblewrap nor Landlock in a user namespace works here): tool "
+                "processes are asked about.")
     found = mechanism()
     if found == BUBBLEWRAP:
         return (f"Sandbox: bubblewrap ({config.sandbox}): tool processes see the system and Home read-only, the "
                 "workspace, their private /tmp, no Crystal Home or credentials"
                 + (", and the network." if config.sandbox_network else ", and no network."))
     return (f"Sandbox: Landlock ({config.sandbox}; bubblewrap is not installed or does not work here): tool "
-            "processes write only in the workspace and temp folders"
-            + (" and may use the network." if config.sandbox_network else " and open no TCP connection."))
+            "processes write only in the workspace and their private /tmp, no Crystal Home or credentials"
+            + (", and the network" if config.sandbox_network else ", and no network")
+            + "; they still see the host's processes (no PID namespace).")
 
 
 MISSING_NOTE = ("The sandbox for tool processes (SANDBOX-1) is not available: this system has neither bubblewrap "
-                "nor Landlock. "
+                "nor Landlock in a user namespace (Landlock alone cannot hide the Crystal Home and credentials "
+                "or cut the network). "
                 "Commands run unconfined, so bash, background jobs, exec tools and notebook_run are asked "
                 "about in every approval mode, full and review included. Set \"sandbox\": \"off\" in "
                 "config.json to run them as before without the sandbox.")
@@ -308,7 +367,7 @@ def refusal_note(sandbox: Sandbox | None, failed: bool, output: str) -> str | No
     if sandbox is None or not failed:
         return None
     markers: tuple[str, ...] = REFUSED_MARKERS
-    if sandbox.mechanism == BUBBLEWRAP and not sandbox.network:
+    if not sandbox.network:
         markers += NETWORK_REFUSED_MARKERS
     if not any(marker in output for marker in markers):
         return None

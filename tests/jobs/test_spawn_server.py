@@ -211,13 +211,13 @@ SERVER_OF = ("import os\n"
              "print(server, os.readlink('/proc/self/ns/mnt'))\n")
 
 
-def _sandbox(workspace: Path, home: Path, **changes):
+def _sandbox(workspace: Path, home: Path, session: str = "", **changes):
     from dataclasses import replace
 
     from crystal_kernel.core.config import Config
     from crystal_kernel.jobs.sandbox import sandbox_for
 
-    found = sandbox_for(Config(home=home), workspace)
+    found = sandbox_for(Config(home=home), workspace, session=session)
     assert found is not None
     return replace(found, **changes)
 
@@ -308,7 +308,7 @@ async def test_a_session_starts_its_bash_sandbox_server_before_the_first_call(wo
                                                                      text_reply("done")])))
     try:
         await session.prepare_tools()
-        bash_rules = _sandbox(workspace, session.config.home)  # what bash's call uses
+        bash_rules = _sandbox(workspace, session.config.home, session.id)  # what bash's call uses
         assert wait_until(lambda: spawner.server_of(bash_rules) is not None, 20)
         started = spawner.server_of(bash_rules)
         events = [e async for e in run_turn(session, "go")]

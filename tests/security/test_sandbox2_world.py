@@ -2,9 +2,9 @@
 
 Each attack below is a `bash` call the model makes in `full` approval through a real
 `crystal run` (the loopback model server scripts the call); the test then looks at the host
-and at what the model received. On the bubblewrap path every attack below fails; the held
-folder handle (defect 1) and the signal to a host process fail on the Landlock path too
-(docs/security.md lists what the fallback does not give).
+and at what the model received. Every attack below fails on both paths: bubblewrap's
+world, and the Landlock fallback's namespace (jobs/landlock_world.py; docs/security.md,
+"The Landlock fallback (SANDBOX-2)", lists what it does not give).
 """
 
 from __future__ import annotations
@@ -47,15 +47,16 @@ def layout():
     shutil.rmtree(root, ignore_errors=True)
 
 
-def crystal_run(home: Path, ws: Path, commands: list[str], mechanism: str) -> tuple[list[dict], list[str], list]:
+def crystal_run(home: Path, ws: Path, commands: list[str], mechanism: str,
+                extra: dict[str, str] | None = None) -> tuple[list[dict], list[str], list]:
     """One `crystal run` whose model makes each bash call in turn; the tool results, the
-    notes, and every request the model server received."""
+    notes, and every request the model server received. ``extra``: more environment."""
     replies = [{"tool_calls": [{"name": "bash", "arguments": {"command": c}}]} for c in commands] + [{"text": "done"}]
     env = {k: v for k, v in os.environ.items() if not k.startswith(("CRYSTAL_", "OPENAI_", "ANTHROPIC_"))}
     with LLMServer(replies) as server:
         env.update({"HOME": str(home), "CRYSTAL_HOME": str(home / ".crystal"), "CRYSTAL_SANDBOX_MECHANISM": mechanism,
                     "CRYSTAL_PROVIDER": "openai", "CRYSTAL_BASE_URL": server.base_url, "CRYSTAL_MODEL": "gpt-test",
-                    "OPENAI_API_KEY": "sk-test"})
+                    "OPENAI_API_KEY": "sk-test", **(extra or {})})
         out = subprocess.run([CRYSTAL, "run", "go", "--workspace", str(ws), "--format", "jsonl", "--approval", "full"],
                              capture_output=True, text=True, env=env, timeout=120)
         requests = list(server.requests)
@@ -102,10 +103,10 @@ def test_a_host_process_cannot_be_signalled(layout, mechanism):
         victim.wait()
 
 
-def test_the_signing_key_and_credentials_are_unreadable_and_never_reach_the_model(layout):
+def test_the_signing_key_and_credentials_are_unreadable_and_never_reach_the_model(layout, mechanism):
     home, ws = layout
     command = f"cat {home}/.crystal/session-key; cat {home}/.ssh/id_rsa; ls -a {home}/.crystal"
-    results, _, requests = crystal_run(home, ws, [command], "bubblewrap")
+    results, _, requests = crystal_run(home, ws, [command], mechanism)
     key = (home / ".crystal/session-key").read_bytes()
     sent = json.dumps(requests)
     assert "PRIVATE-KEY-TEXT" not in results[0]["text"] and "PRIVATE-KEY-TEXT" not in sent
@@ -114,12 +115,12 @@ def test_the_signing_key_and_credentials_are_unreadable_and_never_reach_the_mode
     assert "session-key" not in listed and "." in listed  # the Crystal Home is an empty folder there
 
 
-def test_the_persons_terminal_is_out_of_reach__defect_5(layout):
+def test_the_persons_terminal_is_out_of_reach__defect_5(layout, mechanism):
     home, ws = layout
     master, slave = os.openpty()
     try:
         name = os.ttyname(slave)
-        crystal_run(home, ws, [f"printf 'PWNED\\033]52;c;cHduZWQ=\\a' > {name}; true"], "bubblewrap")
+        crystal_run(home, ws, [f"printf 'PWNED\\033]52;c;cHduZWQ=\\a' > {name}; true"], mechanism)
         os.set_blocking(master, False)
         try:
             got = os.read(master, 4096)
@@ -131,7 +132,7 @@ def test_the_persons_terminal_is_out_of_reach__defect_5(layout):
         os.close(slave)
 
 
-def test_no_udp_and_no_unix_socket_of_a_host_service_without_sandbox_network__defect_6(layout):
+def test_no_udp_and_no_unix_socket_of_a_host_service_without_sandbox_network__defect_6(layout, mechanism):
     home, ws = layout
     udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     udp.bind(("127.0.0.1", 0))
@@ -145,7 +146,7 @@ def test_no_udp_and_no_unix_socket_of_a_host_service_without_sandbox_network__de
         probe = (f"import socket; s=socket.socket(socket.AF_UNIX); s.connect({str(folder / 'agent.sock')!r}); "
                  "s.send(b'probe')")
         crystal_run(home, ws, [f"echo leak > /dev/udp/127.0.0.1/{udp.getsockname()[1]}; "
-                               f"{sys.executable} -c \"{probe}\"; true"], "bubblewrap")
+                               f"{sys.executable} -c \"{probe}\"; true"], mechanism)
         with pytest.raises(TimeoutError):
             udp.recvfrom(100)
         with pytest.raises(TimeoutError):
@@ -156,15 +157,15 @@ def test_no_udp_and_no_unix_socket_of_a_host_service_without_sandbox_network__de
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def test_temp_is_private_to_the_session_and_kept_between_its_calls(layout):
+def test_temp_is_private_to_the_session_and_kept_between_its_calls(layout, mechanism):
     home, ws = layout
     name = f"crystal-leak-{uuid.uuid4().hex}"
-    results, _, _ = crystal_run(home, ws, [f"echo secret > /tmp/{name}", f"cat /tmp/{name}"], "bubblewrap")
+    results, _, _ = crystal_run(home, ws, [f"echo secret > /tmp/{name}", f"cat /tmp/{name}"], mechanism)
     assert "secret" in results[1]["text"]
     assert not (Path(tempfile.gettempdir()) / name).exists() and not Path("/tmp", name).exists()
 
 
-def test_home_inside_a_temp_folder_keeps_the_workspace_writable__defect_11(tmp_path):
+def test_home_inside_a_temp_folder_keeps_the_workspace_writable__defect_11(tmp_path, mechanism):
     """HOME=/tmp/…/home (CI runners, containers) with no ~/.ssh: the workspace stays
     writable, .crystal/ and the Crystal Home do not."""
     home = tmp_path / "home"
@@ -174,7 +175,7 @@ def test_home_inside_a_temp_folder_keeps_the_workspace_writable__defect_11(tmp_p
     (home / ".crystal").mkdir()
     results, _, _ = crystal_run(home, ws, ["touch made.txt && echo made",
                                            "echo INJECTED > .crystal/prompts/work.md; echo x > ~/.crystal/config.json;"
-                                           " mkdir -p ~/.ssh; true"], "bubblewrap")
+                                           " mkdir -p ~/.ssh; true"], mechanism)
     assert results[0]["ok"] and (ws / "made.txt").exists(), results[0]["text"]
     assert (ws / ".crystal/prompts/work.md").read_text() == ORIGINAL
     assert not (home / ".crystal/config.json").exists() and not (home / ".ssh").exists()
@@ -189,3 +190,23 @@ def test_the_access_listing_says_which_sandbox_runs(layout, mechanism):
                          env=env, timeout=60)
     assert ("Sandbox: bubblewrap" if mechanism == "bubblewrap" else "Sandbox: Landlock") in out.stdout, (
         out.stdout + out.stderr)
+
+
+
+def test_landlock_without_a_user_namespace_is_not_the_fallback_and_asks(layout):
+    """SANDBOX-2 on a system where Landlock works but no user namespace can be made
+    (CRYSTAL_SANDBOX_NAMESPACE=0 pretends so): Landlock alone could not hide the Crystal
+    Home and credentials nor cut the network, so the sandbox counts as missing: the
+    session says so, /access says none is available, and in `full` approval with nobody
+    to ask the command does not run (the signing key is not read)."""
+    home, ws = layout
+    extra = {"CRYSTAL_SANDBOX_NAMESPACE": "0"}
+    results, notes, requests = crystal_run(home, ws, [f"cat {home}/.ssh/id_rsa"], "landlock", extra)
+    assert not results[0]["ok"] and "PRIVATE-KEY-TEXT" not in json.dumps(requests)
+    assert any("not available" in n and "user namespace" in n for n in notes), notes
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CRYSTAL_")}
+    env.update({"HOME": str(home), "CRYSTAL_HOME": str(home / ".crystal"), "CRYSTAL_SANDBOX_MECHANISM": "landlock",
+                "CRYSTAL_PROVIDER": "replay", **extra})
+    out = subprocess.run([CRYSTAL, "run", "/access", "--workspace", str(ws)], capture_output=True, text=True,
+                         env=env, timeout=60)
+    assert "Sandbox: none available" in out.stdout, out.stdout + out.stderr
