@@ -277,6 +277,21 @@ def _bind_read_only(lib: "libc.Libc", read_only: list[str], writable_again: list
             lasting.append(bound if same else (path, _CHANGED, _CHANGED, None))
 
 
+PR_CAPBSET_DROP = 24
+
+
+def _drop_capabilities() -> None:
+    """Empty the capability bounding set: a program the command runs gets none of the
+    capabilities this process has in its user namespace, not even as root (uid 0 mapped
+    to itself), as under bubblewrap. This process keeps its own, needing none after this."""
+    lib = _lib()
+    for cap in range(64):
+        if lib.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0:
+            if libc.get_errno() == 22:  # EINVAL: past the last capability this kernel knows
+                return
+            raise _fail("cannot drop the capabilities")
+
+
 def namespace_here() -> bool:
     """Whether this process can make the namespace SANDBOX-2's world needs (a user, mount
     and network namespace where tmpfs and devpts can be mounted: some systems let the
@@ -354,6 +369,8 @@ def confine(writable: list[str], protected: list[str], allowed: list[str], netwo
         # Taken before the rules are: a folder replaced meanwhile then differs at the next call.
         lasting.extend(_identities(writable + temp[:1], allowed, protected + hidden))
     granted, how = plan(writable, protected, allowed, use_namespace, lasting, world)
+    if world is not None:
+        _drop_capabilities()
     lib = _lib()
     fs = WRITE_FILE | REMOVE_DIR | REMOVE_FILE | MAKE_ALL
     if abi >= 2:

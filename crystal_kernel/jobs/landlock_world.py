@@ -27,7 +27,8 @@ shared is covered, in this order (a later mount lies on an earlier one):
 
 Mount points are made and mounted through descriptors (``/proc/self/fd``), never by a
 path a command could have turned into a link in the private temp. Landlock, applied
-after this, forbids every later change of these mounts (no ``umount``, no remount).
+after this, forbids every later change of these mounts (no ``umount``, no remount), and
+jobs/landlock.py empties the capability bounding set (a command has none, even as root).
 """
 
 import os
@@ -242,7 +243,7 @@ class World:
                 _read_only(lib, path)
                 continue
             inner = [(p, f, w) for p, f, w in self.shown if _strictly_inside(p, path)]
-            _mount(lib, "tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV, f"mode={'0711' if inner else '0000'},size=16k",
+            _mount(lib, "tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV, f"mode={'0711' if inner else '0555'},size=16k",
                    what=path)
             for inner_path, inner_fd, writable in inner:
                 _bind(lib, inner_fd, inner_path, writable, make=True)
