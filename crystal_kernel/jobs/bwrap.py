@@ -124,7 +124,9 @@ def _hide(args: list[str], path: str, later: list[str]) -> None:
     """Cover ``path`` (it exists) with nothing readable: an empty folder, made read-only
     at the end (``later``: mount points granted inside it are made first), or /dev/null."""
     if os.path.isdir(path):
-        args += ["--perms", "0000", "--tmpfs", path]
+        # Traversable, not listable: empty but for what is granted inside (an exec set's
+        # folder in the Crystal Home), which a user who is not root must still reach.
+        args += ["--perms", "0111", "--tmpfs", path]
         later.append(path)
     else:
         args += ["--ro-bind", "/dev/null", path]

@@ -289,6 +289,8 @@ def use_caches(rules: _SandboxRules, env: "Environment") -> None:
     """Point the command's caches at the sandbox's cache folder (see :func:`_use_cache`)."""
     for cache in rules.paths["cache"]:
         _use_cache(cache, env)
+    if rules.paths["temp"] and not rules.paths["wrap"]:
+        env["TMPDIR"] = "/tmp"  # SANDBOX-2: the Landlock namespace's private temp lies there
 
 
 def refuse(reason: str, status_fd: "int | None" = None) -> None:
