@@ -173,8 +173,8 @@ async def first_calls(workspace: Path, config: Config) -> list[dict[str, Any]]:
             finally:
                 await session.close()
     out = [row(FIRST_LABEL, statistics.median(times[BUBBLEWRAP]) * 1000, statistics.median(times[LANDLOCK]) * 1000,
-               "ms", None, f"a new session's first bash call, median of {FIRST_ROUNDS} sessions each, "
-               "interleaved (Landlock's server serves every session of the workspace in a process)")]
+               "ms", None, f"a new session's first bash call (its sandbox's server started then, unless one "
+               f"serves it already), median of {FIRST_ROUNDS} sessions each, interleaved")]
     print(f"  {out[0]['name']:70} ours {out[0]['ours']:7.2f} ms  reference {out[0]['reference']:7.2f} ms  "
           f"ratio {out[0]['ratio']:.3f}x", flush=True)
     return out
