@@ -228,7 +228,7 @@ async def test_a_link_made_at_a_missing_credential_folder_between_calls_is_seen_
     try:
         (first,) = [e async for e in run_turn(session, "one") if isinstance(e, ToolResultEvent)]
         assert first.ok and "first" in first.text, first.text
-        sandbox = sandbox_for(session.config, ws)
+        sandbox = sandbox_for(session.config, ws, session=session.id)  # its private temp is the session's
         assert sandbox is not None and spawner.server_of(sandbox) is not None, "bash's sandbox is not kept by a server"
         os.symlink(ws / "dotfiles-ssh", home / ".ssh")
         (second,) = [e async for e in run_turn(session, "two") if isinstance(e, ToolResultEvent)]
