@@ -22,7 +22,7 @@ byte of the reply written, and from the process):
 - max RSS of the agent's whole process tree, sampled every 5 ms.
 
 Targets for ``crystal run``: gap under 20 ms and at most 0.2x the best of Claude Code
-and Codex (issue 39), start to first request under
+and Codex (SANDBOX-2), start to first request under
 0.3 s, RSS under 120 MB. Reference figures measured by the issue's author on this
 machine type: gap 51 / 51 / 210 ms, wall 0.62 / 0.37 / 3.5 s, RSS 220 / 153 / 554 MB
 (Claude Code / Codex / opencode); here they are measured again in the same run.
@@ -265,7 +265,7 @@ def sandbox_mechanism() -> str:
     return done.stdout.strip()
 
 
-# The per-tool-call gap against the best of these (issue 39: at most 0.2x).
+# The per-tool-call gap against the best of these (SANDBOX-2: at most 0.2x).
 GAP_ANCHORS = ("Claude Code", "Codex")
 GAP_RATIO = 0.2
 

@@ -11,7 +11,7 @@ supervisor it forks, the shell in the sandbox, the bounded output, the exit and
   ``args`` are the ``--wrap`` items of the very Sandbox object the tool builds
   (``tool_sandbox(ctx).launcher_args()``), taken once outside the timing: the same
   namespaces and binds, nothing of Crystal's. That is the mechanism's floor. Target:
-  median within 1.3x (issue 39).
+  median within 1.3x (SANDBOX-2).
 - Landlock: the same call against ``subprocess.run(["/bin/true"])`` (no target: it puts
   the two mechanisms' costs side by side).
 - bubblewrap against Landlock: the two tool calls themselves (reported).

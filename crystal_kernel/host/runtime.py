@@ -23,6 +23,7 @@ from crystal_kernel.host.approval import Reviewer
 from crystal_kernel.host.tool_sources import SessionTools
 from crystal_kernel.host.view import SessionView
 from crystal_kernel.jobs import sandbox, spawner
+from crystal_kernel.jobs.bwrap import remove_private_temp
 from crystal_kernel.providers.base import Provider
 from crystal_kernel.tools.base import Tool
 from crystal_kernel.tools.exec_sets import ExecTool
@@ -186,9 +187,13 @@ class SessionRuntime:
         # The reviewer may hold its own provider (reviewModel).
         await _close_quietly(self.reviewer)
 
-    async def aclose(self) -> None:
+    async def aclose(self, private_temp: tuple[Path, str] | None = None) -> None:
         """Close everything opened, once, newest first; the runtime may be used again
-        afterwards (a new stack takes what opens next)."""
+        afterwards (a new stack takes what opens next). ``private_temp``: (Crystal Home,
+        session id) of a session that ends: its tool processes' private temp is removed
+        once its jobs are stopped (SANDBOX-2)."""
         stack, self._stack = self._stack, AsyncExitStack()
         self._stack.push_async_callback(self._close_clients)
         await stack.aclose()
+        if private_temp is not None:
+            remove_private_temp(*private_temp)

@@ -27,7 +27,6 @@ from crystal_kernel.host.session_file import SessionFile
 from crystal_kernel.host.state import SessionState, Usage
 from crystal_kernel.host.store import SessionStore, new_session_id
 from crystal_kernel.host.tool_sources import SessionTools
-from crystal_kernel.jobs.bwrap import remove_private_temp
 from crystal_kernel.prompts.compose import compose_named, compose_system
 from crystal_kernel.providers.base import Capabilities, ModelRequest, Provider
 from crystal_kernel.tools.base import LiveNotebookEdit, Tool, ToolContext
@@ -248,9 +247,7 @@ class Session(SessionState):
     async def close(self) -> None:
         """Stop background jobs (BG-2), the tool source's MCP servers and the clients, once;
         then let another front open this session."""
-        await self.runtime.aclose()
-        # SANDBOX-2: the session's private temp goes with it (its jobs are stopped above).
-        remove_private_temp(Path(self.config.home), self.id)
+        await self.runtime.aclose(private_temp=(Path(self.config.home), self.id))
         self.release_lock()
 
     # ----- persistence (host/document.py, host/session_file.py) -------------------------
