@@ -42,7 +42,8 @@ def _warm_sandboxes(config: Config, workspace: Path, names: frozenset[str], sess
     the first call, which then needs a server of its own) and ripgrep's, so the first
     calls find them confined (jobs/spawner.py)."""
     rules = sandbox.warm(config, workspace, session_id)  # the session's own private temp (SANDBOX-2)
-    if "bash" in names and rules is not None and paths.host_dir(workspace).is_dir():
+    if "bash" in names and rules is not None and (rules.mechanism == sandbox.BUBBLEWRAP
+                                                  or paths.host_dir(workspace).is_dir()):
         spawner.prepare(rules)
     if names & {"grep", "glob"}:
         spawner.prepare(sandbox.read_only_sandbox())

@@ -293,10 +293,15 @@ def warm(config: Config, workspace: Path, session: str = "") -> Sandbox | None:
     """Do now, off the turn, what the first sandboxed call of a session would otherwise
     do itself (docs/benchmarks.md): ask the kernel's Landlock ABI (loads landlock.py) and compute
     the workspace's rules (returned: bash's, before any /access folder) for ``session``
-    (makes its private temp, as its first call would); safe from any thread."""
-    if sandbox_state(config) == "on" and mechanism() == LANDLOCK:
-        return _rules(config, Path(workspace), (), session=session)
-    return None
+    (makes its private temp, and under bubblewrap the workspace's .crystal/, as its first
+    call would); safe from any thread."""
+    if sandbox_state(config) != "on":
+        return None
+    if mechanism() == BUBBLEWRAP:
+        # As bash's first call would have it: .crystal/ made (sandbox_for), its binds taken
+        # from what is there; starting its server takes a bwrap and an interpreter (~25 ms).
+        return sandbox_for(config, Path(workspace), session=session)
+    return _rules(config, Path(workspace), (), session=session)
 
 
 def _cache_folder(writable: list[str], protected: list[str], private_temp: bool = False) -> str | None:

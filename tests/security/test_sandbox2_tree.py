@@ -6,6 +6,7 @@ mark only that tree has)."""
 
 from __future__ import annotations
 
+import shutil
 import uuid
 from pathlib import Path
 
@@ -51,3 +52,27 @@ async def test_a_sessions_private_temp_is_kept_between_its_calls_and_removed_wit
     finally:
         await session.close()
     assert not folder.exists()
+
+
+async def test_a_session_starts_its_bubblewrap_server_before_the_first_call(place, monkeypatch):
+    """SANDBOX-2: a session whose catalog holds bash starts the server of bash's
+    bubblewrap sandbox with the spawn server (host/runtime.py), even in a workspace with
+    no .crystal/ yet (made, as the first call would), so the first call does not wait for
+    a bwrap and an interpreter to start; that call is served by it."""
+    from crystal_kernel.jobs import spawner
+    from crystal_kernel.jobs.sandbox import sandbox_for
+    from tests.jobs.conftest import wait_until
+
+    monkeypatch.setenv("CRYSTAL_SANDBOX_MECHANISM", "bubblewrap")
+    shutil.rmtree(place / "ws" / ".crystal")
+    session = full_session(place / "ws", [("bash", {"command": "echo served"})])
+    try:
+        await session.prepare_tools()
+        rules = sandbox_for(session.config, place / "ws", session=session.id)  # what bash's call uses
+        assert rules is not None and wait_until(lambda: spawner.server_of(rules) is not None, 20)
+        started = spawner.server_of(rules)
+        results, _, _ = await turn(session)
+        assert results[0].ok and "served" in results[0].text, results[0].text
+        assert spawner.server_of(rules) == started  # no other server was started for the call
+    finally:
+        await session.close()
