@@ -244,6 +244,24 @@ async def test_ex15_stdin_failure_kills_the_tree(home, workspace, ctx):
     assert _gone(pid)
 
 
+async def test_ex15_stdin_failure_without_the_spawn_server_under_bubblewrap(home, workspace, ctx, monkeypatch):
+    """EX-15 and SANDBOX-2 on the path that starts a supervisor of its own (no spawn
+    server): it runs the program through bwrap, whose own processes keep descriptors 0-2
+    for the sandbox's life. A program that stops reading still breaks the host's pipe
+    (stdin goes in as descriptor 3), so the call ends at once, not at its timeout."""
+    from crystal_kernel.jobs import spawner
+
+    monkeypatch.setenv("CRYSTAL_SANDBOX_MECHANISM", "bubblewrap")
+    monkeypatch.setattr(spawner, "send", lambda *args, **kwargs: None)  # as where the server cannot be used
+    script = "import os, time\nos.close(0); time.sleep(60)"
+    home_set(home, "closer", {"command": [PY, "-c", script], "tools": [{"name": "closer", "timeoutSeconds": 30}]})
+    tools, _ = load(home, workspace)
+    started = time.monotonic()
+    result = await call(tools["closer"], {"blob": "x" * 2_000_000}, ctx)
+    assert time.monotonic() - started < 15
+    assert not result.ok and "stopped reading its input" in result.text, result.text
+
+
 def _gone(pid: int | None) -> bool:
     if pid is None:
         return True
