@@ -210,3 +210,33 @@ def test_landlock_without_a_user_namespace_is_not_the_fallback_and_asks(layout):
     out = subprocess.run([CRYSTAL, "run", "/access", "--workspace", str(ws)], capture_output=True, text=True,
                          env=env, timeout=60)
     assert "Sandbox: none available" in out.stdout, out.stdout + out.stderr
+
+
+@pytest.fixture(params=["srv", "tmp", "home"])
+def placed_workspace(request, layout):
+    """SANDBOX-2 item 5: the workspace in /srv, in /tmp or in Home (Home outside temp)."""
+    home, in_home = layout
+    if request.param == "home":
+        yield home, in_home
+        return
+    base = Path("/srv" if request.param == "srv" else tempfile.gettempdir()) / f"crystal-layout-{uuid.uuid4().hex}"
+    ws = base / "ws"
+    (ws / ".crystal" / "prompts").mkdir(parents=True)
+    (ws / ".crystal" / "prompts" / "work.md").write_text(ORIGINAL)
+    (ws / "data.txt").write_text("the data\n")
+    yield home, ws
+    shutil.rmtree(base, ignore_errors=True)
+
+
+def test_the_workspace_works_wherever_it_lies(placed_workspace, mechanism):
+    """Wherever the workspace lies, a command reads and writes it, makes new top-level
+    entries, and still cannot write its .crystal/ or the Crystal Home."""
+    home, ws = placed_workspace
+    (ws / "data.txt").write_text("the data\n")
+    results, _, _ = crystal_run(home, ws, ["cat data.txt && mkdir -p out && cp data.txt out/copy.txt && echo copied",
+                                           "echo INJECTED > .crystal/prompts/work.md; echo x > ~/.crystal/config.json;"
+                                           " true"], mechanism)
+    assert results[0]["ok"] and "the data" in results[0]["text"] and "copied" in results[0]["text"], results[0]["text"]
+    assert (ws / "out" / "copy.txt").read_text() == "the data\n"
+    assert (ws / ".crystal/prompts/work.md").read_text() == ORIGINAL
+    assert not (home / ".crystal/config.json").exists()
