@@ -32,11 +32,13 @@ once, by the host: what the command sees is what they named when the call starte
 
 from __future__ import annotations
 
+import itertools
 import os
 import shutil
 import stat
 import subprocess
 import sys
+import time
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
@@ -222,21 +224,44 @@ def private_temp(home: Path, owner: str) -> str:
     _own_folder(base)
     safe = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in owner)[:96] or "process"
     folder = base / safe
-    _own_folder(folder)
+    if _own_folder(folder):
+        _remove_stale(base)  # a session's first call: left-overs of sessions that never closed
     return str(folder)
 
 
-def _own_folder(folder: Path) -> None:
-    """Make ``folder`` (mode 0700) or check the one there is ours and not a link."""
+# A private temp nothing touched for this long belongs to a session that never closed
+# (its process crashed); at most this many are looked at per new session.
+STALE_SECONDS = 7 * 24 * 3600
+STALE_LOOKED_AT = 64
+
+
+def _remove_stale(base: Path) -> None:
+    now = time.time()
+    try:
+        entries = list(itertools.islice(os.scandir(base), STALE_LOOKED_AT))
+    except OSError:
+        return
+    for entry in entries:
+        try:
+            if entry.is_dir(follow_symlinks=False) and now - entry.stat(follow_symlinks=False).st_mtime > STALE_SECONDS:
+                shutil.rmtree(entry.path, ignore_errors=True)
+        except OSError:
+            continue
+
+
+def _own_folder(folder: Path) -> bool:
+    """Make ``folder`` (mode 0700; True) or check the one there is ours and not a link."""
+    made = True
     try:
         os.mkdir(folder, 0o700)
     except FileExistsError:
-        pass
+        made = False
     info = os.lstat(folder)
     if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid():
         raise OSError(f"{folder} is not a folder of this user")
     if info.st_mode & 0o077:
         os.chmod(folder, 0o700)
+    return made
 
 
 def remove_private_temp(home: Path, owner: str) -> None:

@@ -76,3 +76,23 @@ async def test_a_session_starts_its_bubblewrap_server_before_the_first_call(plac
         assert spawner.server_of(rules) == started  # no other server was started for the call
     finally:
         await session.close()
+
+
+def test_private_temps_of_sessions_that_never_closed_are_removed_in_bounds(tmp_path):
+    """A session whose process crashed leaves its private temp: the next new session
+    removes those untouched for a week (and only those; at most 64 looked at)."""
+    import os
+    import time
+
+    from crystal_kernel.jobs import bwrap
+
+    home = tmp_path / "crystal-home"
+    old = Path(bwrap.private_temp(home, "crashed-session"))
+    (old / "left.txt").write_text("x")
+    recent = Path(bwrap.private_temp(home, "open-session"))
+    week_ago = time.time() - bwrap.STALE_SECONDS - 60
+    os.utime(old, (week_ago, week_ago))
+    bwrap.private_temp(home, "open-session")  # an existing one: nothing is looked at
+    assert old.exists()
+    fresh = Path(bwrap.private_temp(home, "new-session"))
+    assert not old.exists() and recent.exists() and fresh.exists()
