@@ -338,6 +338,7 @@ SANDBOX_PASS: list[Mutant] = [
 MUTANTS += SANDBOX_PASS
 
 # ----- second pass of 2026-12-07 (main at c1a37a5): rows M4-.. in catalog_m4.py
-from catalog_m4 import FOURTH_PASS  # noqa: E402
+from catalog_m4 import FOURTH_PASS, SANDBOX2_PASS  # noqa: E402
 
 MUTANTS += FOURTH_PASS
+MUTANTS += SANDBOX2_PASS
