@@ -5,6 +5,11 @@ the safety core (main at c1a37a5, 2026-12-07). catalog.py adds them to
 Where the code a mutant changed was rewritten since (the wrapper options of
 host/shell_rules.py, M4-62), the row makes the same slip in the new code. Tests are
 named ``…__M4_NN``: ``-k __M4_NN`` selects them.
+
+Rows S2-10.. (``SANDBOX2_PASS``) are the fourth pass, over the SANDBOX-2 and TRUST-7 code
+(main at 07dcbb8): the survivors' tests are ``…__S2_NN`` in
+tests/security/test_mutants_s2.py; the equivalent rows are kept apart
+(``SANDBOX2_EQUIVALENT``, not re-checked).
 """
 
 from __future__ import annotations
