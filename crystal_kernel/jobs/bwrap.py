@@ -46,8 +46,6 @@ from crystal_kernel.core import paths
 
 # The system folders a command may read (those that exist; merged-/usr links are kept as links).
 SYSTEM_FOLDERS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt", "/var", "/sys")
-# Inside the command's world: the private temp's places.
-TEMP_PLACES = ("/tmp", "/var/tmp")
 # An environment variable that names the bwrap program (tests; a bwrap outside PATH).
 BWRAP_ENV = "CRYSTAL_BWRAP"
 
@@ -92,7 +90,7 @@ def _runtime_folders() -> list[str]:
     return [os.path.abspath(p) for p in found]
 
 
-def _system_binds(args: list[str], home: str | None) -> list[str]:
+def _system_binds(args: list[str], home: str | None, temp: str | None) -> list[str]:
     """Read-only binds of the system; returns the roots bound."""
     bound: list[str] = []
     for folder in SYSTEM_FOLDERS:
@@ -109,17 +107,48 @@ def _system_binds(args: list[str], home: str | None) -> list[str]:
             args += ["--ro-bind", folder, folder]
             bound.append(folder)
     for given in named:
-        _name_through_link(args, given, bound)
+        _name_through_link(args, given, bound, temp)
     return bound
 
 
-def _name_through_link(args: list[str], given: str, bound: list[str]) -> None:
+def _name_through_link(args: list[str], given: str, bound: list[str], temp: str | None = None) -> None:
     """A folder named through a link (/home -> /var/home, a venv that is a link): the
     name the command is given leads there too, when nothing bound holds it already."""
     real = _real(given)
-    if real != given and os.path.isdir(real) and not any(_inside(given, b) for b in bound):
+    if real == given or not os.path.isdir(real) or any(_inside(given, b) for b in bound):
+        return
+    bound.append(given)
+    kept = _in_private_temp(given, temp)
+    if kept is None:
         args += ["--symlink", real, given]
-        bound.append(given)
+        return
+    # In the private temp, which every call of the session shares: made there by the
+    # host, once (bwrap refuses to make a link that is there, and two bwraps of one
+    # session may start at once); one a command planted there is replaced.
+    try:
+        if os.path.islink(kept) and os.readlink(kept) == real:
+            return
+        os.makedirs(os.path.dirname(kept), mode=0o700, exist_ok=True)
+        if os.path.islink(kept):
+            os.unlink(kept)
+        os.symlink(real, kept)
+    except FileExistsError:
+        pass  # another call made it meanwhile
+    except OSError:
+        args += ["--symlink", real, given]
+
+
+def _in_private_temp(given: str, temp: str | None) -> str | None:
+    """Where ``given`` (a path in the command's /tmp or /var/tmp) lies on the host."""
+    for place in ("/tmp", "/var/tmp"):
+        if temp is not None and given != place and _inside(given, place):
+            return os.path.join(temp, os.path.relpath(given, place))
+    return None
+
+
+def _temp_place(args: list[str], temp: str | None, place: str) -> None:
+    """The private temp at ``place`` (an empty one for the call when there is none)."""
+    args += ["--bind", temp, place] if temp is not None else ["--tmpfs", place]
 
 
 def _hide(args: list[str], path: str, later: list[str]) -> None:
@@ -162,14 +191,13 @@ def arguments(bwrap: str, *, roots: Sequence[str], readable: Sequence[str], prot
         for path in emptied:
             args += ["--remount-ro", path]
         return args
-    bound = _system_binds(args, home_real)
+    # /tmp first: Crystal's own Python or Home may lie in the host's /tmp and are bound
+    # into it below (/var/tmp after /var, which it lies in).
+    _temp_place(args, temp, "/tmp")
+    bound = _system_binds(args, home_real, temp)
     system = list(bound)
     args += ["--dev", "/dev", "--proc", "/proc"]
-    for place in TEMP_PLACES:
-        if temp is not None:
-            args += ["--bind", temp, place]
-        else:
-            args += ["--tmpfs", place]
+    _temp_place(args, temp, "/var/tmp")
     if home_real is not None:
         args += ["--ro-bind", home_real, home_real]
         bound.append(home_real)
@@ -195,13 +223,13 @@ def arguments(bwrap: str, *, roots: Sequence[str], readable: Sequence[str], prot
             args += ["--ro-bind", path, path]
             bound.append(path)
     for given in sorted(dict.fromkeys(os.path.abspath(p) for p in programs), key=len):
-        _name_through_link(args, given, bound)  # a venv reached through a link keeps its name
+        _name_through_link(args, given, bound, temp)  # a venv reached through a link keeps its name
     for path in dict.fromkeys(_real(p) for p in allowed):
         if os.path.isdir(path):
             args += ["--bind", path, path]
     for given in [home, *roots]:
         if given:
-            _name_through_link(args, os.path.abspath(given), bound)
+            _name_through_link(args, os.path.abspath(given), bound, temp)
     cache = _real(os.environ.get("XDG_CACHE_HOME") or os.path.join(home, ".cache"))
     if not any(_inside(cache, _real(r)) for r in roots):
         # pip, uv, go, yarn and npm keep a cache: the person's is read-only here, the private temp is not.

@@ -259,8 +259,14 @@ def _rules(config: Config, workspace: Path, writable: tuple[Path, ...], readable
     """SANDBOX-1's write rules, and SANDBOX-2's world as far as Landlock's namespace
     makes it (jobs/landlock_world.py): the session's private temp at /tmp, /var/tmp and
     $TMPDIR; the Crystal Home and credential folders hidden; no network namespace shared."""
+    # Made (again) at every call, outside what is kept: a private temp removed since is
+    # there again for the next command.
+    try:
+        temp: str | None = bwrap.private_temp(Path(config.home), session or f"process-{os.getpid()}")
+    except OSError:
+        temp = None  # the host's temp then: landlock_world.py leaves it as it is
     key = (config.sandbox, bool(config.sandbox_network), str(workspace), tuple(str(p) for p in writable),
-           tuple(str(p) for p in readable), session, str(config.home), tempfile.gettempdir(),
+           tuple(str(p) for p in readable), session, str(config.home), tempfile.gettempdir(), temp,
            *(os.environ.get(name) for name in ("HOME", "TMPDIR", "XDG_CACHE_HOME")))
     kept = _kept.get(key)
     if kept is not None:
@@ -268,10 +274,6 @@ def _rules(config: Config, workspace: Path, writable: tuple[Path, ...], readable
     roots = ([str(workspace)] + [str(p) for p in writable] if config.sandbox == "workspace-write" else [])
     protected = [str(paths.host_dir(workspace)), str(config.home), *credential_folders()]
     allowed = roots + temp_folders()
-    try:
-        temp: str | None = bwrap.private_temp(Path(config.home), session or f"process-{os.getpid()}")
-    except OSError:
-        temp = None  # the host's temp then: landlock_world.py leaves it as it is
     seen = () if roots else (str(workspace), *map(str, writable))
     # Home is read-only (landlock_world.py binds it back when it lies in a temp folder),
     # unless it lies in a writable root.

@@ -350,13 +350,7 @@ def test_the_crystal_home_is_hidden_from_commands__S2_25(layout, mechanism):
     assert "prompts" not in results[0]["text"].split(), results[0]["text"]
 
 
-@pytest.mark.parametrize("mechanism", [
-    sandbox_module.BUBBLEWRAP,
-    pytest.param(sandbox_module.LANDLOCK, marks=pytest.mark.xfail(strict=True, reason=(
-        "defect (SANDBOX-2, jobs/sandbox.py _rules): the Landlock path keeps its rules per input in _kept, "
-        "private temp included, so a private temp removed between calls is never made again and every later "
-        "command fails with 'the sandbox could not start (cannot open the private temp ...)'"))),
-], indirect=True)
+@pytest.mark.parametrize("mechanism", [sandbox_module.BUBBLEWRAP, sandbox_module.LANDLOCK], indirect=True)
 async def test_a_private_temp_removed_between_calls_is_made_and_used_again__S2_27(place, private_home, mechanism):
     """A session's private temp folder removed between two calls (a clean-up of the
     Crystal Home) is made again, and the next call's /tmp is that new folder (a new
