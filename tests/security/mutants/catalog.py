@@ -100,7 +100,8 @@ MUTANTS: list[Mutant] = [
     # ----- host/shell_rules.py
     _m("R06", RULES, '("-exec", "-execdir", "-ok", "-okdir")', '("-exec",)',
        "find -execdir/-ok not unwrapped", T_SHELL),
-    _m("R07", RULES, "if w.text == short and k + 1 < len(rest):", "if w.text == short and k + 2 < len(rest):",
+    _m("R07", RULES, "    if i + 1 < len(words):\n        return option, words[i + 1], i + 2",
+       "    if i + 2 < len(words):\n        return option, words[i + 1], i + 2",
        "su -c CMD as the last words not unwrapped", T_SHELL),
     _m("R15", RULES, "if view.unsure or not view.literal:", "if not view.literal:",
        "a session glob covers an unsure command", T_SHELL),
@@ -174,7 +175,7 @@ SECOND_PASS: list[Mutant] = [
        "making a file of the set executable keeps it trusted", T_CLOSURE),
     _m("D07", DIGEST, "if count > MAX_HASHED_FILES:", "if count > MAX_HASHED_FILES + 1:",
        "the file bound lets one more file through", T_CLOSURE),
-    _m("D08", DIGEST, "if total > MAX_HASHED_BYTES:", "if total > 2 * MAX_HASHED_BYTES:",
+    _m("D08", DIGEST, "                    if total > MAX_HASHED_BYTES:", "                    if total > 2 * MAX_HASHED_BYTES:",
        "the byte bound is doubled", T_CLOSURE),
     _m("D09", DIGEST, "key = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)",
        "key = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)",
@@ -259,12 +260,11 @@ NO_LANDLOCK = f"{T_SBX1}::test_without_landlock_the_host_says_so_once_and_asks"
 EXEC_DATA = f"{T_SBX1}::test_exec_set_is_confined_but_keeps_its_data_folders"
 
 SANDBOX_PASS: list[Mutant] = [
-    _n("S01", SANDBOX, "protected = [str(host), str(config.home), *credential_folders()]",
+    _n("S01", SANDBOX, "protected = [str(paths.host_dir(workspace)), str(config.home), *credential_folders()]",
        "protected = [str(config.home), *credential_folders()]", "the workspace's .crystal/ is writable", BEYOND),
-    _m("S02", SANDBOX, "protected = [str(host), str(config.home), *credential_folders()]",
-       "protected = [str(host), *credential_folders()]", "Crystal's Home is writable", T_SBX),
-    _n("S03", SANDBOX, "protected = [str(host), str(config.home), *credential_folders()]",
-       "protected = [str(host), str(config.home)]", "the person's credential folders are writable", BEYOND),
+    # S02 and S03 (the Crystal Home, the credential folders dropped from the write rules)
+    # are equivalent since SANDBOX-2: both are also hidden (an empty read-only folder over
+    # each), which keeps every write out on both mechanisms. Kept in docs/mutants.md.
     _n("S04", SANDBOX, "        if not self.network:\n", "        if self.network:\n",
        "no-network is applied exactly when the network is allowed",
        f"{T_SBX1}::test_bash_cannot_connect_to_a_loopback_port_unless_allowed"),
@@ -276,11 +276,11 @@ SANDBOX_PASS: list[Mutant] = [
     _n("S08", SANDBOX, '    if config.sandbox == "off":\n        return "off"',
        '    if config.sandbox == "off":\n        return "missing"', "sandbox off is treated as missing: full asks",
        f"{T_SBX1}::test_sandbox_off_is_the_persons_choice_in_full"),
-    _n("S09", SANDBOX, 'return "on" if landlock_abi() >= 1 else "missing"',
-       'return "on" if landlock_abi() >= 0 else "missing"', "no Landlock is taken for a sandbox", NO_LANDLOCK),
-    _m("S10", SANDBOX, "if sandbox is None or not failed or not any(", "if sandbox is None or not any(",
+    _n("S09", SANDBOX, "and landlock_abi() >= 1 and namespace_works():",
+       "and landlock_abi() >= 0 and namespace_works():", "no Landlock is taken for a sandbox", NO_LANDLOCK),
+    _m("S10", SANDBOX, "if sandbox is None or not failed:", "if sandbox is None:",
        "a command that succeeded gets the sandbox-refused line", T_SBX),
-    _m("S11", SANDBOX, "if sandbox is None or not failed or not any(", "if not failed or not any(",
+    _m("S11", SANDBOX, "if sandbox is None or not failed:", "if not failed:",
        "an unsandboxed refusal breaks the tool result", T_SBX),
     _m("S21", LANDLOCK, "    if abi >= 3:\n        fs |= TRUNCATE", "    if abi >= 99:\n        fs |= TRUNCATE",
        "truncate(2) is not refused anywhere", T_SBX),
