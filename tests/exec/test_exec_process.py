@@ -8,6 +8,7 @@ import json
 import os
 import time
 from pathlib import Path
+from typing import Any
 
 import psutil
 import pytest
@@ -225,16 +226,22 @@ async def test_ex9_tool_that_never_reads_stdin_does_not_hang(home, workspace, ct
     assert result.ok and result.text == "ignored my input"
 
 
-async def test_ex15_stdin_failure_kills_the_tree(home, workspace, ctx):
-    pidfile = workspace / "pid"
-    script = (f"import os, sys, time\nwith open({str(pidfile)!r}, 'w') as f: f.write(str(os.getpid()))\n"
-              "os.close(0); time.sleep(60)")
+async def _stops_reading_at_once(home: Path, workspace: Path, ctx: Any, prelude: str = "") -> None:
+    """EX-15: a tool that closes its stdin before reading its 2 MB of arguments fails at
+    once (the host's write breaks), not at its 30 s timeout."""
+    script = prelude + "import os, time\nos.close(0); time.sleep(60)"
     home_set(home, "closer", {"command": [PY, "-c", script], "tools": [{"name": "closer", "timeoutSeconds": 30}]})
     tools, _ = load(home, workspace)
     started = time.monotonic()
     result = await call(tools["closer"], {"blob": "x" * 2_000_000}, ctx)
     assert time.monotonic() - started < 15
-    assert not result.ok and "stopped reading its input" in result.text
+    assert not result.ok and "stopped reading its input" in result.text, result.text
+
+
+async def test_ex15_stdin_failure_kills_the_tree(home, workspace, ctx):
+    pidfile = workspace / "pid"
+    await _stops_reading_at_once(home, workspace, ctx,
+                                 f"import os\nwith open({str(pidfile)!r}, 'w') as f: f.write(str(os.getpid()))\n")
     # SIGKILL'ed, the program still takes the kernel a moment to tear down (seen 'running'
     # under init right after the call): wait for it as the timeout and cancel tests do.
     pid = host_pid(int(pidfile.read_text()), workspace, wait=0)  # SANDBOX-2: the host's id (None: gone)
@@ -253,13 +260,7 @@ async def test_ex15_stdin_failure_without_the_spawn_server_under_bubblewrap(home
 
     monkeypatch.setenv("CRYSTAL_SANDBOX_MECHANISM", "bubblewrap")
     monkeypatch.setattr(spawner, "send", lambda *args, **kwargs: None)  # as where the server cannot be used
-    script = "import os, time\nos.close(0); time.sleep(60)"
-    home_set(home, "closer", {"command": [PY, "-c", script], "tools": [{"name": "closer", "timeoutSeconds": 30}]})
-    tools, _ = load(home, workspace)
-    started = time.monotonic()
-    result = await call(tools["closer"], {"blob": "x" * 2_000_000}, ctx)
-    assert time.monotonic() - started < 15
-    assert not result.ok and "stopped reading its input" in result.text, result.text
+    await _stops_reading_at_once(home, workspace, ctx)
 
 
 def _gone(pid: int | None) -> bool:

@@ -283,6 +283,19 @@ def _home_set(home: Path, command: list[str]) -> None:
     (folder / "tools.json").write_text(json.dumps({"command": command, "tools": [{"name": "probe", "output": "text"}]}))
 
 
+async def _run_probe(home: Path, workspace: Path) -> list:
+    """The Home exec set's probe, run once in `full` approval through a real session."""
+    import sys
+
+    _home_set(home, [sys.executable, "probe.py"])
+    session = full_session(workspace, [("probe", {})])
+    try:
+        results, _, _ = await turn(session)
+    finally:
+        await session.close()
+    return results
+
+
 async def test_an_exec_set_run_by_a_venv_python_gets_its_venv__S2_57(place, private_home, monkeypatch):
     """An exec set whose command is a virtual environment's python (outside Home and the
     system) runs in that environment under bubblewrap: its pyvenv.cfg and packages are
@@ -306,19 +319,13 @@ async def test_a_crystal_home_reached_through_a_link_runs_its_exec_sets__S2_58(p
     """A Crystal Home named through a symbolic link (CRYSTAL_HOME=/link/.crystal) is the
     person's own: its exec sets run and keep their data folder; only a link below the
     resolved Home's data folder is refused."""
-    import sys
 
     real = place / "real-home"
     real.mkdir()
     (place / "linked-home").symlink_to(real)
     home = place / "linked-home"
     monkeypatch.setenv("CRYSTAL_HOME", str(home))
-    _home_set(home, [sys.executable, "probe.py"])
-    session = full_session(place / "ws", [("probe", {})])
-    try:
-        results, _, _ = await turn(session)
-    finally:
-        await session.close()
+    results = await _run_probe(home, place / "ws")
     assert results[0].ok and "prefix=" in results[0].text, results[0].text
     assert (real / "data" / "tools" / "probe").is_dir()
 
@@ -391,17 +398,11 @@ def test_a_command_on_the_landlock_path_gets_tmpdir_tmp__S2_41(layout):
 async def test_a_home_exec_set_runs_with_the_crystal_home_outside_temp__S2_45(place, monkeypatch, mechanism):
     """A Crystal Home outside every temp folder is hidden from tool processes, but an exec
     set of that Home still reads its own folder (it is bound back inside) and runs."""
-    import sys
 
     home = place / "crystal-home"
     home.mkdir()
     monkeypatch.setenv("CRYSTAL_HOME", str(home))
-    _home_set(home, [sys.executable, "probe.py"])
-    session = full_session(place / "ws", [("probe", {})])
-    try:
-        results, _, _ = await turn(session)
-    finally:
-        await session.close()
+    results = await _run_probe(home, place / "ws")
     assert results[0].ok and "prefix=" in results[0].text, results[0].text
 
 
