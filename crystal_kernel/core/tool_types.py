@@ -8,6 +8,7 @@ above ``core`` (docs/architecture.md).
 from __future__ import annotations
 
 import enum
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
@@ -57,6 +58,10 @@ class Classification:
     # What the call would change, shown to the person asked for approval (notebook_edit's
     # per-cell diff); never sent to the model.
     preview: str | None = None
+    # GUARD-4: how to make ``preview`` when it is not given. Making it reads the file, so
+    # approval makes it only when a person is asked, in a worker thread (ROBUST-3): a call
+    # nobody is asked about (full, auto) reads nothing for it.
+    make_preview: Callable[[], str | None] | None = field(default=None, compare=False, repr=False)
     # TRUST-3: the call changes a file that steers the host (``.crystal/``, Home): only
     # the person may allow it, in every approval mode; with nobody there it is denied.
     host_owned: bool = False

@@ -18,6 +18,7 @@ one) and appended to the session's audit log.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -190,6 +191,15 @@ async def decide(
     return await _ask_person(session, interaction, call, c, verdict, asked_by, ask_reason, record)
 
 
+async def preview_of(c: Classification) -> str | None:
+    """The change a person is asked to approve (GUARD-4): ``c.preview``, or made now by
+    ``c.make_preview`` in a worker thread (it reads the file; ROBUST-3: a file system that
+    stops answering holds that thread, not the turn's cancel)."""
+    if c.preview is not None or c.make_preview is None:
+        return c.preview
+    return await asyncio.to_thread(c.make_preview)
+
+
 async def _ask_person(session: Session, interaction: Interaction, call: ToolCallPart, c: Classification,
                       verdict: ReviewVerdict | None, asked_by: str, ask_reason: str | None,
                       record: Callable[..., None]) -> Decision:
@@ -207,7 +217,7 @@ async def _ask_person(session: Session, interaction: Interaction, call: ToolCall
             call_id=call.id, tool=call.name, arguments=call.arguments, risk=str(c.risk),
             authority=str(c.authority), external=c.external,
             verdict=verdict, session_pattern=c.pattern,
-            preview=c.preview, sandbox_note=sandbox_note(c),
+            preview=await preview_of(c), sandbox_note=sandbox_note(c),
         )
     )
     via = f"answered from {answer.answered_by}" if answer.answered_by else None
@@ -257,7 +267,7 @@ async def _ask_person_only(session: Session, interaction: Interaction, call: Too
         ApprovalRequest(
             call_id=call.id, tool=call.name, arguments=call.arguments, risk=str(c.risk),
             authority=str(c.authority), external=c.external, verdict=None, session_pattern=None,
-            sandbox_note=sandbox_note(c),
+            preview=await preview_of(c), sandbox_note=sandbox_note(c),
         )
     )
     via = f"answered from {answer.answered_by}" if answer.answered_by else None

@@ -323,7 +323,7 @@ class Turn:
         session = self.session
         tool = session.tool(call.name)
         if tool is None or call.raw_arguments is not None or tool.classify_reads_files:
-            return False  # the tools whose classification reads files are all writes
+            return False  # a classification that reads files is not made on the loop (ROBUST-3)
         try:
             args = tool.parse(call.arguments)
             if tool.waits(args):

@@ -6,25 +6,26 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 
 from crystal_kernel.tools._proposed import proposed_diff
 from crystal_kernel.tools.base import Classification, InputT, Risk, Tool, ToolContext, ToolResult
 
 
 class FileChangeTool(Tool[InputT]):
-    """A tool that changes the file at ``args.path``. ``classify`` adds :meth:`preview`,
-    the change a person approves; ``run`` does the file work of :meth:`change` in a worker
+    """A tool that changes the file at ``args.path``. ``classify`` says how to make
+    :meth:`preview`, the change a person approves (made only when one is asked); ``run`` does the file work of :meth:`change` in a worker
     thread (ROBUST-3: a file system that stops answering, a hung network mount, cannot
     hold the turn, and a cancel returns at once)."""
 
     risk = Risk.WRITE
     path_arguments = ("path",)
-    classify_reads_files = True  # the preview reads the file
 
     def classify(self, args: InputT, ctx: ToolContext) -> Classification:
         base = super().classify(args, ctx)
-        # replace keeps every other field (host_owned, TRUST-3).
-        return dataclasses.replace(base, preview=self.preview(args, ctx))
+        # replace keeps every other field (host_owned, TRUST-3). The preview reads the
+        # file: approval makes it only when it asks a person (Classification.make_preview).
+        return dataclasses.replace(base, make_preview=functools.partial(self.preview, args, ctx))
 
     def preview(self, args: InputT, ctx: ToolContext) -> str | None:
         """The diff against the file, with its real line numbers and context, for every

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from pathlib import Path
 
 from crystal_kernel.core.interaction import PersonDecision
 from crystal_kernel.core.messages import ToolCallPart
-from crystal_kernel.host.approval_flow import decide
+from crystal_kernel.host.approval_flow import decide, preview_of
 from crystal_kernel.tools.catalog import load_builtin
 from tests.tools.conftest import call
 
@@ -138,9 +139,54 @@ async def test_approval_diff_for_write_and_for_an_edit_that_cannot_apply(ctx, wo
     (workspace / "a.txt").write_text("one\ntwo")  # no newline at the end: said once, truthfully
     edit, write = load_builtin("edit"), load_builtin("write")
     missing = edit.classify(edit.parse({"path": "a.txt", "old_string": "zzz", "new_string": "y"}), ctx)
-    assert missing.preview is None, "old_string not in the file: no made-up diff (the tool's error follows)"
+    assert await preview_of(missing) is None, "old_string not in the file: no made-up diff (the tool's error follows)"
     c = write.classify(write.parse({"path": "a.txt", "content": "one\nTWO\n"}), ctx)
-    assert c.preview == ("--- a/a.txt\n+++ b/a.txt\n@@ -1,2 +1,2 @@\n one\n-two\n\\ No newline at end of file\n"
+    assert await preview_of(c) == ("--- a/a.txt\n+++ b/a.txt\n@@ -1,2 +1,2 @@\n one\n-two\n\\ No newline at end of file\n"
                          "+TWO\n")
     new = write.classify(write.parse({"path": "new.txt", "content": "x\n"}), ctx)
-    assert new.preview == "--- /dev/null\n+++ b/new.txt\n@@ -0,0 +1 @@\n+x\n"
+    assert await preview_of(new) == "--- /dev/null\n+++ b/new.txt\n@@ -0,0 +1 @@\n+x\n"
+
+
+async def test_a_change_nobody_is_asked_about_reads_no_preview(session, ctx, workspace: Path):
+    """GUARD-4, ROBUST-3: the diff a person approves is made only when a person is asked
+    (it reads the file, in a worker thread); in ``full`` the host allows the write at once
+    and nothing reads the file for a preview that nobody would see."""
+    (workspace / "a.txt").write_text("one\n")
+    write = load_builtin("write")
+    arguments = {"path": "a.txt", "content": "two\n"}
+    made: list[str] = []
+
+    def make() -> str:
+        made.append("preview")
+        return "diff"
+
+    c = dataclasses.replace(write.classify(write.parse(arguments), ctx), make_preview=make)
+    assert c.preview is None
+    session.approval = "full"
+    person = _AskingPerson()
+    decision = await decide(session, person, ToolCallPart(id="c1", name="write", arguments=arguments), c,
+                            lambda event: None)
+    assert decision.allowed and not person.requests and made == []
+    session.approval = "default"
+    decision = await decide(session, person, ToolCallPart(id="c2", name="write", arguments=arguments), c,
+                            lambda event: None)
+    assert not decision.allowed and made == ["preview"] and person.requests[0].preview == "diff"
+
+
+async def test_a_host_owned_change_shows_the_person_its_diff(session, ctx, workspace: Path):
+    """TRUST-3, GUARD-4: a change to a file that steers the host is the person's to allow
+    in every mode; the form shows what would change, as for any other write."""
+    (workspace / ".crystal" / "prompts").mkdir(parents=True)
+    (workspace / ".crystal" / "prompts" / "work.md").write_text("Be brief.\n")
+    write = load_builtin("write")
+    arguments = {"path": ".crystal/prompts/work.md", "content": "Be thorough.\n"}
+    c = write.classify(write.parse(arguments), ctx)
+    assert c.host_owned
+    session.approval = "full"
+    person = _AskingPerson()
+    decision = await decide(session, person, ToolCallPart(id="c1", name="write", arguments=arguments), c,
+                            lambda event: None)
+    assert not decision.allowed
+    (request,) = person.requests
+    assert request.preview == ("--- a/.crystal/prompts/work.md\n+++ b/.crystal/prompts/work.md\n@@ -1 +1 @@\n"
+                               "-Be brief.\n+Be thorough.\n")
