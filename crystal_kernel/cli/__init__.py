@@ -31,10 +31,47 @@ EXIT_USAGE = 2
 class OneLineParser(argparse.ArgumentParser):
     """argparse that reports a usage error as one line and exit code 2."""
 
+    #: The arguments being parsed (the suggestion looks up the subcommand they name).
+    _argv: Sequence[str] = ()
+
+    def parse_known_args(self, args: Sequence[str] | None = None,  # type: ignore[override]
+                         namespace: argparse.Namespace | None = None) -> tuple[argparse.Namespace, list[str]]:
+        self._argv = list(sys.argv[1:] if args is None else args)
+        return super().parse_known_args(args, namespace)
+
     def error(self, message: str) -> NoReturn:
         from crystal_kernel.core.textsafe import terminal_safe
 
+        message += suggestion(self, message)
         self.exit(EXIT_USAGE, terminal_safe(f"crystal: {message}") + "\n")  # it quotes the arguments (TRUST-6)
+
+
+def suggestion(parser: argparse.ArgumentParser, message: str) -> str:
+    """FL-6: `` (did you mean X?)`` for argparse's two typo errors: an unrecognized flag
+    (the close flag of the command it was given to) and an invalid choice."""
+    import re
+
+    from crystal_kernel.host.front_check import did_you_mean
+
+    choice = re.search(r"invalid choice: '(.*?)' \(choose from (.*)\)$", message)
+    if choice:
+        return did_you_mean(choice.group(1), re.findall(r"'([^']*)'", choice.group(2)))
+    unknown = re.match(r"unrecognized arguments: (\S+)", message)
+    if not unknown or not unknown.group(1).startswith("--"):
+        return ""
+    flag = unknown.group(1).split("=", 1)[0]
+    return did_you_mean(flag, _flags_of(parser, getattr(parser, "_argv", ())))
+
+
+def _flags_of(parser: argparse.ArgumentParser, argv: Sequence[str]) -> list[str]:
+    """The long flags of ``parser`` and of the subcommand ``argv`` names, if any."""
+    flags = [o for a in parser._actions for o in a.option_strings if o.startswith("--")]
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            chosen = next((action.choices[w] for w in argv if w in action.choices), None)
+            if chosen is not None:
+                flags += _flags_of(chosen, ())
+    return flags
 
 
 # Subcommand groups: module exposing add_subparsers(sub). The jupyter and acp fronts keep
@@ -52,7 +89,7 @@ SUBCOMMAND_MODULES = (
 def build_parser(run_only: bool = False) -> argparse.ArgumentParser:
     """The ``crystal`` parser; ``run_only`` leaves out every subcommand but ``run`` (what
     ``crystal run`` itself parses: the others' modules and parsers cost its start ~6 ms)."""
-    from crystal_kernel.host.flags import add_model_flags, add_process_flags, add_reasoning_flag
+    from crystal_kernel.host.flags import add_model_flags, add_process_flags, add_reasoning_flag, add_session_flags
 
     parser = OneLineParser(prog="crystal", description="Crystal: a coding agent that lives in Jupyter.")
     parser.add_argument("--version", action="version", version=f"crystal {__version__}",
@@ -71,10 +108,7 @@ def build_parser(run_only: bool = False) -> argparse.ArgumentParser:
     run.add_argument("--format", choices=("text", "jsonl"), default="text",
                      help="text: the answer on stdout, tool activity on stderr; jsonl: one JSON event per line "
                           "(default: text)")
-    group = run.add_mutually_exclusive_group()
-    group.add_argument("--session", metavar="ID",
-                       help="continue this session, or start one with this id (default: a new session)")
-    group.add_argument("--resume", metavar="ID", help="continue a saved session, which must exist (default: a new session)")
+    add_session_flags(run)
     add_process_flags(run)
     run.set_defaults(handler=cmd_run)
     for module_name in () if run_only else SUBCOMMAND_MODULES:
@@ -119,6 +153,8 @@ def skip_unused_sdk_modules() -> None:
             sys.modules.setdefault(name, None)  # type: ignore[arg-type]
 
 
+#: The fronts that open sessions: their flags and settings are checked alike, first (FL-6).
+CHECKED_FRONTS = ("run", "space", "acp")
 #: The fronts whose process runs no one else's code: no notebook, no Jupyter server.
 OWN_PROCESS_COMMANDS = ("run", "acp", "tools")
 #: jsonschema, which the MCP SDK imports, builds rfc3987-syntax's Earley grammar for its
@@ -186,6 +222,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser = build_interactive_parser() if starts_interactive(args) else build_parser(run_only=args[:1] == ["run"])
         ns = parser.parse_args(args)
         try:
+            if starts_interactive(args) or ns.command in CHECKED_FRONTS:
+                from crystal_kernel.host.front_check import check_front
+
+                check_front(ns)  # FL-6: before anything starts or is written
             result = ns.handler(ns)
             return int(result or 0)
         except UserError as exc:

@@ -48,6 +48,7 @@ from crystal_kernel.host.flags import (
     add_model_flags,
     add_process_flags,
     add_reasoning_flag,
+    add_session_flags,
     flags_from_args,
     overrides_from_args,
 )
@@ -67,8 +68,7 @@ EXIT_HINT = "(press Ctrl-C again or Ctrl-D to exit)"
 def add_interactive_args(parser: argparse.ArgumentParser) -> None:
     """The flags of ``crystal`` itself: those of ``crystal run`` that make sense for a session."""
     parser.add_argument("--workspace", default=".", metavar="DIR", help="the workspace root (default: .)")
-    parser.add_argument("--resume", metavar="ID", help="continue a saved session, which must exist "
-                                                       "(default: a new session)")
+    add_session_flags(parser)
     add_model_flags(parser)
     add_reasoning_flag(parser)
     add_process_flags(parser)
@@ -127,10 +127,11 @@ def prompt_keys() -> KeyBindings:
 def cmd_interactive(ns: argparse.Namespace) -> int:
     """Run ``crystal``: a session in the terminal, or one turn from a piped stdin."""
     if not sys.stdin.isatty():
-        ns.prompt, ns.format, ns.session = "-", "text", None
+        ns.prompt, ns.format = "-", "text"
         return int(cmd_run(ns))
     session = open_session(SessionOptions(
         ns.workspace, overrides=overrides_from_args(ns), flags=flags_from_args(ns), resume=ns.resume,
+        session_id=ns.session,
     ))
     end_front_start()  # main() paused the collector for the start's imports
     return asyncio.run(Repl(session).run())

@@ -37,6 +37,16 @@ def add_process_flags(parser: argparse.ArgumentParser) -> None:
                         help="leave out this built-in tool, e.g. bash; repeatable (default: none)")
 
 
+def add_session_flags(parser: argparse.ArgumentParser, resume_help: str | None = None) -> None:
+    """``--session ID`` and ``--resume ID``, alike on ``crystal``, ``crystal run`` and
+    ``crystal space`` (SPEC §13 Fronts, FL-6); one or the other."""
+    group = parser.add_mutually_exclusive_group()
+    group.add_argument("--session", metavar="ID",
+                       help="continue this session, or start one with this id (default: a new session)")
+    group.add_argument("--resume", metavar="ID",
+                       help=resume_help or "continue a saved session, which must exist (default: a new session)")
+
+
 def add_model_flags(parser: argparse.ArgumentParser) -> None:
     """The settings flags share with config.json and the CRYSTAL_* variables (they win)."""
     from crystal_kernel.core.config import APPROVAL_MODES

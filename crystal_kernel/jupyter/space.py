@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import signal
 import urllib.parse
 from pathlib import Path
@@ -46,7 +47,7 @@ SERVER_EXTENSION = "crystal_kernel.jupyter.server_ext"
 
 
 def add_subparsers(sub: Any) -> None:
-    from crystal_kernel.host.flags import add_model_flags, add_process_flags, add_reasoning_flag
+    from crystal_kernel.host.flags import add_model_flags, add_process_flags, add_reasoning_flag, add_session_flags
 
     space = sub.add_parser(
         "space", help="JupyterLab on the workspace, opened on a Crystal notebook",
@@ -55,8 +56,8 @@ def add_subparsers(sub: Any) -> None:
                     "token. The process flags reach every Crystal kernel of the space. Ctrl-C stops it and shuts "
                     "down its kernels.")
     space.add_argument("--workspace", default=".", metavar="DIR", help="the workspace root (default: .)")
-    space.add_argument("--resume", metavar="ID", help="open a notebook that continues this saved session "
-                                                      "(default: a new notebook, a new session)")
+    add_session_flags(space, resume_help="open a notebook that continues this saved session (default: a new "
+                                         "notebook, a new session); --session ID does the same for a saved one")
     space.add_argument("--port", type=int, default=8888, metavar="N",
                        help="the port to listen on, or the next free one after it (default: 8888)")
     space.add_argument("--no-browser", dest="open_browser", action="store_false",
@@ -99,13 +100,29 @@ def cmd_space(ns: argparse.Namespace) -> int:
         raise UserError(f"Unexpected argument '{stray[0]}': crystal space opens its own notebook; JupyterLab options "
                         "go after --, e.g. crystal space -- --ip=0.0.0.0.")
     flags = kernel_flags(ns, workspace)
-    notebook = space_notebook(workspace, home_dir(), ns.resume)
+    if ns.session is not None and not saved(workspace, ns.session):
+        raise UserError(f"There is no saved session {ns.session} in {workspace}: crystal space --session continues "
+                        "a saved one (each new notebook of a space starts its own session).")
+    notebook = space_notebook(workspace, home_dir(), ns.resume or ns.session)
     withhold_keys(ns)
     data = process_folder(home_dir(), "space")  # SANDBOX-2: host-only, not temp
+    up: list[bool] = []  # the server came up (its URL was printed)
     try:
-        return serve(workspace, notebook.relative_to(workspace).as_posix(), flags, data, ns)
+        return serve(workspace, notebook.path.relative_to(workspace).as_posix(), flags, data, ns, up)
     finally:
         remove_folder(data)
+        if notebook.created and not up:
+            # A start that failed (or was stopped before its URL) leaves no notebook behind:
+            # the one it made for the session nobody opened goes again.
+            notebook.path.unlink(missing_ok=True)
+
+
+def saved(workspace: Path, session_id: str) -> bool:
+    """Whether ``session_id`` is a saved session of ``workspace``."""
+    from crystal_kernel.core.paths import home_dir
+    from crystal_kernel.host.store import SessionStore
+
+    return SessionStore(workspace, home_dir()).exists(session_id)
 
 
 def withhold_keys(ns: argparse.Namespace) -> None:
@@ -129,15 +146,33 @@ def write_kernelspec(data: Path, flags: list[str]) -> Path:
     return kernels
 
 
-def serve(workspace: Path, notebook: str, flags: list[str], data: Path, ns: argparse.Namespace) -> int:
-    """Run JupyterLab (jupyter_server with the jupyterlab extension) until Ctrl-C or SIGTERM."""
+def start_options(given: list[str]) -> list[str]:
+    """The server options the space adds unless the person's (``given``, after ``--``) set
+    them: as root, Jupyter's allow-root (as ``make lab`` passes it; without it the server
+    refuses root and exits); and warnings and errors only in the logs of the server and
+    its extensions, so the URL is among the first lines (``-- --log-level=INFO`` brings the
+    rest back). Jupyter refuses an option given twice, hence "unless"."""
+    def named(*words: str) -> bool:
+        return any(word in option.replace("-", "_") for option in given for word in words)
+
+    options = [] if named("log_level") else ["--Application.log_level=WARN"]
+    if os.geteuid() == 0 and not named("allow_root"):
+        options.append("--ServerApp.allow_root=True")
+    return options
+
+
+def serve(workspace: Path, notebook: str, flags: list[str], data: Path, ns: argparse.Namespace,
+          up: list[bool]) -> int:
+    """Run JupyterLab (jupyter_server with the jupyterlab extension) until Ctrl-C or SIGTERM;
+    ``up`` gets True once the server listens and its URL is printed."""
     from jupyterlab.labapp import LabApp
 
     from crystal_kernel.jupyter.space_kernels import SpaceKernelManager
+    from crystal_kernel.jupyter.space_quiet import quiet_extensions
 
     tree = f"/lab/tree/{urllib.parse.quote(notebook)}"
     argv = [f"--ServerApp.root_dir={workspace}", f"--ServerApp.port={ns.port}", f"--LabApp.default_url={tree}",
-            f"--ServerApp.open_browser={ns.open_browser}", *ns.jupyter_options]
+            f"--ServerApp.open_browser={ns.open_browser}", *start_options(ns.jupyter_options), *ns.jupyter_options]
     # As LabApp.launch_instance does, with Crystal's server extension on whatever the
     # Jupyter config says (the lab extension comes with the package's data files).
     server = LabApp.make_serverapp(jpserver_extensions={LabApp.get_extension_package(): True, SERVER_EXTENSION: True},
@@ -148,6 +183,7 @@ def serve(workspace: Path, notebook: str, flags: list[str], data: Path, ns: argp
     server.runtime_dir = str(data / "runtime")
     server.aliases.update(LabApp.aliases)
     server.initialize(argv=argv, starter_extension=LabApp.name, find_extensions=True)
+    quiet_extensions(server)  # other servers' banners and INFO lines, where the space starts them
     if server.gateway_config.gateway_enabled:
         raise UserError("crystal space runs its kernels here, not on a gateway; use jupyter lab with a "
                         "kernelspec from crystal kernel install on the gateway's side.")
@@ -176,6 +212,7 @@ def serve(workspace: Path, notebook: str, flags: list[str], data: Path, ns: argp
             {"token": server.identity_provider.token})
         say(f"Crystal space on {workspace}: open {notebook} at\n    {url}\n"
             "Ctrl-C stops the space and shuts down its kernels.")
+        up.append(True)
 
     server.io_loop.add_callback(announce)  # after the listening socket is bound
     server.start()

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -84,11 +85,20 @@ def check_resumable(workspace: Path, home: Path, session_id: str) -> None:
                         f"{session_id} reads it as history.")
 
 
-def space_notebook(workspace: Path, home: Path, resume: str | None) -> Path:
+@dataclass(frozen=True)
+class SpaceNotebook:
+    """The notebook a space opens, and whether the space wrote it (then a failed start
+    removes it again)."""
+
+    path: Path
+    created: bool
+
+
+def space_notebook(workspace: Path, home: Path, resume: str | None) -> SpaceNotebook:
     """The notebook to open: for ``resume``, the one that used the session last when it
     still names it, else a new one naming it; otherwise a new notebook for a new session."""
     if resume is None:
-        return create_notebook(workspace, datetime.now().strftime("crystal-%Y-%m-%d"))
+        return SpaceNotebook(create_notebook(workspace, datetime.now().strftime("crystal-%Y-%m-%d")), True)
     check_resumable(workspace, home, resume)
     from crystal_kernel.jupyter.notebook_map import notebooks_by_session
 
@@ -101,5 +111,5 @@ def space_notebook(workspace: Path, home: Path, resume: str | None) -> Path:
     if last:
         candidate = (workspace / last).resolve()
         if candidate.is_relative_to(workspace.resolve()) and names_session(candidate, resume):
-            return candidate
-    return create_notebook(workspace, f"crystal-{resume}", resume)
+            return SpaceNotebook(candidate, False)
+    return SpaceNotebook(create_notebook(workspace, f"crystal-{resume}", resume), True)

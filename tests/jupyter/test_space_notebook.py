@@ -53,11 +53,11 @@ def test_resume_reopens_the_notebook_that_names_the_session_else_makes_one(works
     analysis.write_text(json.dumps({"cells": [], "metadata": {"crystal": {"session_id": session_id}},
                                     "nbformat": 4, "nbformat_minor": 5}))
     remember(workspace, str(analysis), session_id)  # as the kernel records it (JPY_SESSION_NAME)
-    assert space_notebook(workspace, home(), session_id) == analysis.resolve()
+    assert space_notebook(workspace, home(), session_id).path == analysis.resolve()
     assert analysis.stat().st_size > 0 and json.loads(analysis.read_text())["cells"] == []  # unchanged
     # The notebook no longer names the session: a new one that does.
     analysis.write_text(json.dumps({"cells": [], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}))
-    made = space_notebook(workspace, home(), session_id)
+    made = space_notebook(workspace, home(), session_id).path
     assert made.name == f"crystal-{session_id}.ipynb"
     assert json.loads(made.read_text())["metadata"]["crystal"]["session_id"] == session_id
 
@@ -70,7 +70,7 @@ def test_a_map_entry_outside_the_workspace_is_not_opened(workspace, tmp_path):
     outside.write_text(json.dumps({"cells": [], "metadata": {"crystal": {"session_id": session_id}},
                                    "nbformat": 4, "nbformat_minor": 5}))
     remember(workspace, "../elsewhere.ipynb", session_id)
-    made = space_notebook(workspace, home(), session_id)
+    made = space_notebook(workspace, home(), session_id).path
     assert made.parent == workspace and made.name == f"crystal-{session_id}.ipynb"
 
 
