@@ -5,8 +5,11 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+# mcp 2.x beside the venv's 1.x (the mcp-2 target below).
+MCP2 := build/mcp2
+MCP2_STAMP := $(MCP2)/.installed
 
-.PHONY: demo test bench lab clean install system-deps interop mutants
+.PHONY: demo test bench lab clean install system-deps interop mutants mcp-2
 
 install: $(STAMP)
 
@@ -31,8 +34,24 @@ $(DEMO_STAMP): $(STAMP)
 demo: $(DEMO_STAMP)
 	$(PY) -m crystal_kernel.demo
 
-test: $(STAMP) system-deps
+test: $(STAMP) system-deps $(MCP2_STAMP)
 	$(PY) -m crystal_kernel.testing.run_tests
+
+# MCP-R: Crystal is a client of both lines of the `mcp` SDK. The venv holds 1.x (what the
+# Jupyter stack needs); build/mcp2 holds 2.x (and mcp-server-time, a reference server written
+# with it) for a process that puts it first on PYTHONPATH, as `pip install mcp-server-time`
+# into Crystal's environment would. Made once (about a second, from pip's cache); the rest of
+# 2.x's needs (httpx2, pydantic, anyio, ...) are already in the venv. `make test` runs
+# tests/mcp/test_mcp_sdk_lines.py on it; `make mcp-2` also runs all of tests/mcp with the
+# client on 2.x (the test servers keep 1.x).
+$(MCP2_STAMP): $(STAMP)
+	rm -rf $(MCP2)
+	$(PY) -m pip install --quiet --no-deps --no-compile --target $(MCP2) "mcp>=2,<3" "mcp-types>=2,<3" mcp-server-time tzlocal
+	PYTHONPATH=$(MCP2) $(PY) -c "import mcp.client.session, mcp.client.streamable_http, mcp_server_time"
+	touch $(MCP2_STAMP)
+
+mcp-2: $(MCP2_STAMP)
+	PYTHONPATH=$(MCP2) $(PY) -m pytest -q -p no:cacheprovider tests/mcp
 
 # Not part of `make test`: applies each hand mutant of the approval core listed in
 # tests/security/mutants/catalog.py and checks that its tests fail (docs/mutants.md).

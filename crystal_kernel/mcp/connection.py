@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 from crystal_kernel.core.deadline import within
 from crystal_kernel.core.errors import ToolError
 from crystal_kernel.jobs.guarded import supervisor_command
+from crystal_kernel.mcp import sdk
 from crystal_kernel.mcp.config import ServerConfig
 from crystal_kernel.mcp.requests import CONNECTION_CLOSED, call_tool
 
@@ -183,7 +184,8 @@ class ServerConnection:
                 if scope.cancelled_caught:
                     raise StartError(f"it did not answer initialize and tools/list within "
                                      f"{self.config.startup_timeout:g} seconds")
-                self.server_name = result.serverInfo.name if result.serverInfo else ""
+                info = sdk.field(result, "serverInfo")
+                self.server_name = info.name if info else ""
                 self.tools, self._session = tools, session
                 self.state = "running"
                 if not ready.done():
@@ -222,17 +224,12 @@ class ServerConnection:
 
     async def _open_transport(self, stack: contextlib.AsyncExitStack) -> tuple[Any, Any]:
         if self.config.transport == "http":
-            import httpx
-            from mcp.client.streamable_http import streamable_http_client
-
-            client = httpx.AsyncClient(headers=dict(self.config.headers),
-                                       timeout=httpx.Timeout(10.0, read=300.0),
-                                       event_hooks={"response": [self._note_session_refused]})
+            http = sdk.http_module()  # httpx for mcp 1.x, httpx2 for 2.x
+            client = http.AsyncClient(headers=dict(self.config.headers),
+                                      timeout=http.Timeout(10.0, read=300.0),
+                                      event_hooks={"response": [self._note_session_refused]})
             await stack.enter_async_context(client)
-            # (read, write, session id getter): the transport's two streams.
-            read, write, _ = await stack.enter_async_context(
-                streamable_http_client(self.config.url or "", http_client=client))
-            return read, write
+            return await sdk.open_http(stack, self.config.url or "", client)
         return await self._open_stdio(stack)
 
     async def _note_session_refused(self, response: Any) -> None:
@@ -353,8 +350,7 @@ class ServerConnection:
                    ) -> mcp_types.CallToolResult:
         """``tools/call``; failures become ToolError with one English sentence.
         ``progress(progress, total, message)`` gets the server's progress notifications."""
-        from mcp.shared.exceptions import McpError
-
+        sdk_error = sdk.error_class()  # McpError (1.x) or MCPError (2.x)
         report = progress
 
         # The SDK's ProgressFnT: these parameter names.
@@ -367,7 +363,7 @@ class ServerConnection:
         try:
             try:
                 return await call_tool(session, tool, arguments, timeout, on_progress, self._gone_event())
-            except McpError as exc:
+            except sdk_error as exc:
                 if not self._forgot_session(exc):
                     raise
                 # The HTTP server restarted or dropped our session (404 "Session not
@@ -375,7 +371,7 @@ class ServerConnection:
                 # new session and send the call once more.
                 session = await self._reinitialize()
                 return await call_tool(session, tool, arguments, timeout, on_progress, self._gone_event())
-        except McpError as exc:
+        except sdk_error as exc:
             code, message = exc.error.code, exc.error.message
             if code in REQUEST_TIMEOUTS:
                 raise ToolError(f"The MCP tool {tool} on server '{name}' timed out after {timeout:g} seconds; "
@@ -446,7 +442,7 @@ async def _list_all(session: ClientSession) -> list[mcp_types.Tool]:
         params = mcp_types.PaginatedRequestParams(cursor=cursor) if cursor else None
         result = await session.list_tools(params=params)
         tools.extend(result.tools)
-        cursor = result.nextCursor
+        cursor = sdk.field(result, "nextCursor")
         if not cursor:
             break
     return tools

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from crystal_kernel.mcp import runtime
 from crystal_kernel.mcp.config import ServerConfig
 from crystal_kernel.mcp.connection import STOP_SECONDS, ServerConnection, StartError
+from crystal_kernel.mcp.sdk import field
 from crystal_kernel.mcp.tool import McpTool
 
 if TYPE_CHECKING:
@@ -134,8 +135,8 @@ def start_failure_note(where: str, detail: str) -> str:
 
 def task_required(remote: Any) -> bool:
     """A tool that can only be called as a task (MCP ``execution.taskSupport``)."""
-    execution = getattr(remote, "execution", None)
-    return getattr(execution, "taskSupport", None) == "required"
+    support: object = field(field(remote, "execution"), "taskSupport")
+    return support == "required"
 
 
 async def _start_all(conns: list[ServerConnection], bound: float) -> None:

@@ -1,20 +1,24 @@
-"""``tools/call`` with the parts the ``mcp`` SDK (1.x) leaves to its caller.
+"""``tools/call`` with the parts the ``mcp`` SDK leaves to its caller.
 
 - A call that times out, or whose caller is cancelled (a stopped turn), reaches the
   server as ``notifications/cancelled`` with the request's id: the 1.x client only stops
-  waiting, so a long tool would otherwise run on.
+  waiting, so a long tool would otherwise run on (2.x sends the notice itself when the
+  request's task is cancelled, sdk.py).
 - A connection that breaks while the call waits fails the call at once: when the
   streamable-HTTP transport collapses, the SDK cancels its receive loop without
   answering the requests in flight, which would otherwise wait for their timeout.
 
-Both end as the SDK's own ``McpError`` (408 for a timeout, as the SDK uses; -32000 for
-a closed connection), so the connection reads every failure one way.
+Both end as the SDK's own error (``McpError`` or 2.x's ``MCPError``; 408 for a timeout,
+as the SDK uses; -32000 for a closed connection), so the connection reads every failure
+one way.
 """
 
 from __future__ import annotations
 
 import asyncio
 from typing import TYPE_CHECKING, Any
+
+from crystal_kernel.mcp import sdk
 
 if TYPE_CHECKING:
     from mcp import types as mcp_types
@@ -31,15 +35,14 @@ async def call_tool(session: ClientSession, tool: str, arguments: dict[str, Any]
                     on_progress: ProgressFnT, gone: asyncio.Event) -> mcp_types.CallToolResult:
     """The server's answer to ``tools/call``; McpError when it refuses, the call times
     out (``timeout`` seconds, None: no bound) or the connection ends (``gone`` is set)."""
-    from mcp.shared.exceptions import McpError
-    from mcp.types import ErrorData
-
     sent: list[int] = []
 
     async def send() -> mcp_types.CallToolResult:
-        # The id the SDK gives this request: send_request takes the session's next id
-        # before its first await, so nothing else can take it in between.
-        sent.append(session._request_id)
+        # The id the 1.x SDK gives this request: send_request takes the session's next
+        # id before its first await, so nothing else can take it in between. (2.x keeps
+        # ids in its dispatcher and sends the cancellation itself.)
+        if not sdk.sends_cancel_itself():
+            sent.append(session._request_id)
         return await session.call_tool(tool, arguments, progress_callback=on_progress)
 
     request = asyncio.ensure_future(send())
@@ -55,9 +58,9 @@ async def call_tool(session: ClientSession, tool: str, arguments: dict[str, Any]
         return request.result()
     if ended in done:
         request.cancel()
-        raise McpError(ErrorData(code=CONNECTION_CLOSED, message="Connection closed"))
+        raise sdk.make_error(CONNECTION_CLOSED, "Connection closed")
     await _abandon(session, request, sent, f"No answer within {timeout:g} seconds.")
-    raise McpError(ErrorData(code=REQUEST_TIMEOUT, message=f"No answer within {timeout:g} seconds."))
+    raise sdk.make_error(REQUEST_TIMEOUT, f"No answer within {timeout:g} seconds.")
 
 
 async def _abandon(session: ClientSession, request: asyncio.Future[Any], sent: list[int], reason: str) -> None:
@@ -66,7 +69,7 @@ async def _abandon(session: ClientSession, request: asyncio.Future[Any], sent: l
 
     request.cancel()
     if not sent:
-        return  # never sent
+        return  # never sent, or the SDK tells the server itself (2.x)
     notice = types.ClientNotification(types.CancelledNotification(
         params=types.CancelledNotificationParams(requestId=sent[0], reason=reason)))
     try:

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from crystal_kernel.core.errors import ToolError
 from crystal_kernel.core.messages import ImagePart
+from crystal_kernel.mcp.sdk import field
 from crystal_kernel.tools.base import ToolResult, truncate_output
 from crystal_kernel.tools.images import MAX_IMAGES, NO_IMAGES_TEXT, check_mime_type, decode_base64_image
 
@@ -31,7 +32,7 @@ if TYPE_CHECKING:
 
 def map_result(tool: str, result: mcp_types.CallToolResult, *, limit: int, images_ok: bool) -> ToolResult:
     """``result`` is the SDK's answer (read by its fields: content, isError,
-    structuredContent; the content blocks by their ``type``).
+    structuredContent, under either SDK line's names; the content blocks by their ``type``).
 
     A block annotated ``audience: ["user"]`` is for the person only: it never reaches
     the model (a note there says it was shown), and fronts show it (``shown_text``,
@@ -73,9 +74,9 @@ def _collect(blocks: list[Any]) -> tuple[list[str], list[tuple[str, str]]]:
         if block.type == "text":
             texts.append(block.text)
         elif block.type == "image":
-            images.append((block.mimeType, block.data))
+            images.append((field(block, "mimeType"), block.data))
         elif block.type == "audio":
-            texts.append(f"[audio content ({block.mimeType}) omitted: Crystal passes text and images only]")
+            texts.append(f"[audio content ({field(block, 'mimeType')}) omitted: Crystal passes text and images only]")
         elif block.type == "resource_link":
             texts.append(f"[resource link: {block.name} {block.uri}]")
         elif block.type == "resource":
@@ -84,7 +85,7 @@ def _collect(blocks: list[Any]) -> tuple[list[str], list[tuple[str, str]]]:
             if text is not None:
                 texts.append(f"[resource {res.uri}]\n{text}")
             else:
-                texts.append(f"[binary resource {res.uri} ({res.mimeType or 'unknown type'}) omitted]")
+                texts.append(f"[binary resource {res.uri} ({field(res, 'mimeType') or 'unknown type'}) omitted]")
         else:
             texts.append(f"[content of type {getattr(block, 'type', None)!r} omitted]")
     return texts, images
@@ -94,10 +95,11 @@ def _map_blocks(tool: str, blocks: list[Any], result: mcp_types.CallToolResult, 
                 images_ok: bool) -> ToolResult:
     """The model's result from its content blocks (EX-11, EX-12)."""
     texts, images = _collect(blocks)
-    if not texts and not images and result.structuredContent is not None:
-        texts.append(json.dumps(without_binary(result.structuredContent), ensure_ascii=False, indent=2))
+    structured = field(result, "structuredContent")
+    if not texts and not images and structured is not None:
+        texts.append(json.dumps(without_binary(structured), ensure_ascii=False, indent=2))
     text = truncate_output("\n".join(texts), limit)
-    if result.isError:
+    if field(result, "isError"):
         return ToolResult.fail(text or f"The MCP tool {tool} reported an error without a message.")
     if not images:
         return ToolResult(ok=True, text=text)

@@ -11,6 +11,7 @@ from crystal_kernel.core.tool_types import ToolSpec
 from crystal_kernel.mcp import runtime
 from crystal_kernel.mcp.config import tool_name
 from crystal_kernel.mcp.results import map_result
+from crystal_kernel.mcp.sdk import field
 from crystal_kernel.tools.base import Authority, Classification, Risk, Tool, ToolContext, ToolResult
 from crystal_kernel.tools.exec_sets import ExternalArguments
 from crystal_kernel.tools.schema_check import iter_errors
@@ -42,7 +43,8 @@ class McpTool(Tool[ExternalArguments]):
         self.catalogs: frozenset[str] = connection.config.catalogs
         self.mcp_server: str = connection.config.name
         self._description = (remote.description or remote.title or "").strip()
-        schema = remote.inputSchema if isinstance(remote.inputSchema, dict) else {}
+        given = field(remote, "inputSchema")
+        schema = given if isinstance(given, dict) else {}
         self._schema: dict[str, Any] = schema
 
     # ----- what the model and listings see -------------------------------------------------

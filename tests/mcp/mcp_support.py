@@ -27,6 +27,11 @@ STDIO_SERVER = SERVERS / "stdio_server.py"
 HTTP_SERVER = SERVERS / "http_server.py"
 
 
+# The test servers are written with the project venv's mcp 1.x server side (FastMCP),
+# also when the client under test runs on 2.x (PYTHONPATH=build/mcp2, test_mcp_sdk_lines.py):
+# they start with no PYTHONPATH of their own.
+SERVER_ENV = {"PYTHONPATH": ""}
+
 # The test servers import the SDK's server side (FastMCP): with jsonschema's format
 # checkers that takes seconds on a loaded two-core machine, beyond the 30 s default.
 TEST_STARTUP_SECONDS = 60
@@ -34,7 +39,7 @@ TEST_STARTUP_SECONDS = 60
 
 def stdio_entry(*extra_args: str, pidfile: Path | None = None, marks: Path | None = None, **keys: Any) -> dict:
     keys.setdefault("startupTimeoutSeconds", TEST_STARTUP_SECONDS)
-    env = {}
+    env = dict(SERVER_ENV)
     if pidfile is not None:
         env["MCP_TEST_PIDFILE"] = str(pidfile)
     if marks is not None:
@@ -120,7 +125,7 @@ class HttpServer:
         self.proc: subprocess.Popen | None = None
 
     def start(self) -> None:
-        env = dict(os.environ, MCP_TEST_PIDFILE=str(self.pidfile), MCP_TEST_MARKS=str(self.marks))
+        env = dict(os.environ, MCP_TEST_PIDFILE=str(self.pidfile), MCP_TEST_MARKS=str(self.marks), **SERVER_ENV)
         self.proc = subprocess.Popen([PY, str(HTTP_SERVER), str(self.port), str(self.log), self.lost_session], env=env,
                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         assert wait_until(self._listening, TEST_STARTUP_SECONDS), "the HTTP MCP server did not start"
