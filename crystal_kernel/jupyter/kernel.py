@@ -1,5 +1,6 @@
 """The Crystal kernel: every cell is a turn for the agent; a cell starting with ``/`` is
-a slash command (SPEC §11).
+a slash command (SPEC §11); a cell whose first line is ``%%python`` is the person's own
+Python, run as IPython would run it (NB-1, person_cells.py).
 
 Built on ipykernel >= 7.4 (DESIGN.md, "Decisions already measured"): a subclass of
 IPythonKernel, so comms, widgets, display and the notebook tools' IPython namespace
@@ -84,6 +85,10 @@ class CrystalKernel(IPythonKernel):
         self._loop: asyncio.AbstractEventLoop | None = None
         self._background: set[asyncio.Task[None]] = set()
         self._stop_requested = False
+        from crystal_kernel.jupyter.person_cells import PersonCells
+
+        self._person_cells = PersonCells()  # NB-1: told to the next turn, then forgotten
+        self._python_cell = False  # a %%python cell runs now (the stop button interrupts it)
         self._host_warm: object | None = None  # the start's import timer (start, kernel_info_request)
         from crystal_kernel.jupyter import notebook_plugin
 
@@ -182,6 +187,10 @@ class CrystalKernel(IPythonKernel):
             python_reply: dict[str, Any] = await super().do_execute(
                 code, silent, store_history, user_expressions, allow_stdin, cell_meta=cell_meta, cell_id=cell_id)
             return python_reply
+        python = _person_code(code)  # a bad %%python line: _run_cell reports it, as the cell's error
+        if python is not None:
+            return await self._run_person_cell(code, python, store_history, user_expressions, allow_stdin,
+                                               cell_meta=cell_meta, cell_id=cell_id)
         shell = self.shell
         assert shell is not None  # IPythonKernel makes its shell when it starts
         count = shell.execution_count
@@ -225,6 +234,23 @@ class CrystalKernel(IPythonKernel):
                 self.send_response(self.iopub_socket, "error", error)
         return reply
 
+    async def _run_person_cell(self, code: str, python: str, store_history: bool, user_expressions: Any,
+                               allow_stdin: bool, *, cell_meta: Any, cell_id: Any) -> dict[str, Any]:
+        """NB-1: a ``%%python`` cell runs exactly as in a Python notebook (ipykernel's own
+        execution: streams, displays, execute_result, the error's traceback, ``In``/``Out``,
+        the execution count) and is remembered for the next turn; the model is not called."""
+        from crystal_kernel.jupyter.person_cells import body, outcome_line
+
+        self._python_cell = True
+        try:
+            reply: dict[str, Any] = await super().do_execute(
+                python, False, store_history, user_expressions, allow_stdin, cell_meta=cell_meta, cell_id=cell_id)
+        finally:
+            self._python_cell = False
+        count = reply.get("execution_count")
+        self._person_cells.add(count if isinstance(count, int) else 0, body(code), outcome_line(reply))
+        return reply
+
     async def _run_cell(self, code: str) -> CellOutcome:
         from crystal_kernel.core.errors import UserError
 
@@ -234,6 +260,9 @@ class CrystalKernel(IPythonKernel):
         shell = self.shell
         assert shell is not None  # IPythonKernel makes its shell when it starts
         try:
+            from crystal_kernel.jupyter.person_cells import split
+
+            split(code)  # a bad %%python line: one line, nothing run (do_execute ran a good one)
             # {NAME} of a parameter set earlier (papermill -p, docs/kernel.md).
             code, notes = parameters.interpolate(code, shell.user_ns)
             text = code.strip()
@@ -254,9 +283,14 @@ class CrystalKernel(IPythonKernel):
         def track(turn: Turn | None) -> None:
             self._turn = turn
 
+        told = len(self._person_cells)
+        ran = self._person_cells.take_note()  # NB-1: the person's %%python cells since the last turn
+        if ran:
+            cells = "cell" if told == 1 else "cells"
+            notes = [*notes, f"The agent is told about the {told} %%python {cells} you ran since the last turn."]
         try:
             outcome = await run_notebook_turn(
-                session, code, notes=notes, interactive=not self.options.unattended,
+                session, code, notes=notes, person_cells=ran, interactive=not self.options.unattended,
                 ask_timeout=self.options.ask_timeout, log=self.log, offer_trust=True, track=track,
                 stopped=lambda: self._stop_requested)
         finally:
@@ -289,10 +323,11 @@ class CrystalKernel(IPythonKernel):
         """Cancel the running turn; callable from any thread."""
         from crystal_kernel.jupyter.notebook_tools import note_interrupt
 
-        if note_interrupt():
-            # The python tool is running blocking code on the main thread: interrupt it
-            # like a normal cell would be. A real signal (not _thread.interrupt_main) so
-            # that a blocking call such as time.sleep returns; our SIGINT handler, set for
+        if note_interrupt() or self._python_cell:
+            # The python tool or a %%python cell is running code on the main thread:
+            # interrupt it like a normal cell would be (in a %%python cell ipykernel's
+            # handler raises KeyboardInterrupt, or cancels an async cell). A real signal
+            # (not _thread.interrupt_main) so that a blocking call such as time.sleep returns; our SIGINT handler, set for
             # the cell, raises KeyboardInterrupt there.
             main = threading.main_thread().ident
             if main is not None:  # the main thread has run this process from its start
@@ -323,12 +358,25 @@ class CrystalKernel(IPythonKernel):
         from crystal_kernel.host.completion import attachment_names, complete, prompt_set_names, session_sources
 
         cursor = len(code) if cursor_pos is None else cursor_pos
+        python = _person_code(code)
+        if python is not None:  # NB-1: a %%python cell completes as Python
+            return await self._complete_python(code, python, cursor)
         if self.crystal is not None:
             return complete(code, cursor, self.workspace, **session_sources(self.crystal))
         # No session before the first cell: no jobs yet; the prompt names are on disk.
         home, workspace = home_dir(), self.workspace
         return complete(code, cursor, workspace, prompt_sets=lambda: prompt_set_names(home),
                         attachments=lambda: attachment_names(home, workspace))
+
+    async def _complete_python(self, code: str, python: str, cursor: int) -> dict[str, Any]:
+        # split() added one character ("#") before the marker: positions after it move by one.
+        shift = len(python) - len(code)
+        got = super().do_complete(python, cursor + shift)
+        reply: dict[str, Any] = dict(await got if asyncio.iscoroutine(got) else got)
+        for key in ("cursor_start", "cursor_end"):
+            if isinstance(reply.get(key), int):
+                reply[key] = max(0, reply[key] - shift)
+        return reply
 
     async def do_inspect(self, code: str, cursor_pos: int, detail_level: int = 0,
                          omit_sections: Any = ()) -> dict[str, Any]:
@@ -348,6 +396,16 @@ class CrystalKernel(IPythonKernel):
                 self.log.warning("Closing the Crystal session failed: %s", exc)
         shutdown_reply: dict[str, Any] = super().do_shutdown(restart)
         return shutdown_reply
+
+
+def _person_code(code: str) -> str | None:
+    """The Python of a ``%%python`` cell (person_cells.split), None for anything else."""
+    from crystal_kernel.jupyter.person_cells import NotPersonCell, split
+
+    try:
+        return split(code)
+    except NotPersonCell:
+        return None
 
 
 _GROUP_GUARD: list[Any] = []

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from crystal_kernel.core.messages import Part
     from crystal_kernel.host.loop import Turn
     from crystal_kernel.host.session import Session
     from crystal_kernel.jupyter.widgets import WidgetInteraction
@@ -79,12 +80,15 @@ def final_text(session: Session, start: int) -> str:
 
 async def run_notebook_turn(session: Session, text: str, *, notes: list[str], interactive: bool,
                             ask_timeout: float | None, log: Any, offer_trust: bool,
-                            track: Callable[[Turn | None], None], stopped: Callable[[], bool] = lambda: False) -> TurnOutcome:
+                            track: Callable[[Turn | None], None], stopped: Callable[[], bool] = lambda: False,
+                            person_cells: str | None = None) -> TurnOutcome:
     """Run one turn of ``session`` on ``text`` and draw it in the current cell.
 
     ``track(turn)`` is called with the running turn (and with None when it ended) so the
     front can cancel it from its interrupt handler; ``stopped()`` says a stop arrived
-    before the turn could be cancelled. Cancelling the calling task ends the turn the
+    before the turn could be cancelled. ``person_cells``: the note on the person's own
+    ``%%python`` cells since the last turn (NB-1, person_cells.py), sent to the model after
+    the cell's text. Cancelling the calling task ends the turn the
     normal way: the partial answer is kept and shown as interrupted.
     """
     from crystal_kernel.host.loop import run_turn
@@ -99,6 +103,8 @@ async def run_notebook_turn(session: Session, text: str, *, notes: list[str], in
     renderer = Renderer(output, cell_reports_errors=True)
     renderer.start(status_of(session))
     prompt, mention_notes = attach_mentions(session, text)
+    if person_cells:
+        prompt = with_person_cells(prompt, person_cells)
     for note in [*notes, *mention_notes]:
         renderer.show_note(note)
     if offer_trust:
@@ -138,6 +144,15 @@ async def run_notebook_turn(session: Session, text: str, *, notes: list[str], in
         track(None)
         renderer.close()
     return TurnOutcome(renderer.stop_reason, final_text(session, start), renderer.errors)
+
+
+def with_person_cells(prompt: str | list[Part], note: str) -> list[Part]:
+    """The prompt with the note on the person's ``%%python`` cells after it (NB-1): a part
+    of its own, like an attached file, so the cell's text stays the first part."""
+    from crystal_kernel.core.messages import TextPart
+
+    parts: list[Part] = [TextPart(text=prompt)] if isinstance(prompt, str) else list(prompt)
+    return [*parts, TextPart(text=note)]
 
 
 async def _consume(turn: Any, renderer: Any, stopped: Callable[[], bool]) -> None:
