@@ -101,26 +101,35 @@ def metadata(display_id: str, cell: str | None, stale: Bundle | None) -> dict[st
 class LiveDisplay:
     """One display: shown once, updated in place; live while it has a ``stale`` bundle.
 
-    A *streamed* display (an answer or its Thinking card while the text streams) is kept
-    whole for clients that ignore ``update_display_data`` and keep only ``display_data``
-    (jupyter-mcp-server's execute tools): its ``display_data`` is empty and the first
-    piece comes as an update, and the final update (``final=True``) empties it and shows
-    the whole text as a new ``display_data`` with its own display id. JupyterLab applies
-    every update, so it shows the text once: the emptied output renders as nothing (a
-    second ``display_data`` with the same display id would be a second output there).
+    A *streamed* display (an answer or its Thinking card while the text streams) ends
+    with ``update(final=True)``, which carries the whole text. Where it is shown depends
+    on who runs the cell:
+
+    - a notebook cell (the request names its cell: JupyterLab, Notebook 7, VS Code, which
+      apply every update): the first piece is its ``display_data`` and the final update
+      replaces it in place, so the saved notebook holds one output with the whole text;
+    - no cell (nbclient under nbconvert and papermill, ``jupyter execute``, scripts on
+      jupyter_client, jupyter-mcp-server's execute tools): nobody watches it stream, so
+      nothing is sent until the final update, which is its one ``display_data``. A client
+      that ignores ``update_display_data`` then keeps the whole text, never a piece, and
+      no output is ever left empty (no ``display_data`` without MIME types, which
+      nbconvert warns about).
     """
 
     def __init__(self, bundle: Bundle, stale: Bundle | None = None, *, streamed: bool = False):
-        from IPython.display import display
-
         self.id = new_display_id()
         self.cell = current_cell_id()
-        self._display = display
+        # Shown whole at the end (class docstring): a streamed display outside a cell.
+        self._deferred = streamed and not self.cell
+        if not self._deferred:
+            self._show(bundle, stale)
+
+    def _show(self, bundle: Bundle, stale: Bundle | None) -> None:
+        from IPython.display import display
+
         meta = metadata(self.id, self.cell, stale)
-        display({} if streamed else bundle, raw=True, display_id=self.id, metadata=meta)
-        self._track({} if streamed else bundle, meta, stale)
-        if streamed:
-            self.update(bundle, stale)
+        display(bundle, raw=True, display_id=self.id, metadata=meta)
+        self._track(bundle, meta, stale)
 
     def _track(self, bundle: Bundle, meta: dict[str, Any], stale: Bundle | None) -> None:
         if stale is not None:
@@ -137,20 +146,17 @@ class LiveDisplay:
                final: bool = False) -> None:
         """``kept``: what showing this output again (a reloaded page) sends, when
         ``bundle`` is only a part of it (a streamed answer's appended text). ``final``:
-        the whole streamed text, shown as a new output that replaces this one."""
-        from IPython.display import display, update_display
+        the whole streamed text, which the output keeps."""
+        from IPython.display import update_display
 
-        if final:
-            update_display({}, raw=True, display_id=self.id, metadata=metadata(self.id, self.cell, None))
-            self._track({}, metadata(self.id, self.cell, None), None)
-            self.id = new_display_id()
-            meta = metadata(self.id, self.cell, stale)
-            display(bundle, raw=True, display_id=self.id, metadata=meta)
-            self._track(bundle, meta, stale)
+        if self._deferred:
+            if final:
+                self._deferred = False
+                self._show(bundle, stale)
             return
         meta = metadata(self.id, self.cell, stale)
         update_display(bundle, raw=True, display_id=self.id, metadata=meta)
-        self._track(kept if kept is not None else bundle, meta, stale)
+        self._track(kept if kept is not None and not final else bundle, meta, stale)
 
 
 def live_ids() -> list[str]:

@@ -100,8 +100,9 @@ class IPythonOutput:
     def show(self, bundle: Bundle, stale: Bundle | None = None, *, streamed: bool = False) -> Handle:
         """``stale``: for a live output (a form, Stop buttons), what it should say once
         its kernel is gone (live_outputs.py: reload and restart). ``streamed``: the
-        first piece of a streaming text, whose ``update(final=True)`` ends it
-        (live_outputs.LiveDisplay: what a client that ignores display updates keeps)."""
+        first piece of a streaming text, whose ``update(final=True)`` carries the whole
+        text (live_outputs.LiveDisplay: in a notebook cell it replaces the streamed one in
+        place; outside a cell it is the only output sent)."""
         from crystal_kernel.jupyter.live_outputs import LiveDisplay
 
         return LiveDisplay(bundle, stale, streamed=streamed)
@@ -199,10 +200,11 @@ class _Stream:
       N / ``LIVE_BYTES_PER_SECOND`` seconds (a 10 KB answer updates ~3 times a second,
       a 100 KB one every ~3 s); a live update carries only the rendered ``text/html``.
 
-    Either way :meth:`finish` sends the whole bundle once (as a new output that replaces
-    the streamed one, for clients that ignore display updates), so the final output is
-    exactly the HTML ``bundle`` renders (sanitized as always, TRUST-1); with deltas, an
-    answer's ``text/plain`` is then only a preview (``html_answer_bundle``).
+    Either way :meth:`finish` sends the whole bundle once (the final update, which the
+    output keeps; outside a notebook cell it is the only thing sent, so a client that
+    ignores display updates keeps the whole text: live_outputs.LiveDisplay), so the
+    final output is exactly the HTML ``bundle`` renders (sanitized as always, TRUST-1);
+    with deltas, an answer's ``text/plain`` is then only a preview (``html_answer_bundle``).
     """
 
     def __init__(self, output: Output, max_rate: float, clock: Callable[[], float],
@@ -300,8 +302,8 @@ class _Stream:
             return
         if final is None and self.deltas and self.bundle is markdown_bundle:
             final = html_answer_bundle(self.text)  # the answer once, as HTML
-        # Always, also when nothing changed: a client that ignores display updates gets
-        # the whole text only from this final one (live_outputs.LiveDisplay).
+        # Always, also when nothing changed: outside a notebook cell nothing was sent yet,
+        # and this is the output (live_outputs.LiveDisplay).
         self.handle.update(final if final is not None else self.bundle(self.text), final=True)
         self.shown, self.partial = self.text, False
         self.updates += 1

@@ -42,10 +42,10 @@ def test_cell_turn_streams_the_answer_and_shows_tool_cards(kernel):
     assert 'data-state="done"' in card["text/html"] and "from-magic" in card["text/plain"]
     markdown = [k for k in run.order if "crystal-answer" in run.displays[k].get("text/html", "")]
     assert len(markdown) == 1 and run.displays[markdown[0]]["text/plain"] == text
-    # It streamed into one display updated in place, emptied when the whole answer was
-    # shown as its own output (for clients that ignore display updates).
-    streamed = [k for k in run.order if run.displays[k] == {}]
-    assert len(streamed) == 1 and run.updates[streamed[0]] >= 2, "the answer streams into one display"
+    # It streamed into one display updated in place, whose last update is the whole
+    # answer: no output is left empty.
+    assert [k for k in run.order if run.displays[k] == {}] == []
+    assert run.updates[markdown[0]] >= 2, "the answer streams into one display"
     assert not any("Out[" in t for t in run.texts()), "the magic leaves no Out[] value"
 
 
