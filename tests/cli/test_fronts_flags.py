@@ -1,6 +1,9 @@
-"""SPEC §13 Fronts: `crystal`, `crystal space` and `crystal run` accept the same process
-flags (FL-1..FL-3, MODE-7, the model flags), and each refuses a bad one the same way —
-one line on stderr, exit 2, nothing started or written — as real processes."""
+"""FL-6, SPEC §13 Fronts: `crystal`, `crystal run`, `crystal space` and `crystal acp` take
+the same process flags (FL-1..FL-3, MODE-7, the model flags; `--session` on the three
+session fronts), accept them alike, and check them, and every setting, with one shared
+check before anything starts or is written: a bad one is one line on stderr, exit 2,
+nothing started (no server, no session) and nothing written (workspace and Home as
+they were), with a "did you mean" when a known name is close. All as real processes."""
 
 from __future__ import annotations
 
@@ -16,33 +19,118 @@ from crystal_kernel.cli import build_interactive_parser, build_parser
 CRYSTAL = str(Path(sys.executable).parent / "crystal")
 PROCESS_FLAGS = {"--prompt-set", "--prompt-attachments", "--prompt-attachment", "--disable-tool"}
 MODEL_FLAGS = {"--provider", "--model", "--base-url", "--api-key-env", "--mode", "--approval", "--reasoning"}
-SESSION_FLAGS = {"--workspace", "--resume"}
+SESSION_FLAGS = {"--workspace", "--session", "--resume"}
+KEYS = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY")
+
+# How each front is started for one check; stdin is not a terminal, so `crystal` runs one
+# turn as `crystal run -` does, and `crystal acp` serves until stdin ends.
+FRONTS = {"crystal run": ["run", "hello"], "crystal": [], "crystal space": ["space", "--no-browser"],
+          "crystal acp": ["acp"]}
+SESSION_FRONTS = ("crystal run", "crystal", "crystal space")
 
 
 def options(parser) -> set[str]:
     return {s for a in parser._actions for s in a.option_strings}
 
 
-def test_the_three_fronts_take_the_same_process_model_and_session_flags():
+def front_parsers() -> dict:
     subcommands = next(a for a in build_parser()._actions if a.dest == "command").choices
-    fronts = {"crystal": build_interactive_parser(), "crystal run": subcommands["run"],
-              "crystal space": subcommands["space"]}
-    for name, parser in fronts.items():
-        missing = (PROCESS_FLAGS | MODEL_FLAGS | SESSION_FLAGS) - options(parser)
+    return {"crystal": build_interactive_parser(), "crystal run": subcommands["run"],
+            "crystal space": subcommands["space"], "crystal acp": subcommands["acp"]}
+
+
+def test_every_front_takes_the_same_process_and_model_flags_and_the_session_fronts_session_flags():
+    for name, parser in front_parsers().items():
+        wanted = PROCESS_FLAGS | MODEL_FLAGS | ({"--workspace"} if name == "crystal acp" else SESSION_FLAGS)
+        missing = wanted - options(parser)
         assert not missing, f"{name} lacks {sorted(missing)}"
 
 
-@pytest.mark.parametrize("front", [["run", "hello"], [], ["space", "--no-browser"]],
-                         ids=["crystal run", "crystal", "crystal space"])
-@pytest.mark.parametrize("flags, says", [
-    (["--disable-tool", "nosuch"], "nosuch"),
-    (["--prompt-set", "missing-set"], "missing-set"),
-    (["--prompt-attachments", "off", "--prompt-attachment", "a"], "--prompt-attachment cannot be combined"),
-])
-def test_every_front_refuses_a_bad_process_flag_in_one_line_and_starts_nothing(front, flags, says, workspace):
-    env = {k: v for k, v in os.environ.items() if k not in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY")}
-    out = subprocess.run([CRYSTAL, *front, "--workspace", str(workspace), *flags], input="hello", env=env,
-                         capture_output=True, text=True, timeout=60)
+def crystal(args: list[str], home: Path, stdin: str = "hello", **env: str) -> subprocess.CompletedProcess[str]:
+    base = {k: v for k, v in os.environ.items() if k not in KEYS and not k.startswith("CRYSTAL_")}
+    base.update(HOME=str(home.parent), CRYSTAL_HOME=str(home), **env)
+    return subprocess.run([CRYSTAL, *args], input=stdin, env=base, capture_output=True, text=True, timeout=60)
+
+
+def everything_in(folder: Path) -> list[Path]:
+    return sorted(folder.rglob("*"))
+
+
+# (flags, what the one line says): each front refuses each alike.
+BAD = [
+    pytest.param(["--provider", "openia"], "Unknown provider 'openia' (did you mean openai?)", id="provider"),
+    pytest.param(["--workspace", "/nope"], "The workspace folder '/nope' does not exist.", id="workspace"),
+    pytest.param(["--mode", "plann"], "invalid choice: 'plann' (choose from 'plan', 'work') (did you mean plan?)",
+                 id="mode"),
+    pytest.param(["--approval", "ful"], "Unknown approval mode 'ful'", id="approval"),
+    pytest.param(["--reasoning", "hgh"], "(did you mean high?)", id="reasoning"),
+    pytest.param(["--base-url", "localhost:11434/v1"], "has no http:// or https://", id="base-url"),
+    pytest.param(["--model", ""], "Config key 'model' must be a non-empty string", id="model"),
+    pytest.param(["--api-key-env", ""], "Config key 'apiKeyEnv' must be a non-empty string", id="api-key-env"),
+    pytest.param(["--disable-tool", "nosuch"], "unknown built-in tool 'nosuch'", id="disable-tool"),
+    pytest.param(["--prompt-set", "missing-set"], "missing-set", id="prompt-set"),
+    pytest.param(["--prompt-attachment", "missing-att"], "missing-att", id="prompt-attachment"),
+    pytest.param(["--prompt-attachments", "of"], "(did you mean off?)", id="prompt-attachments"),
+    pytest.param(["--prompt-attachments", "off", "--prompt-attachment", "a"],
+                 "--prompt-attachment cannot be combined", id="attachments-off-and-one"),
+    pytest.param(["--provder=openai"], "unrecognized arguments: --provder=openai (did you mean --provider?)",
+                 id="unknown-flag"),
+]
+SESSION_BAD = [
+    pytest.param(["--session", "../x"], "--session '../x' is not a valid session id", id="session"),
+    pytest.param(["--resume", "../x"], "--resume '../x' is not a valid session id", id="resume"),
+    pytest.param(["--session", "a", "--resume", "b"], "not allowed with argument", id="session-and-resume"),
+]
+
+
+def check_refused(front: str, flags: list[str], says: str, workspace: Path, env: dict[str, str] | None = None) -> None:
+    home = workspace.parent / "home" / ".crystal"
+    home.mkdir(parents=True)
+    before = everything_in(home.parent)
+    args = [*FRONTS[front], *(["--workspace", str(workspace)] if "--workspace" not in flags else []), *flags]
+    out = crystal(args, home, **(env or {}))
     lines = out.stderr.strip().splitlines()
-    assert out.returncode == 2 and len(lines) == 1 and says in lines[0], out.stderr
-    assert not any(workspace.iterdir()), list(workspace.iterdir())
+    assert out.returncode == 2 and len(lines) == 1 and says in lines[0], (front, out)
+    assert "Crystal space on" not in out.stdout and out.stdout == "", out.stdout  # no server started, no answer
+    assert everything_in(workspace) == [], everything_in(workspace)  # no notebook, no session
+    assert everything_in(home.parent) == before
+
+
+@pytest.mark.parametrize("front", list(FRONTS))
+@pytest.mark.parametrize("flags, says", BAD)
+def test_every_front_refuses_a_bad_flag_alike_in_one_line_and_starts_and_writes_nothing(front, flags, says, workspace):
+    check_refused(front, flags, says, workspace)
+
+
+@pytest.mark.parametrize("front", SESSION_FRONTS)
+@pytest.mark.parametrize("flags, says", SESSION_BAD)
+def test_every_session_front_refuses_a_bad_session_flag_alike(front, flags, says, workspace):
+    check_refused(front, flags, says, workspace)
+
+
+@pytest.mark.parametrize("front", list(FRONTS))
+def test_a_bad_setting_from_the_environment_is_refused_like_the_flag(front, workspace):
+    """Every setting, not only the flags: CRYSTAL_PROVIDER=openia is the same line."""
+    check_refused(front, [], "Unknown provider 'openia' (did you mean openai?)", workspace,
+                  env={"CRYSTAL_PROVIDER": "openia"})
+
+
+GOOD = ["--provider", "replay", "--model", "m", "--base-url", "http://127.0.0.1:9/v1", "--api-key-env", "NOKEY",
+        "--mode", "plan", "--approval", "edit", "--reasoning", "low", "--prompt-set", "default",
+        "--prompt-attachments", "on", "--prompt-attachment", "nothing-yet", "--disable-tool", "bash"]
+
+
+@pytest.mark.parametrize("front", ["crystal run", "crystal", "crystal acp"])
+def test_every_front_accepts_every_good_flag(front, workspace, tmp_path):
+    """The same good flags run on each front (crystal space's start with them:
+    tests/jupyter/test_space_start.py). A prompt attachment named by a flag must exist."""
+    home = tmp_path / "home" / ".crystal"
+    (home / "prompt-attachments" / "nothing-yet").mkdir(parents=True)
+    (home / "prompt-attachments" / "nothing-yet" / "work.md").write_text("Say hello.\n")
+    (home / "prompt-attachments" / "nothing-yet" / "prompt.json").write_text('{"enabled": false}')
+    flags = [*GOOD, *(["--session", "20261207-000000-abcdef"] if front in SESSION_FRONTS else [])]
+    args = ["run", "-"] if front == "crystal run" else ["acp"] if front == "crystal acp" else []
+    out = crystal([*args, "--workspace", str(workspace), *flags], home, stdin="" if front == "crystal acp" else "/help")
+    assert out.returncode == 0, out
+    if front != "crystal acp":
+        assert "/help" in out.stdout and "/mode plan|work" in out.stdout, out.stdout
