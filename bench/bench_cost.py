@@ -29,6 +29,14 @@ such as title naming included: they are sent too):
 ``crystal run`` is measured on Chat Completions (the wire opencode uses) and on
 Anthropic Messages (the wire Claude Code uses, where its breakpoints show).
 Target: crystal run's tokens at most 0.6x the leanest other agent's.
+
+Tokens as billed (bench/_billing.py): each request's input split into what the provider's
+prompt cache serves again (OpenAI on its own, Anthropic at ``cache_control``
+breakpoints), what it writes and what it bills in full; the share of each request that
+repeats the previous request's prefix; and the task's input cost at each anchor's
+model's published prices, crystal run priced on the same provider and prices as the
+anchor (Chat Completions for opencode and Codex, Anthropic Messages for Claude Code).
+Target: crystal's billed input cost at most 0.5x the cheapest anchor's.
 """
 
 from __future__ import annotations
@@ -40,6 +48,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bench._billing import PRICES, Bill, bill_of
 from bench._support import crystal_env, npm_folder, row, run_measured, skipped_row
 from bench.bench_agents import PROMPT, Agent, _claude, _codex, _crystal, _opencode, make_router, tool_names
 from bench.bench_tokens import compact, count, o200k_base
@@ -48,6 +57,11 @@ from crystal_kernel.testing.llm_server import PATHS, LLMServer
 TASK = ("add(2, 3) in calc.py gives the wrong answer: find the bug, fix it, check the test passes "
         "and note the fix in NOTES.md.")
 TARGET = 0.6
+BILLED_TARGET = 0.5
+# Each anchor: the model it is configured with (whose prices bill both it and crystal)
+# and which of crystal's runs speaks that provider's wire.
+ANCHOR_MODELS = {"opencode": ("gpt-4.1", "crystal run"), "Codex": ("gpt-5", "crystal run"),
+                 "Claude Code": ("claude-sonnet-4-5", "crystal run (anthropic)")}
 STEPS = 10
 FILES = {
     "README.md": "# calc\n\nA tiny calculator. Run the tests with `python3 test_calc.py`.\n",
@@ -261,6 +275,7 @@ def main() -> list[dict[str, Any]]:
             continue
         c = costs[agent.name]
         rows.append(row(name, ours.tokens, c.tokens, "tok", note=f"{agent.name}: {c.bytes} B, {caching(c)}"))
+    rows += billed_rows(costs, failures)
     name = "cost: input tokens, 10-step task, crystal on Anthropic vs Claude Code"
     ant = costs.get("crystal run (anthropic)")
     if ant is None or "Claude Code" not in costs:
@@ -268,6 +283,49 @@ def main() -> list[dict[str, Any]]:
     else:
         rows.append(row(name, ant.tokens, costs["Claude Code"].tokens, "tok",
                         note=f"crystal run on Anthropic Messages: {ant.bytes} B, {caching(ant)}"))
+    return rows
+
+
+def bills(costs: dict[str, Cost]) -> dict[str, Bill]:
+    """Each measured agent's requests, billed by its wire's prompt-cache rules."""
+    encode = o200k_base().encode
+    return {name: bill_of([entry["body"] for entry in cost.log], cost.wire, encode) for name, cost in costs.items()}
+
+
+def billed_rows(costs: dict[str, Cost], failures: dict[str, str]) -> list[dict[str, Any]]:
+    """Tokens as billed: the repeated prefix, the cache's share and the task's input cost
+    against each anchor at its model's prices, then against the cheapest anchor."""
+    billed = bills(costs)
+    for name, bill in billed.items():
+        print(f"  {name:24} repeats {bill.repeated_share():6.1%} of the previous request; cached {bill.cached:7} "
+              f"written {bill.written:6} full {bill.total - bill.cached - bill.written:7} of {bill.total} tok")
+    rows: list[dict[str, Any]] = []
+    cheapest: tuple[float, str, float] | None = None
+    for anchor, (model, ours_name) in ANCHOR_MODELS.items():
+        price = PRICES[model]
+        share = f"cost: share of each request repeating the previous one's prefix, crystal vs {anchor}"
+        money = f"cost: billed input cost (prompt caches), 10-step task, crystal vs {anchor} at {model} prices"
+        missing = failures.get(anchor) or failures.get(ours_name)
+        if anchor not in billed or ours_name not in billed:
+            rows += [skipped_row(share, "%", missing or "not measured"), skipped_row(money, "USD", missing or "")]
+            continue
+        ours, theirs = billed[ours_name], billed[anchor]
+        rows.append(row(share, 100 * ours.repeated_share(), 100 * theirs.repeated_share(), "%",
+                        note=f"{ours_name} against {anchor}, each on its own wire"))
+        note = (f"{ours_name}: {ours.cached} of {ours.total} tok cached, {ours.written} written; {anchor}: "
+                f"{theirs.cached} of {theirs.total} cached, {theirs.written} written")
+        rows.append(row(money, ours.cost(price), theirs.cost(price), "USD", note=note))
+        if cheapest is None or theirs.cost(price) < cheapest[0]:
+            cheapest = (theirs.cost(price), anchor, ours.cost(price))
+    name = "cost: billed input cost (prompt caches), 10-step task, crystal vs the cheapest anchor"
+    if cheapest is None:
+        rows.append(skipped_row(name, "USD", "; ".join(failures.values()) or "no anchor measured", None,
+                                {"ratio_max": BILLED_TARGET}))
+    else:
+        theirs_cost, anchor, ours_cost = cheapest
+        model = ANCHOR_MODELS[anchor][0]
+        rows.append(row(name, ours_cost, theirs_cost, "USD", {"ratio_max": BILLED_TARGET},
+                        note=f"{anchor} at {model} prices was the cheapest; crystal on the same provider and prices"))
     return rows
 
 
