@@ -60,7 +60,8 @@ if TYPE_CHECKING:
     from crystal_kernel.host.session import Session
 
 PROMPT = "› "
-WELCOME = ("Crystal {version} — session {id} in {workspace}. /help lists the commands; Esc Enter (or a "
+WELCOME = ("Crystal {version} — {provider}:{model}, session {id} in {workspace}. /help lists the commands; "
+           "/model changes the model; Esc Enter (or a "
            "trailing \\) for a new line; Ctrl-C interrupts a turn; Ctrl-D exits.")
 EXIT_HINT = "(press Ctrl-C again or Ctrl-D to exit)"
 
@@ -164,7 +165,8 @@ class Repl:
         # key): it cancels the running turn or command. Prompts leave this handler alone.
         loop = asyncio.get_running_loop()
         loop.add_signal_handler(signal.SIGINT, self._interrupt)
-        say(WELCOME.format(version=__version__, id=self.session.id, workspace=self.session.workspace))
+        say(WELCOME.format(version=__version__, provider=self.session.provider.name,
+                           model=self.session.provider.model, id=self.session.id, workspace=self.session.workspace))
         try:
             armed = False
             while True:

@@ -59,6 +59,22 @@ def result_preview(text: str) -> str:
 
 
 
+def call_line(name: str, arguments: dict[str, object]) -> str:
+    """``→ name {arguments}``: the call as it starts, its JSON cut past ``CALL_LINE``
+    characters, visibly. A question call reads as its questions' headers instead (its
+    form, printed next, shows each question whole; its JSON, cut, would not read)."""
+    questions = arguments.get("questions") if name == "question" else None
+    if isinstance(questions, list) and questions:
+        headers = [str(q.get("header") or q.get("question") or "?").strip() if isinstance(q, dict) else "?"
+                   for q in questions]
+        count = "1 question" if len(headers) == 1 else f"{len(headers)} questions"
+        return f"→ question ({count}): {' · '.join(headers)}"
+    shown = json.dumps(arguments, ensure_ascii=False)
+    if len(shown) > CALL_LINE:
+        shown = shown[:CALL_LINE] + f"… ({len(shown) - CALL_LINE:,} characters more)"
+    return f"→ {name} {shown}"
+
+
 def image_size(data: str) -> str:
     """The size of a base64 image, for a person: ``24 bytes``, ``3.1 KiB``, ``1.2 MiB``."""
     size = len(data) * 3 // 4 - data[-2:].count("=")
@@ -127,11 +143,7 @@ class TurnPrinter:
                 self._eol()
                 # The call as it runs: its invisible characters shown too (exact). A long
                 # one is cut here, visibly: an approval shows it whole (GUARD-4).
-                shown = json.dumps(event.arguments, ensure_ascii=False)
-                if len(shown) > CALL_LINE:
-                    shown = shown[:CALL_LINE] + f"… ({len(shown) - CALL_LINE:,} characters more)"
-                call = f"→ {event.name} {shown}"
-                say(terminal_safe(call, exact=True), err=True)
+                say(terminal_safe(call_line(event.name, event.arguments), exact=True), err=True)
             case ToolResultEvent():
                 self._progress_shown.pop(event.id, None)
                 say(f"{'✓' if event.ok else '✗'} {event.name} {self.preview(event.name, event.text)}", err=True)

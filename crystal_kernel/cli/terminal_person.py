@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 from prompt_toolkit import PromptSession
 
-from crystal_kernel.core.interaction import ApprovalRequest, PersonDecision, Question
+from crystal_kernel.core.interaction import CONFIRM_TITLE, ApprovalRequest, PersonDecision, Question, needs_confirmation
 from crystal_kernel.core.textsafe import terminal_safe
 from crystal_kernel.tools._proposed import proposed_diff
 
@@ -172,6 +172,28 @@ class TerminalPerson:
             return decision
 
     async def ask_questions(self, questions: list[Question]) -> list[list[str]] | None:
+        """The form: each question in turn, then (Q-3) the kernel's confirmation step for
+        several questions or a multi-select one: submit, back (answer again) or dismiss
+        (Q-5: the call fails, the turn goes on). None: dismissed or interrupted."""
+        while True:
+            answers = await self._answer_each(questions)
+            if answers is None or not needs_confirmation(questions):
+                return answers
+            _say("\n" + confirm_text(questions, answers))
+            while True:
+                typed = await self._ask("choice [1/2/3]: ")
+                if typed is None:
+                    return None
+                step = typed.strip().lower()
+                if step in ("1", "y", "yes", "s", "submit"):
+                    return answers
+                if step in ("3", "d", "dismiss"):
+                    return None
+                if step in ("2", "b", "back"):
+                    break
+                _say("Type 1 (submit), 2 (back: answer again) or 3 (dismiss).")
+
+    async def _answer_each(self, questions: list[Question]) -> list[list[str]] | None:
         answers: list[list[str]] = []
         for question in questions:
             _say("\n" + question_text(question))
@@ -185,6 +207,14 @@ class TerminalPerson:
                     break
                 _say(question_hint(question))
         return answers
+
+
+def confirm_text(questions: list[Question], answers: list[list[str]]) -> str:
+    """Q-3's step, as the kernel's form shows it: its title, each question's answers."""
+    lines = [CONFIRM_TITLE]
+    lines += [terminal_safe(f"  {q.header}: {', '.join(a) if a else '(no answer)'}") for q, a in zip(questions, answers)]
+    lines.append("  1) submit   2) back (answer again)   3) dismiss")
+    return "\n".join(lines)
 
 
 def question_text(question: Question) -> str:

@@ -29,6 +29,17 @@ class Question(BaseModel):
     custom: bool = Field(default=True, description="Allow a free-text answer.")
 
 
+#: Q-3: the title of the one confirmation step a form with several questions, or a
+#: multi-select one, goes through before its answers are sent (every front shows it).
+CONFIRM_TITLE = "Submit these answers?"
+
+
+def needs_confirmation(questions: list[Question]) -> bool:
+    """Q-2, Q-3: one single-select question submits as soon as it is answered; several
+    questions, or any multi-select one, go through the confirmation step first."""
+    return not (len(questions) == 1 and not questions[0].multiple)
+
+
 class ApprovalRequest(BaseModel):
     """A tool call waiting for a person's decision."""
 

@@ -18,9 +18,9 @@ from pathlib import Path
 from crystal_kernel.core.errors import UserError
 
 
-def did_you_mean(word: str, known: Iterable[str]) -> str:
+def did_you_mean(word: str, known: Iterable[str], cutoff: float = 0.6) -> str:
     """`` (did you mean X?)`` for the closest known name, or ``""`` when none is close."""
-    close = difflib.get_close_matches(word, list(known), n=1, cutoff=0.6)
+    close = difflib.get_close_matches(word, list(known), n=1, cutoff=cutoff)
     return f" (did you mean {close[0]}?)" if close else ""
 
 
@@ -33,6 +33,19 @@ def check_provider(name: str) -> None:
     known = known_providers()
     if name not in known:
         raise UserError(f"Unknown provider '{name}'{did_you_mean(name, known)}; use one of: {', '.join(known)}.")
+
+
+def check_model_prefix(prefix: str, spec: str, current: str) -> None:
+    """``/model PREFIX:NAME`` where PREFIX names no provider is a model name with a colon
+    on the current provider (Ollama's ``llama3:8b``), unless PREFIX is a typo of a
+    provider's name (``antropic``): then one line, and nothing is switched or saved. Only
+    a near miss counts (``openchat:7b`` stays a model name)."""
+    from crystal_kernel.providers.registry import known_providers
+
+    hint = did_you_mean(prefix, known_providers(), cutoff=0.8)
+    if hint:
+        raise UserError(f"Unknown provider '{prefix}'{hint}; for a model named '{spec}' on the current provider, "
+                        f"write /model {current}:{spec}.")
 
 
 def check_workspace(value: str | None) -> None:

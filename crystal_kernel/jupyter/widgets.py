@@ -28,7 +28,7 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from crystal_kernel.core.deadline import within
-from crystal_kernel.core.interaction import ApprovalRequest, PersonDecision, Question
+from crystal_kernel.core.interaction import CONFIRM_TITLE, ApprovalRequest, PersonDecision, Question, needs_confirmation
 from crystal_kernel.jupyter import palette
 from crystal_kernel.jupyter.approval_form import BOX as _BOX
 from crystal_kernel.jupyter.approval_form import MUTED as _MUTED
@@ -84,7 +84,7 @@ class QuestionForm:
         self.questions = questions
         self.on_done = on_done
         # one single-select question submits on the click; anything else confirms.
-        self.immediate = len(questions) == 1 and not questions[0].multiple
+        self.immediate = not needs_confirmation(questions)
         self.choice: list[str | None] = [None] * len(questions)
         self.option_buttons: list[list[Any]] = []
         self.checkboxes: list[list[Any]] = []
@@ -139,7 +139,7 @@ class QuestionForm:
 
     def _build_confirm(self) -> Any:
         w = self._w
-        summary = _html(w, self.summary_html(self.answers(), title="Submit these answers?"))
+        summary = _html(w, self.summary_html(self.answers(), title=CONFIRM_TITLE))
         submit = w.Button(description="Submit", button_style="primary")
         submit.on_click(lambda _b: self._finish(self.answers()))
         back = w.Button(description="Back")

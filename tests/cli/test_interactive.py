@@ -238,6 +238,9 @@ def test_the_question_tool_is_a_form_answered_by_number_several_numbers_or_free_
         term.wait_for("What is the project called?")
         term.type("Crystal Ball")
         term.key("Enter")
+        term.wait_for("Submit these answers?")  # Q-3 (tests/cli/test_interactive_forms.py)
+        term.type("1")
+        term.key("Enter")
         term.wait_for("Noted.")
         sent = tool_messages(server)
     assert json.loads(sent[0]) == [["SQLite"], ["Linux", "Windows"], ["Crystal Ball"]]
