@@ -166,7 +166,11 @@ def cmd_export(ns: argparse.Namespace) -> int:
         provider=NoModel(config.provider, config.effective_model, why="crystal prompts export sends no request."),
         session_id=EXPORT_SESSION_ID, saves=False))
     text = compose_named(ns.name, session)
-    for note in dict.fromkeys(session.drain_notes()):
+    notes = list(dict.fromkeys(session.drain_notes()))
+    if EXPORT_SESSION_ID in text:  # a person reading it would take the braces for a fault
+        notes.append(f"{EXPORT_SESSION_ID} stands for the session's id, which a session gets when it starts "
+                     "(e.g. 20261207-205909-a1b2c3); the rest is the text as the model receives it.")
+    for note in notes:
         say(f"note: {note}", err=True)
     say(text, end="")
     return 0
