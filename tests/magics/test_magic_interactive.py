@@ -9,6 +9,7 @@ import re
 import time
 
 from crystal_kernel.jupyter.driver import KeyByKey, click, type_text
+from tests.cpu_wait import runqueue_wait
 from tests.magics.conftest import start_python_kernel
 from tests.magics.test_magic_turns import tool_results
 
@@ -102,6 +103,42 @@ def test_interrupt_stops_blocking_code_in_the_python_tool(kernel):
     assert run.status == "error" and run.reply["content"]["ename"] == "TurnInterrupted"
     card = run.find("[python]")
     assert "KeyboardInterrupt" in card["text/plain"]
+    kernel.server.add({"text": "Awake."})
+    assert kernel.run("%crystal wake up").status == "ok"
+
+
+def test_stop_ends_the_turn_when_code_in_it_absorbs_the_first_cancel(kernel):
+    """ROBUST-3: a person's Stop ends the turn whatever the turn was doing — also when
+    something it awaits absorbs the first cancel (asyncio.wait_for before Python 3.12
+    does, when the Stop lands as the awaited step finishes; here the model's own async
+    code catches it and sleeps on). The Stop stands until the turn has ended."""
+    kernel.reset(approval="full")
+    code = ("import asyncio\nprint('sleeping', flush=True)\ntry:\n    await asyncio.sleep(30)\n"
+            "except asyncio.CancelledError:\n    print('kept going', flush=True)\n    await asyncio.sleep(30)")
+    kernel.server.add({"tool_calls": [{"name": "python", "arguments": {"code": code}}]}, {"text": "never"})
+    kernel_pid, asked = kernel.km.provisioner.pid, kernel.requests()
+
+    def off_cpu() -> float:  # the kernel's and this process's threads, ready but off the CPU
+        return runqueue_wait(kernel_pid) + runqueue_wait()
+
+    sent: dict[str, float] = {}
+
+    def hook(msg, driver):
+        if "at" not in sent and msg is not None and msg["msg_type"] == "stream" and "sleeping" in msg["content"]["text"]:
+            sent["at"], sent["waited"] = time.monotonic(), off_cpu()
+            kernel.km.interrupt_kernel()
+
+    # SANDBOX-1: the python tool runs unsandboxed in the kernel, so `full` asks for it too.
+    run = kernel.run("%%crystal\nSleep on", on_message=hook, timeout=60, actions=[click("Allow once")])
+    elapsed, waited = time.monotonic() - sent["at"], off_cpu() - sent["waited"]
+    assert "kept going" in "".join(run.streams), "the model's code absorbed the first cancel"
+    assert run.status == "error" and run.reply["content"]["ename"] == "TurnInterrupted"
+    # Within a second of the Stop standing again, on the kernel's and the client's own
+    # time (tests/cpu_wait.py: the wall time less what the loaded machine kept them off
+    # a CPU); the hard cap is well below the 30 s the code would sleep on.
+    assert elapsed - waited < 3.0, (elapsed, waited)
+    assert elapsed < 12, elapsed
+    assert kernel.requests() == asked + 1, "the turn did not go on to ask the model again"
     kernel.server.add({"text": "Awake."})
     assert kernel.run("%crystal wake up").status == "ok"
 
