@@ -10,7 +10,9 @@ Lifetime rules (docs/mcp.md):
 - started at the session's first catalog build, all servers at once, each bounded by
   its ``startupTimeoutSeconds``; a server that fails is left out with a note;
 - if the server dies (its stdout ends, the HTTP connection fails), the next call starts
-  it again, once per session; a second death is final and says so;
+  it again; a start that fails is tried again at a later call with a bounded backoff
+  (MCP-R, :mod:`backoff`), and calls meanwhile say what happened last and when the next
+  try is;
 - a call's timeout and a cancelled turn reach the server as ``notifications/cancelled``
   (the SDK sends it); the caller stops waiting either way, so a hung server cannot hang
   the turn;
@@ -36,6 +38,7 @@ from crystal_kernel.core.deadline import within
 from crystal_kernel.core.errors import ToolError
 from crystal_kernel.jobs.guarded import supervisor_command
 from crystal_kernel.mcp import sdk
+from crystal_kernel.mcp.backoff import Backoff
 from crystal_kernel.mcp.config import ServerConfig
 from crystal_kernel.mcp.requests import CONNECTION_CLOSED, call_tool
 
@@ -59,6 +62,7 @@ REQUEST_TIMEOUTS = (408, -32001)
 SESSION_TERMINATED = 32600
 # An error answer's body is read (for the words "session") only up to this size.
 REJECTION_BODY_BYTES = 16384
+REFUSED = "nothing answered at its address (connection refused)"
 
 # Runs under the supervisor as ``python -c``: replaces itself with the server from an
 # argument list (no shell), or says in one line why it could not.
@@ -81,7 +85,9 @@ class ServerConnection:
         self.host_config = host_config
         self.state = "not started"
         self.detail = ""
-        self.restarted = False
+        # MCP-R: failures since the server last answered, and when it is tried again.
+        self.backoff = Backoff()
+        self._death_noted = False  # this run's stop is counted once (call and serve task both see it)
         self.closed = False
         self.tools: list[mcp_types.Tool] | None = None  # the last tools/list answer
         self.server_name = ""
@@ -102,10 +108,11 @@ class ServerConnection:
     # ----- what listings show ----------------------------------------------------------
     def describe_state(self) -> str:
         """One line for /tools: running, stopped (restart pending), failed: why, ..."""
+        later = f"; next try after {self.backoff.next_try()}" if self.backoff.waiting() else ""
         if self.state == "stopped" or self.state == "running" and self._lost:
-            return "stopped (restarts on next use)" if not self.restarted else "stopped (not restarted again)"
+            return f"stopped ({later[2:]})" if later else "stopped (restarts on next use)"
         if self.state == "failed":
-            return f"failed: {self.detail}"
+            return f"failed: {self.detail}{later}"
         return self.state
 
     def stderr_tail(self) -> str:
@@ -127,6 +134,7 @@ class ServerConnection:
         self._gone = asyncio.Event()
         self._stderr.clear()
         self._session_refused = False
+        self._death_noted = False
         self.state, self.detail = "starting", ""
         self._task = loop.create_task(self._serve(ready), name=f"mcp:{self.config.name}")
         try:
@@ -135,11 +143,31 @@ class ServerConnection:
         except TimeoutError:
             await self._halt()
             self.state, self.detail = "failed", f"it did not start within {self.config.startup_timeout:g} seconds"
+            self._note_start_failure()
             raise StartError(self.detail) from None
         except StartError as exc:
             await self._halt()
             self.state, self.detail = "failed", str(exc)
+            self._note_start_failure()
             raise
+
+    def _note_start_failure(self) -> None:
+        """Count a failed start (MCP-R) in the words a call shows: for an HTTP server
+        "could not reach URL: why", else "could not start: why"."""
+        reason, _, tail = self.detail.partition(" Its last output on stderr:")
+        reason = reason.strip().rstrip(".")
+        if self.config.transport == "http":
+            what = f"could not reach {self.config.url}: " + ("connection refused" if reason == REFUSED else reason)
+        else:
+            what = f"could not start: {reason}"
+        self.backoff.failed(what, stopped=False, tail=tail.strip())
+
+    def _note_stopped(self) -> None:
+        """Count the end of a server that was running, once per run (MCP-R)."""
+        if not self._death_noted:
+            self._death_noted = True
+            what = "stopped" if self.config.transport == "stdio" else "lost its connection"
+            self.backoff.failed(what, stopped=True, tail=self.stderr_tail())
 
     async def stop(self, *, final: bool) -> None:
         """Stop the server (bounded). ``final``: the session is closing, no more starts."""
@@ -169,6 +197,7 @@ class ServerConnection:
         from mcp import types as mcp_types
         from mcp.client.session import ClientSession
 
+        opened = False
         try:
             async with contextlib.AsyncExitStack() as stack:
                 read, write = await self._open_transport(stack)
@@ -190,6 +219,7 @@ class ServerConnection:
                 self.state = "running"
                 if not ready.done():
                     ready.set_result(None)
+                opened = True
                 assert self._wake is not None
                 await self._wake.wait()
         except asyncio.CancelledError:
@@ -206,6 +236,8 @@ class ServerConnection:
                 self._lost = True
                 self.state = "stopped"
                 self.detail = self._with_tail("The server stopped.")
+                if opened:
+                    self._note_stopped()
 
     async def _pump(self, read: Any, send: Any) -> None:
         """Forward server messages to the session; the end of the stream means the
@@ -315,7 +347,8 @@ class ServerConnection:
 
     # ----- calls -----------------------------------------------------------------------
     async def ensure_running(self) -> ClientSession:
-        """The open session; starts the server if needed, restarting a dead one once."""
+        """The open session; starts the server if needed, and one that failed or stopped
+        again once its backoff allows (MCP-R); ToolError saying what happened last."""
         if self._lock is None:
             self._lock = asyncio.Lock()
         async with self._lock:
@@ -329,19 +362,15 @@ class ServerConnection:
                 await asyncio.wait({ready}, timeout=self.config.startup_timeout + STOP_SECONDS)
                 if self.state == "running" and not self._lost and self._session is not None:
                     return self._session
-            if self.state == "failed":
-                raise ToolError(f"The MCP server '{self.config.name}' could not start: {self.detail}")
-            if self.state in ("running", "stopped", "starting"):
+            if self.state in ("failed", "running", "stopped", "starting"):
+                if self.backoff.waiting():  # no request: say what happened last and when
+                    raise ToolError(f"The MCP server '{self.config.name}' is not tried again yet: it "
+                                    f"{self.backoff.last()}")
                 await self._halt()
-                if self.restarted:
-                    raise ToolError(self._with_tail(
-                        f"The MCP server '{self.config.name}' stopped again after its restart; it is not "
-                        "restarted a second time in this session."))
-                self.restarted = True
             try:
                 await self.start()
-            except StartError as exc:
-                raise ToolError(f"The MCP server '{self.config.name}' could not start: {exc}") from None
+            except StartError:
+                raise ToolError(f"The MCP server '{self.config.name}' {self.backoff.last()}") from None
             assert self._session is not None  # start() opens the session or raises StartError
             return self._session
 
@@ -362,7 +391,7 @@ class ServerConnection:
         name = self.config.name
         try:
             try:
-                return await call_tool(session, tool, arguments, timeout, on_progress, self._gone_event())
+                result = await call_tool(session, tool, arguments, timeout, on_progress, self._gone_event())
             except sdk_error as exc:
                 if not self._forgot_session(exc):
                     raise
@@ -370,7 +399,9 @@ class ServerConnection:
                 # found", 400 no valid session): it did not run the call. Initialize a
                 # new session and send the call once more.
                 session = await self._reinitialize()
-                return await call_tool(session, tool, arguments, timeout, on_progress, self._gone_event())
+                result = await call_tool(session, tool, arguments, timeout, on_progress, self._gone_event())
+            self.backoff.answered()
+            return result
         except sdk_error as exc:
             code, message = exc.error.code, exc.error.message
             if code in REQUEST_TIMEOUTS:
@@ -378,18 +409,18 @@ class ServerConnection:
                                 "the server was asked to cancel the call.") from None
             if self._lost or code in (CONNECTION_CLOSED, SESSION_TERMINATED):
                 self._mark_lost()
-                again = ("It is started again for the next call." if not self.restarted
-                         else "It was already restarted once and is not started again.")
                 what = "stopped" if self.config.transport == "stdio" else "lost its connection"
                 raise ToolError(self._with_tail(
-                    f"The MCP server '{name}' {what} during the call to {tool}. {again}")) from None
+                    f"The MCP server '{name}' {what} during the call to {tool}. {self._again()}")) from None
+            self.backoff.answered()  # it answered, with a refusal
             raise ToolError(f"The MCP server '{name}' refused the call to {tool}: {message}") from None
         except (asyncio.CancelledError, ToolError):
             raise
         except Exception as exc:
             if self._lost:
                 self._mark_lost()
-                raise ToolError(self._with_tail(f"The MCP server '{name}' stopped during the call to {tool}.")) from None
+                raise ToolError(self._with_tail(
+                    f"The MCP server '{name}' stopped during the call to {tool}. {self._again()}")) from None
             raise ToolError(f"The MCP server '{name}' sent an answer to {tool} that Crystal cannot read: "
                             f"{_reason(exc)}") from None
 
@@ -428,8 +459,15 @@ class ServerConnection:
 
     def _mark_lost(self) -> None:
         self._lost = True
+        self._note_stopped()
         if self._wake is not None:
             self._wake.set()
+
+    def _again(self) -> str:
+        """When a server that just stopped is tried again (MCP-R)."""
+        if self.backoff.waiting():
+            return f"It is tried again at a call after {self.backoff.next_try()}."
+        return "It is started again at the next call."
 
 
 async def _list_all(session: ClientSession) -> list[mcp_types.Tool]:
@@ -459,7 +497,7 @@ def _reason(exc: BaseException) -> str:
     if getattr(getattr(exc, "error", None), "code", None) == CONNECTION_CLOSED:
         return "the server closed the connection"
     if kind == "ConnectError" or isinstance(exc, ConnectionRefusedError) or "refused" in text.lower():
-        return "nothing answered at its address (connection refused)"
+        return REFUSED
     if "Timeout" in kind or isinstance(exc, TimeoutError):
         return "it did not answer in time"
     status = getattr(getattr(exc, "response", None), "status_code", None)

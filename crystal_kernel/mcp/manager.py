@@ -63,7 +63,7 @@ class McpManager:
     def _reconcile(self, configs: list[ServerConfig],
                    workspace: Path) -> tuple[dict[str, ServerConnection], list[ServerConnection]]:
         """Keep, replace or drop connections to match ``configs``; return them and the
-        ones that never ran."""
+        ones to start: never ran, or never listed and due for another try."""
         wanted: dict[str, ServerConnection] = {}
         stale: list[ServerConnection] = []
         for config in configs:
@@ -79,7 +79,10 @@ class McpManager:
         self.connections = wanted
         for conn in stale:
             runtime.submit(conn.stop(final=True))  # in the background: never blocks the catalog
-        return wanted, [c for c in wanted.values() if c.state == "not started" and c.tools is None]
+        # Never listed: not started yet, or failed at its start and due for another try
+        # (MCP-R; a catalog is built again at a mode switch, /cd or /model).
+        return wanted, [c for c in wanted.values() if c.tools is None and (
+            c.state == "not started" or c.state == "failed" and not c.backoff.waiting())]
 
     def _collect(self, wanted: dict[str, ServerConnection], fresh: list[ServerConnection],
                  notes: list[str]) -> list[McpTool]:
@@ -129,7 +132,8 @@ def start_failure_note(where: str, detail: str) -> str:
     """One clean note for a server that did not start: its reason as a sentence, then
     the server's last stderr lines, if any."""
     reason, _, tail = (detail or "it did not start in time").partition(" Its last output on stderr:")
-    note = f"{where} could not start: {reason.strip().rstrip('.')}. Its tools are not available in this session."
+    note = (f"{where} could not start: {reason.strip().rstrip('.')}. Its tools are left out for now; it is tried "
+            "again when the tools are next gathered (a mode switch, /cd).")
     return note + (f" Its last output on stderr:{tail}" if tail else "")
 
 

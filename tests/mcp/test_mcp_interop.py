@@ -50,10 +50,11 @@ def test_task_only_tools_are_recognised():
 def test_start_failure_notes_are_clean_sentences():
     assert start_failure_note("MCP server 'a' (from mcp.json)", "its command 'x' was not found on PATH.") == (
         "MCP server 'a' (from mcp.json) could not start: its command 'x' was not found on PATH. "
-        "Its tools are not available in this session.")
+        "Its tools are left out for now; it is tried again when the tools are next gathered (a mode switch, /cd).")
     note = start_failure_note("MCP server 'b'", "The server stopped. Its last output on stderr:\nboom")
-    assert note == ("MCP server 'b' could not start: The server stopped. Its tools are not available in this "
-                    "session. Its last output on stderr:\nboom")
+    assert note == ("MCP server 'b' could not start: The server stopped. Its tools are left out for now; it is "
+                    "tried again when the tools are next gathered (a mode switch, /cd). Its last output on "
+                    "stderr:\nboom")
     import httpx
 
     assert _reason(httpx.ConnectError("All connection attempts failed")) == \
@@ -74,6 +75,6 @@ async def test_an_unreachable_server_note_names_no_exception_class(home, workspa
     try:
         await session.prepare_tools()
         note = next(n for n in session.drain_notes() if "nowhere" in n)
-        assert "Error" not in note and ".." not in note and note.endswith("in this session."), note
+        assert "Error" not in note and ".." not in note and note.endswith("(a mode switch, /cd)."), note
     finally:
         await session.close()
