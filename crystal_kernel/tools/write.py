@@ -61,7 +61,10 @@ class WriteTool(FileChangeTool[WriteInput]):
         else:
             head = f"Overwrote {shown} ({lines} lines)."
             diff = unified_diff(old, args.content, shown)
-        text = head + ("\n" + diff if diff else "")
+        text = truncate_output(head + ("\n" + diff if diff else ""), ctx.config.tool_output_limit)
         change = FileChange(path=str(path), old_text=old if existed else None, new_text=args.content)
-        return ToolResult(ok=True, text=truncate_output(text, ctx.config.tool_output_limit), display="diff",
-                          file_change=change)
+        if not existed:
+            # A new file's diff is the content the model just sent: the person sees it, the
+            # model gets the one line (else every later request would carry the file twice).
+            return ToolResult(ok=True, text=head, display="diff", file_change=change, shown_text=text)
+        return ToolResult(ok=True, text=text, display="diff", file_change=change)

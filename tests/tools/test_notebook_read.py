@@ -66,7 +66,7 @@ async def test_a_broken_notebook_is_shown_as_text_with_a_note(workspace, ctx):
     result = await call("read", ctx, path="bad.ipynb")
     assert result.ok
     assert result.text.startswith("['bad.ipynb' is not a valid notebook: its JSON is broken at line 3")
-    assert '     2\t  {"cell_type": "code",' in result.text
+    assert '\n2\t  {"cell_type": "code",' in result.text
 
 
 async def test_grep_matches_cell_sources_and_reports_cell_numbers(workspace, ctx):

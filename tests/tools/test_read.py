@@ -14,7 +14,7 @@ async def test_reads_numbered_lines(ctx, workspace: Path):
     (workspace / "a.txt").write_text("alpha\nbeta\ngamma\n")
     result = await call("read", ctx, path="a.txt")
     assert result.ok
-    assert result.text == "     1\talpha\n     2\tbeta\n     3\tgamma"
+    assert result.text == "1\talpha\n2\tbeta\n3\tgamma"  # N<tab>text, as read.md says
 
 
 async def test_offset_and_limit_window_says_how_to_continue(ctx, workspace: Path):
@@ -22,15 +22,15 @@ async def test_offset_and_limit_window_says_how_to_continue(ctx, workspace: Path
     result = await call("read", ctx, path="long.txt", offset=10, limit=5)
     assert result.ok
     lines = result.text.splitlines()
-    assert lines[0] == "    10\tline 10"
-    assert lines[4] == "    14\tline 14"
+    assert lines[0] == "10\tline 10"
+    assert lines[4] == "14\tline 14"
     assert "[lines 10-14 of 100; read on with offset=15]" in result.text
 
 
 async def test_default_limit_is_2000_lines(ctx, workspace: Path):
     (workspace / "big.txt").write_text("x\n" * 2500)
     result = await call("read", ctx, path="big.txt")
-    assert "  2000\tx" in result.text and "  2001\t" not in result.text
+    assert "\n2000\tx" in result.text and "\n2001\t" not in result.text
     assert "read on with offset=2001" in result.text
 
 

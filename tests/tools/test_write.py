@@ -12,9 +12,12 @@ async def test_creates_file_and_folders(ctx, workspace: Path):
     result = await call("write", ctx, path="a/b/c.txt", content="hello\nworld\n")
     assert result.ok and result.display == "diff"
     assert (workspace / "a/b/c.txt").read_text() == "hello\nworld\n"
-    assert result.text.startswith("Created a/b/c.txt (2 lines, 12 bytes).")
-    assert "--- /dev/null" in result.text and "+++ b/a/b/c.txt" in result.text
-    assert "+hello" in result.text
+    # The model gets one line: the content is what it just sent (every later request
+    # would carry it twice); the person's card shows the new file as a diff.
+    assert result.text == "Created a/b/c.txt (2 lines, 12 bytes)."
+    assert result.shown_text.startswith("Created a/b/c.txt (2 lines, 12 bytes).")
+    assert "--- /dev/null" in result.shown_text and "+++ b/a/b/c.txt" in result.shown_text
+    assert "+hello" in result.shown_text
 
 
 async def test_overwrite_returns_unified_diff(ctx, workspace: Path):
@@ -97,5 +100,8 @@ async def test_refuses_credentials(ctx, workspace: Path):
 async def test_diff_truncated_to_tool_output_limit(ctx, workspace: Path):
     ctx.config.tool_output_limit = 500
     result = await call("write", ctx, path="big.txt", content="line\n" * 1000)
-    assert result.ok and "characters cut" in result.text
+    assert result.ok and "characters cut" in result.shown_text and len(result.shown_text) < 1000
     assert (workspace / "big.txt").read_text() == "line\n" * 1000
+    (workspace / "big.txt").write_text("old\n" * 1000)
+    result = await call("write", ctx, path="big.txt", content="line\n" * 1000)
+    assert result.ok and "characters cut" in result.text and result.shown_text is None
