@@ -3,14 +3,17 @@
  *
  * - Copy and "Insert" buttons on the code blocks of Crystal answers
  *   (`.crystal-answer pre.crystal-code`, made by crystal_kernel/jupyter/safe_html.py). In a
- *   Crystal notebook the code is inserted as a Markdown cell with a fenced block, so it
- *   never reaches the model as a prompt; in other notebooks as a code cell.
+ *   Crystal notebook a Python block is inserted as a runnable `%%python` cell (the
+ *   person's own Python, NB-1, never a prompt) and any other block as a Markdown cell
+ *   with a fenced block, so it never reaches the model as a prompt; in other notebooks
+ *   as a code cell.
  *   The buttons are added in the page, never saved in the output, so a notebook opened
  *   without a kernel (or exported to static HTML) shows plain, readable code blocks and
  *   gets the buttons again as soon as JupyterLab shows it.
  * - Prompt cells wrap long lines: every cell of a Crystal-kernel notebook, and `%%crystal`
  *   cells of any notebook.
- * - `%%crystal` cells are edited as Markdown, not highlighted as Python.
+ * - `%%crystal` cells are edited as Markdown, not highlighted as Python; `%%python` cells
+ *   of a Crystal notebook are highlighted as Python.
  * - The notebook follows new text while the person is at its end (follow.ts).
  *
  * Nothing here reads output HTML as markup: code is taken with textContent and buttons
@@ -28,6 +31,20 @@ const CODE_SELECTOR = '.crystal-answer pre.crystal-code';
 const STREAMING_SELECTOR = '.jp-crystal-streaming';
 const DONE = 'crystalTools';
 const MAGIC = /^\s*%%crystal\b/;
+/** The first line of the person's own Python in a Crystal notebook (crystal_kernel/jupyter/person_cells.py). */
+const PYTHON_CELL = /^\s*%%python[ \t]*(\n|$)/;
+const PYTHON_LANGS = new Set(['python', 'py', 'python3', 'ipython', 'ipython3']);
+const PYTHON_MIME = 'text/x-ipython';
+
+/** What Insert makes of a code block: a `%%python` cell, a Markdown cell or a code cell. */
+export type InsertKind = 'python' | 'markdown' | 'code';
+
+export function insertKind(crystal: boolean, lang: string): InsertKind {
+  if (!crystal) {
+    return 'code';
+  }
+  return PYTHON_LANGS.has(lang.toLowerCase()) ? 'python' : 'markdown';
+}
 
 function isCrystalNotebook(panel: NotebookPanel): boolean {
   const kernel = panel.sessionContext.session?.kernel;
@@ -38,12 +55,17 @@ function isCrystalNotebook(panel: NotebookPanel): boolean {
   return isCrystalKernel(name);
 }
 
-/** The Insert button says what it makes: a Markdown cell in a Crystal notebook. */
+/** The Insert button says what it makes. */
 function labelInsert(button: HTMLButtonElement, crystal: boolean): void {
-  button.textContent = crystal ? 'Insert as Markdown cell' : 'Insert as new cell';
-  button.title = crystal
-    ? 'Insert this code below the answer as a Markdown cell (never sent to the model)'
-    : 'Insert this code as a new cell below the answer';
+  const kind = insertKind(crystal, button.dataset.lang ?? '');
+  button.textContent =
+    kind === 'python' ? 'Insert as %%python cell' : kind === 'markdown' ? 'Insert as Markdown cell' : 'Insert as new cell';
+  button.title =
+    kind === 'python'
+      ? 'Insert this code below the answer as a %%python cell: your own Python, run in this kernel, never sent to the model as a prompt'
+      : kind === 'markdown'
+        ? 'Insert this code below the answer as a Markdown cell (never sent to the model)'
+        : 'Insert this code as a new cell below the answer';
 }
 
 /** The cell (and its index) whose node holds `node`. */
@@ -84,11 +106,13 @@ function toolbarFor(panel: NotebookPanel, pre: HTMLElement): HTMLElement {
     window.setTimeout(() => (copy.textContent = 'Copy'), 1500);
   });
   // In a Crystal notebook every code cell is a prompt: code inserted as one would reach
-  // the model as the person's message when run. There the code becomes a Markdown cell
-  // holding it as a fenced block (running it only renders it); elsewhere a code cell.
+  // the model as the person's message when run. There Python becomes a `%%python` cell
+  // (the person's own Python, run in the kernel's namespace) and other code a Markdown
+  // cell holding it as a fenced block (running it only renders it); elsewhere a code cell.
   const insert = document.createElement('button');
   insert.type = 'button';
   insert.className = 'jp-crystal-button jp-crystal-insert';
+  insert.dataset.lang = pre.dataset.lang ?? '';
   labelInsert(insert, isCrystalNotebook(panel));
   insert.addEventListener('click', event => {
     event.stopPropagation();
@@ -97,14 +121,21 @@ function toolbarFor(panel: NotebookPanel, pre: HTMLElement): HTMLElement {
     if (found) {
       notebook.activeCellIndex = found[1];
     }
-    const asMarkdown = isCrystalNotebook(panel);
+    const kind = insertKind(isCrystalNotebook(panel), pre.dataset.lang ?? '');
     NotebookActions.insertBelow(notebook);
-    if (asMarkdown) {
+    if (kind === 'markdown') {
       NotebookActions.changeCellType(notebook, 'markdown');
     }
     const cell = notebook.activeCell;
     if (cell) {
-      cell.model.sharedModel.setSource(asMarkdown ? fenced(code(), pre.dataset.lang ?? '') : code());
+      const text = code();
+      cell.model.sharedModel.setSource(
+        kind === 'markdown'
+          ? fenced(text, pre.dataset.lang ?? '')
+          : kind === 'python'
+            ? `%%python\n${text.replace(/\n$/, '')}`
+            : text
+      );
       notebook.mode = 'edit';
       cell.editor?.focus();
     }
@@ -142,16 +173,19 @@ function styleCell(panel: NotebookPanel, cell: Cell): void {
     const crystalNotebook = isCrystalNotebook(panel);
     const source = cell.model.sharedModel.getSource();
     const magic = MAGIC.test(source);
-    if (crystalNotebook || magic) {
+    const python = crystalNotebook && PYTHON_CELL.test(source);
+    if ((crystalNotebook && !python) || magic) {
       cell.editor?.setOption('lineWrap', true);
       cell.addClass('jp-crystal-prompt-cell');
     } else if (cell.hasClass('jp-crystal-prompt-cell')) {
       cell.editor?.setOption('lineWrap', false);
       cell.removeClass('jp-crystal-prompt-cell');
     }
-    if (!crystalNotebook) {
-      const model = cell.model as ICodeCellModel;
-      const wanted = magic ? 'text/markdown' : panel.content.codeMimetype;
+    const model = cell.model as ICodeCellModel;
+    if (!crystalNotebook || python || model.mimeType === PYTHON_MIME) {
+      // A %%python cell of a Crystal notebook reads as Python; it goes back to the
+      // notebook's own (Markdown) when the marker is taken out.
+      const wanted = magic ? 'text/markdown' : python ? PYTHON_MIME : panel.content.codeMimetype;
       if (model.mimeType !== wanted) {
         model.mimeType = wanted;
       }

@@ -306,7 +306,7 @@ def test_a_persons_session_shows_none_of_issue_30s_problems(browser, tmp_path_fa
             walk.type_and_run("/approval full")
             walk.idle()
 
-        with walk.step("8. Insert on an answer's code block, then run it: the model receives nothing"):
+        with walk.step("8. Insert on an answer's Python block (a %%python cell), then run it: the model receives nothing"):
             server.add({"text": "Run this:\n\n```python\nprint(6 * 7)\n```\n\nThat prints 42."})
             walk.type_and_run("How do I print 42?")
             answer_el = page.locator(f"{NB} .crystal-answer", has_text="That prints 42.").last
@@ -317,9 +317,10 @@ def test_a_persons_session_shows_none_of_issue_30s_problems(browser, tmp_path_fa
             insert.click()
             page.wait_for_function(f"() => ({CELLS})() === {cells + 1}")
             kind = page.evaluate("() => window.jupyterapp.shell.currentWidget.content.activeCell.model.type")
-            assert kind == "markdown", kind
+            assert kind == "code", kind  # NB-1: a runnable %%python cell
             page.keyboard.press("Shift+Enter")
-            page.locator(f"{NB} .jp-MarkdownCell .jp-RenderedMarkdown pre", has_text="print(6 * 7)").wait_for()
+            ran = page.locator(f"{NB} .jp-CodeCell").filter(has=page.locator(".jp-InputArea", has_text="%%python"))
+            ran.last.locator(".jp-OutputArea-output", has_text="42").wait_for()
             page.wait_for_timeout(2000)
             walk.idle()
             assert walk.chats() == before, "the inserted code reached the model"

@@ -1,8 +1,9 @@
 """What a person notices in a Crystal notebook, in a real JupyterLab + Chromium, light
 and dark (docs/jupyterlab.md):
 
-- "Insert as new cell" on an answer's code block makes a Markdown cell with the fenced
-  code: running it renders it and sends nothing to the model.
+- "Insert as Markdown cell" on an answer's (non-Python) code block makes a Markdown cell
+  with the fenced code: running it renders it and sends nothing to the model (a Python
+  block makes a %%python cell: tests/e2e/test_workbench.py, NB-1).
 - Code in answers is highlighted (with the text escaped as before, TRUST-1), Markdown
   tables are left-aligned, a code block keeps its distance from the next paragraph, the
   Thinking card has a border and a background of its own, and ``/logs --follow`` output
@@ -66,7 +67,7 @@ def chat_requests(lab) -> int:
 
 def test_insert_as_new_cell_makes_a_markdown_cell_the_model_never_receives(nb, lab):
     page = nb
-    lab.server.add({"text": "Run this:\n\n```python\nprint(6 * 7)\n```\n\nThat prints 42."})
+    lab.server.add({"text": "Run this:\n\n```sh\necho $((6 * 7))\n```\n\nThat prints 42."})
     type_and_run(page, "How do I print 42?")
     answer = page.locator(f"{NB} .crystal-answer").last
     answer.get_by_text("That prints 42.").wait_for(timeout=60_000)
@@ -80,10 +81,10 @@ def test_insert_as_new_cell_makes_a_markdown_cell_the_model_never_receives(nb, l
     inserted = page.evaluate("""() => { const nb = window.jupyterapp.shell.currentWidget.content;
         const cell = nb.activeCell; return {type: cell.model.type, source: cell.model.sharedModel.getSource(),
         index: nb.activeCellIndex}; }""")
-    assert inserted == {"type": "markdown", "source": "```python\nprint(6 * 7)\n```", "index": 1}, inserted
+    assert inserted == {"type": "markdown", "source": "```sh\necho $((6 * 7))\n```", "index": 1}, inserted
     # The person runs the new cell, as they would any cell.
     page.keyboard.press("Shift+Enter")
-    rendered = page.locator(f"{NB} .jp-MarkdownCell .jp-RenderedMarkdown pre", has_text="print(6 * 7)")
+    rendered = page.locator(f"{NB} .jp-MarkdownCell .jp-RenderedMarkdown pre", has_text="echo $((6 * 7))")
     rendered.wait_for()
     page.wait_for_timeout(2000)  # time for a request to the model, if one were sent
     wait_idle(page)
