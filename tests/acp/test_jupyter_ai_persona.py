@@ -57,7 +57,9 @@ async def test_crystal_answers_and_runs_commands_in_jupyter_ai_chat(jupyter_ai_e
     workspace.mkdir()
     replies = [
         {"tool_calls": [{"name": "write", "arguments": {"path": "hello.txt", "content": "written by crystal\n"}}]},
-        {"text": ANSWER},
+        # Held after the answer's text (the role event, then 9 pieces of 4 characters),
+        # before the stream's end.
+        {"text": ANSWER, "hold_after": 10},
     ]
     with LLMServer(replies) as server:
         for name, value in {"CRYSTAL_PROVIDER": "openai", "CRYSTAL_BASE_URL": server.base_url,
@@ -93,7 +95,15 @@ async def test_crystal_answers_and_runs_commands_in_jupyter_ai_chat(jupyter_ai_e
             send("@Crystal Say hello and leave a note.")
             assert await wait_for(lambda: any(ANSWER in b for b in replies_in_chat())), replies_in_chat()
             assert (workspace / "hello.txt").read_text() == "written by crystal\n"
-            sessions = list((workspace / ".crystal" / "sessions").glob("*.jsonl"))
+            # The answer shows as it streams, before the turn ends; the session file is
+            # written when the turn ends (held here, so that the test never reads the
+            # folder in between: under load it did, found no file, and shut the agent
+            # down mid-prompt, "ConnectionError: Connection closed").
+            sessions_folder = workspace / ".crystal" / "sessions"
+            assert server.wait_held(0) and not list(sessions_folder.glob("*.jsonl"))
+            server.release()
+            assert await wait_for(lambda: list(sessions_folder.glob("*.jsonl"))), "the turn ended and was saved"
+            sessions = list(sessions_folder.glob("*.jsonl"))
             assert [s.stem for s in sessions] == [chat.get_metadata()["acp_session_ids"][persona.id]], \
                 (sessions, chat.get_metadata())
             process = await persona.get_agent_subprocess()
