@@ -87,7 +87,7 @@ def test_text_format_prints_the_answer(workspace):
         (["run", "x", "--resume", "20990101-000000-abcdef"], {}, "No session"),
         (["run", "x", "--resume", "../../etc/passwd"], {}, "not a valid session id"),
         (["run", "x", "--disable-tool", "frobnicate"], {}, "unknown built-in tool"),
-        (["run", "x", "--workspace", "/no/such/folder"], {}, "not a folder"),
+        (["run", "x", "--workspace", "/no/such/folder"], {}, "does not exist"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(workspace, args, env, message):

@@ -134,3 +134,10 @@ def test_every_front_accepts_every_good_flag(front, workspace, tmp_path):
     assert out.returncode == 0, out
     if front != "crystal acp":
         assert "/help" in out.stdout and "/mode plan|work" in out.stdout, out.stdout
+
+
+def test_crystal_space_takes_session_for_a_saved_session_only(workspace):
+    """`crystal space --session ID` continues a saved session like --resume; a space's new
+    notebooks start their own sessions, so an id not saved is refused, before anything."""
+    check_refused("crystal space", ["--session", "20261207-000000-abcdef"],
+                  "There is no saved session 20261207-000000-abcdef", workspace)
