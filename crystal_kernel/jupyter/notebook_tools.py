@@ -393,8 +393,9 @@ _LAST_ERROR_COUNT = "_crystal_last_error_count"
 def track_cell_errors(shell: Any) -> None:
     """Remember the execution count of the last cell that failed (IPython's
     ``post_run_cell`` event), so ``cell_output {}`` can tell whether the last error is
-    newer than the last ``Out[n]``. Once per shell; the Crystal kernel's own cells do not
-    go through ``run_cell``, and there ``Out`` only holds what Python cells stored."""
+    newer than the last ``Out[n]``. Once per shell: the magics' kernel, and the Crystal
+    kernel at its first ``%%python`` cell (its prompt cells do not go through
+    ``run_cell``; there ``Out`` only holds what ``%%python`` cells stored, NB-1)."""
     if getattr(shell, "_crystal_tracks_errors", False):
         return
 

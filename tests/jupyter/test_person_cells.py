@@ -71,12 +71,13 @@ def test_a_python_cell_shares_the_namespace_with_the_agent_and_the_next_turn_is_
 
     kernel.server.add(
         {"tool_calls": [{"name": "python", "arguments": {"code": "print('total', df['sales'].sum())"}}]},
+        {"tool_calls": [{"name": "cell_output", "arguments": {}}]},
         {"text": "df has one column, sales, summing to 12."},
     )
     run = kernel.run("What is in df?", actions=[click("Allow once")])  # the python tool asks (SANDBOX-1)
     assert run.status == "ok", run.texts()
     bodies = kernel.server.bodies("chat")[before:]
-    assert len(bodies) == 2
+    assert len(bodies) == 3
     first = user_texts(bodies[0])
     assert "What is in df?" in first and "<person_cells>" in first
     assert "df = pd.DataFrame({'sales': [3, 4, 5]})" in first
@@ -85,6 +86,9 @@ def test_a_python_cell_shares_the_namespace_with_the_agent_and_the_next_turn_is_
     assert "%%python" not in first  # the marker line is the kernel's business
     tool_result = [m for m in bodies[1]["messages"] if m["role"] == "tool"][-1]["content"]
     assert "total 12" in tool_result
+    # cell_output {}: the person's failed cell is newer than Out[1], so its traceback.
+    last_output = [m for m in bodies[2]["messages"] if m["role"] == "tool"][-1]["content"]
+    assert last_output.startswith("The last error:") and "missing_column" in last_output, last_output
     assert any("The agent is told about the 2 %%python cells" in t for t in run.texts())
 
     # Told once: the next turn carries no note.
@@ -138,3 +142,19 @@ def test_the_note_is_bounded():
     assert "y" * kept in note and "y" * (kept + 1) not in note
     assert "(506 more characters)" in note
     assert cells.take_note() is None
+
+
+def test_a_restart_starts_the_person_over_as_in_python(kernel_factory):
+    """NB-1: after a kernel restart the namespace is empty and the next turn is told only
+    of the %%python cells run since the restart."""
+    k = kernel_factory.start()
+    assert k.run("%%python\nbefore_restart = 1").status == "ok"
+    k.km.restart_kernel(now=False)  # what the notebook's restart button does
+    k.driver.kc.wait_for_ready(timeout=60)
+    run = k.run("%%python\nprint(before_restart)")
+    assert run.status == "error" and run.reply["content"]["ename"] == "NameError"
+    k.server.add({"text": "It is gone after the restart."})
+    assert k.run("Where is before_restart?").status == "ok"
+    note = user_texts(k.last_body())
+    assert "print(before_restart)" in note and "NameError: name 'before_restart' is not defined" in note
+    assert "before_restart = 1" not in note
