@@ -239,10 +239,11 @@ class CrystalKernel(IPythonKernel):
         """NB-1: a ``%%python`` cell runs exactly as in a Python notebook (ipykernel's own
         execution: streams, displays, execute_result, the error's traceback, ``In``/``Out``,
         the execution count) and is remembered for the next turn; the model is not called."""
-        from crystal_kernel.jupyter.notebook_tools import track_cell_errors
+        from crystal_kernel.jupyter.notebook_tools import clear_interrupt, track_cell_errors
         from crystal_kernel.jupyter.person_cells import body, outcome_line
 
         track_cell_errors(self.shell)  # cell_output {}: a failed %%python cell newer than the last Out[n]
+        clear_interrupt()  # a stop of an earlier cell is spent
         self._python_cell = True
         try:
             reply: dict[str, Any] = await super().do_execute(

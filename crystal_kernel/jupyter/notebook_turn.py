@@ -25,6 +25,8 @@ KERNEL_HELP = """
 In this kernel:
 Tab                            completes /commands, their arguments and @paths
 @path                          attaches that file's content to the turn
+%%python (as the first line)   the cell is your own Python, run in this kernel's namespace
+                               (the agent's python tool sees it); never sent as a prompt
 Stop (interrupt)               ends the turn; background jobs keep running
 /parameter [NAME [VALUE]]      set (or show) a parameter; later cells use it as {NAME}
                                (papermill -p NAME VALUE writes these lines)"""
