@@ -383,6 +383,10 @@ class CrystalKernel(IPythonKernel):
 
     async def do_inspect(self, code: str, cursor_pos: int, detail_level: int = 0,
                          omit_sections: Any = ()) -> dict[str, Any]:
+        python = _person_code(code)
+        if python is not None:  # NB-1: Shift+Tab in a %%python cell shows Python's help
+            got = super().do_inspect(python, cursor_pos + len(python) - len(code), detail_level, omit_sections)
+            return dict(await got if asyncio.iscoroutine(got) else got)
         return {"status": "ok", "found": False, "data": {}, "metadata": {}}
 
     async def do_is_complete(self, code: str) -> dict[str, Any]:

@@ -158,3 +158,19 @@ def test_a_restart_starts_the_person_over_as_in_python(kernel_factory):
     note = user_texts(k.last_body())
     assert "print(before_restart)" in note and "NameError: name 'before_restart' is not defined" in note
     assert "before_restart = 1" not in note
+
+
+def test_a_python_cell_completes_and_inspects_as_python(kernel):
+    """NB-1: Tab and Shift+Tab in a %%python cell are IPython's (a prompt cell completes
+    /commands and @paths instead)."""
+    kc = kernel.driver.kc
+    kernel.run("%%python\nrevenue_by_region = {'north': 3}")
+    code = "%%python\nrevenue_by"
+    msg_id = kc.complete(code, len(code))
+    reply = reply_of(kc, msg_id)
+    assert "revenue_by_region" in reply["matches"]
+    assert code[reply["cursor_start"]:reply["cursor_end"]] == "revenue_by"
+    code = "%%python\nlen("
+    msg_id = kc.inspect(code, len(code) - 1)
+    reply = reply_of(kc, msg_id)
+    assert reply["found"] and "Return the number of items" in reply["data"]["text/plain"]
