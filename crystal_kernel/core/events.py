@@ -86,6 +86,8 @@ ToolStatus = Literal["ok", "failed", "cancelled", "denied"]
 #: limit, refused by the model, stopped by the person, or failed.
 StopReason = Literal["end_turn", "max_steps", "max_tokens", "refusal", "cancelled", "error"]
 Outcome = Literal["allow", "deny", "ask"]
+# Who decided an approval (ApprovalEvent.by).
+Decider = Literal["host", "reviewer", "person", "policy"]
 
 
 class ReviewVerdict(BaseModel):
@@ -181,7 +183,7 @@ class ApprovalEvent(_Event):
     id: str
     name: str
     outcome: Outcome
-    by: Literal["host", "reviewer", "person", "policy"]
+    by: Decider
     reason: str | None = None
     verdict: ReviewVerdict | None = None
 

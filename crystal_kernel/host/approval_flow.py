@@ -22,10 +22,10 @@ import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from crystal_kernel.core.deadline import within
-from crystal_kernel.core.events import ApprovalEvent, Outcome, ReviewVerdict
+from crystal_kernel.core.events import ApprovalEvent, Decider, Outcome, ReviewVerdict
 from crystal_kernel.core.interaction import ApprovalRequest, Interaction, PersonDecision
 from crystal_kernel.core.messages import ToolCallPart
 from crystal_kernel.host.approval import (
@@ -61,6 +61,12 @@ class Decision:
         who = {"policy": " by a forbidden rule", "person": " by the person", "reviewer": " by the reviewer",
                "host": ""}.get(self.by, "")
         return f"{base}{who}." + (f" Reason: {self.reason}" if self.reason else "")
+
+
+class Record(Protocol):
+    """Records one step of a decision: an approval event for the fronts and an audit row."""
+
+    def __call__(self, outcome: Outcome, by: Decider, reason: str | None = None) -> None: ...
 
 
 def classification_dict(c: Classification) -> dict[str, Any]:
@@ -122,7 +128,7 @@ async def decide(
     c = apply_floor(classification)
     verdict: ReviewVerdict | None = None
 
-    def record(outcome: Outcome, by: str, reason: str | None = None) -> None:
+    def record(outcome: Outcome, by: Decider, reason: str | None = None) -> None:
         emit(ApprovalEvent(id=call.id, name=call.name, outcome=outcome, by=by, reason=reason, verdict=verdict))
         session.audit.append(
             {
@@ -177,7 +183,7 @@ async def decide(
         record("allow", "person", "allowed for this session")
         return Decision(True, "person")
 
-    asked_by = "host"
+    asked_by: Decider = "host"
     if mode == "review":
         verdict = await run_reviewer(session, call, c)
         if verdict.outcome in ("allow", "deny"):
@@ -201,8 +207,8 @@ async def preview_of(c: Classification) -> str | None:
 
 
 async def _ask_person(session: Session, interaction: Interaction, call: ToolCallPart, c: Classification,
-                      verdict: ReviewVerdict | None, asked_by: str, ask_reason: str | None,
-                      record: Callable[..., None]) -> Decision:
+                      verdict: ReviewVerdict | None, asked_by: Decider, ask_reason: str | None,
+                      record: Record) -> Decision:
     """The person decides (``ask``); nobody present is a deny by the host."""
     record("ask", asked_by, ask_reason)
     if not interaction.person_present:
@@ -242,7 +248,7 @@ async def _ask_person(session: Session, interaction: Interaction, call: ToolCall
 NOBODY_ANSWERED = "No person is present to approve; denied."
 
 
-def _nobody_answered(answer: PersonDecision, record: Callable[..., None]) -> Decision:
+def _nobody_answered(answer: PersonDecision, record: Record) -> Decision:
     """The form ended with nobody there (no front end, or the wait ran out): a denial by
     the host that says so, never one "by the person"."""
     reason = f"{NOBODY_ANSWERED} {answer.reason}" if answer.reason else NOBODY_ANSWERED
@@ -256,7 +262,7 @@ HOST_OWNED_REASON = ("It changes a file that steers Crystal (.crystal/ or Crysta
 
 
 async def _ask_person_only(session: Session, interaction: Interaction, call: ToolCallPart, c: Classification,
-                           record: Callable[..., None]) -> Decision:
+                           record: Record) -> Decision:
     """TRUST-3: ask the person, every time; deny when nobody is there."""
     record("ask", "host", HOST_OWNED_REASON)
     if not interaction.person_present:

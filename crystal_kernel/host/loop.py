@@ -171,11 +171,11 @@ class Turn:
         parts += [self._result(c, ToolResult.fail("Cancelled before it ran."), "cancelled")
                   for c in last.tool_calls() if c.id not in done]
         self._pending = None
-        self._append(Message(role="user", parts=parts))
+        self._append(Message(role="user", parts=[*parts]))
 
     async def _body(self) -> StopReason:
         session = self.session
-        prompt_parts = [TextPart(text=self.prompt)] if isinstance(self.prompt, str) else list(self.prompt)
+        prompt_parts: list[Part] = [TextPart(text=self.prompt)] if isinstance(self.prompt, str) else list(self.prompt)
         self._append(Message(role="user", parts=prompt_parts))
         turn_in = turn_out = turn_reasoning = 0
         self._emit_notes()
@@ -279,7 +279,7 @@ class Turn:
                 self._pending = []
                 await self._run_calls(calls)
                 results, self._pending = self._pending, None
-                self._append(Message(role="user", parts=results))
+                self._append(Message(role="user", parts=[*results]))
         finally:
             if asking is not None:  # the turn failed or was cancelled first
                 asking.cancel()

@@ -92,7 +92,7 @@ class PairedWire:
                 if missing and following is not None:
                     patched = following.model_copy(update={"parts": [*missing, *following.parts]})
                 elif missing:
-                    out.append(Message(role="user", parts=missing))
+                    out.append(Message(role="user", parts=[*missing]))
             if out:
                 last = out[-1]
             entries = [entry for m in out for entry in self._convert(m)]

@@ -177,7 +177,8 @@ class ScriptedPerson:
     person_present = True
 
     def __init__(self, *answers: PersonDecision | str) -> None:
-        self.answers = [a if isinstance(a, PersonDecision) else PersonDecision(outcome=a) for a in answers]
+        self.answers = [a if isinstance(a, PersonDecision) else PersonDecision.model_validate({"outcome": a})
+                        for a in answers]
         self.requests: list[ApprovalRequest] = []
 
     async def ask_questions(self, questions: Any) -> None:
