@@ -329,13 +329,14 @@ def test_status_bar_says_the_true_state_after_reload_and_with_no_kernel(nb, lab)
     wait_status(page, "no kernel")
     assert "starting" not in page.evaluate(STATUS)
     # With no kernel the notebook is still Crystal's (its saved kernelspec): Insert makes
-    # a Markdown cell, never a prompt for the next kernel.
+    # a %%python cell (NB-1), never a prompt for the next kernel.
     cells = page.evaluate(CELLS)
     insert = page.locator(f"{NB} .crystal-answer", has_text="Understood.").last.locator(".jp-crystal-insert")
-    assert insert.inner_text() == "Insert as Markdown cell"
+    assert insert.inner_text() == "Insert as %%python cell"
     insert.click()
     page.wait_for_function(f"() => ({CELLS})() === {cells + 1}")
-    assert page.evaluate("() => window.jupyterapp.shell.currentWidget.content.activeCell.model.type") == "markdown"
+    assert page.evaluate("() => window.jupyterapp.shell.currentWidget.content.activeCell.model.sharedModel"
+                         ".getSource()") == "%%python\nx = 1"
     set_theme(page, "JupyterLab Dark")
     shoot(page, "status-no-kernel-dark")
     set_theme(page, "JupyterLab Light")

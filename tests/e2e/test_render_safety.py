@@ -148,9 +148,10 @@ def test_code_block_copy_and_insert_as_new_cell(nb, lab):
     page.wait_for_function(f"() => window.jupyterapp.shell.currentWidget.content.model.cells.length === {cells_before + 1}")
     source = page.evaluate("""() => { const nb = window.jupyterapp.shell.currentWidget.content;
         return nb.activeCell.model.sharedModel.getSource(); }""")
-    # A Crystal notebook's code cells are prompts: the code comes as a Markdown cell
-    # (tests/e2e/test_polish.py runs one and checks the model gets nothing).
-    assert source == "```python\nprint('hello from the answer')\n```"
+    # A Crystal notebook's code cells are prompts: a Python block comes as a %%python cell,
+    # the person's own Python (NB-1; tests/e2e/test_workbench.py runs one and checks the
+    # model gets nothing).
+    assert source == "%%python\nprint('hello from the answer')"
     index = page.evaluate("() => window.jupyterapp.shell.currentWidget.content.activeCellIndex")
     assert index == 1, "inserted right below the answer's cell"
     shoot(page, "code-block-inserted")
