@@ -328,10 +328,10 @@ class CrystalKernel(IPythonKernel):
 
         if note_interrupt() or self._python_cell:
             # The python tool or a %%python cell is running code on the main thread:
-            # interrupt it like a normal cell would be (in a %%python cell ipykernel's
-            # handler raises KeyboardInterrupt, or cancels an async cell). A real signal
-            # (not _thread.interrupt_main) so that a blocking call such as time.sleep returns; our SIGINT handler, set for
-            # the cell, raises KeyboardInterrupt there.
+            # interrupt it like a normal cell would be. A real signal (not
+            # _thread.interrupt_main) so that a blocking call such as time.sleep returns;
+            # our SIGINT handler, set for the turn, raises KeyboardInterrupt there (in a
+            # %%python cell ipykernel's handler does, or cancels an async cell).
             main = threading.main_thread().ident
             if main is not None:  # the main thread has run this process from its start
                 signal.pthread_kill(main, signal.SIGINT)
