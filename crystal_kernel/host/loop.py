@@ -15,6 +15,8 @@ import re
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
+from typing_extensions import assert_never
+
 from crystal_kernel.core.errors import NotSupported, ProviderError, ToolError, UserError
 from crystal_kernel.core.events import (
     ErrorEvent,
@@ -37,14 +39,17 @@ from crystal_kernel.core.messages import Message, Part, ReasoningPart, TextPart,
 from crystal_kernel.core.secrets import host_secret_values, redact_text
 from crystal_kernel.core.textsafe import MAX_ARGUMENT_DEPTH, clean_text, clean_value, nesting_depth
 from crystal_kernel.core.todos import Todo
+from crystal_kernel.host.approval import forbidden_match, host_outcome, is_plain_read
 from crystal_kernel.host.approval_flow import decide
-from crystal_kernel.host.compaction import auto_compact
+from crystal_kernel.host.compaction import NothingToCompact, auto_compact, compact, estimate_tokens
 from crystal_kernel.host.person_deadline import with_person_deadline
 from crystal_kernel.host.session import Session
+from crystal_kernel.host.sidecall import SideCallError
 from crystal_kernel.host.topic import name_session
 from crystal_kernel.jobs.sandbox import MISSING_NOTE, sandbox_state
 from crystal_kernel.providers.base import (
     Finished,
+    ModelRequest,
     ReasoningChunk,
     ReasoningItem,
     TextChunk,
@@ -64,6 +69,58 @@ _MODEL_STOPS: dict[str, StopReason] = {
     "end_turn": "end_turn", "stop": "end_turn", "tool_use": "end_turn", "tool_calls": "end_turn",
     "stop_sequence": "end_turn", "max_tokens": "max_tokens", "length": "max_tokens",
     "max_output_tokens": "max_tokens", "refusal": "refusal", "content_filter": "refusal"}
+
+
+@dataclasses.dataclass
+class _TurnUsage:
+    """The tokens of one turn's model steps, for the session's usage rows."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    reasoning_tokens: int = 0
+
+    def add(self, item: UsageChunk) -> None:
+        self.input_tokens += item.input_tokens
+        self.output_tokens += item.output_tokens
+        self.reasoning_tokens += item.reasoning_tokens
+
+    def row(self, model: str) -> dict[str, Any]:
+        row: dict[str, Any] = {"inputTokens": self.input_tokens, "outputTokens": self.output_tokens, "model": model}
+        if self.reasoning_tokens:
+            row["reasoningTokens"] = self.reasoning_tokens
+        return row
+
+
+class _WindowProbe:
+    """A local server's context window, asked once per provider (``discover_context``).
+    A new conversation's first request goes out as it is whatever the window
+    (compaction has nothing older to summarise), so it does not wait for the answer: the
+    server is asked beside that request, and the answer is in before the next step is
+    built (docs/benchmarks.md: start to first request). Otherwise it is asked first."""
+
+    def __init__(self, probe: Callable[[], Awaitable[str | None]] | None, new_conversation: bool) -> None:
+        self._probe = probe
+        self._beside = new_conversation
+        self._asking: asyncio.Future[str | None] | None = None
+
+    async def before_first_step(self, learn: Callable[[Awaitable[str | None]], Awaitable[None]]) -> None:
+        if self._probe is not None and not self._beside:
+            await learn(self._probe())
+
+    async def before_step(self, learn: Callable[[Awaitable[str | None]], Awaitable[None]]) -> None:
+        """The answer of a probe asked beside the last request, before anything is built on it."""
+        if self._asking is not None:
+            asking, self._asking = self._asking, None
+            await learn(asking)
+
+    def request_going_out(self) -> None:
+        """Runs once this step's request is on its way (the stream's first wait)."""
+        if self._probe is not None and self._beside:
+            self._asking, self._beside = asyncio.ensure_future(self._probe()), False
+
+    def cancel(self) -> None:
+        if self._asking is not None:
+            self._asking.cancel()
 
 
 class Turn:
@@ -174,120 +231,129 @@ class Turn:
         self._append(Message(role="user", parts=[*parts]))
 
     async def _body(self) -> StopReason:
+        """Steps until the model answers without calls: build the request, stream one
+        reply, run its calls; a refusal for length compacts and sends the step again once."""
         session = self.session
         prompt_parts: list[Part] = [TextPart(text=self.prompt)] if isinstance(self.prompt, str) else list(self.prompt)
         self._append(Message(role="user", parts=prompt_parts))
-        turn_in = turn_out = turn_reasoning = 0
         self._emit_notes()
-        probe = getattr(session.provider, "discover_context", None)
-        # A local server's context window, asked once per provider. A new conversation's
-        # first request goes out as it is whatever the window (compaction has nothing
-        # older to summarise), so it does not wait for the answer: the server is asked
-        # beside that request, and the answer is in before the next step is built
-        # (docs/benchmarks.md: start to first request).
-        beside: Callable[[], Awaitable[str | None]] | None = None
-        asking: asyncio.Future[str | None] | None = None
-        if probe is not None and len(session.transcript) == 1:
-            beside = probe
-        elif probe is not None:
-            await self._learn_window(probe())
+        window = _WindowProbe(getattr(session.provider, "discover_context", None), len(session.transcript) == 1)
+        usage = _TurnUsage()
         steps = 0
         overflow_retried = False
+        await window.before_first_step(self._learn_window)
         try:
             while True:
                 if steps >= session.config.max_steps:
                     self._emit(Note(text=f"Stopped after {steps} model steps (maxSteps)."))
                     return "max_steps"
                 steps += 1
-                if asking is not None:
-                    await self._learn_window(asking)
-                    asking = None
-                # Off this loop: MCP servers a /mode, /cd or /model brought start on theirs.
-                await session.prepare_tools()
-                request = session.build_request()
-                # Near the context window, summarise older turns first (host/compaction.py).
-                if await auto_compact(session, request, self._emit):
-                    request = session.build_request()
-                self._emit_notes()
-                if beside is not None:
-                    # Runs once this step's request is on its way (the stream's first wait).
-                    asking, beside = asyncio.ensure_future(beside()), None
+                await window.before_step(self._learn_window)
+                request = await self._prepare_request()
+                window.request_going_out()
                 answer = Message(role="assistant")
-                stop = "end_turn"
-                # The reasoning part still receiving streamed pieces (closed by its item).
-                thinking: ReasoningPart | None = None
                 try:
-                    async for item in session.provider.stream(request):
-                        if isinstance(item, ReasoningChunk):
-                            if not item.text:
-                                continue
-                            if thinking is None:
-                                thinking = ReasoningPart(provider=session.provider.name)
-                                answer.parts.append(thinking)
-                            thought = clean_text(item.text)
-                            thinking.text += thought
-                            self._emit(ReasoningDelta(text=thought))
-                        elif isinstance(item, ReasoningItem):
-                            self._close_reasoning(answer, thinking, item)
-                            thinking = None
-                        elif isinstance(item, TextChunk):
-                            if not item.text:
-                                continue
-                            thinking = None  # answer text ends the reasoning before it
-                            delta = clean_text(item.text)
-                            if answer.parts and isinstance(answer.parts[-1], TextPart):
-                                answer.parts[-1].text += delta
-                            else:
-                                answer.parts.append(TextPart(text=delta))
-                            self._emit(TextDelta(text=delta))
-                        elif isinstance(item, ToolCallChunk):
-                            thinking = None
-                            answer.parts.append(_call_part(item))
-                        elif isinstance(item, UsageChunk):
-                            turn_in += item.input_tokens
-                            turn_out += item.output_tokens
-                            turn_reasoning += item.reasoning_tokens
-                            session.usage.add(item.input_tokens, item.output_tokens, model=request.model,
-                                              reasoning_tokens=item.reasoning_tokens)
-                            self._emit(UsageEvent(input_tokens=item.input_tokens, output_tokens=item.output_tokens,
-                                                  reasoning_tokens=item.reasoning_tokens or None))
-                        elif isinstance(item, Finished):
-                            stop = item.stop_reason
-                except BaseException as exc:
-                    if (isinstance(exc, ProviderError) and not answer.parts and not overflow_retried
-                            and context_overflow(exc)):
+                    stop = await self._stream_reply(request, answer, usage)
+                except ProviderError as exc:
+                    if not answer.parts and not overflow_retried and context_overflow(exc):
                         # Our token estimate missed (a local server's window is often
                         # smaller than assumed): compact, then send the step once more.
                         overflow_retried = True
                         if await self._compact_after_overflow(request, exc):
                             steps -= 1
                             continue
-                    # Keep what arrived, marked as interrupted; unfinished calls are dropped.
-                    answer.parts = [p for p in answer.parts if isinstance(p, TextPart)]
-                    if answer.parts:
-                        answer.interrupted = True
-                        self._append(answer)
+                    self._keep_interrupted(answer)
+                    raise
+                except BaseException:
+                    self._keep_interrupted(answer)
                     raise
                 calls = answer.tool_calls()
                 if answer.parts:
                     self._append(answer)
                 if not calls:
-                    if asking is not None:
-                        await self._learn_window(asking)
-                        asking = None
+                    await window.before_step(self._learn_window)
                     return self._stopped(stop)
                 self._pending = []
                 await self._run_calls(calls)
                 results, self._pending = self._pending, None
                 self._append(Message(role="user", parts=[*results]))
         finally:
-            if asking is not None:  # the turn failed or was cancelled first
-                asking.cancel()
-            row: dict[str, Any] = {"inputTokens": turn_in, "outputTokens": turn_out,
-                                   "model": session.provider.model}
-            if turn_reasoning:
-                row["reasoningTokens"] = turn_reasoning
-            session.usage.turns.append(row)
+            window.cancel()  # the turn failed or was cancelled before the probe answered
+            session.usage.turns.append(usage.row(session.provider.model))
+
+    async def _prepare_request(self) -> ModelRequest:
+        """This step's request: tools ready, older turns summarised near the window."""
+        session = self.session
+        # Off this loop: MCP servers a /mode, /cd or /model brought start on theirs.
+        await session.prepare_tools()
+        request = session.build_request()
+        # Near the context window, summarise older turns first (host/compaction.py).
+        if await auto_compact(session, request, self._emit):
+            request = session.build_request()
+        self._emit_notes()
+        return request
+
+    async def _stream_reply(self, request: ModelRequest, answer: Message, usage: _TurnUsage) -> str:
+        """Stream one reply into ``answer`` (what arrived stays there if this raises);
+        the model's stop reason."""
+        stop = "end_turn"
+        # The reasoning part still receiving streamed pieces (closed by its item).
+        thinking: ReasoningPart | None = None
+        async for item in self.session.provider.stream(request):
+            match item:
+                case ReasoningChunk():
+                    thinking = self._take_reasoning(answer, thinking, item)
+                case ReasoningItem():
+                    self._close_reasoning(answer, thinking, item)
+                    thinking = None
+                case TextChunk():
+                    if item.text:
+                        thinking = None  # answer text ends the reasoning before it
+                        self._take_text(answer, item)
+                case ToolCallChunk():
+                    thinking = None
+                    answer.parts.append(_call_part(item))
+                case UsageChunk():
+                    usage.add(item)
+                    self.session.usage.add(item.input_tokens, item.output_tokens, model=request.model,
+                                           reasoning_tokens=item.reasoning_tokens)
+                    self._emit(UsageEvent(input_tokens=item.input_tokens, output_tokens=item.output_tokens,
+                                          reasoning_tokens=item.reasoning_tokens or None))
+                case Finished():
+                    stop = item.stop_reason
+                case _:
+                    assert_never(item)
+        return stop
+
+    def _take_reasoning(self, answer: Message, thinking: ReasoningPart | None,
+                        item: ReasoningChunk) -> ReasoningPart | None:
+        """A streamed piece of reasoning, into the open reasoning part (opened if none)."""
+        if not item.text:
+            return thinking
+        if thinking is None:
+            thinking = ReasoningPart(provider=self.session.provider.name)
+            answer.parts.append(thinking)
+        thought = clean_text(item.text)
+        thinking.text += thought
+        self._emit(ReasoningDelta(text=thought))
+        return thinking
+
+    def _take_text(self, answer: Message, item: TextChunk) -> None:
+        """A streamed piece of the answer's text, onto its last text part."""
+        delta = clean_text(item.text)
+        if answer.parts and isinstance(answer.parts[-1], TextPart):
+            answer.parts[-1].text += delta
+        else:
+            answer.parts.append(TextPart(text=delta))
+        self._emit(TextDelta(text=delta))
+
+    def _keep_interrupted(self, answer: Message) -> None:
+        """A reply that broke off: keep its text, marked as interrupted; unfinished calls
+        are dropped."""
+        answer.parts = [p for p in answer.parts if isinstance(p, TextPart)]
+        if answer.parts:
+            answer.interrupted = True
+            self._append(answer)
 
     async def _learn_window(self, asking: Awaitable[str | None]) -> None:
         """Wait for the context-window probe; a Note says what it learned."""
@@ -318,8 +384,6 @@ class Turn:
         """A call that only reads and that the host allows without anyone: it may run
         beside its neighbours. Anything that could ask, write, be refused or wait for a
         job runs alone."""
-        from crystal_kernel.host.approval import forbidden_match, host_outcome, is_plain_read
-
         session = self.session
         tool = session.tool(call.name)
         if tool is None or call.raw_arguments is not None or tool.classify_reads_files:
@@ -427,17 +491,12 @@ class Turn:
         """The server refused the request as too long: its window is smaller than we
         assumed. Adopt the size it names (else a bit under what it refused), compact to
         fit that, and say so; True when the conversation was compacted."""
-        from dataclasses import replace
-
-        from crystal_kernel.host.compaction import NothingToCompact, compact, estimate_tokens
-        from crystal_kernel.host.sidecall import SideCallError
-
         provider = self.session.provider
         stated = _STATED_WINDOW.search(str(exc))
         window = int(stated.group(1)) if stated else int(estimate_tokens(request) * 0.8)
         if 0 < window < provider.capabilities.context_window:
             try:
-                provider.capabilities = replace(provider.capabilities, context_window=window)
+                provider.capabilities = dataclasses.replace(provider.capabilities, context_window=window)
             except (AttributeError, TypeError):
                 pass  # a provider whose capabilities are fixed: compaction uses the old size
             configured = self.session.config.context_window
