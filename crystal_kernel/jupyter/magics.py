@@ -32,6 +32,7 @@ from crystal_kernel.jupyter.magics_args import MagicOptions, interpolate, merged
 from crystal_kernel.jupyter.magics_sync import SyncForm, raise_for, running_loop
 from crystal_kernel.jupyter.nbrun import NOTEBOOK_RUN_ENV
 from crystal_kernel.jupyter.notebook_turn import TurnOutcome, attach_notebook, run_notebook_turn
+from crystal_kernel.jupyter.standing_stop import StandingStop
 
 if TYPE_CHECKING:
     from crystal_kernel.host.loop import Turn
@@ -50,10 +51,6 @@ Options (they change the session): --mode plan|work, --approval MODE, --model [P
   --disable-tool NAME, --new (a fresh session)"""
 
 MIN_IPYKERNEL = (7, 4)
-# How often a Stop is repeated while the turn it stopped has not ended (_cancel_turn).
-# Cancel paths that must finish (stopping a bash tree) run shielded and go on to their
-# end; the first repeat comes soon enough for the turn to end within a second.
-STOP_REPEAT_SECONDS = 0.4
 
 
 def widget_problem(shell: Any) -> str | None:
@@ -97,7 +94,7 @@ class MagicsHost(SyncForm):
         self._turn_loop: asyncio.AbstractEventLoop | None = None
         self._main_loop: asyncio.AbstractEventLoop | None = None
         self._stop_requested = False
-        self._stop_standing: asyncio.TimerHandle | None = None  # the Stop's next repeat
+        self._stop = StandingStop()
         self._background: set[asyncio.Task[None]] = set()
 
     # ----- the session ------------------------------------------------------------------------
@@ -263,9 +260,6 @@ class MagicsHost(SyncForm):
             self._turn = turn
             if turn is not None:
                 self._turn_loop = asyncio.get_running_loop()
-            elif self._stop_standing is not None:  # the turn ended: its Stop is spent
-                self._stop_standing.cancel()
-                self._stop_standing = None
 
         try:
             return await run_notebook_turn(
@@ -276,26 +270,12 @@ class MagicsHost(SyncForm):
             self._remember()
 
     def _cancel_turn(self) -> None:
-        """The person's Stop, on the turn's loop: cancel the turn, and keep cancelling it
-        until it has ended (ROBUST-3). One cancel is not enough on Python 3.11: a step the
-        turn awaits can absorb it (``asyncio.wait_for`` returns a result that arrives as
-        the cancel lands and drops the cancel; code that catches CancelledError) and the
-        turn runs on, its task left "cancelling" — a Stop that landed while the kernel
-        sent a chunk to the front sat out a hung stream that way."""
+        """The person's Stop, on the turn's loop. It holds until the turn has ended
+        (standing_stop.py: one cancel can be absorbed on Python 3.11)."""
         self._stop_requested = True
         turn = self._turn
-        if turn is None:
-            return  # not started yet: the turn sees _stop_requested and does not start
-        turn.cancel()
-        if self._stop_standing is None:
-            self._stop_standing = asyncio.get_running_loop().call_later(STOP_REPEAT_SECONDS, self._stop_stands, turn)
-
-    def _stop_stands(self, turn: Turn) -> None:
-        """The Stop still holds while ``turn`` is the running turn: cancel it again."""
-        self._stop_standing = None
-        if self._turn is turn:  # track(None) when it ended; a later turn is another one
-            turn.cancel()
-            self._stop_standing = asyncio.get_running_loop().call_later(STOP_REPEAT_SECONDS, self._stop_stands, turn)
+        if turn is not None:  # None: not started yet; it sees _stop_requested and does not start
+            self._stop.cancel(turn, lambda: self._turn)
 
     @contextmanager
     def _sigint_cancels(self) -> Iterator[None]:
