@@ -28,6 +28,7 @@ from crystal_kernel import __version__ as _version
 from crystal_kernel.jupyter import notebook_identity, parameters
 from crystal_kernel.jupyter.notebook_turn import CellOutcome, attach_notebook, run_notebook_turn
 from crystal_kernel.jupyter.options import KernelOptions
+from crystal_kernel.jupyter.standing_stop import StandingStop
 
 if TYPE_CHECKING:
     from crystal_kernel.host.loop import Turn
@@ -85,6 +86,7 @@ class CrystalKernel(IPythonKernel):
         self._loop: asyncio.AbstractEventLoop | None = None
         self._background: set[asyncio.Task[None]] = set()
         self._stop_requested = False
+        self._stop = StandingStop()  # ROBUST-3: a Stop holds until the turn has ended
         from crystal_kernel.jupyter.person_cells import PersonCells
 
         self._person_cells = PersonCells()  # NB-1: told to the next turn, then forgotten
@@ -318,7 +320,7 @@ class CrystalKernel(IPythonKernel):
     def _cancel_current(self) -> None:
         self._stop_requested = True  # seen by the turn even before its task exists
         if self._turn is not None:
-            self._turn.cancel()
+            self._stop.cancel(self._turn, lambda: self._turn)  # again while it runs (standing_stop.py)
         elif self._cell_task is not None and not self._cell_task.done():
             self._cell_task.cancel()
 

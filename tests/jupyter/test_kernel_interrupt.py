@@ -8,6 +8,7 @@ import time
 import psutil
 
 from crystal_kernel.jupyter.driver import click
+from tests.cpu_wait import runqueue_wait
 from tests.sandbox_pids import host_pid
 
 
@@ -89,5 +90,40 @@ def test_interrupt_during_blocking_python_code(kernel):
     assert time.monotonic() - sent["at"] < 2.0
     card = run.find("[python]")
     assert "KeyboardInterrupt" in card["text/plain"] or 'data-state="cancelled"' in card["text/html"]
+    kernel.server.add({"text": "Back."})
+    assert kernel.run("Still alive?").status == "ok"
+
+
+def test_stop_ends_the_turn_when_code_in_it_absorbs_the_first_cancel(kernel):
+    """ROBUST-3: the stop button ends the turn also when something the turn awaits
+    absorbs the first cancel (asyncio.wait_for before Python 3.12 does when the Stop
+    lands as the awaited step finishes; here the model's own async code catches it and
+    sleeps on). The Stop stands until the turn has ended."""
+    kernel.reset(approval="full")
+    code = ("import asyncio\nprint('sleeping', flush=True)\ntry:\n    await asyncio.sleep(30)\n"
+            "except asyncio.CancelledError:\n    print('kept going', flush=True)\n    await asyncio.sleep(30)")
+    kernel.server.add({"tool_calls": [{"name": "python", "arguments": {"code": code}}]}, {"text": "never"})
+    kernel_pid, asked = kernel.km.provisioner.pid, len(kernel.server.bodies("chat"))
+
+    def off_cpu() -> float:  # the kernel's and this process's threads, ready but off the CPU
+        return runqueue_wait(kernel_pid) + runqueue_wait()
+
+    sent: dict[str, float] = {}
+
+    def hook(msg, driver):
+        if "at" not in sent and msg is not None and msg["msg_type"] == "stream" and "sleeping" in msg["content"]["text"]:
+            sent["at"], sent["waited"] = time.monotonic(), off_cpu()
+            kernel.km.interrupt_kernel()
+
+    # SANDBOX-1: python runs unsandboxed in the kernel, so even `full` asks the person.
+    run = kernel.run("Sleep on", on_message=hook, timeout=60, actions=[click("Allow once")])
+    elapsed, waited = time.monotonic() - sent["at"], off_cpu() - sent["waited"]
+    assert "kept going" in "".join(run.streams), "the model's code absorbed the first cancel"
+    assert run.reply["content"]["ename"] == "KeyboardInterrupt"
+    # Within a second of the Stop standing again, on the kernel's and the client's own
+    # time (tests/cpu_wait.py); the hard cap is well below the 30 s the code sleeps on.
+    assert elapsed - waited < 3.0, (elapsed, waited)
+    assert elapsed < 12, elapsed
+    assert len(kernel.server.bodies("chat")) == asked + 1, "the turn did not go on to ask the model again"
     kernel.server.add({"text": "Back."})
     assert kernel.run("Still alive?").status == "ok"
