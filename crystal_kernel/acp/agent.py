@@ -74,7 +74,6 @@ from crystal_kernel.host.store import SessionStore
 if TYPE_CHECKING:
     from crystal_kernel.host.loop import Turn
 
-CLIENT_OWNED = ("resume", "fork")
 # The turn's stopReason as ACP says it (an error is answered as a JSON-RPC error instead).
 STOP_REASONS: dict[StopReason, AcpStopReason] = {
     "end_turn": "end_turn", "max_steps": "max_turn_requests", "cancelled": "cancelled",
@@ -296,12 +295,21 @@ class CrystalAgent:
         return CloseSessionResponse()
 
     # ----- modes and options -----------------------------------------------------------
+    @staticmethod
+    def _keep(session: Session) -> None:
+        """Save a change a person made without a prompt (a mode, an approval, a command),
+        so a later session/load reports it; a running turn saves when it ends, and a
+        session that holds no prompt yet has no document to save into (SPEC §13)."""
+        if not session.busy:
+            session.save()
+
     async def set_session_mode(self, session_id: str, mode_id: str, **kwargs: Any) -> SetSessionModeResponse:
         entry = self._get(session_id)
         try:
             entry.session.set_mode(mode_id)
         except UserError as exc:
             raise _user_error(exc) from None
+        self._keep(entry.session)
         await self._send(session_id, ConfigOptionUpdate(session_update="config_option_update",
                                                         config_options=config_options(entry.session)))
         return SetSessionModeResponse()
@@ -320,6 +328,7 @@ class CrystalAgent:
                 raise UserError(f"Unknown config option '{config_id}'; use mode or approval.")
         except UserError as exc:
             raise _user_error(exc) from None
+        self._keep(session)
         return SetSessionConfigOptionResponse(config_options=config_options(session))
 
     # ----- prompts ----------------------------------------------------------------------
@@ -372,18 +381,15 @@ class CrystalAgent:
         from crystal_kernel.host.commands import run_command
 
         session = entry.session
-        name = line.split()[0][1:]
         before = (session.mode, session.approval)
-        if name in CLIENT_OWNED:
-            text = f"/{name} is not available here: open or start sessions from your client's session list."
-        else:
-            try:
-                result = await run_command(session, line)
-                text = command_markdown(result)
-                if not session.busy:  # a running turn saves the document when it ends
-                    session.save()
-            except UserError as exc:
-                text = str(exc)
+        try:
+            # ACP's own command list: /resume and /fork belong to the client, which says
+            # so when typed; /help lists what this front offers (host/commands.py ROWS).
+            result = await run_command(session, line, front="acp")
+            text = command_markdown(result)
+            self._keep(session)
+        except UserError as exc:
+            text = str(exc)
         await self._send(session_id, update_agent_message_text(text))
         if (session.mode, session.approval) != before:
             await self._announce_state(session_id, session)

@@ -35,7 +35,12 @@ DRAIN_SECONDS = 10.0
 def add_subparsers(sub: Any) -> None:
     from crystal_kernel.host.flags import add_model_flags, add_process_flags, add_reasoning_flag
 
-    acp = sub.add_parser("acp", help="serve Crystal as an Agent Client Protocol agent on stdin/stdout")
+    acp = sub.add_parser(
+        "acp", help="serve Crystal as an Agent Client Protocol agent on stdin/stdout",
+        description="Serve Crystal as an Agent Client Protocol (ACP) agent: an ACP client (an editor, "
+                    "Jupyter AI) starts this command and speaks JSON-RPC with it on stdin and stdout until "
+                    "it closes stdin. Each client session is a Crystal session in the client's working "
+                    "directory (or --workspace); the flags apply to every session (docs/acp.md).")
     acp.add_argument("--workspace", metavar="DIR",
                      help="use this folder for every session instead of the client's working directory")
     add_model_flags(acp)

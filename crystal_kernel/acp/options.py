@@ -10,7 +10,13 @@ from acp.schema import AvailableCommand, SessionConfigOptionSelect, SessionMode,
 from crystal_kernel.core.config import APPROVAL_MODES
 
 if TYPE_CHECKING:
+    from acp.schema import SessionConfigOptionBoolean
+
     from crystal_kernel.host.session import Session
+
+    # What the SDK's responses and updates take (a list is invariant: a list of selects
+    # alone would not do under pydantic's typed __init__).
+    ConfigOptions = list[SessionConfigOptionSelect | SessionConfigOptionBoolean]
 
 MODES = {
     "plan": ("Plan", "Read and search only; write the plan as todos."),
@@ -24,12 +30,16 @@ APPROVALS = {
     "audit": ("Audit", "Ask before every write or command, showing the reviewer's view."),
     "full": ("Full", "Allow everything (forbidden rules still deny)."),
 }
-# Slash commands offered to clients (SPEC §11); /resume and /fork belong to the client.
+# How the slash commands this front offers are described to clients (description, input
+# hint); which commands it offers is host/commands.py's ROWS (/resume and /fork belong to
+# the client, /expand to the terminal). A command without an entry here is described by
+# its /help row.
 COMMANDS: dict[str, tuple[str, str | None]] = {
     "help": ("List the commands", None),
     "mode": ("Switch mode", "plan or work"),
     "approval": ("Set the approval mode", "plan, default, edit, review, audit or full"),
     "model": ("Switch the model", "[PROVIDER:]MODEL"),
+    "reasoning": ("Set the model's reasoning effort", "none, low, medium, high or default"),
     "cd": ("Change the workspace root", "DIR"),
     "access": ("Directories besides the workspace", "[add DIR [ro|rw] | remove DIR]"),
     "promptset": ("List or switch prompt sets", "[NAME]"),
@@ -42,6 +52,7 @@ COMMANDS: dict[str, tuple[str, str | None]] = {
     "sessions": ("Saved sessions", None),
     "usage": ("Tokens (and cost) so far", None),
     "tools": ("The tools this session offers", None),
+    "trust": ("Trust workspace MCP servers, exec sets, review prompts, cassettes", "[list | FILE | all]"),
 }
 
 
@@ -61,7 +72,7 @@ def _select(option_id: str, name: str, current: str, table: dict[str, tuple[str,
     })
 
 
-def config_options(session: Session) -> list[SessionConfigOptionSelect]:
+def config_options(session: Session) -> ConfigOptions:
     """``mode`` mirrors the session mode (for clients that prefer config options);
     ``approval`` is the approval mode, which ACP session modes cannot express."""
     approvals = {k: APPROVALS.get(k, (k.title(), "")) for k in APPROVAL_MODES}
@@ -74,5 +85,18 @@ def config_options(session: Session) -> list[SessionConfigOptionSelect]:
 
 
 def available_commands() -> list[AvailableCommand]:
-    return [AvailableCommand.model_validate({"name": n, "description": d, **({"input": {"hint": h}} if h else {})})
-            for n, (d, h) in COMMANDS.items()]
+    """The commands ACP offers, in /help's order (its aliases left out)."""
+    from crystal_kernel.host.commands import ROWS
+
+    commands: list[AvailableCommand] = []
+    for row in ROWS:
+        if "acp" not in row.fronts:
+            continue
+        for usage in row.usages:
+            if usage.startswith("("):  # an alias, e.g. (/prompts)
+                continue
+            name, _, arguments = usage.lstrip("/").partition(" ")
+            description, hint = COMMANDS.get(name, (row.what[:1].upper() + row.what[1:], arguments or None))
+            commands.append(AvailableCommand.model_validate(
+                {"name": name, "description": description, **({"input": {"hint": hint}} if hint else {})}))
+    return commands

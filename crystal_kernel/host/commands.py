@@ -4,9 +4,9 @@ the :class:`CommandResult`; a UserError is shown as one line and changes nothing
 from __future__ import annotations
 
 import importlib
-import re
 import shlex
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from crystal_kernel.core.commands import CommandResult
@@ -20,23 +20,82 @@ if TYPE_CHECKING:
 
 Handler = Callable[[Any, list[str]], "str | CommandResult | Awaitable[str | CommandResult]"]
 
-HELP = """Commands:
-/help                          this list
-/mode plan|work                switch mode (the transcript stays)
-/approval MODE                 plan, default, edit, review, audit or full
-/model [PROVIDER:]MODEL        switch the model
-/reasoning [EFFORT]            none, low, medium, high or default (the provider's)
-/cd DIR                        change the workspace root
-/access [add DIR [ro|rw] | remove DIR]   directories besides the workspace
-/promptset [NAME]  (/prompts)  list or switch prompt sets
-/promptattach [enable|disable|up|down NAME]   prompt attachments
-/todos                         the session's todo list
-/jobs   /logs JOB [--follow]   /stop JOB       background jobs
-/compact                       summarise the conversation now
-/sessions  /resume ID  /fork   saved sessions
-/usage                         tokens (and cost) so far
-/tools                         the tools this session offers
-/trust [list | FILE | all]     trust workspace MCP servers, exec sets, review prompts, cassettes"""
+# The fronts that run slash commands: the interactive terminal (`crystal`), a notebook
+# kernel (its cells and %crystal), an ACP client, and `crystal run` given a command.
+Front = Literal["terminal", "kernel", "acp", "run"]
+FRONTS: frozenset[str] = frozenset({"terminal", "kernel", "acp", "run"})
+
+
+@dataclass(frozen=True)
+class HelpRow:
+    """One row of /help: the commands' usages (an alias in parentheses), what they do,
+    the fronts that offer them, and why the others do not (said when typed there)."""
+
+    usages: tuple[str, ...]
+    what: str
+    fronts: frozenset[str] = FRONTS
+    elsewhere: str = ""
+
+    def names(self) -> list[str]:
+        """The command names this row offers: ``/resume ID`` -> ``resume``."""
+        return [usage.strip("()").split()[0].lstrip("/") for usage in self.usages]
+
+
+ROWS: tuple[HelpRow, ...] = (
+    HelpRow(("/help",), "this list"),
+    HelpRow(("/mode plan|work",), "switch mode (the transcript stays)"),
+    HelpRow(("/approval MODE",), "plan, default, edit, review, audit or full"),
+    HelpRow(("/model [PROVIDER:]MODEL",), "switch the model"),
+    HelpRow(("/reasoning [EFFORT]",), "none, low, medium, high or default (the provider's)"),
+    HelpRow(("/cd DIR",), "change the workspace root"),
+    HelpRow(("/access [add DIR [ro|rw] | remove DIR]",), "directories besides the workspace"),
+    HelpRow(("/promptset [NAME]", "(/prompts)"), "list or switch prompt sets"),
+    HelpRow(("/promptattach [enable|disable|up|down NAME]",), "prompt attachments"),
+    HelpRow(("/todos",), "the session's todo list"),
+    HelpRow(("/jobs", "/logs JOB [--follow]", "/stop JOB"), "background jobs"),
+    HelpRow(("/compact",), "summarise the conversation now"),
+    HelpRow(("/sessions",), "saved sessions"),
+    # An ACP client owns its sessions: it opens, loads and forks them (docs/acp.md).
+    HelpRow(("/resume ID", "/fork"), "continue a saved session, or a copy of this one",
+            fronts=FRONTS - {"acp"}, elsewhere="open or start sessions from your client's session list"),
+    HelpRow(("/usage",), "tokens (and cost) so far"),
+    HelpRow(("/tools",), "the tools this session offers"),
+    # Only the terminal folds long tool output (crystal_kernel/cli/folds.py).
+    HelpRow(("/expand [N]",), "show folded tool output N whole (default: the last)",
+            fronts=frozenset({"terminal"}), elsewhere="only the terminal folds tool output"),
+    HelpRow(("/trust [list | FILE | all]",), "trust workspace MCP servers, exec sets, review prompts, cassettes"),
+)
+USAGE_WIDTH = 30
+
+
+def help_rows(front: Front = "terminal") -> list[tuple[list[str], str]]:
+    """The help's rows for ``front`` as (command usages, what they do), for fronts that
+    draw their own layout (ACP's Markdown)."""
+    return [(list(row.usages), row.what) for row in ROWS if front in row.fronts]
+
+
+def help_text(front: Front = "terminal") -> str:
+    """The help as plain-text columns: the commands ``front`` offers."""
+    lines = ["Commands:"]
+    for usages, what in help_rows(front):
+        cell = "  ".join(usages)
+        lines.append(f"{cell:<{USAGE_WIDTH}} {what}" if len(cell) < USAGE_WIDTH else f"{cell}   {what}")
+    return "\n".join(lines)
+
+
+def help_result(front: Front = "terminal") -> CommandResult:
+    """``/help`` in ``front``: the text, and the rows for fronts with their own layout."""
+    return CommandResult(help_text(front), data={"rows": help_rows(front)}, kind="help")
+
+
+def offered(name: str, front: Front) -> HelpRow | None:
+    """The row of a command ``front`` does not offer (None: offered, or not a row's)."""
+    row = next((r for r in ROWS if name in r.names()), None)
+    return row if row is not None and front not in row.fronts else None
+
+
+# What a notebook kernel shows for /help before its own lines (crystal_kernel/jupyter).
+HELP = help_text("kernel")
 
 # name -> "module:function" for handlers that live beside their feature.
 DELEGATED = {
@@ -60,8 +119,9 @@ def command_names() -> list[str]:
     return sorted(set(_BUILTIN) | set(DELEGATED))
 
 
-async def run_command(session: Session, line: str) -> CommandResult:
-    """Run one slash command line on a session."""
+async def run_command(session: Session, line: str, *, front: Front = "terminal") -> CommandResult:
+    """Run one slash command line on a session, as ``front`` offers it (/help lists
+    that front's commands; one it does not offer is refused, saying why)."""
     try:
         words = shlex.split(line.strip())
     except ValueError as exc:
@@ -69,6 +129,11 @@ async def run_command(session: Session, line: str) -> CommandResult:
     if not words or not words[0].startswith("/"):
         raise UserError("A command starts with '/'.")
     name, args = words[0][1:], words[1:]
+    missing = offered(name, front)
+    if missing is not None:
+        raise UserError(f"/{name} is not available here" + (f": {missing.elsewhere}." if missing.elsewhere else "."))
+    if name == "help":  # the one command whose answer depends on the front
+        return help_result(front)
     handler: Any = _BUILTIN.get(name)
     if handler is None and name in DELEGATED:
         module_name, _, func = DELEGATED[name].partition(":")
@@ -83,19 +148,8 @@ async def run_command(session: Session, line: str) -> CommandResult:
     return result if isinstance(result, CommandResult) else CommandResult(str(result))
 
 
-def help_rows(text: str = HELP) -> list[tuple[list[str], str]]:
-    """The help text's rows as (command usages, what they do), for fronts that draw
-    their own layout (ACP's Markdown): columns are two or more spaces apart, the
-    last column is the description."""
-    rows: list[tuple[list[str], str]] = []
-    for line in text.splitlines()[1:]:
-        *usages, what = re.split(r" {2,}", line.strip())
-        rows.append((usages, what))
-    return rows
-
-
 def _help(session: Session, args: list[str]) -> CommandResult:
-    return CommandResult(HELP, data={"rows": help_rows()}, kind="help")
+    return help_result()  # run_command answers /help for its front; this keeps it in the table
 
 
 def save_preference(session: Session, **changes: Any) -> str:

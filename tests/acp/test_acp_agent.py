@@ -239,6 +239,24 @@ async def test_load_replays_the_saved_session_and_continues_it(workspace):
     assert doc["turns"] == 2
 
 
+async def test_a_mode_set_without_a_prompt_after_it_is_kept(workspace):
+    """session/set_mode with no prompt after it, then the agent ends: a later
+    session/load reports the mode set, not `work`. (The approval is the agent's own,
+    from its flags and config, whatever a document says.)"""
+    first = RecordingClient()
+    with LLMServer([{"text": "Hello."}]) as server:
+        async with crystal_acp(first, server, cwd=workspace) as (conn, proc, init):
+            sid = (await conn.new_session(cwd=str(workspace))).session_id
+            await conn.prompt(session_id=sid, prompt=text("hello"))
+            await conn.set_session_mode(session_id=sid, mode_id="plan")
+    second = RecordingClient()
+    with LLMServer([]) as server:
+        async with crystal_acp(second, server, cwd=workspace) as (conn, proc, init):
+            loaded = await conn.load_session(cwd=str(workspace), session_id=sid)
+    assert loaded.modes.current_mode_id == "plan"
+    assert {o.id: o.current_value for o in loaded.config_options}["mode"] == "plan"
+
+
 async def test_set_mode_and_approval_change_the_catalog_and_the_asking(workspace):
     client = RecordingClient()
     replies = [
@@ -338,6 +356,19 @@ async def test_background_jobs_die_with_the_acp_process(workspace, how):
     assert await pid_gone(pid)
 
 
+def test_help_says_what_the_command_is_for():
+    """`crystal acp --help` starts with a line saying what the command does, before the
+    flags (a person who runs it by hand learns it is for an ACP client to start)."""
+    out = subprocess.run([CRYSTAL, "acp", "--help"], capture_output=True, text=True, stdin=subprocess.DEVNULL,
+                         timeout=60)
+    assert out.returncode == 0, out.stderr
+    usage, description = out.stdout.split("\n\n")[:2]
+    assert usage.startswith("usage: crystal acp")
+    assert " ".join(description.split()).startswith(
+        "Serve Crystal as an Agent Client Protocol (ACP) agent: an ACP client (an editor, Jupyter AI) starts "
+        "this command and speaks JSON-RPC with it on stdin and stdout"), description
+
+
 def test_bad_flags_refuse_to_start_with_one_line(workspace):
     out = subprocess.run([CRYSTAL, "acp", "--approval", "bogus"], capture_output=True, text=True,
                          stdin=subprocess.DEVNULL, timeout=60)
@@ -346,7 +377,9 @@ def test_bad_flags_refuse_to_start_with_one_line(workspace):
         "crystal: Unknown approval mode 'bogus'; use one of: plan, default, edit, review, audit, full."]
     out = subprocess.run([CRYSTAL, "acp", "--workspace", str(workspace / "missing")], capture_output=True,
                          text=True, stdin=subprocess.DEVNULL, timeout=60)
-    assert out.returncode == 2 and "is not a folder" in out.stderr
+    # One line naming the folder (its wording is the shared flag check's, FL-6).
+    lines = out.stderr.strip().splitlines()
+    assert out.returncode == 2 and len(lines) == 1 and str(workspace / "missing") in lines[0], out.stderr
     assert out.stdout == ""
 
 

@@ -10,6 +10,7 @@ nothing; the answer is Markdown (the help as a list, other listings in a fenced 
 from __future__ import annotations
 
 import asyncio
+import re
 
 from jupyter_ai_acp_client.base_acp_persona import BaseAcpPersona
 
@@ -64,11 +65,34 @@ async def test_help_is_a_markdown_list(workspace):
     lines = shown.splitlines()
     assert lines[0] == "**Commands**" and lines[1] == ""
     items = lines[2:]
-    assert len(items) == len(help_rows()) and all(item.startswith("- `/") for item in items)
+    assert len(items) == len(help_rows("acp")) and all(item.startswith("- `/") for item in items)
     assert "- `/help`: this list" in items
     assert "- `/jobs`, `/logs JOB [--follow]`, `/stop JOB`: background jobs" in items
     assert "- `/promptset [NAME]` (`/prompts`): list or switch prompt sets" in items
     assert "  " not in shown  # no column padding left to collapse
+
+
+async def test_help_lists_only_what_acp_offers(workspace):
+    """/help over ACP lists the commands this front offers: not /resume and /fork (the
+    client owns its sessions and ACP refuses them) nor /expand (only the terminal folds
+    tool output); each of them typed here says why it is not available."""
+    client = RecordingClient()
+    with LLMServer([]) as server:
+        async with crystal_acp(client, server, cwd=workspace) as (conn, proc, init):
+            sid = (await conn.new_session(cwd=str(workspace))).session_id
+            shown = await answer(conn, client, sid, "/help")
+            refused = {name: await answer(conn, client, sid, f"/{name}") for name in ("fork", "expand")}
+            await client.wait_for(lambda: client.of("available_commands_update", sid), 10)
+        assert server.bodies() == []
+    assert "- `/sessions`: saved sessions" in shown.splitlines()
+    # The commands announced to the client are the ones /help lists (aliases aside).
+    announced = [c.name for c in client.of("available_commands_update", sid)[0].available_commands]
+    listed = re.findall(r"`/([a-z]+)", re.sub(r"\(`/[a-z]+`\)", "", shown))
+    assert announced == listed and {"reasoning", "trust"} <= set(announced), (announced, listed)
+    for name in ("resume", "fork", "expand"):
+        assert f"`/{name}" not in shown, shown
+    assert refused["fork"] == "/fork is not available here: open or start sessions from your client's session list."
+    assert refused["expand"] == "/expand is not available here: only the terminal folds tool output."
 
 
 async def test_other_listings_keep_their_columns_in_a_fence(workspace):
