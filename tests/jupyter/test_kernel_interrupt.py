@@ -1,5 +1,12 @@
-"""The stop button (interrupt_request, interrupt_mode "message") ends a turn within 2 s:
-during a hanging model stream and during a long bash call."""
+"""The stop button (interrupt_request, interrupt_mode "message") ends a turn within 2 s
+(ROBUST-3): during a hanging model stream, during a long bash call, during blocking
+Python code, and when the turn absorbs the first cancel.
+
+The 2 s are the kernel's own time: each test subtracts what the kernel's and the
+client's threads waited for a CPU (tests/cpu_wait.py) from the wall time since the
+interrupt was sent, and keeps a hard cap well below the hang the interrupt cuts short.
+On a loaded machine (load 15-25 on 2 cores) the wall time alone broke the promise
+without the code being any slower."""
 
 from __future__ import annotations
 
@@ -20,16 +27,30 @@ def alive(pid: int) -> bool:
         return False
 
 
+def off_cpu(kernel) -> float:
+    """Seconds the kernel's and this process's threads have waited, ready, for a CPU."""
+    return runqueue_wait(kernel.km.provisioner.pid) + runqueue_wait()
+
+
 def interrupt_when(kernel, predicate):
-    """An on_message hook: interrupt once ``predicate(msg)`` holds; remembers when."""
+    """An on_message hook: interrupt once ``predicate(msg)`` holds; remembers when, and
+    the CPU wait so far."""
     sent: dict[str, float] = {}
 
     def hook(msg, driver):
         if "at" not in sent and predicate(msg):
-            sent["at"] = time.monotonic()
+            sent["at"], sent["waited"] = time.monotonic(), off_cpu(kernel)
             kernel.km.interrupt_kernel()
 
     return hook, sent
+
+
+def assert_stopped_in_time(kernel, sent, seconds=2.0, cap=12.0):
+    """The cell ended within ``seconds`` of the kernel's own time after the interrupt
+    (and within ``cap`` seconds of wall time)."""
+    elapsed, waited = time.monotonic() - sent["at"], off_cpu(kernel) - sent["waited"]
+    assert elapsed - waited < seconds, (elapsed, waited)
+    assert elapsed < cap, elapsed
 
 
 def test_interrupt_during_a_hanging_stream(kernel):
@@ -39,11 +60,10 @@ def test_interrupt_during_a_hanging_stream(kernel):
                                 and m["msg_type"] in ("display_data", "update_display_data")
                                 and "crystal-answer" in m["content"]["data"].get("text/html", ""))
     run = kernel.run("Write an essay", on_message=hook)
-    replied = time.monotonic()
+    assert_stopped_in_time(kernel, sent)
     assert run.reply["content"]["status"] == "error" and run.reply["content"]["ename"] == "KeyboardInterrupt"
-    assert replied - sent["at"] < 2.0
     assert any("Interrupted." in t for t in run.texts())
-    assert kernel.server.wait_for_disconnect(1, timeout=5), "the HTTP stream was closed"
+    assert kernel.server.wait_for_disconnect(1, timeout=15), "the HTTP stream was closed"
     # The next cell works and the partial answer stayed in the transcript.
     kernel.server.add({"text": "Continuing."})
     run = kernel.run("Go on")
@@ -59,13 +79,11 @@ def test_interrupt_during_a_long_bash_call_kills_its_processes(kernel):
         "command": f"sleep 60 & echo $! > {pid_file}; wait"}}]})
     # Interrupt once the command is surely running (its child wrote its pid).
     hook, sent = interrupt_when(kernel, lambda m: pid_file.exists() and pid_file.read_text().strip() != "")
-    started = time.monotonic()
-    run = kernel.run("Sleep a while", on_message=hook, timeout=30)
+    run = kernel.run("Sleep a while", on_message=hook, timeout=60)
+    assert_stopped_in_time(kernel, sent)
     assert run.reply["content"]["ename"] == "KeyboardInterrupt"
-    assert time.monotonic() - sent["at"] < 2.0
-    assert time.monotonic() - started < 10
     pid = host_pid(int(pid_file.read_text()), pid_file.parent, wait=0)  # SANDBOX-2: the host's id (None: gone)
-    deadline = time.monotonic() + 3
+    deadline = time.monotonic() + 10  # a bounded wait for the kill, not a promised time
     while time.monotonic() < deadline:
         if pid is None or not alive(pid):
             break
@@ -85,13 +103,14 @@ def test_interrupt_during_blocking_python_code(kernel):
     hook, sent = interrupt_when(kernel, lambda m: m is not None and m["msg_type"] == "stream"
                                 and "sleeping" in m["content"]["text"])
     # SANDBOX-1: python runs unsandboxed in the kernel, so even `full` asks the person.
-    run = kernel.run("Block the kernel", on_message=hook, timeout=30, actions=[click("Allow once")])
+    run = kernel.run("Block the kernel", on_message=hook, timeout=60, actions=[click("Allow once")])
+    assert_stopped_in_time(kernel, sent)
     assert run.reply["content"]["ename"] == "KeyboardInterrupt"
-    assert time.monotonic() - sent["at"] < 2.0
     card = run.find("[python]")
     assert "KeyboardInterrupt" in card["text/plain"] or 'data-state="cancelled"' in card["text/html"]
     kernel.server.add({"text": "Back."})
-    assert kernel.run("Still alive?").status == "ok"
+    after = kernel.run("Still alive?")
+    assert after.status == "ok", after.texts()
 
 
 def test_stop_ends_the_turn_when_code_in_it_absorbs_the_first_cancel(kernel):
@@ -103,27 +122,16 @@ def test_stop_ends_the_turn_when_code_in_it_absorbs_the_first_cancel(kernel):
     code = ("import asyncio\nprint('sleeping', flush=True)\ntry:\n    await asyncio.sleep(30)\n"
             "except asyncio.CancelledError:\n    print('kept going', flush=True)\n    await asyncio.sleep(30)")
     kernel.server.add({"tool_calls": [{"name": "python", "arguments": {"code": code}}]}, {"text": "never"})
-    kernel_pid, asked = kernel.km.provisioner.pid, len(kernel.server.bodies("chat"))
-
-    def off_cpu() -> float:  # the kernel's and this process's threads, ready but off the CPU
-        return runqueue_wait(kernel_pid) + runqueue_wait()
-
-    sent: dict[str, float] = {}
-
-    def hook(msg, driver):
-        if "at" not in sent and msg is not None and msg["msg_type"] == "stream" and "sleeping" in msg["content"]["text"]:
-            sent["at"], sent["waited"] = time.monotonic(), off_cpu()
-            kernel.km.interrupt_kernel()
-
+    asked = len(kernel.server.bodies("chat"))
+    hook, sent = interrupt_when(kernel, lambda m: m is not None and m["msg_type"] == "stream"
+                                and "sleeping" in m["content"]["text"])
     # SANDBOX-1: python runs unsandboxed in the kernel, so even `full` asks the person.
     run = kernel.run("Sleep on", on_message=hook, timeout=60, actions=[click("Allow once")])
-    elapsed, waited = time.monotonic() - sent["at"], off_cpu() - sent["waited"]
+    # Within a second of the Stop standing again (its first repeat comes after 0.4 s);
+    # the hard cap is well below the 30 s the code sleeps on.
+    assert_stopped_in_time(kernel, sent, seconds=3.0)
     assert "kept going" in "".join(run.streams), "the model's code absorbed the first cancel"
     assert run.reply["content"]["ename"] == "KeyboardInterrupt"
-    # Within a second of the Stop standing again, on the kernel's and the client's own
-    # time (tests/cpu_wait.py); the hard cap is well below the 30 s the code sleeps on.
-    assert elapsed - waited < 3.0, (elapsed, waited)
-    assert elapsed < 12, elapsed
     assert len(kernel.server.bodies("chat")) == asked + 1, "the turn did not go on to ask the model again"
     kernel.server.add({"text": "Back."})
     assert kernel.run("Still alive?").status == "ok"
