@@ -9,34 +9,18 @@ satisfies it (mypy checks that where a session is passed).
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Protocol
 
-from crystal_kernel.core.config import Config
 from crystal_kernel.core.messages import Message
 from crystal_kernel.host.flags import ProcessFlags
 from crystal_kernel.host.state import Usage
-from crystal_kernel.providers.base import Provider
+from crystal_kernel.prompts.context import PromptSource
 
 
-class SessionView(Protocol):
-    """What review, side requests and tool sources may read of a session, and the one
-    thing they may do to it: queue a note for the person."""
-
-    @property
-    def id(self) -> str: ...
-
-    @property
-    def home(self) -> Path: ...
-
-    @property
-    def workspace(self) -> Path: ...
-
-    @property
-    def config(self) -> Config: ...
-
-    @property
-    def mode(self) -> str: ...
+class SessionView(PromptSource, Protocol):
+    """What review, side requests and tool sources may read of a session (what composing
+    their prompts reads, and more), and the one thing they may do to it: queue a note for
+    the person."""
 
     @property
     def flags(self) -> ProcessFlags: ...
@@ -51,9 +35,6 @@ class SessionView(Protocol):
     def notebook(self) -> bool: ...
 
     @property
-    def provider(self) -> Provider: ...
-
-    @property
     def transcript(self) -> list[Message]: ...
 
     @property
@@ -61,8 +42,6 @@ class SessionView(Protocol):
 
     @property
     def review_baseline(self) -> str | None: ...
-
-    def note(self, text: str, *, once: bool = False) -> None: ...
 
 
 class PersonSeat(SessionView, Protocol):

@@ -9,8 +9,6 @@ is replaced (``session.refresh_system()``), which also rebuilds Review.
 
 from __future__ import annotations
 
-from typing import Any
-
 from crystal_kernel.core.errors import UserError
 from crystal_kernel.prompts.attachments import (
     disable_attachment,
@@ -18,7 +16,7 @@ from crystal_kernel.prompts.attachments import (
     enable_attachment,
     move_attachment,
 )
-from crystal_kernel.prompts.context import context_from_session
+from crystal_kernel.prompts.context import PromptContext, PromptSession, context_from_session
 from crystal_kernel.prompts.manifest import Folder
 from crystal_kernel.prompts.names import DEFAULT_SET
 from crystal_kernel.prompts.promptsets import disable_sets, enable_set
@@ -28,23 +26,17 @@ from crystal_kernel.prompts.selection import PromptSelection, resolve_selection
 ATTACH_ACTIONS = ("enable", "disable", "up", "down")
 
 
-def _selection(session: object) -> tuple[Any, PromptSelection]:
+def _selection(session: PromptSession) -> tuple[PromptContext, PromptSelection]:
     ctx = context_from_session(session)
-    return ctx, resolve_selection(ctx.home, ctx.workspace, getattr(session, "flags", None))
+    return ctx, resolve_selection(ctx.home, ctx.workspace, session.flags)
 
 
-def _refresh(session: object) -> None:
-    refresh = getattr(session, "refresh_system", None)
-    if callable(refresh):
-        refresh()
-
-
-def _refuse_while_busy(session: object, what: str) -> None:
-    if getattr(session, "busy", False):
+def _refuse_while_busy(session: PromptSession, what: str) -> None:
+    if session.busy:
         raise UserError(f"Cannot {what} while a turn is running; try again when it ends.")
 
 
-def promptset_command(session: object, args: list[str]) -> str:
+def promptset_command(session: PromptSession, args: list[str]) -> str:
     """``/promptset`` lists sets and the effective Work/Plan/Review sources;
     ``/promptset NAME`` (or ``default``) switches by writing prompt.json."""
     ctx, selection = _selection(session)
@@ -58,11 +50,11 @@ def promptset_command(session: object, args: list[str]) -> str:
         raise UserError(f"The prompt set is fixed for this process by --prompt-set "
                         f"{selection.flags.prompt_set}; switching is refused and no file was changed.")
     message = disable_sets(ctx.home) if name == DEFAULT_SET else enable_set(ctx.home, name)
-    _refresh(session)
+    session.refresh_system()
     return message
 
 
-def promptattach_command(session: object, args: list[str]) -> str:
+def promptattach_command(session: PromptSession, args: list[str]) -> str:
     """``/promptattach`` lists attachments; ``/promptattach enable|disable|up|down NAME``
     edits the winning folder's prompt.json (PA-9: no source prefix)."""
     ctx, selection = _selection(session)
@@ -79,7 +71,7 @@ def promptattach_command(session: object, args: list[str]) -> str:
         raise UserError(f"'{name}' is forced for this process by --prompt-attachment; "
                         f"'{action}' is refused and prompt.json was not changed.")
     message = apply_attachment_action(discover_attachments(ctx.home, ctx.workspace, []), action, name)
-    _refresh(session)
+    session.refresh_system()
     return message
 
 

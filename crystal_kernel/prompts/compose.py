@@ -19,13 +19,12 @@ import re
 import weakref
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 from crystal_kernel.core.errors import UserError
 from crystal_kernel.core.trust import TrustStore, needs_content_trust
 from crystal_kernel.prompts import hooks
 from crystal_kernel.prompts.attachments import attachment_text, discover_attachments, enabled_in_order
-from crystal_kernel.prompts.context import PromptContext, context_from_session
+from crystal_kernel.prompts.context import PromptContext, PromptSource, context_from_session
 from crystal_kernel.prompts.manifest import Folder, find_prompt_file
 from crystal_kernel.prompts.names import ATTACHABLE, EXTRA_SLOTS, NAMED_PROMPTS
 from crystal_kernel.prompts.placeholders import Binder
@@ -165,49 +164,39 @@ def tidy(text: str) -> str:
 
 
 # Notes already shown per session, so a replaced system message does not repeat them.
-_shown: weakref.WeakKeyDictionary[Any, set[str]] = weakref.WeakKeyDictionary()
+_shown: weakref.WeakKeyDictionary[PromptSource, set[str]] = weakref.WeakKeyDictionary()
 
 
-def _emit(session: object, notes: list[str]) -> None:
-    note = getattr(session, "note", None)
-    if note is None:
-        return
-    try:
-        seen = _shown.setdefault(session, set())
-    except TypeError:
-        seen = set()
+def _emit(session: PromptSource, notes: list[str]) -> None:
+    seen = _shown.setdefault(session, set())
     for text in dict.fromkeys(notes):
         if text not in seen:
             seen.add(text)
-            note(text)
+            session.note(text)
 
 
 # Sessions that have composed once: their first composition is the startup check (FL-3).
-_started: weakref.WeakSet[Any] = weakref.WeakSet()
+_started: weakref.WeakSet[PromptSource] = weakref.WeakSet()
 
 
-def session_selection(session: object, ctx: PromptContext, notes: list[str]) -> PromptSelection:
+def session_selection(session: PromptSource, ctx: PromptContext, notes: list[str]) -> PromptSelection:
     """The session's selection. The first time for a session object, a forced name that
     is not discovered raises UserError (FL-3: it fails startup); later it is a note."""
-    try:
-        # A fork is made mid-process (its workspace may have changed since startup).
-        startup = session not in _started and not getattr(session, "forked_from", None)
-    except TypeError:
-        startup = False
-    selection = resolve_selection(ctx.home, ctx.workspace, getattr(session, "flags", None),
-                                  startup=startup)
+    # A fork is made mid-process (its workspace may have changed since startup).
+    startup = session not in _started and not session.forked_from
+    selection = resolve_selection(ctx.home, ctx.workspace, session.flags, startup=startup)
     if startup:
         _started.add(session)
     notes.extend(selection.notes)
     return selection
 
 
-def compose_system(session: object) -> str:
+def compose_system(session: PromptSource) -> str:
     """The Work or Plan system text for ``session.mode``."""
-    return compose_named("plan" if getattr(session, "mode", "work") == "plan" else "work", session)
+    return compose_named("plan" if session.mode == "plan" else "work", session)
 
 
-def compose_named(name: str, session: object, extra: dict[str, str] | None = None,
+def compose_named(name: str, session: PromptSource, extra: dict[str, str] | None = None,
                   workspace_files: bool = True) -> str:
     """Any named prompt for a session, with the PH-7 per-call slots in ``extra``."""
     notes: list[str] = []

@@ -9,18 +9,22 @@ included) is fresh at that moment (PH-3, PH-12).
 from __future__ import annotations
 
 import functools
-import os
 import platform as _platform
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Protocol
 
 from crystal_kernel.core.access import project_file_problem
 from crystal_kernel.core.paths import home_dir
-from crystal_kernel.prompts.skills import skills_text
+from crystal_kernel.prompts.skills import discover_skills, skills_text
+
+if TYPE_CHECKING:
+    from crystal_kernel.core.access import AccessRules
+    from crystal_kernel.core.config import Config
+    from crystal_kernel.providers.base import Provider
 
 PRODUCT_NAME = "Crystal"
 # Instruction files: workspace root first-party names, then the Home file (read once each).
@@ -79,6 +83,75 @@ def git_root_of(folder: Path) -> Path | None:
     return None
 
 
+
+class PromptFlagsSource(Protocol):
+    """The process flags prompts read (host.flags.ProcessFlags satisfies it)."""
+
+    @property
+    def prompt_set(self) -> str | None: ...
+
+    @property
+    def prompt_attachments(self) -> str: ...
+
+    @property
+    def prompt_attachment(self) -> list[str]: ...
+
+    @property
+    def disable_tool(self) -> list[str]: ...
+
+
+class PromptSource(Protocol):
+    """What composing a prompt reads of a session, and the one thing it may do to it:
+    queue a note for the person. The host's :class:`~crystal_kernel.host.session.Session`
+    satisfies it (mypy checks that where a session is passed; host/view.py's SessionView
+    extends it); prompts/ never imports the host, which imports prompts/."""
+
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def workspace(self) -> Path: ...
+
+    @property
+    def home(self) -> Path: ...
+
+    @property
+    def mode(self) -> str: ...
+
+    @property
+    def approval(self) -> str: ...
+
+    @property
+    def access(self) -> AccessRules: ...
+
+    @property
+    def config(self) -> Config: ...
+
+    @property
+    def provider(self) -> Provider: ...
+
+    @property
+    def flags(self) -> PromptFlagsSource: ...
+
+    @property
+    def notebook_path(self) -> str | None: ...
+
+    @property
+    def forked_from(self) -> str | None: ...
+
+    def note(self, text: str, *, once: bool = False) -> None: ...
+
+
+class PromptSession(PromptSource, Protocol):
+    """A session whose prompt selection the person changes (``/promptset``,
+    ``/promptattach``): refused while a turn runs, then the system text is composed again."""
+
+    @property
+    def busy(self) -> bool: ...
+
+    def refresh_system(self) -> None: ...
+
+
 @dataclass
 class PromptContext:
     """Everything a prompt's host slots are computed from."""
@@ -98,7 +171,7 @@ class PromptContext:
     now: datetime = field(default_factory=lambda: datetime.now().astimezone())
     product_name: str = PRODUCT_NAME
     # The session, when there is one (plugins may read it through the context).
-    session: Any = None
+    session: PromptSource | None = None
     # The notebook the kernel or the magics run in ("" elsewhere), for the env block.
     notebook_path: str = ""
 
@@ -225,46 +298,27 @@ class PromptContext:
         }
 
 
-def _get(obj: Any, *names: str, default: Any = None) -> Any:
-    """Follow a dotted attribute path; ``default`` when any step is missing or None."""
-    for name in names:
-        current = obj
-        for part in name.split("."):
-            current = getattr(current, part, None)
-            if current is None:
-                break
-        if current is not None:
-            return current
-    return default
-
-
-def context_from_session(session: object) -> PromptContext:
-    """A fresh :class:`PromptContext` from a session (attributes read with defaults)."""
-    workspace = Path(_get(session, "workspace", "access.workspace", default=os.getcwd()))
-    home = Path(_get(session, "home", "config.home", default=home_dir()))
-    access = _get(session, "access")
-    directories = ""
-    if access is not None and hasattr(access, "directories_text"):
-        directories = access.directories_text()
-    disabled = list(_get(session, "flags.disable_tool", "disabled_tools", default=[]) or [])
+def context_from_session(session: PromptSource) -> PromptContext:
+    """A fresh :class:`PromptContext` from a session."""
+    disabled = list(session.flags.disable_tool)
     return PromptContext(
-        workspace=workspace,
-        home=home,
-        mode=str(_get(session, "mode", "config.mode", default="work")),
-        provider=str(_get(session, "provider.name", "config.provider", default="")),
-        model=str(_get(session, "provider.model", "config.effective_model", default="")),
-        session_id=str(_get(session, "id", default="")),
-        approval=str(_get(session, "approval", "config.approval", default="default")),
-        directories=directories,
+        workspace=session.workspace,
+        home=session.home,
+        mode=session.mode,
+        provider=session.provider.name,
+        model=session.provider.model,
+        session_id=session.id,
+        approval=session.approval,
+        directories=session.access.directories_text(),
         skills=lambda: session_skills_text(session, disabled),
         disabled_tools=disabled,
         session=session,
-        notebook_path=str(_get(session, "notebook_path", default="") or ""),
+        notebook_path=session.notebook_path or "",
     )
 
 
-def session_skills_text(session: object, disabled: list[str]) -> str:
+def session_skills_text(session: PromptSource, disabled: list[str]) -> str:
     """The ``{{skills}}`` slot: "" when skills are off or the skill tool is disabled."""
-    if "skill" in disabled or _get(session, "config.skills", default=True) is False:
+    if "skill" in disabled or session.config.skills is False:
         return ""
-    return skills_text(session) or ""
+    return skills_text(discover_skills(session.home, session.workspace))

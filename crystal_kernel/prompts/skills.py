@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from crystal_kernel.core import paths
 from crystal_kernel.core.access import project_file_problem
@@ -105,12 +104,8 @@ def discover_skills(home: Path, workspace: Path) -> list[Skill]:
     return [found[n] for n in sorted(found)]
 
 
-def skills_text(skills: list[Skill] | Any) -> str:
-    """The ``{{skills}}`` slot: empty without skills, else one line per skill. Given a
-    session instead of a list (as :mod:`crystal_kernel.prompts.context` calls it), its skills are
-    discovered from ``session.home`` and ``session.workspace``."""
-    if not isinstance(skills, list):
-        skills = discover_skills(skills.home, skills.workspace)
+def skills_text(skills: list[Skill]) -> str:
+    """The ``{{skills}}`` slot: empty without skills, else one line per skill."""
     if not skills:
         return ""
     lines = ["Skills you can load with the skill tool when a task matches their description:"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from crystal_kernel.core.runner import run_to_completion
+from crystal_kernel.prompts.context import session_skills_text
 from crystal_kernel.prompts.skills import discover_skills, skills_text, split_front_matter
 from crystal_kernel.tools.catalog import CatalogOptions, builtin_names
 from tests.tools.conftest import call
@@ -45,9 +46,11 @@ def test_discovery_home_and_workspace(home: Path, workspace: Path):
 
 
 def test_skills_text_from_session(session, home: Path):
-    assert skills_text(session) == ""
+    """The {{skills}} slot of a session: its skills found in its Home and workspace."""
+    assert session_skills_text(session, []) == ""
     add_skill(home / "skills", "pdf", "description: Work with PDF files")
-    assert "- pdf: Work with PDF files" in skills_text(session)
+    assert "- pdf: Work with PDF files" in session_skills_text(session, [])
+    assert session_skills_text(session, ["skill"]) == "", "the skill tool disabled: no slot"
 
 
 async def test_tool_returns_body(ctx, home: Path):
