@@ -8,8 +8,11 @@ STAMP := $(VENV)/.installed
 # mcp 2.x beside the venv's 1.x (the mcp-2 target below).
 MCP2 := build/mcp2
 MCP2_STAMP := $(MCP2)/.installed
+# JupyterHub's proxy for tests/hub (the hub-deps target below).
+HUB := build/hub
+HUB_STAMP := $(HUB)/.installed
 
-.PHONY: demo test bench lab clean install system-deps interop mutants mcp-2
+.PHONY: demo test bench lab clean install system-deps interop mutants mcp-2 hub-deps
 
 install: $(STAMP)
 
@@ -34,7 +37,7 @@ $(DEMO_STAMP): $(STAMP)
 demo: $(DEMO_STAMP)
 	$(PY) -m crystal_kernel.demo
 
-test: $(STAMP) system-deps $(MCP2_STAMP)
+test: $(STAMP) system-deps $(MCP2_STAMP) $(HUB_STAMP)
 	$(PY) -m crystal_kernel.testing.run_tests
 
 # MCP-R: Crystal is a client of both lines of the `mcp` SDK. The venv holds 1.x (what the
@@ -52,6 +55,18 @@ $(MCP2_STAMP): $(STAMP)
 
 mcp-2: $(MCP2_STAMP)
 	PYTHONPATH=$(MCP2) $(PY) -m pytest -q -p no:cacheprovider tests/mcp
+
+# tests/hub runs a real JupyterHub (the `jupyterhub` package is in the test extra); its
+# proxy is the npm package configurable-http-proxy, installed here (gitignored, like
+# build/agents) rather than with `npm install -g`. Needs Node.js and npm (system-deps).
+$(HUB_STAMP):
+	mkdir -p $(HUB)
+	[ -f $(HUB)/package.json ] || echo '{"name": "crystal-hub-tests", "private": true}' > $(HUB)/package.json
+	cd $(HUB) && npm install --no-audit --no-fund --silent "configurable-http-proxy@^5"
+	$(HUB)/node_modules/.bin/configurable-http-proxy --version
+	touch $(HUB_STAMP)
+
+hub-deps: $(HUB_STAMP)
 
 # Not part of `make test`: applies each hand mutant of the approval core listed in
 # tests/security/mutants/catalog.py and checks that its tests fail (docs/mutants.md).

@@ -1,0 +1,357 @@
+"""A real JupyterHub for the hub tests: real Unix users, each person's server run as that
+person by the LocalProcessSpawner, DummyAuthenticator with a password (no network), the
+proxy ``configurable-http-proxy`` from build/hub (``make hub-deps``), and Crystal's
+``jupyterhub_config.py`` taken from docs/deploy.md as written, followed by the lines a test
+hub needs (ports, users, the loopback model server, this checkout's venv and kernelspec).
+
+Everything a person's server reads (the kernelspec, the lab extension, the team's prompt
+set) is in a folder all users can read; the hub's own folder (its database, the key
+files) is root's alone, as on a real hub. The users and their homes are removed at the end.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pwd
+import re
+import secrets
+import shutil
+import signal
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from crystal_kernel.jupyter.kernelspec import kernel_json, write_kernelspec
+from crystal_kernel.testing.llm_server import LLMServer
+from tests.e2e.conftest import BUILT, JUPYTER_AI_LAB_EXTENSIONS, JUPYTER_AI_SERVER_EXTENSIONS, ensure_built, free_port
+
+ROOT = Path(__file__).resolve().parents[2]
+DEPLOY = ROOT / "docs" / "deploy.md"
+VENV_BIN = Path(sys.executable).parent
+CHP = ROOT / "build" / "hub" / "node_modules" / ".bin" / "configurable-http-proxy"
+#: The bounded waits: a hub start, a person's server start (a single-user JupyterLab under load).
+HUB_START = 90
+SERVER_START = 180
+
+
+def documented_config() -> str:
+    """The ``jupyterhub_config.py`` block of docs/deploy.md, as a person copies it."""
+    text = DEPLOY.read_text()
+    found = re.search(r"`jupyterhub_config.py`:\n\n```python\n(.*?)```", text, re.S)
+    assert found, "docs/deploy.md has no jupyterhub_config.py block"
+    return found.group(1)
+
+
+@dataclass
+class Person:
+    name: str
+    password: str
+    key: str              # the model key in the hub's key file for this person
+    home: Path            # /home/<name>
+    token: str = ""       # a hub API token of this person's own
+    uid: int = 0
+
+    @property
+    def crystal_home(self) -> Path:
+        return self.home / ".crystal"
+
+
+@dataclass
+class Hub:
+    url: str              # the proxy's public URL, ending in /
+    service_token: str    # the tests' admin service
+    base: Path
+    log: Path
+    server: LLMServer
+    people: dict[str, Person] = field(default_factory=dict)
+
+    def api(self, method: str, path: str, token: str | None = None, body: Any = None,
+            headers: dict[str, str] | None = None) -> tuple[int, Any]:
+        """``(status, JSON body or text)`` of a request to ``url + path`` (no exception on 4xx)."""
+        request = urllib.request.Request(
+            self.url + path, method=method, data=None if body is None else json.dumps(body).encode(),
+            headers={**({"Authorization": f"token {token or self.service_token}"} if token != "" else {}),
+                     **(headers or {})})
+        try:
+            with urllib.request.urlopen(request, timeout=30) as response:
+                status, raw = response.status, response.read()
+        except urllib.error.HTTPError as exc:
+            status, raw = exc.code, exc.read()
+        try:
+            return status, json.loads(raw) if raw else None
+        except ValueError:
+            return status, raw.decode(errors="replace")
+
+
+def make_user(name: str) -> int:
+    # A private home (HOME_MODE 0700), as docs/deploy.md asks: Debian's default is 0755,
+    # where everyone could read the person's notebooks.
+    subprocess.run(["useradd", "--create-home", "--key", "HOME_MODE=0700", "--shell", "/bin/bash", name],
+                   check=True, timeout=30)
+    return pwd.getpwnam(name).pw_uid
+
+
+def remove_user(name: str) -> None:
+    """End whatever still runs as ``name`` (processes the test's hub started for it), then
+    remove the user and the home."""
+    try:
+        uid = pwd.getpwnam(name).pw_uid
+    except KeyError:
+        return
+    import psutil
+
+    for proc in psutil.process_iter(["uids"]):
+        if proc.info["uids"] and proc.info["uids"].real == uid:
+            try:
+                proc.kill()
+            except psutil.Error:
+                pass
+    subprocess.run(["userdel", "--remove", name], timeout=30, capture_output=True)
+
+
+ACL = "system.posix_acl_access"
+
+
+def closed_folders(path: Path) -> list[Path]:
+    """The folders above ``path`` that other users cannot pass through (no o+x)."""
+    return [folder for folder in Path(os.path.realpath(path)).parents if not os.stat(folder).st_mode & 0o001]
+
+
+@contextmanager
+def passable_by(folders: list[Path], uids: list[int]) -> Iterator[None]:
+    """Let ``uids`` pass through ``folders`` (search only, no listing) for the duration:
+    a POSIX access ACL (the binary form ``setfacl -m u:UID:x`` writes; acl's tools are not
+    installed here), removed and the mode given back afterwards. Here this venv's Python is
+    pyenv's under /root (mode 0700): without it no person's server could start."""
+    def entry(tag: int, perm: int, who: int = 0xFFFFFFFF) -> bytes:
+        return struct.pack("<HHI", tag, perm, who)
+
+    saved: list[tuple[Path, int]] = []
+    try:
+        for folder in folders:
+            try:
+                os.getxattr(folder, ACL)
+                raise AssertionError(f"{folder} already has an ACL; the hub tests do not change it.")
+            except OSError:
+                pass
+            mode = os.stat(folder).st_mode & 0o7777
+            owner = (mode >> 6) & 7
+            acl = (struct.pack("<I", 2) + entry(0x01, owner) + b"".join(entry(0x02, 1, uid) for uid in sorted(uids))
+                   + entry(0x04, (mode >> 3) & 7) + entry(0x10, ((mode >> 3) & 7) | 1) + entry(0x20, mode & 7))
+            saved.append((folder, mode))
+            os.setxattr(folder, ACL, acl)
+        yield
+    finally:
+        for folder, mode in saved:
+            try:
+                os.removexattr(folder, ACL)
+            except OSError:
+                pass
+            os.chmod(folder, mode)
+
+
+def shared_folder(path: Path) -> Path:
+    """A folder every user can read (the test's own tmp folders are root's alone)."""
+    path.mkdir(parents=True, exist_ok=True)
+    path.chmod(0o755)
+    return path
+
+
+def write_shared(base: Path, server: LLMServer) -> tuple[Path, Path, Path]:
+    """The kernelspec and lab extension (JUPYTER_PATH), the servers' Jupyter config and the
+    team's prompt set, in folders the people can read; returns (data, config, prompt sets)."""
+    data, config, sets = base / "jupyter", base / "config", base / "promptsets"
+    for folder in (data / "kernels", data / "labextensions", config / "labconfig", sets / "team"):
+        shared_folder(folder)
+    spec = kernel_json(python=sys.executable)
+    write_kernelspec(data / "kernels" / "crystal", spec)
+    for path in (data / "kernels" / "crystal").rglob("*"):
+        path.chmod(0o755 if path.is_dir() else 0o644)
+    (data / "kernels" / "crystal").chmod(0o755)
+    os.symlink(BUILT, data / "labextensions" / "crystal-kernel")
+    # Jupyter AI (in this venv for other tests) off: it is not under test, and costs each
+    # server seconds at start; no news or build check on a page load.
+    (config / "jupyter_server_config.json").write_text(json.dumps(
+        {"ServerApp": {"jpserver_extensions": dict.fromkeys(JUPYTER_AI_SERVER_EXTENSIONS, False)},
+         "LabApp": {"news_url": "", "expose_app_in_browser": True, "check_for_updates_class": "jupyterlab.NeverCheckForUpdate",
+                    "extension_manager": "readonly"},
+         "YDocExtension": {"disable_rtc": True}, "LanguageServerManager": {"autodetect": False}}))
+    (config / "labconfig" / "page_config.json").write_text(json.dumps(
+        {"disabledExtensions": {"@jupyterlab/apputils-extension:announcements": True,
+                                **dict.fromkeys(JUPYTER_AI_LAB_EXTENSIONS, True)},
+         "buildCheck": False, "buildAvailable": False}))
+    (sets / "team" / "prompt.json").write_text(json.dumps({"name": "Team rules"}))
+    (sets / "team" / "work.md").write_text("Follow the team rules of the hub.\n")
+    for path in list(config.rglob("*")) + list(sets.rglob("*")):
+        path.chmod(0o755 if path.is_dir() else 0o644)
+    return data, config, sets
+
+
+def test_config(hub_dir: Path, data: Path, config: Path, server: LLMServer, people: list[Person],
+                ports: tuple[int, int, int], service_token: str) -> str:
+    """The lines a test hub adds after the documented config."""
+    port, hub_port, proxy_api = ports
+    settings = {
+        "people": [p.name for p in people], "password": people[0].password,
+        "extra_env": {"CRYSTAL_BASE_URL": server.base_url, "JUPYTER_PATH": str(data),
+                      "JUPYTER_CONFIG_DIR": str(config)},
+    }
+    return f"""
+# ---- the test hub (tests/hub/conftest.py) ----
+import json as _json
+_t = _json.loads({json.dumps(json.dumps(settings))})
+c.JupyterHub.ip = "127.0.0.1"
+c.JupyterHub.port = {port}
+c.JupyterHub.hub_ip = "127.0.0.1"
+c.JupyterHub.hub_port = {hub_port}
+c.ConfigurableHTTPProxy.api_url = "http://127.0.0.1:{proxy_api}"
+c.ConfigurableHTTPProxy.command = [{str(CHP)!r}]
+c.ConfigurableHTTPProxy.pid_file = {str(hub_dir / "proxy.pid")!r}
+c.JupyterHub.db_url = "sqlite:///{hub_dir / "jupyterhub.sqlite"}"
+c.JupyterHub.cookie_secret_file = {str(hub_dir / "cookie_secret")!r}
+c.JupyterHub.authenticator_class = "dummy"
+c.DummyAuthenticator.password = _t["password"]
+c.Authenticator.allowed_users = set(_t["people"])
+c.Spawner.cmd = [{str(VENV_BIN / "jupyterhub-singleuser")!r}]
+c.Spawner.default_url = "/lab"
+c.Spawner.start_timeout = {SERVER_START}
+c.Spawner.http_timeout = {SERVER_START}
+c.Spawner.environment.update(_t["extra_env"])
+c.JupyterHub.services = [{{"name": "crystal-tests", "api_token": {service_token!r}}}]
+c.JupyterHub.load_roles = [{{"name": "crystal-tests", "services": ["crystal-tests"],
+    "scopes": ["admin:users", "admin:servers", "tokens", "read:users", "access:servers"]}}]
+"""
+
+
+def wait_for(what: str, check: Any, timeout: float, log: Path) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        result = check()
+        if result:
+            return result
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what} within {timeout:.0f} s; hub log tail:\n{log.read_text()[-4000:]}")
+        time.sleep(0.5)
+
+
+def start_server(hub: Hub, person: Person) -> None:
+    status, body = hub.api("POST", f"hub/api/users/{person.name}/server")
+    assert status in (201, 202), f"{status} {body}; hub log tail:\n{hub.log.read_text()[-4000:]}"
+
+    def ready() -> bool:
+        _, user = hub.api("GET", f"hub/api/users/{person.name}")
+        server = (user or {}).get("servers", {}).get("", {})
+        return bool(server.get("ready"))
+
+    wait_for(f"{person.name}'s server is ready", ready, SERVER_START, hub.log)
+
+
+@pytest.fixture(scope="module")
+def hub() -> Iterator[Hub]:
+    """A hub with two people, ``a`` and ``b`` in ``hub.people``, their servers running."""
+    if not CHP.exists():
+        raise AssertionError(f"{CHP} is missing: run `make hub-deps` (npm install configurable-http-proxy).")
+    if os.getuid() != 0:
+        raise AssertionError("The hub tests make Unix users: they run as root (`make test` on this machine does).")
+    ensure_built()
+    base = shared_folder(Path(tempfile.mkdtemp(prefix="crystal-hub-")))
+    hub_dir = base / "hub"
+    hub_dir.mkdir(mode=0o700)
+    keys = hub_dir / "keys"
+    keys.mkdir(mode=0o700)
+    stem = "cr" + secrets.token_hex(3)
+    people = [Person(f"{stem}{letter}", secrets.token_hex(8), f"sk-{letter}-{secrets.token_hex(12)}",
+                     Path("/home") / f"{stem}{letter}") for letter in "ab"]
+    for person in people[1:]:
+        person.password = people[0].password  # DummyAuthenticator: one password for all
+    server = LLMServer(max_hang=60)
+    server.start()
+    proc = None
+    made: list[str] = []
+    stack = ExitStack()
+    try:
+        data, config, sets = write_shared(base, server)
+        for person in people:
+            person.uid = make_user(person.name)
+            made.append(person.name)
+            key_file = keys / person.name
+            key_file.write_text(person.key + "\n")
+            key_file.chmod(0o600)
+        stack.enter_context(passable_by(closed_folders(Path(sys.executable)), [p.uid for p in people]))
+        service_token = secrets.token_hex(24)
+        ports = (free_port(), free_port(), free_port())
+        (hub_dir / "jupyterhub_config.py").write_text(
+            documented_config() + test_config(hub_dir, data, config, server, people, ports, service_token))
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("CRYSTAL_", "JUPYTER", "OPENAI_"))}
+        env.update({"CRYSTAL_KEYS_DIR": str(keys), "CRYSTAL_SHARED_PROMPTSETS": str(sets),
+                    "PATH": f"{VENV_BIN}{os.pathsep}{os.environ.get('PATH', '')}"})
+        log = hub_dir / "hub.log"
+        with open(log, "wb") as out:
+            proc = subprocess.Popen([str(VENV_BIN / "jupyterhub"), "-f", str(hub_dir / "jupyterhub_config.py")],
+                                    cwd=hub_dir, env=env, stdout=out, stderr=subprocess.STDOUT,
+                                    start_new_session=True)
+        hub = Hub(f"http://127.0.0.1:{ports[0]}/", service_token, base, log, server)
+
+        def answers() -> bool:
+            if proc.poll() is not None:
+                raise AssertionError(f"jupyterhub exited:\n{log.read_text()[-4000:]}")
+            try:
+                return hub.api("GET", "hub/api/")[0] == 200
+            except OSError:
+                return False
+
+        wait_for("the hub answers", answers, HUB_START, log)
+        for person in people:
+            hub.people[person.name] = person
+            status, body = hub.api("POST", f"hub/api/users/{person.name}/tokens",
+                                   body={"note": "crystal hub tests", "expires_in": 3600})
+            assert status == 201, (status, body)
+            person.token = body["token"]
+        for person in people:
+            start_server(hub, person)
+            # The Home the documented pre_spawn_hook made; no kernel has started yet.
+            config_file = person.crystal_home / "config.json"
+            config_file.write_text(json.dumps({"topicNaming": False, "approval": "full"}))
+            os.chown(config_file, person.uid, person.uid)
+        yield hub
+    finally:
+        if proc is not None:
+            stop_hub(proc)
+        server.stop()
+        for name in made:
+            remove_user(name)
+        stack.close()
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def stop_hub(proc: subprocess.Popen) -> None:
+    """SIGTERM: the hub stops the people's servers and its proxy (cleanup_servers and
+    cleanup_proxy are on by default); the group is killed after a bound."""
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)  # a proxy left in the group
+    except ProcessLookupError:
+        pass
+
+
+@pytest.fixture(scope="module")
+def people(hub) -> tuple[Person, Person]:
+    a, b = hub.people.values()
+    return a, b
