@@ -377,7 +377,7 @@ def test_bad_flags_refuse_to_start_with_one_line(workspace):
         "crystal: Unknown approval mode 'bogus'; use one of: plan, default, edit, review, audit, full."]
     out = subprocess.run([CRYSTAL, "acp", "--workspace", str(workspace / "missing")], capture_output=True,
                          text=True, stdin=subprocess.DEVNULL, timeout=60)
-    # One line naming the folder (its wording is the shared flag check's, FL-6).
+    # One line naming the folder (its wording is the shared flag check's).
     lines = out.stderr.strip().splitlines()
     assert out.returncode == 2 and len(lines) == 1 and str(workspace / "missing") in lines[0], out.stderr
     assert out.stdout == ""
