@@ -203,12 +203,15 @@ def switch_model(session: Session, spec: str) -> tuple[str, str]:
     """Point the session at ``[PROVIDER:]MODEL`` (not saved); returns (provider, model).
     A provider that cannot be made (unknown name, no key) changes nothing."""
     from crystal_kernel.core.config import PROVIDERS
+    from crystal_kernel.host.front_check import check_model_prefix
     from crystal_kernel.providers.registry import make_provider
 
     if session.busy:  # before the config is touched
         raise UserError("Cannot change the model while a turn is running.")
     provider_name, sep, model = spec.partition(":")
     if not sep or provider_name not in PROVIDERS:
+        if sep:  # FL-6: a provider's name mistyped is refused, not taken as part of a model name
+            check_model_prefix(provider_name, spec, session.provider.name)
         provider_name, model = session.provider.name, spec
     config = session.config
     saved = (config.provider, config.model)
