@@ -175,9 +175,15 @@ def test_shared_prompt_set_is_forced_for_everyone(hub, people, acted, a_page):
 def test_a_tools_cannot_read_or_list_b(hub, people, acted, a_page):
     """A's model asks A's Crystal to read B's session, job log, trusted-file record and
     Home files, to list B's folders and to read the hub's key files, with ``read`` and
-    with a sandboxed ``bash``. Nothing of B's reaches A's model. Fails on a shared Home
-    (B's files would be A's), on homes others can read, or on key files A can read."""
+    with a sandboxed ``bash``. A has first added B's home to the session's folders
+    (read-only), so neither Crystal's workspace check nor the sandbox's view stands in
+    the way: only B's files being B's own does. Nothing of B's reaches A's model. Fails
+    when B's Home or home is readable by A's user (a shared Home, Debian's 0755 homes
+    with a Home others can read), or when A can read the hub's key files."""
     a, b = people
+    run_cell(a_page, f"/access add {b.home} ro")
+    added = a_page.locator(f"{NB} .jp-OutputArea-output").last.inner_text()
+    assert f"Added {b.home} (ro)" in added, added
     session_file = b.home / ".crystal" / "sessions" / f"{acted.session}.jsonl"
     assert session_file.exists() and B_PROMPT.split()[2] in session_file.read_text()
     job_logs = [p for p in all_files(b.crystal_home) if p.suffix == ".log"]
@@ -197,6 +203,7 @@ def test_a_tools_cannot_read_or_list_b(hub, people, acted, a_page):
         assert secret not in seen
     # A's own key is withdrawn from tools too (TRUST-4).
     assert a.key not in seen
+    assert "Permission denied" in seen
 
 
 def test_sidebar_api_refuses_another_persons_token(hub, people, acted):
