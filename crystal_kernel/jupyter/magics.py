@@ -393,6 +393,9 @@ def load_ipython_extension(shell: Any) -> None:
         from crystal_kernel.jupyter.live_outputs import register_comm_target
 
         register_comm_target(kernel)  # reload and restart: the lab extension asks what is live
+        from crystal_kernel.jupyter import sidebar_comm
+
+        sidebar_comm.register_comm_target(kernel)  # "Fix with Crystal" reaches this session (NB-3)
         from crystal_kernel.jupyter.front_ends import watch
 
         # Loaded after the front end connected: this request says whether a notebook

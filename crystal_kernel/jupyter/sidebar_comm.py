@@ -12,8 +12,10 @@ Each request is ``{"id": N, "op": OP, "args": {...}}``; each reply is
 "error": "one English line"}``. Ops: ``sessions``, ``transcript {id}``, ``jobs``,
 ``log {session, job, offset?, limit?}``, ``stop {session, job}``, ``promptsets``,
 ``promptsets_action {action, name?}``, ``attachments``, ``attachments_action {action,
-name, source?}``, ``info``. Replies are bounded (``MAX_REPLY_CHARS``): a transcript
-that would be larger drops its oldest messages and says how many.
+name, source?}``, ``info``; and ``fix {source, traceback}`` ("Fix with Crystal", NB-3,
+fix_cell.py: a turn of the notebook's session, answered when it ends). Replies are
+bounded (``MAX_REPLY_CHARS``): a transcript that would be larger drops its oldest
+messages and says how many.
 
 Comm messages reach the kernel while a cell runs (ipykernel >= 7.4), so the sidebar
 follows a running turn's jobs; every op only reads small files or signals a job's
@@ -237,6 +239,11 @@ def register_comm_target(kernel: CrystalKernel) -> bool:
     def on_open(comm: Any, msg: Any) -> None:
         def on_msg(message: Any) -> None:
             data = (message.get("content") or {}).get("data")
+            from crystal_kernel.jupyter import fix_cell
+
+            if fix_cell.wants(data):  # NB-3: a turn; its reply comes when it has ended
+                fix_cell.start(kernel, data, comm.send)
+                return
             comm.send(answer(kernel, data))
 
         comm.on_msg(on_msg)
