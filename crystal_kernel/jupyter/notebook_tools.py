@@ -9,6 +9,7 @@ a normal cell, and the text plus images go back to the model (bounded).
 from __future__ import annotations
 
 import ast
+import asyncio
 import base64
 import inspect
 import re
@@ -42,6 +43,7 @@ class _State:
 
     sync_running = False
     interrupted = False
+    stop_raised = False  # the Stop raised the KeyboardInterrupt in the code running now
 
 
 def sync_code_running() -> bool:
@@ -70,6 +72,7 @@ def sigint_cancels(loop: Any, cancel: Callable[[], None], on_signal: Callable[[]
         if loop is not None and not loop.is_closed():
             loop.call_soon_threadsafe(cancel)
         if on_signal():
+            _State.stop_raised = True
             raise KeyboardInterrupt
 
     saved = signal.signal(signal.SIGINT, handler)
@@ -174,11 +177,13 @@ async def run_code(shell: Any, code: str) -> tuple[bool, str, list[ImagePart], s
     sys.stdout = _Capture(saved_out, got.text, got.budget)
     sys.stderr = _Capture(saved_err, got.text, got.budget)
     pub.publish = publish
-    ok = True
+    ok, stopped = True, False
+    _State.stop_raised = False
     try:
         await _execute(shell, code, got)
     except (Exception, KeyboardInterrupt) as exc:
         ok = False
+        stopped = isinstance(exc, KeyboardInterrupt) and _State.stop_raised
         tb = exc.__traceback__
         # Drop this module's frames: the person and the model care about their code.
         while tb is not None and tb.tb_frame.f_code.co_filename == __file__:
@@ -193,6 +198,12 @@ async def run_code(shell: Any, code: str) -> tuple[bool, str, list[ImagePart], s
         except AttributeError:
             pub.publish = real_publish
         sys.stdout, sys.stderr = saved_out, saved_err
+    if stopped:
+        # The person's Stop (ROBUST-3): the call ends as a cancelled one and so does the
+        # turn. Returned as a result, the turn would go on to ask the model again before
+        # the cancel the front scheduled reached it (every time: the request went out
+        # and was dropped, and on a loaded machine took the next turn's answer).
+        raise asyncio.CancelledError
     text = "".join(got.text)
     if got.dropped_images:
         text += f"\n[{got.dropped_images} more images were not sent (at most {MAX_IMAGES})]"
@@ -232,9 +243,10 @@ def user_code() -> Iterator[None]:
     KeyboardInterrupt, as in a normal cell. Also for code that only looks like reading —
     ``repr`` and display formatters of the namespace's objects are user code (ROBUST-3)."""
     # Set the flag before looking at the interrupt so that one side always sees the other.
-    _State.sync_running = True
+    _State.sync_running, _State.stop_raised = True, False
     try:
         if _State.interrupted:
+            _State.stop_raised = True
             raise KeyboardInterrupt
         yield
     finally:
@@ -248,7 +260,9 @@ async def _run(code: Any, ns: dict[str, Any], shell: Any) -> Any:
         return eval(code, shell.user_global_ns, ns)
 
 
-def _interrupted(tool: str) -> ToolError:
+def _interrupted(tool: str) -> BaseException:
+    if _State.stop_raised:  # the person's Stop: the call and the turn end (run_code says why)
+        return asyncio.CancelledError()
     return ToolError(f"Interrupted: {tool} was stopped while it ran the repr or display code of a value "
                      "(KeyboardInterrupt).")
 

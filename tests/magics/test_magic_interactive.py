@@ -95,14 +95,19 @@ def test_interrupt_stops_blocking_code_in_the_python_tool(kernel):
     kernel.reset(approval="full")
     kernel.server.add({"tool_calls": [{"name": "python", "arguments": {
         "code": "import time\nprint('sleeping', flush=True)\ntime.sleep(60)"}}]}, {"text": "never"})
+    asked = kernel.requests()
     hook = interrupt_when(lambda m: m["msg_type"] == "stream" and "sleeping" in m["content"]["text"])
     hook.km = kernel.km
     # SANDBOX-1: the python tool runs unsandboxed in the kernel, so `full` asks for it too.
     run = kernel.run("%%crystal\nSleep a minute", on_message=hook, timeout=30, actions=[click("Allow once")])
     assert time.monotonic() - hook.state["sent"] < 15, "the turn ends soon after the interrupt"
     assert run.status == "error" and run.reply["content"]["ename"] == "TurnInterrupted"
-    card = run.find("[python]")
-    assert "KeyboardInterrupt" in card["text/plain"]
+    # The code got the KeyboardInterrupt, as in a normal cell; the call and the turn
+    # ended as cancelled, and the model was not asked again ("never" stays queued).
+    assert "KeyboardInterrupt" in run.streams
+    assert 'data-state="cancelled"' in run.find("[python]")["text/html"]
+    assert kernel.requests() == asked + 1
+    kernel.server.clear()
     kernel.server.add({"text": "Awake."})
     assert kernel.run("%crystal wake up").status == "ok"
 

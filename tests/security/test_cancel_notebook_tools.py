@@ -66,6 +66,7 @@ def test_stop_button_ends_a_turn_stuck_in_a_notebook_tool_within_2_seconds(nb_ke
     # SANDBOX-1: each python call is asked, `full` included (it runs unsandboxed in the kernel).
     assert kernel.run("Get ready", actions=[click("Allow once"), click("Allow once")]).status == "ok"
     kernel.server.add({"tool_calls": [{"name": tool, "arguments": arguments}]}, {"text": "never sent"})
+    asked = len(kernel.server.bodies("chat"))
     hook, sent = stop_when_marked(kernel, mark)
     run = kernel.run(f"Use {tool}", on_message=hook, timeout=60,
                      actions=[click("Allow once")] if tool == "python" else [])
@@ -76,6 +77,9 @@ def test_stop_button_ends_a_turn_stuck_in_a_notebook_tool_within_2_seconds(nb_ke
     card = run.find(f"[{tool}]")
     assert "KeyboardInterrupt" in card["text/plain"] or "Interrupted" in card["text/plain"] \
         or 'data-state="cancelled"' in card["text/html"], card["text/plain"]
+    # ROBUST-3: the stopped turn asks the model nothing more ("never sent" stays queued).
+    assert len(kernel.server.bodies("chat")) == asked + 1, kernel.server.bodies("chat")[asked:]
+    kernel.server.clear()
     kernel.server.add({"tool_calls": [{"name": "python", "arguments": {"code": "REPR_ARMED = False"}}]},
                       {"text": "Back."})
     assert kernel.run("Still alive?", actions=[click("Allow once")]).status == "ok"
