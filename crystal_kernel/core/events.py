@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer, model_validator
+from pydantic.alias_generators import to_camel
 
 from crystal_kernel.core.messages import ImagePart
 from crystal_kernel.core.todos import Todo
@@ -21,7 +22,10 @@ from crystal_kernel.core.tool_types import FileChange
 
 
 class _Event(BaseModel):
-    model_config = ConfigDict(populate_by_name=True, frozen=True)
+    # The wire's names are the fields' in camelCase (§11: sessionId, stopReason,
+    # inputTokens, ...); a field named otherwise says so with its own alias. Generated,
+    # not written per field, so type checkers see the constructors' real parameters.
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, frozen=True)
 
     def to_json(self) -> dict[str, Any]:
         return self.model_dump(mode="json", by_alias=True, exclude_none=True)
@@ -32,7 +36,7 @@ class TurnStarted(_Event):
     Not a §11 event; ``crystal run --format jsonl`` prints it as ``turn_start``."""
 
     type: Literal["turn_start"] = "turn_start"
-    session_id: str = Field(alias="sessionId")
+    session_id: str
     provider: str
     model: str
 
@@ -158,7 +162,7 @@ class ToolResultEvent(_Event):
     display: str = "text"
     # edit/write/notebook_edit: the whole texts before and after (not on the wire; ACP
     # clients draw their own diffs from it).
-    file_change: FileChange | None = None
+    file_change: FileChange | None = Field(default=None, alias="file_change")
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -213,8 +217,8 @@ class Compacted(_Event):
     type: Literal["compacted"] = "compacted"
     summarised: int
     kept: int
-    before_tokens: int = Field(alias="beforeTokens")
-    after_tokens: int = Field(alias="afterTokens")
+    before_tokens: int
+    after_tokens: int
 
     def line(self) -> str:
         """The sentence a person reads."""
@@ -227,9 +231,9 @@ class UsageEvent(_Event):
     reasoning) is an addition to §11, present when the server reports it."""
 
     type: Literal["usage"] = "usage"
-    input_tokens: int = Field(alias="inputTokens")
-    output_tokens: int = Field(alias="outputTokens")
-    reasoning_tokens: int | None = Field(default=None, alias="reasoningTokens")
+    input_tokens: int
+    output_tokens: int
+    reasoning_tokens: int | None = None
 
 
 class ErrorEvent(_Event):
@@ -241,8 +245,8 @@ class TurnEnd(_Event):
     """Always the last event of a turn (see :data:`StopReason`)."""
 
     type: Literal["turn_end"] = "turn_end"
-    session_id: str = Field(alias="sessionId")
-    stop_reason: StopReason = Field(alias="stopReason")
+    session_id: str
+    stop_reason: StopReason
 
 
 #: Every event a turn yields. Adding a member fails ``mypy`` in every front's ``render``

@@ -12,7 +12,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict
+from pydantic.alias_generators import to_camel
 
 from crystal_kernel.core.messages import ImagePart
 
@@ -79,11 +80,11 @@ class FileChange(BaseModel):
     their own diffs (ACP clients). ``old_text`` is None when the tool created the file.
     Serialized with the camelCase names ACP uses (``path``, ``oldText``, ``newText``)."""
 
-    model_config = ConfigDict(frozen=True, populate_by_name=True)
+    model_config = ConfigDict(frozen=True, populate_by_name=True, alias_generator=to_camel)
 
     path: str  # absolute
-    old_text: str | None = Field(alias="oldText")
-    new_text: str = Field(alias="newText")
+    old_text: str | None
+    new_text: str
 
 
 @dataclass
