@@ -94,6 +94,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
       activateAnswers(tracker);
       watchForms(tracker); // focus after form clicks, reload and restart
       followLogs(tracker); // /logs --follow shows its newest line
+      void import('./fix').then(fix => fix.activateFix(tracker)); // NB-3: Fix with Crystal on error outputs
     }
     const status = tracker && statusBar ? new CrystalStatus(tracker) : null;
     const sidebar = new CrystalSidebar(
