@@ -67,6 +67,10 @@ class Config:
     image_model: str | None = None
     # A small side model for topic naming ("[PROVIDER:]MODEL"); default: the session's.
     topic_model: str | None = None
+    # NB-2: inline completions in JupyterLab ("on" | "off"), and the model that makes them
+    # ("[PROVIDER:]MODEL", like topicModel); default: the session's model.
+    inline_completion: str = "on"
+    completion_model: str | None = None
     compaction_threshold: float = 0.8
     context_window: int | None = None
     prices: dict[str, Any] = field(default_factory=dict)
@@ -135,7 +139,8 @@ _CAMEL = {
     "background_bash_timeout_seconds": "backgroundBashTimeoutSeconds", "skills": "skills",
     "forbidden": "forbidden", "record": "record", "tool_output_limit": "toolOutputLimit",
     "topic_naming": "topicNaming", "review_model": "reviewModel", "image_model": "imageModel",
-    "topic_model": "topicModel", "compaction_threshold": "compactionThreshold", "context_window": "contextWindow",
+    "topic_model": "topicModel", "inline_completion": "inlineCompletion", "completion_model": "completionModel",
+    "compaction_threshold": "compactionThreshold", "context_window": "contextWindow",
     "prices": "prices", "max_steps": "maxSteps", "request_timeout_seconds": "requestTimeoutSeconds",
     "person_timeout_seconds": "personTimeoutSeconds",
     "reasoning_effort": "reasoningEffort", "max_output_tokens": "maxOutputTokens",
@@ -184,6 +189,8 @@ def _check(key: str, value: Any) -> Any:
         raise UserError(f"Unknown approval mode '{value}'; use one of: {', '.join(APPROVAL_MODES)}.")
     if key == "mode" and value not in MODES:
         raise UserError(f"Unknown mode '{value}'; use plan or work.")
+    if key == "inlineCompletion" and value not in ("on", "off"):
+        raise bad('"on" or "off"')
     if key == "sandbox" and value not in SANDBOX_MODES:
         raise UserError(f"Config key 'sandbox' must be one of {', '.join(SANDBOX_MODES)}, not {value!r}.")
     if key in ("skills", "record", "topicNaming", "passKeysToTools", "sandboxNetwork") and not isinstance(value, bool):
@@ -213,7 +220,8 @@ def _check(key: str, value: Any) -> Any:
             for r in value
         ):
             raise bad('a list of {"tool": NAME, "pattern": GLOB} objects')
-    if key in ("provider", "model", "baseUrl", "apiKeyEnv", "reviewModel", "imageModel", "topicModel"):
+    if key in ("provider", "model", "baseUrl", "apiKeyEnv", "reviewModel", "imageModel", "topicModel",
+               "completionModel"):
         if not isinstance(value, str) or not value:
             raise bad("a non-empty string")
     if key == "baseUrl":

@@ -13,6 +13,7 @@ Routes (all JSON; ``?workspace=DIR`` picks a folder under the server root, defau
 - ``GET/POST promptsets``, ``GET/POST attachments``
 - ``POST notebook-edit``: notebook_edit through the shared document of an open notebook
   (real-time collaboration; server/live_notebook.py)
+- ``POST completion``: an inline completion, streamed as JSON lines (NB-2; server/completion.py)
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ def _jupyter_server_extension_points() -> list[dict[str, str]]:
 
 
 def handlers(base_url: str) -> list[tuple[str, Any]]:
+    from crystal_kernel.jupyter.server.completion import CompletionHandler
     from crystal_kernel.jupyter.server.info import InfoHandler
     from crystal_kernel.jupyter.server.jobs import JobLogHandler, JobsHandler, JobStopHandler
     from crystal_kernel.jupyter.server.live_notebook import LiveNotebookEditHandler
@@ -52,6 +54,7 @@ def handlers(base_url: str) -> list[tuple[str, Any]]:
         (route("promptsets"), PromptSetsHandler),
         (route("attachments"), AttachmentsHandler),
         (route("notebook-edit"), LiveNotebookEditHandler),
+        (route("completion"), CompletionHandler),
     ]
 
 
