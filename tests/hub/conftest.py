@@ -35,7 +35,18 @@ import pytest
 
 from crystal_kernel.jupyter.kernelspec import kernel_json, write_kernelspec
 from crystal_kernel.testing.llm_server import LLMServer
-from tests.e2e.conftest import BUILT, JUPYTER_AI_LAB_EXTENSIONS, JUPYTER_AI_SERVER_EXTENSIONS, ensure_built, free_port
+from tests.e2e.conftest import (
+    BUILT,
+    CHROMIUM,
+    CHROMIUM_FLAGS,
+    DELAY,
+    JUPYTER_AI_LAB_EXTENSIONS,
+    JUPYTER_AI_SERVER_EXTENSIONS,
+    NB,
+    READY,
+    ensure_built,
+    free_port,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "docs" / "deploy.md"
@@ -251,15 +262,55 @@ def start_server(hub: Hub, person: Person) -> None:
     assert status in (201, 202), f"{status} {body}; hub log tail:\n{hub.log.read_text()[-4000:]}"
 
     def ready() -> bool:
-        _, user = hub.api("GET", f"hub/api/users/{person.name}")
-        server = (user or {}).get("servers", {}).get("", {})
-        return bool(server.get("ready"))
+        return bool(server_of(hub, person).get("ready"))
 
     wait_for(f"{person.name}'s server is ready", ready, SERVER_START, hub.log)
 
 
+class HubProcess:
+    """The ``jupyterhub`` process of a test hub, which a test may restart (the proxy it
+    started restarts with it; the people's servers keep running: the documented config
+    sets ``cleanup_servers`` off)."""
+
+    def __init__(self, hub: Hub, argv: list[str], env: dict[str, str]) -> None:
+        self.hub, self.argv, self.env = hub, argv, env
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        with open(self.hub.log, "ab") as out:
+            self.proc = proc = subprocess.Popen(self.argv, cwd=self.hub.log.parent, env=self.env, stdout=out,
+                                                stderr=subprocess.STDOUT, start_new_session=True)
+
+        def answers() -> bool:
+            if proc.poll() is not None:
+                raise AssertionError(f"jupyterhub exited:\n{self.hub.log.read_text()[-4000:]}")
+            try:
+                return self.hub.api("GET", "hub/api/")[0] == 200
+            except OSError:
+                return False
+
+        wait_for("the hub answers", answers, HUB_START, self.hub.log)
+
+    def stop(self) -> None:
+        """SIGTERM, as a service manager stops it; killed after a bound. The hub stops its
+        proxy, and the people's servers unless ``cleanup_servers`` is off."""
+        proc, self.proc = self.proc, None
+        if proc is None:
+            return
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+    def restart(self) -> None:
+        self.stop()
+        self.start()
+
+
 @pytest.fixture(scope="module")
-def hub() -> Iterator[Hub]:
+def hub_process() -> Iterator[HubProcess]:
     """A hub with two people, ``a`` and ``b`` in ``hub.people``, their servers running."""
     if not CHP.exists():
         raise AssertionError(f"{CHP} is missing: run `make hub-deps` (npm install configurable-http-proxy).")
@@ -278,7 +329,7 @@ def hub() -> Iterator[Hub]:
         person.password = people[0].password  # DummyAuthenticator: one password for all
     server = LLMServer(max_hang=60)
     server.start()
-    proc = None
+    running: HubProcess | None = None
     made: list[str] = []
     stack = ExitStack()
     try:
@@ -297,22 +348,9 @@ def hub() -> Iterator[Hub]:
         env = {k: v for k, v in os.environ.items() if not k.startswith(("CRYSTAL_", "JUPYTER", "OPENAI_"))}
         env.update({"CRYSTAL_KEYS_DIR": str(keys), "CRYSTAL_SHARED_PROMPTSETS": str(sets),
                     "PATH": f"{VENV_BIN}{os.pathsep}{os.environ.get('PATH', '')}"})
-        log = hub_dir / "hub.log"
-        with open(log, "wb") as out:
-            proc = subprocess.Popen([str(VENV_BIN / "jupyterhub"), "-f", str(hub_dir / "jupyterhub_config.py")],
-                                    cwd=hub_dir, env=env, stdout=out, stderr=subprocess.STDOUT,
-                                    start_new_session=True)
-        hub = Hub(f"http://127.0.0.1:{ports[0]}/", service_token, base, log, server)
-
-        def answers() -> bool:
-            if proc.poll() is not None:
-                raise AssertionError(f"jupyterhub exited:\n{log.read_text()[-4000:]}")
-            try:
-                return hub.api("GET", "hub/api/")[0] == 200
-            except OSError:
-                return False
-
-        wait_for("the hub answers", answers, HUB_START, log)
+        hub = Hub(f"http://127.0.0.1:{ports[0]}/", service_token, base, hub_dir / "hub.log", server)
+        running = HubProcess(hub, [str(VENV_BIN / "jupyterhub"), "-f", str(hub_dir / "jupyterhub_config.py")], env)
+        running.start()
         for person in people:
             hub.people[person.name] = person
             status, body = hub.api("POST", f"hub/api/users/{person.name}/tokens",
@@ -325,10 +363,10 @@ def hub() -> Iterator[Hub]:
             config_file = person.crystal_home / "config.json"
             config_file.write_text(json.dumps({"topicNaming": False, "approval": "full"}))
             os.chown(config_file, person.uid, person.uid)
-        yield hub
+        yield running
     finally:
-        if proc is not None:
-            stop_hub(proc)
+        if running is not None:
+            stop_everything(running, people)
         server.stop()
         for name in made:
             remove_user(name)
@@ -336,22 +374,89 @@ def hub() -> Iterator[Hub]:
         shutil.rmtree(base, ignore_errors=True)
 
 
-def stop_hub(proc: subprocess.Popen) -> None:
-    """SIGTERM: the hub stops the people's servers and its proxy (cleanup_servers and
-    cleanup_proxy are on by default); the group is killed after a bound."""
-    proc.send_signal(signal.SIGTERM)
-    try:
-        proc.wait(timeout=60)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)  # a proxy left in the group
-    except ProcessLookupError:
-        pass
+def stop_everything(running: HubProcess, people: list[Person]) -> None:
+    """Stop each person's server through the hub (their kernels shut down as usual), then
+    the hub and its proxy."""
+    if running.proc is not None:
+        for person in people:
+            try:
+                running.hub.api("DELETE", f"hub/api/users/{person.name}/server")
+            except OSError:
+                pass
+        for person in people:
+            try:
+                wait_for(f"{person.name}'s server stopped", lambda p=person: not server_of(running.hub, p),
+                         60, running.hub.log)
+            except (AssertionError, OSError):
+                pass
+    running.stop()
+
+
+def server_of(hub: Hub, person: Person) -> dict[str, Any]:
+    """The person's default server as the hub lists it ({} when none)."""
+    _, user = hub.api("GET", f"hub/api/users/{person.name}")
+    return dict((user or {}).get("servers", {}).get("", {}))
+
+
+@pytest.fixture(scope="module")
+def hub(hub_process: HubProcess) -> Hub:
+    return hub_process.hub
 
 
 @pytest.fixture(scope="module")
 def people(hub) -> tuple[Person, Person]:
     a, b = hub.people.values()
     return a, b
+
+
+# ---- a person in the browser ----
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_FLAGS, headless=True)
+        try:
+            yield chromium
+        finally:
+            chromium.close()
+
+
+def log_in(browser: Any, hub: Hub, person: Person) -> Any:
+    """A fresh browser context logged in through the hub's own login form."""
+    context = browser.new_context(viewport={"width": 1400, "height": 900})
+    page = context.new_page()
+    page.set_default_timeout(60_000)
+    page.goto(f"{hub.url}hub/login")
+    page.fill("#username_input", person.name)
+    page.fill("#password_input", person.password)
+    page.click("#login_submit")
+    page.wait_for_url(f"**/user/{person.name}/lab**", timeout=120_000)
+    return page
+
+
+def open_notebook(page: Any, hub: Hub, person: Person, name: str) -> None:
+    status, body = hub.api("PUT", f"user/{person.name}/api/contents/{name}", token=person.token, body={
+        "type": "notebook", "format": "json", "content": {
+            "cells": [], "nbformat": 4, "nbformat_minor": 5,
+            "metadata": {"kernelspec": {"name": "crystal", "display_name": "Crystal", "language": "markdown"}}}})
+    assert status in (200, 201), (status, body)
+    page.goto(f"{hub.url}user/{person.name}/lab/tree/{name}")
+    page.wait_for_function("() => window.jupyterapp && window.jupyterapp.shell", timeout=120_000)
+    page.wait_for_function(READY, arg="crystal", timeout=120_000)
+
+
+def run_cell(page: Any, text: str) -> None:
+    """Type a new cell at the end at a person's pace, run it, wait until the kernel is idle."""
+    page.locator(f"{NB} .jp-Spinner").wait_for(state="hidden", timeout=60_000)
+    page.locator(f"{NB} .jp-Cell .cm-content").last.click(timeout=60_000)
+    page.keyboard.type(text, delay=DELAY)
+    page.keyboard.press("Shift+Enter")
+    page.wait_for_timeout(500)
+    page.wait_for_function(READY, arg="crystal", timeout=120_000)
+
+
+def last_request(hub: Hub) -> str:
+    """Everything the model received in its last request, as one JSON text."""
+    return json.dumps(hub.server.bodies()[-1])

@@ -26,8 +26,8 @@ from typing import Any
 import psutil
 import pytest
 
-from tests.e2e.conftest import CHROMIUM, CHROMIUM_FLAGS, DELAY, NB, READY
-from tests.hub.conftest import VENV_BIN, Hub, Person
+from tests.e2e.conftest import NB
+from tests.hub.conftest import VENV_BIN, Hub, Person, last_request, log_in, open_notebook, run_cell
 
 pytestmark = [pytest.mark.timeout(900)]
 
@@ -42,57 +42,6 @@ class Acted:
     session: str     # B's session id
     job: str         # B's running background job
     home_files: list[Path]
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_FLAGS, headless=True)
-        try:
-            yield chromium
-        finally:
-            chromium.close()
-
-
-def log_in(browser: Any, hub: Hub, person: Person) -> Any:
-    """A fresh browser context logged in through the hub's own login form."""
-    context = browser.new_context(viewport={"width": 1400, "height": 900})
-    page = context.new_page()
-    page.set_default_timeout(60_000)
-    page.goto(f"{hub.url}hub/login")
-    page.fill("#username_input", person.name)
-    page.fill("#password_input", person.password)
-    page.click("#login_submit")
-    page.wait_for_url(f"**/user/{person.name}/lab**", timeout=120_000)
-    return page
-
-
-def open_notebook(page: Any, hub: Hub, person: Person, name: str) -> None:
-    status, body = hub.api("PUT", f"user/{person.name}/api/contents/{name}", token=person.token, body={
-        "type": "notebook", "format": "json", "content": {
-            "cells": [], "nbformat": 4, "nbformat_minor": 5,
-            "metadata": {"kernelspec": {"name": "crystal", "display_name": "Crystal", "language": "markdown"}}}})
-    assert status in (200, 201), (status, body)
-    page.goto(f"{hub.url}user/{person.name}/lab/tree/{name}")
-    page.wait_for_function("() => window.jupyterapp && window.jupyterapp.shell", timeout=120_000)
-    page.wait_for_function(READY, arg="crystal", timeout=120_000)
-
-
-def run_cell(page: Any, text: str) -> None:
-    """Type a new cell at the end at a person's pace, run it, wait until the kernel is idle."""
-    page.locator(f"{NB} .jp-Spinner").wait_for(state="hidden", timeout=60_000)
-    page.locator(f"{NB} .jp-Cell .cm-content").last.click(timeout=60_000)
-    page.keyboard.type(text, delay=DELAY)
-    page.keyboard.press("Shift+Enter")
-    page.wait_for_timeout(500)
-    page.wait_for_function(READY, arg="crystal", timeout=120_000)
-
-
-def last_request(hub: Hub) -> str:
-    """Everything the model received in its last request, as one JSON text."""
-    return json.dumps(hub.server.bodies()[-1])
 
 
 def all_files(folder: Path) -> list[Path]:
