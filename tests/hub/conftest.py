@@ -18,7 +18,6 @@ import re
 import secrets
 import shutil
 import signal
-import struct
 import subprocess
 import sys
 import tempfile
@@ -26,7 +25,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -47,6 +46,7 @@ from tests.e2e.conftest import (
     ensure_built,
     free_port,
 )
+from tests.hub.acl import closed_folders, passable_by
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "docs" / "deploy.md"
@@ -130,47 +130,6 @@ def remove_user(name: str) -> None:
             except psutil.Error:
                 pass
     subprocess.run(["userdel", "--remove", name], timeout=30, capture_output=True)
-
-
-ACL = "system.posix_acl_access"
-
-
-def closed_folders(path: Path) -> list[Path]:
-    """The folders above ``path`` that other users cannot pass through (no o+x)."""
-    return [folder for folder in Path(os.path.realpath(path)).parents if not os.stat(folder).st_mode & 0o001]
-
-
-@contextmanager
-def passable_by(folders: list[Path], uids: list[int]) -> Iterator[None]:
-    """Let ``uids`` pass through ``folders`` (search only, no listing) for the duration:
-    a POSIX access ACL (the binary form ``setfacl -m u:UID:x`` writes; acl's tools are not
-    installed here), removed and the mode given back afterwards. Here this venv's Python is
-    pyenv's under /root (mode 0700): without it no person's server could start."""
-    def entry(tag: int, perm: int, who: int = 0xFFFFFFFF) -> bytes:
-        return struct.pack("<HHI", tag, perm, who)
-
-    saved: list[tuple[Path, int]] = []
-    try:
-        for folder in folders:
-            try:
-                os.getxattr(folder, ACL)
-                raise AssertionError(f"{folder} already has an ACL; the hub tests do not change it.")
-            except OSError:
-                pass
-            mode = os.stat(folder).st_mode & 0o7777
-            owner = (mode >> 6) & 7
-            acl = (struct.pack("<I", 2) + entry(0x01, owner) + b"".join(entry(0x02, 1, uid) for uid in sorted(uids))
-                   + entry(0x04, (mode >> 3) & 7) + entry(0x10, ((mode >> 3) & 7) | 1) + entry(0x20, mode & 7))
-            saved.append((folder, mode))
-            os.setxattr(folder, ACL, acl)
-        yield
-    finally:
-        for folder, mode in saved:
-            try:
-                os.removexattr(folder, ACL)
-            except OSError:
-                pass
-            os.chmod(folder, mode)
 
 
 def shared_folder(path: Path) -> Path:
@@ -361,7 +320,8 @@ def hub_process() -> Iterator[HubProcess]:
             start_server(hub, person)
             # The Home the documented pre_spawn_hook made; no kernel has started yet.
             config_file = person.crystal_home / "config.json"
-            config_file.write_text(json.dumps({"topicNaming": False, "approval": "full"}))
+            # No inline completions (NB-2): they would ask the scripted model server as a person types.
+            config_file.write_text(json.dumps({"topicNaming": False, "approval": "full", "inlineCompletion": "off"}))
             os.chown(config_file, person.uid, person.uid)
         yield running
     finally:

@@ -170,8 +170,9 @@ def test_sidebar_api_refuses_another_persons_token(hub, people, acted):
             status, body = hub.api("GET", f"{base}/{route}", token=token)
             assert status in (302, 403), (route, status, body)
             assert B_PROMPT.split()[2] not in json.dumps(body) and B_JOB_SECRET not in json.dumps(body)
-    status, body = hub.api("POST", f"{base}/jobs/{acted.session}/{acted.job}/stop", token=a.token)
-    assert status == 403, (status, body)
+    for route in (f"jobs/{acted.session}/{acted.job}/stop", "completion", "promptsets"):
+        status, body = hub.api("POST", f"{base}/{route}", token=a.token, body={})
+        assert status == 403, (route, status, body)
     status, jobs = hub.api("GET", f"{base}/jobs", token=b.token)
     assert [j["state"] for j in jobs["jobs"] if j["id"] == acted.job] == ["running"]
 
