@@ -17,7 +17,9 @@ answers a question or an approval during the turn (calls that need approval are
 denied): the person sees the proposed change as a diff and applies it or not.
 
 The turn runs as a task on the kernel's event loop, so the comm handler returns at once
-and the kernel goes on answering; the reply is sent when the turn has ended.
+and the kernel goes on answering; the reply is sent when the turn has ended. The front
+end stops it by closing the comm (the bar's Stop button): the turn ends as after any
+stop, and the session is free again.
 """
 
 from __future__ import annotations
@@ -57,10 +59,12 @@ def wants(request: object) -> bool:
     return isinstance(request, dict) and request.get("op") == OP
 
 
-def start(kernel: Any, request: Any, send: Callable[[dict[str, Any]], None]) -> None:
-    """Start the fix turn for ``request`` (a request :func:`wants`); ``send`` gets its
-    reply (never raises)."""
+def start(kernel: Any, request: Any, comm: Any) -> None:
+    """Start the fix turn for ``request`` (a request :func:`wants`) that came on ``comm``,
+    which gets the reply; closing the comm stops the turn (the Fix bar's Stop). Never
+    raises."""
     rid = request.get("id") if isinstance(request, dict) else None
+    send = _sender(comm)
     try:
         source, traceback = _parse(request.get("args") if isinstance(request, dict) else None)
         session = _session(kernel)
@@ -90,6 +94,29 @@ def start(kernel: Any, request: Any, send: Callable[[dict[str, Any]], None]) -> 
     task = asyncio.ensure_future(work())
     _tasks.add(task)
     task.add_done_callback(_tasks.discard)
+    _stop_on_close(comm, task)
+
+
+def _sender(comm: Any) -> Callable[[dict[str, Any]], None]:
+    def send(reply: dict[str, Any]) -> None:
+        try:
+            comm.send(reply)
+        except Exception:
+            pass  # the page went away (or closed the comm): nobody is waiting for it
+
+    return send
+
+
+def _stop_on_close(comm: Any, task: asyncio.Task[None]) -> None:
+    """Cancel ``task`` when the front end closes ``comm``: the turn ends the normal way
+    (as after a Stop), so the session is free for the next fix or cell at once."""
+    running: set[asyncio.Task[None]] | None = getattr(comm, "_crystal_fixes", None)
+    if running is None:
+        running = set()
+        comm._crystal_fixes = running
+        comm.on_close(lambda _msg: [t.cancel() for t in list(running)])
+    running.add(task)
+    task.add_done_callback(running.discard)
 
 
 def _parse(args: object) -> tuple[str, str]:

@@ -242,7 +242,7 @@ def register_comm_target(kernel: CrystalKernel) -> bool:
             from crystal_kernel.jupyter import fix_cell
 
             if fix_cell.wants(data):  # NB-3: a turn; its reply comes when it has ended
-                fix_cell.start(kernel, data, comm.send)
+                fix_cell.start(kernel, data, comm)
                 return
             comm.send(answer(kernel, data))
 

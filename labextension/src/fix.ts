@@ -7,7 +7,8 @@
  * crystal_kernel/jupyter/sidebar_comm.py), op `fix`: the kernel runs a turn of the
  * notebook's own Crystal session (crystal_kernel/jupyter/fix_cell.py) and answers with
  * the whole corrected cell. The person sees the change as a line diff under the error
- * and applies it (the cell's source is replaced; nothing runs) or dismisses it.
+ * and applies it (the cell's source is replaced; nothing runs) or dismisses it. While
+ * Crystal works, Stop closes the comm, which ends the turn in the kernel.
  *
  * A Python kernel without Crystal does not know the comm (it closes it at once): the
  * bar then says so and offers "Load Crystal and fix", which runs
@@ -51,7 +52,12 @@ function isCrystalNotebook(panel: NotebookPanel): boolean {
 }
 
 /** Ask the kernel for a fix: one comm, one request, one reply. */
-function askFix(kernel: Kernel.IKernelConnection, source: string, traceback: string[]): Promise<IFixReply> {
+function askFix(
+  kernel: Kernel.IKernelConnection,
+  source: string,
+  traceback: string[],
+  stopper: (stop: () => void) => void
+): Promise<IFixReply> {
   return new Promise<IFixReply>((resolve, reject) => {
     let done = false;
     const comm = kernel.createComm(TARGET);
@@ -99,6 +105,8 @@ function askFix(kernel: Kernel.IKernelConnection, source: string, traceback: str
           ? new FixError('The kernel stopped or restarted before Crystal answered: run the cell again, then press Fix.')
           : new FixError('This notebook\u2019s kernel has no Crystal session.', NOT_LOADED)
       );
+    // Closing the comm stops the turn in the kernel (fix_cell.py).
+    stopper(() => finish(new FixError('Stopped: the cell is as it was.')));
     try {
       comm.open({});
       comm.send({ id: 1, op: 'fix', args: { source, traceback } } as any);
@@ -223,8 +231,11 @@ function fixBar(panel: NotebookPanel, cell: CodeCell, traceback: string[]): HTML
     const source = cell.model.sharedModel.getSource();
     fix.disabled = true;
     show('Crystal is looking at the error\u2026');
+    const stop = button('Stop', 'Stop Crystal\u2019s fix turn', () => undefined);
+    stop.classList.add('jp-crystal-fix-stop');
+    row.append(stop);
     try {
-      const reply = await askFix(kernel, source, traceback);
+      const reply = await askFix(kernel, source, traceback, halt => stop.addEventListener('click', halt));
       show('');
       propose(source, reply);
     } catch (error) {
@@ -241,6 +252,7 @@ function fixBar(panel: NotebookPanel, cell: CodeCell, traceback: string[]): HTML
         body.append(load);
       }
     } finally {
+      stop.remove();
       fix.disabled = false;
     }
   };

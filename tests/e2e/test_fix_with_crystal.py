@@ -10,6 +10,7 @@ screenshots of each step go to tests/e2e/artifacts/fix-*.png."""
 from __future__ import annotations
 
 import json
+import time
 
 from tests.e2e.conftest import ARTIFACTS, NB, READY, new_crystal_notebook
 from tests.e2e.contrast import set_theme
@@ -45,6 +46,13 @@ def fix_and_apply(page, cell, before: str, after: str) -> None:
     assert diff.locator(".jp-crystal-fix-added").all_inner_texts() == ["+ total = prices['apple'] + prices['pear']"]
     explanation = cell.locator(".jp-crystal-fix-explanation").inner_text()
     assert explanation == "There is no 'banana' in prices; the other fruit is 'pear'."
+
+
+def wait_until(check, message: str, seconds: float = 30) -> None:
+    deadline = time.monotonic() + seconds
+    while not check():
+        assert time.monotonic() < deadline, message
+        time.sleep(0.1)
 
 
 def run_again(page, cell) -> None:
@@ -95,7 +103,7 @@ def test_fix_a_failing_python_cell_in_a_crystal_notebook(browser, lab):
 def test_fix_in_a_python_notebook_loads_crystal_first(browser, lab):
     """NB-3 in a Python notebook with no Crystal session: the bar says so, "Load Crystal
     and fix" loads the magics in the kernel and the fix arrives; Dismiss leaves the cell,
-    a second Fix is applied and the cell runs."""
+    Stop ends a second fix's turn, a third is applied and the cell runs."""
     server = lab.server
     make_notebook(lab, "plain.ipynb", "python3")
     context = browser.new_context(viewport={"width": 1400, "height": 900})
@@ -117,7 +125,7 @@ def test_fix_in_a_python_notebook_loads_crystal_first(browser, lab):
         assert len(server.bodies("chat")) == before
         shots(page, "5-python-no-session")
 
-        server.add({"text": ANSWER}, {"text": ANSWER})
+        server.add({"text": ANSWER})
         load.click()
         fix_and_apply(page, cell, FAILING, FIXED)
         sent = sent_to_model(server, before)
@@ -127,13 +135,27 @@ def test_fix_in_a_python_notebook_loads_crystal_first(browser, lab):
         assert cell.locator(".jp-crystal-fix-diff").count() == 0
         assert page.evaluate(SOURCE, 0) == FAILING
 
+        # Stop while Crystal works: the turn ends in the kernel (its model request is dropped).
+        server.add({"hang": 15})
+        disconnects = server.disconnects
         cell.locator(".jp-crystal-fix-button").click()  # the magics are loaded now: straight to the fix
+        wait_until(lambda: len(server.bodies("chat")) == before + 2, "the second fix never reached the model")
+        cell.locator(".jp-crystal-fix-stop").wait_for()
+        assert cell.locator(".jp-crystal-fix-status").inner_text() == "Crystal is looking at the error…"
+        shots(page, "7-python-working")
+        cell.locator(".jp-crystal-fix-stop").click()
+        assert cell.locator(".jp-crystal-fix-status").inner_text() == "Stopped: the cell is as it was."
+        assert server.wait_for_disconnect(disconnects + 1, timeout=15), "the fix turn went on after Stop"
+        assert page.evaluate(SOURCE, 0) == FAILING
+
+        server.add({"text": ANSWER})
+        cell.locator(".jp-crystal-fix-button").click()
         fix_and_apply(page, cell, FAILING, FIXED)
         cell.locator(".jp-crystal-fix-apply").click()
         page.wait_for_function(f"() => ({SOURCE})(0) === {json.dumps(FIXED)}")
         run_again(page, cell)
         cell.locator(".jp-OutputArea", has_text="total 7").wait_for(timeout=60_000)
-        assert len(server.bodies("chat")) == before + 2
-        shots(page, "7-python-ran")
+        assert len(server.bodies("chat")) == before + 3
+        shots(page, "8-python-ran")
     finally:
         context.close()

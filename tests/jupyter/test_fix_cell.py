@@ -7,6 +7,7 @@ variables it names, and the reply is the corrected cell — in the Crystal kerne
 from __future__ import annotations
 
 import json
+import time
 
 from tests.jupyter.test_sidebar_comm import ask, open_sidebar
 from tests.magics.conftest import start_python_kernel
@@ -93,3 +94,21 @@ def test_nb3_fix_in_a_python_kernel_with_the_magics(llm_server, tmp_path):
         assert kernel.run(reply["data"]["source"]).streams == "total 7\n"
     finally:
         kernel.stop()
+
+
+def test_nb3_closing_the_comm_stops_the_fix_turn(kernel):
+    """NB-3: the Fix bar's Stop closes the comm; the turn ends (the model's connection is
+    dropped) and the session takes the next fix at once."""
+    kernel.server.add({"hang": 15})
+    comm = open_sidebar(kernel)
+    kernel.driver.send_comm(comm, {"id": 1, "op": "fix", "args": {"source": "1/0", "traceback": "ZeroDivisionError"}})
+    deadline = time.monotonic() + 15
+    while not any("1/0" in user_text(b) for b in kernel.server.bodies("chat")[-1:]):
+        assert time.monotonic() < deadline, "the fix never reached the model"
+        time.sleep(0.1)
+    disconnects = kernel.server.disconnects
+    kernel.driver.kc.shell_channel.send(kernel.driver.kc.session.msg("comm_close", {"comm_id": comm, "data": {}}))
+    assert kernel.server.wait_for_disconnect(disconnects + 1, timeout=10), "the fix turn went on after Stop"
+    kernel.server.add({"text": f"```python\n{FIXED_BODY}\n```"})
+    reply = fix_request(kernel, FAILING, "KeyError: 'banana'", timeout=20)
+    assert reply["ok"], reply  # not "Crystal is answering another cell"
