@@ -96,6 +96,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
       followLogs(tracker); // /logs --follow shows its newest line
       void import('./fix').then(fix => fix.activateFix(tracker)); // NB-3: Fix with Crystal on error outputs
     }
+    void import('./completion').then(c => c.activateCompletion(app)); // NB-2: inline completions
     const status = tracker && statusBar ? new CrystalStatus(tracker) : null;
     const sidebar = new CrystalSidebar(
       crystalIcon,

@@ -183,3 +183,19 @@ def variables_text(limit: int = 60) -> str:
         lines.append(f"{name}: {type(value).__name__} = {short_repr(value)}")
     text = "\n".join(lines)
     return text[:MAX_VARIABLES_CHARS]
+
+
+class Listing:
+    """Text whose repr is itself: a user expression's ``text/plain`` is the repr of its
+    value, and the page wants the listing, not a quoted Python string."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def __repr__(self) -> str:
+        return self.text
+
+
+def variables_listing() -> Listing:
+    """:func:`variables_text` as the user expression the lab extension evaluates."""
+    return Listing(variables_text())

@@ -1,0 +1,98 @@
+"""NB-2 in a real JupyterLab (Chromium), typing at a person's pace: inline completions.
+
+A person in a Python notebook (Crystal's magics loaded) types the start of a line; after
+a pause Crystal's ghost text streams in, Tab accepts it, and the cell holds the line.
+What the model received (the text before and after the cursor, the cells above, the
+kernel's variables) is read from the loopback model server's log. The lab is this
+module's own: the server extension makes the model request, so the lab's environment
+(not only its kernels') must name this module's model server. Light and dark
+screenshots go to tests/e2e/artifacts/completion-*.png."""
+
+from __future__ import annotations
+
+import pytest
+
+from crystal_kernel.testing.llm_server import LLMServer
+from tests.e2e.conftest import ARTIFACTS, DELAY, NB, READY, blank_page, ensure_built, running_lab
+from tests.e2e.contrast import set_theme
+from tests.e2e.test_forms import make_notebook, run_cell
+
+FIRST_CELL = "%load_ext crystal_kernel\nrates = {'EUR': 1.1, 'GBP': 1.3}"
+COMPLETION = "sum(rates.values())"
+SOURCE = "(i) => window.jupyterapp.shell.currentWidget.content.widgets[i].model.sharedModel.getSource()"
+
+
+def completions_only(body: dict, path: str) -> dict | None:
+    """The completion requests get the completion; nothing else is scripted here."""
+    system = " ".join(str(m.get("content")) for m in body.get("messages", []) if m.get("role") == "system")
+    if "You complete code" in system:
+        return {"text": COMPLETION, "chunk": 4, "delay": 0.15}
+    return None
+
+
+@pytest.fixture(scope="module")
+def completion_lab(tmp_path_factory):
+    ensure_built()
+    with LLMServer(router=completions_only, max_hang=20) as server, \
+            running_lab(tmp_path_factory.mktemp("completion-lab"), server=server) as lab:
+        yield lab
+
+
+def completion_requests(server) -> list[str]:
+    """The user messages of the completion requests the model server received."""
+    found = []
+    for body in server.bodies("chat"):
+        messages = body.get("messages", [])
+        if any("You complete code" in str(m.get("content")) for m in messages if m.get("role") == "system"):
+            found.append(str(messages[-1]["content"]))
+    return found
+
+
+def shots(page, name: str) -> None:
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / f"completion-{name}-light.png"))
+    set_theme(page, "JupyterLab Dark")
+    page.screenshot(path=str(ARTIFACTS / f"completion-{name}-dark.png"))
+    set_theme(page, "JupyterLab Light")
+
+
+def test_nb2_ghost_text_streams_and_tab_accepts_it(browser, completion_lab):
+    """NB-2: typing ``total = `` in a Python cell brings Crystal's ghost text, streamed in
+    pieces; Tab puts it in the cell; the model got the prefix, the cell above and the
+    kernel's variables, and no request while the person was still typing."""
+    lab, server = completion_lab, completion_lab.server
+    make_notebook(lab, "sales.ipynb", "python3")
+    with blank_page(browser) as page:
+        page.goto(f"{lab.url}lab/tree/sales.ipynb?reset&token={lab.token}")
+        page.wait_for_function(READY, arg="python3", timeout=90_000)
+        run_cell(page, FIRST_CELL)
+        first = page.locator(f"{NB} .jp-CodeCell").first
+        first.locator(".jp-InputArea-prompt", has_text="[1]").wait_for(timeout=60_000)
+
+        before = len(completion_requests(server))
+        cell = page.locator(f"{NB} .jp-CodeCell").nth(1)
+        cell.locator(".cm-content").click()
+        page.keyboard.type("total = ", delay=DELAY)
+        ghost = cell.locator(".jp-GhostText")
+        ghost.wait_for(timeout=30_000)
+        # Streamed: the ghost text grows to the whole completion.
+        page.wait_for_function(
+            "(text) => [...document.querySelectorAll('.jp-GhostText')].some(g => g.textContent === text)",
+            arg=COMPLETION, timeout=30_000)
+        shots(page, "1-ghost")
+        page.keyboard.press("Tab")
+        page.wait_for_function(f"() => ({SOURCE})(1) === 'total = {COMPLETION}'", timeout=10_000)
+        assert cell.locator(".jp-GhostText").count() == 0
+        shots(page, "2-accepted")
+
+        sent = completion_requests(server)[before:]
+        # The one for the pause after "total = " (accepting may ask for what comes next).
+        asked = [s for s in sent if s.endswith("total = <cursor/>") or "total = <cursor/>\n" in s]
+        assert len(asked) == 1, sent
+        # Typed at a person's pace, the keystrokes before the pause were not each sent on.
+        assert not [s for s in sent if "<cursor/>" in s and "total = <cursor/>" not in s
+                    and "total = " + COMPLETION not in s], sent
+        last = asked[0]
+        assert last.endswith("total = <cursor/>")  # the prefix, the cursor at its end, no suffix
+        assert "rates = {'EUR': 1.1, 'GBP': 1.3}" in last  # the cell above
+        assert "rates: dict = {'EUR': 1.1, 'GBP': 1.3}" in last  # the kernel's variables
