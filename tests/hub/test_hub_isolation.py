@@ -19,6 +19,7 @@ import os
 import stat
 import subprocess
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -42,6 +43,22 @@ class Acted:
     session: str     # B's session id
     job: str         # B's running background job
     home_files: list[Path]
+
+
+@contextmanager
+def readable_by_everyone(folder: Path) -> Iterator[None]:
+    """``folder`` and all in it readable by every user while the block runs (as Debian's
+    0755 homes with a Home others can read would be), modes given back afterwards: what
+    then keeps A out is Crystal's own check, not B's file modes."""
+    saved = [(path, stat.S_IMODE(path.lstat().st_mode)) for path in [folder, *folder.rglob("*")]
+             if not path.is_symlink()]
+    try:
+        for path, mode in saved:
+            path.chmod(mode | (0o055 if path.is_dir() else 0o044))
+        yield
+    finally:
+        for path, mode in saved:
+            path.chmod(mode)
 
 
 def all_files(folder: Path) -> list[Path]:
@@ -179,17 +196,22 @@ def test_sidebar_api_refuses_another_persons_token(hub, people, acted):
 
 def test_a_server_lists_only_a_sessions_and_jobs(hub, people, acted, a_page):
     """A's own server, with A's token, lists A's sessions and none of B's; B's session,
-    job and log by id are not found there, and a workspace outside A's root is refused.
-    Fails when the sidebar's API read anything outside the server's root (a shared
-    workspace or Home)."""
+    job and log by id are not found there, and a workspace outside A's root is refused,
+    all with B's home readable by everyone. Fails when the sidebar's API lists or finds
+    anything outside the server's root."""
     a, b = people
+    with readable_by_everyone(b.home):
+        check_a_server_api(hub, a, b, acted)
+
+
+def check_a_server_api(hub: Hub, a: Person, b: Person, acted: Acted) -> None:
     base = f"user/{a.name}/crystal/api"
     status, sessions = hub.api("GET", f"{base}/sessions", token=a.token)
     assert status == 200
     ids = [s["id"] for s in sessions["sessions"]]
     assert ids and acted.session not in ids
     status, jobs = hub.api("GET", f"{base}/jobs", token=a.token)
-    assert status == 200 and acted.job not in [(j["session"], j["id"]) for j in jobs["jobs"]]
+    assert status == 200 and (acted.session, acted.job) not in [(j["session"], j["id"]) for j in jobs["jobs"]]
     assert all(j["session"] != acted.session for j in jobs["jobs"])
     for route in (f"sessions/{acted.session}", f"jobs/{acted.session}/{acted.job}/log"):
         status, body = hub.api("GET", f"{base}/{route}", token=a.token)
@@ -204,8 +226,14 @@ def test_a_server_lists_only_a_sessions_and_jobs(hub, people, acted, a_page):
 def test_resume_of_b_session_is_refused(hub, people, acted, a_page):
     """``/sessions`` in A's notebook lists none of B's, ``/resume B-id`` finds no such
     session, and the next turn carries nothing of B's. Fails when sessions were listed or
-    looked up outside A's workspace (a workspace or session index shared with B)."""
+    looked up outside A's workspace (a workspace or session index shared with B); B's
+    home is readable by everyone meanwhile, so only Crystal's own lookup keeps A out."""
     a, b = people
+    with readable_by_everyone(b.home):
+        check_resume(hub, a_page, a, b, acted)
+
+
+def check_resume(hub: Hub, a_page: Any, a: Person, b: Person, acted: Acted) -> None:
     _, sessions = hub.api("GET", f"user/{a.name}/crystal/api/sessions", token=a.token)
     run_cell(a_page, "/sessions")
     listed = a_page.locator(f"{NB} .jp-OutputArea-output").last.inner_text()
