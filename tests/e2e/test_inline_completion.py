@@ -22,11 +22,15 @@ COMPLETION = "sum(rates.values())"
 SOURCE = "(i) => window.jupyterapp.shell.currentWidget.content.widgets[i].model.sharedModel.getSource()"
 
 
+# What the model server answers a completion request with (a test may change it).
+REPLY = {"text": COMPLETION, "chunk": 4, "delay": 0.15}
+
+
 def completions_only(body: dict, path: str) -> dict | None:
-    """The completion requests get the completion; nothing else is scripted here."""
+    """The completion requests get REPLY; nothing else is scripted here."""
     system = " ".join(str(m.get("content")) for m in body.get("messages", []) if m.get("role") == "system")
     if "You complete code" in system:
-        return {"text": COMPLETION, "chunk": 4, "delay": 0.15}
+        return dict(REPLY)
     return None
 
 
@@ -96,3 +100,38 @@ def test_nb2_ghost_text_streams_and_tab_accepts_it(browser, completion_lab):
         assert last.endswith("total = <cursor/>")  # the prefix, the cursor at its end, no suffix
         assert "rates = {'EUR': 1.1, 'GBP': 1.3}" in last  # the cell above
         assert "rates: dict = {'EUR': 1.1, 'GBP': 1.3}" in last  # the kernel's variables
+
+
+def test_nb2_the_next_keystroke_cancels_the_model_request(browser, completion_lab):
+    """NB-2: while the answer still streams (the model server holds it after its first
+    piece), the person types on: the ghost text goes, and the request to the model server
+    is closed (the server extension cancelled it), not left to run."""
+    lab, server = completion_lab, completion_lab.server
+    REPLY.clear()
+    REPLY.update({"text": "np.arange(10)", "chunk": 2, "hang": 15, "hang_after": 2})
+    try:
+        make_notebook(lab, "typing.ipynb", "python3")
+        with blank_page(browser) as page:
+            page.goto(f"{lab.url}lab/tree/typing.ipynb?reset&token={lab.token}")
+            page.wait_for_function(READY, arg="python3", timeout=90_000)
+            page.locator(f"{NB} .jp-Spinner").wait_for(state="hidden", timeout=60_000)
+            cell = page.locator(f"{NB} .jp-CodeCell").first
+            cell.locator(".cm-content").click()
+            before = server.disconnects
+            page.keyboard.type("xs = ", delay=DELAY)
+            # The first piece shows; the rest is held by the model server.
+            page.wait_for_function(
+                "() => [...document.querySelectorAll('.jp-GhostText')].some(g => g.textContent.startsWith('np'))",
+                timeout=30_000)
+            REPLY.clear()
+            REPLY.update({"text": "0", "chunk": 4})  # what the next request gets
+            page.keyboard.type("1", delay=DELAY)
+            assert server.wait_for_disconnect(before + 1, timeout=15), "the model request went on"
+            # The old suggestion is gone; the new one (after the pause) is for "xs = 1".
+            page.wait_for_function(
+                "() => { const g = [...document.querySelectorAll('.jp-GhostText')];"
+                " return g.length === 1 && g[0].textContent === '0'; }", timeout=20_000)
+            assert page.evaluate(f"() => ({SOURCE})(0)") == "xs = 1"
+    finally:
+        REPLY.clear()
+        REPLY.update({"text": COMPLETION, "chunk": 4, "delay": 0.15})

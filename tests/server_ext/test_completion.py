@@ -151,3 +151,15 @@ def test_nb2_closing_the_request_cancels_the_model_request(
         return await asyncio.get_running_loop().run_in_executor(None, model_server.wait_for_disconnect, 1, 10)
 
     assert jp_asyncio_loop.run_until_complete(wait_for_disconnect()), "the model request went on"
+
+
+@pytest.mark.parametrize("chunk", [1, 2, 5])
+def test_nb2_a_fence_split_across_pieces_never_reaches_the_ghost_text(api, settings, model_server, chunk):
+    """Ghost text cannot take back what it showed: no backtick of a fence the model wrote
+    (in pieces of any size) is ever sent, and the explanation after it is dropped."""
+    model_server.add({"text": "```py\nx = [i for i in range(3)]\n```\nThis makes a list.", "chunk": chunk})
+    status, data = api("POST", "completion", body={"prefix": "x = "})
+    assert status == 200
+    pieces = [r["text"] for r in lines(data) if "text" in r]
+    assert "".join(pieces) == "x = [i for i in range(3)]"
+    assert not any("`" in p for p in pieces)
