@@ -37,6 +37,8 @@ class OneLineParser(argparse.ArgumentParser):
     def parse_known_args(self, args: Sequence[str] | None = None,  # type: ignore[override]
                          namespace: argparse.Namespace | None = None) -> tuple[argparse.Namespace, list[str]]:
         self._argv = list(sys.argv[1:] if args is None else args)
+        if namespace is None:  # argparse's overloads: a new namespace is never None
+            return super().parse_known_args(args)
         return super().parse_known_args(args, namespace)
 
     def error(self, message: str) -> NoReturn:

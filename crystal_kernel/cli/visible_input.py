@@ -12,12 +12,17 @@ from __future__ import annotations
 
 import bisect
 
-from prompt_toolkit.formatted_text import StyleAndTextTuples
+from prompt_toolkit.formatted_text import OneStyleAndTextTuple, StyleAndTextTuples
 from prompt_toolkit.layout.processors import Processor, Transformation, TransformationInput
 
 from crystal_kernel.core.textsafe import invisible, terminal_safe
 
 _MARKED = " class:control-character "
+
+
+def _like(fragment: OneStyleAndTextTuple, style: str, text: str) -> OneStyleAndTextTuple:
+    """``fragment`` with another style and text, keeping its mouse handler if it has one."""
+    return (style, text) if len(fragment) == 2 else (style, text, fragment[2])
 
 
 class VisibleControls(Processor):
@@ -31,7 +36,7 @@ class VisibleControls(Processor):
         starts: list[int] = []  # the display position of each source character
         shown = 0
         for fragment in fragments:
-            style, text, rest = fragment[0], fragment[1], fragment[2:]
+            style, text = fragment[0], fragment[1]
             if "[ZeroWidthEscape]" in style:  # takes no place on the line
                 out.append(fragment)
                 continue
@@ -40,16 +45,16 @@ class VisibleControls(Processor):
                 starts.append(shown)
                 if invisible(ch):
                     if plain:
-                        out.append((style, "".join(plain), *rest))
+                        out.append(_like(fragment, style, "".join(plain)))
                         plain = []
                     piece = terminal_safe(ch, exact=True)
-                    out.append((style + _MARKED, piece, *rest))
+                    out.append(_like(fragment, style + _MARKED, piece))
                     shown += len(piece)
                 else:
                     plain.append(ch)
                     shown += 1
             if plain:
-                out.append((style, "".join(plain), *rest))
+                out.append(_like(fragment, style, "".join(plain)))
         end = len(starts)
 
         def to_display(position: int) -> int:

@@ -278,7 +278,8 @@ def find_candidate(workspace: Path, name: str) -> tuple[Kind, Path]:
     options = [given] if given.is_absolute() else [Path(workspace) / given, Path.cwd() / given]
     # By resolved path, but the path handed back is the one the workspace names (a
     # link at a set folder must be seen as one by the digest).
-    candidates = {Path(os.path.realpath(p)): (kind, p) for kind, p in workspace_candidates(workspace)}
+    candidates: dict[Path, tuple[Kind, Path]] = {Path(os.path.realpath(p)): (kind, p)
+                                                 for kind, p in workspace_candidates(workspace)}
     for option in options:
         real = Path(os.path.realpath(option))
         for probe in (real, real / "tools.json", real / "mcp.json"):

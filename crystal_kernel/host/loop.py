@@ -510,8 +510,8 @@ class Turn:
         except NothingToCompact:
             self._emit(Note(text="Nothing older is left to summarise."))
             return False
-        except (SideCallError, ProviderError) as exc:
-            self._emit(Note(text=f"Compaction failed ({exc}); the conversation was kept as it was."))
+        except (SideCallError, ProviderError) as failure:
+            self._emit(Note(text=f"Compaction failed ({failure}); the conversation was kept as it was."))
             return False
         self._emit(result.event())
         return True

@@ -294,7 +294,9 @@ class _Server:
     def _start(self) -> socket.socket | None:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         started = threading.Event()
-        box: list[subprocess.Popen[bytes] | None] = [None]
+        # Popen[Any]: own_group()'s options are a dict, so a checker cannot tell the
+        # stream type from the call (no stream is opened: all three are DEVNULL).
+        box: list[subprocess.Popen[Any] | None] = [None]
 
         def keep() -> None:
             try:

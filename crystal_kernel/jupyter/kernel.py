@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ipykernel.ipkernel import IPythonKernel
+from jupyter_client.session import Session as WireSession
 from traitlets import List
 
 from crystal_kernel import __version__ as _version
@@ -62,10 +63,15 @@ def current_options() -> KernelOptions:
     return _OPTIONS
 
 
+BANNER = "Crystal: a coding agent in your notebook. Each cell is a turn; /help lists the commands."
+
+
 class CrystalKernel(IPythonKernel):
     implementation = "crystal"
     implementation_version = _version
-    banner = "Crystal: a coding agent in your notebook. Each cell is a turn; /help lists the commands."
+    # Kernel declares `banner: str`; IPythonKernel turns it into a property (and silences
+    # its own checker there). A string, as Kernel declares: mypy agrees, pyright does not.
+    banner = BANNER  # pyright: ignore[reportAssignmentType]
     language_info = {
         "name": "markdown",
         "mimetype": "text/markdown",
@@ -344,10 +350,11 @@ class CrystalKernel(IPythonKernel):
     async def interrupt_request(self, stream: Any, ident: Any, parent: Any) -> None:
         # Runs on the control thread (interrupt_mode "message"). Unlike ipykernel's, it
         # sends no SIGINT to the process group: tool processes are stopped by the turn.
-        if not self.session:
+        session = self.session  # a traitlets Instance of jupyter_client's Session: typed as object
+        if not isinstance(session, WireSession):
             return
         self.request_interrupt()
-        self.session.send(stream, "interrupt_reply", {"status": "ok"}, parent, ident=ident)
+        session.send(stream, "interrupt_reply", {"status": "ok"}, parent, ident=ident)
 
     @contextmanager
     def _sigint_cancels(self) -> Iterator[None]:

@@ -137,10 +137,10 @@ class RecordingOutput:
         outer = self
 
         class _H:
-            def update(self, b: Bundle, stale: Bundle | None = None, kept: Bundle | None = None, *,
+            def update(self, bundle: Bundle, stale: Bundle | None = None, kept: Bundle | None = None, *,
                        final: bool = False) -> None:
-                outer.outputs[index] = dict(b)
-                outer.sent.append(dict(b))
+                outer.outputs[index] = dict(bundle)
+                outer.sent.append(dict(bundle))
                 outer.kept.append(kept)
                 outer.updates[index] += 1
 

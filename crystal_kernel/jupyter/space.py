@@ -38,7 +38,7 @@ import os
 import signal
 import urllib.parse
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from crystal_kernel.core.errors import UserError
 from crystal_kernel.core.textsafe import terminal_safe
@@ -165,6 +165,7 @@ def serve(workspace: Path, notebook: str, flags: list[str], data: Path, ns: argp
           up: list[bool]) -> int:
     """Run JupyterLab (jupyter_server with the jupyterlab extension) until Ctrl-C or SIGTERM;
     ``up`` gets True once the server listens and its URL is printed."""
+    from jupyter_client.kernelspec import KernelSpecManager
     from jupyterlab.labapp import LabApp
 
     from crystal_kernel.jupyter.space_kernels import SpaceKernelManager
@@ -189,7 +190,7 @@ def serve(workspace: Path, notebook: str, flags: list[str], data: Path, ns: argp
                         "kernelspec from crystal kernel install on the gateway's side.")
     # The space's kernelspec first (kernel_dirs is not configurable, so set on the one
     # manager the kernel manager and the kernelspec API share, before anything runs).
-    specs = server.kernel_spec_manager
+    specs = cast(KernelSpecManager, server.kernel_spec_manager)  # a traitlets Instance: typed as object
     specs.kernel_dirs = [str(write_kernelspec(data, flags)), *specs.kernel_dirs]
     stopping = False
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from jupyter_client.kernelspec import KernelSpecManager
 from jupyter_server.services.kernels.kernelmanager import AsyncMappingKernelManager
 
 from crystal_kernel.core.secrets import held_keys
@@ -24,10 +25,11 @@ class SpaceKernelManager(AsyncMappingKernelManager):
 
     def is_crystal(self, kernel_name: str | None) -> bool:
         """A kernelspec the lab extension would take for Crystal (metadata ``crystal``)."""
-        if self.kernel_spec_manager is None:
+        specs = self.kernel_spec_manager  # a traitlets Instance: typed as object
+        if not isinstance(specs, KernelSpecManager):
             return False
         try:
-            spec = self.kernel_spec_manager.get_kernel_spec(kernel_name or self.default_kernel_name)
+            spec = specs.get_kernel_spec(kernel_name or self.default_kernel_name)
         except Exception:  # an unknown name: jupyter_server reports it as it always does
             return False
         return bool((spec.metadata or {}).get("crystal"))

@@ -25,7 +25,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from crystal_kernel.core.deadline import within
 from crystal_kernel.core.interaction import CONFIRM_TITLE, ApprovalRequest, PersonDecision, Question, needs_confirmation
@@ -44,6 +44,17 @@ if TYPE_CHECKING:
 _LOG = logging.getLogger("crystal_kernel.forms")
 # A form's answer: a PersonDecision (approval) or the chosen labels (questions).
 T = TypeVar("T")
+Answer = TypeVar("Answer", contravariant=True)
+
+
+class LiveForm(Protocol[Answer]):
+    """A form shown while a turn waits for its answer of type ``Answer`` (questions,
+    approvals): its widget, whether it is over, and what it leaves behind."""
+
+    widget: Any
+    finished: bool
+
+    def summary_bundle(self, answer: Answer | None, note: str = "", /) -> Bundle: ...
 _LOG.addHandler(logging.NullHandler())  # without the kernel's log: say nothing, never print into the cell
 
 
@@ -265,7 +276,9 @@ class WidgetInteraction:
             if result is not None:
                 await result
 
-    async def _wait(self, form: Any, future: asyncio.Future[T], what: str) -> tuple[T | None, str]:
+    async def _wait(self, form: LiveForm[Any], future: asyncio.Future[T], what: str,
+                    headless: str) -> tuple[T | None, str]:
+        """``headless``: the outcome a headless run's log line names (Dismissed, Denied)."""
         # Live until answered; once its kernel is gone, a saved copy says so instead of
         # "model not found" (live_outputs.py).
         stale = form.summary_bundle(None, "The kernel stopped before anyone answered.")
@@ -284,8 +297,7 @@ class WidgetInteraction:
         except _NoFrontEnd:
             note = ("Nobody can answer: no front end that shows forms is connected to the kernel "
                     "(a headless run such as nbconvert or papermill).")
-            outcome = "Dismissed" if isinstance(form, QuestionForm) else "Denied"
-            self.log.warning(headless_log_line(what, outcome))
+            self.log.warning(headless_log_line(what, headless))
         except asyncio.CancelledError:
             note = "The turn was interrupted."
             form.finished = True
@@ -347,7 +359,8 @@ class WidgetInteraction:
         await self._prepare()
         future: asyncio.Future[list[list[str]] | None] = asyncio.get_running_loop().create_future()
         form = QuestionForm(questions, lambda answers: _settle(future, answers))
-        value, note = await self._wait(form, future, "questions: " + "; ".join(q.header for q in questions))
+        value, note = await self._wait(form, future, "questions: " + "; ".join(q.header for q in questions),
+                                       "Dismissed")
         if value is None and note:
             from crystal_kernel.core.errors import ToolError
 
@@ -362,7 +375,7 @@ class WidgetInteraction:
         future: asyncio.Future[PersonDecision] = asyncio.get_running_loop().create_future()
         form = ApprovalForm(request, lambda decision: _settle(future, decision))
         answered = await self._wait(form, future, f"an approval for {request.tool} "
-                                    f"{summarize_arguments(request.tool, request.arguments)}")
+                                    f"{summarize_arguments(request.tool, request.arguments)}", "Denied")
         value, note = answered
         if value is None:
             return PersonDecision(outcome="deny", reason=f"{note} The call was not approved.".strip(), nobody=True)

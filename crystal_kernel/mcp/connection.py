@@ -489,9 +489,12 @@ async def _list_all(session: ClientSession) -> list[mcp_types.Tool]:
 def _reason(exc: BaseException) -> str:
     """The first real error inside (possibly nested) exception groups, as words for a
     person (no exception class names)."""
-    groups = getattr(builtins, "BaseExceptionGroup", ())
-    while groups and isinstance(exc, groups) and exc.exceptions:
-        exc = exc.exceptions[0]
+    groups = getattr(builtins, "BaseExceptionGroup", ())  # Python 3.11 and later
+    while True:
+        inner = getattr(exc, "exceptions", None) if groups and isinstance(exc, groups) else None
+        if not inner:
+            break
+        exc = inner[0]
     text = str(exc).strip().splitlines()[0].strip() if str(exc).strip() else ""
     kind = type(exc).__name__
     if getattr(getattr(exc, "error", None), "code", None) == CONNECTION_CLOSED:

@@ -274,7 +274,12 @@ def _make_handler(server: LLMServer) -> type[BaseHTTPRequestHandler]:
             path = self.path.split("?", 1)[0]
             if path == "/_script":
                 replies = body.get("replies", []) if isinstance(body, dict) else body
-                server.add(*replies)
+                scripted = [reply for reply in replies if isinstance(reply, dict)] if isinstance(replies, list) else []
+                if not isinstance(replies, list) or len(scripted) != len(replies):
+                    self._send_json(400, {"error": {"message": "llm_server: replies must be a list of objects.",
+                                                    "type": "invalid_request_error"}})
+                    return
+                server.add(*scripted)
                 self._send_json(200, {"pending": server.pending})
                 return
             entry = {"method": "POST", "path": path, "headers": {k.lower(): v for k, v in self.headers.items()},

@@ -83,7 +83,7 @@ class CatalogOptions:
 
 def builtin_names(options: CatalogOptions) -> list[str]:
     """The built-in tool names for a mode, in catalog order."""
-    order = list(PLAN_ORDER if options.mode == "plan" else WORK_ORDER)
+    order: list[str] = list(PLAN_ORDER if options.mode == "plan" else WORK_ORDER)
     if options.notebook and options.mode == "work":
         order.extend(NOTEBOOK_TOOLS)
     order.extend(IMAGE_TOOLS)
