@@ -17,6 +17,7 @@ import { LabIcon } from '@jupyterlab/ui-components';
 
 import crystalSvg from '../style/icons/crystal.svg';
 import { activateAnswers } from './answers';
+import { activateCompletion } from './completion';
 import { watchForms } from './forms';
 import { followLogs } from './logs';
 import { CrystalSidebar } from './sidebar';
@@ -96,7 +97,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
       followLogs(tracker); // /logs --follow shows its newest line
       void import('./fix').then(fix => fix.activateFix(tracker)); // NB-3: Fix with Crystal on error outputs
     }
-    void import('./completion').then(c => c.activateCompletion(app)); // NB-2: inline completions
+    void activateCompletion(app); // NB-2: inline completions (registered before app.restored)
     const status = tracker && statusBar ? new CrystalStatus(tracker) : null;
     const sidebar = new CrystalSidebar(
       crystalIcon,

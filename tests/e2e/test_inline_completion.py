@@ -13,9 +13,9 @@ from __future__ import annotations
 import pytest
 
 from crystal_kernel.testing.llm_server import LLMServer
-from tests.e2e.conftest import ARTIFACTS, DELAY, NB, READY, blank_page, ensure_built, running_lab
+from tests.e2e.conftest import ARTIFACTS, DELAY, NB, blank_page, ensure_built, running_lab
 from tests.e2e.contrast import set_theme
-from tests.e2e.test_forms import make_notebook, run_cell
+from tests.e2e.test_forms import make_notebook, open_notebook, run_cell
 
 FIRST_CELL = "%load_ext crystal_kernel\nrates = {'EUR': 1.1, 'GBP': 1.3}"
 COMPLETION = "sum(rates.values())"
@@ -67,8 +67,7 @@ def test_nb2_ghost_text_streams_and_tab_accepts_it(browser, completion_lab):
     lab, server = completion_lab, completion_lab.server
     make_notebook(lab, "sales.ipynb", "python3")
     with blank_page(browser) as page:
-        page.goto(f"{lab.url}lab/tree/sales.ipynb?reset&token={lab.token}")
-        page.wait_for_function(READY, arg="python3", timeout=90_000)
+        open_notebook(page, lab, "sales.ipynb", "python3")
         run_cell(page, FIRST_CELL)
         first = page.locator(f"{NB} .jp-CodeCell").first
         first.locator(".jp-InputArea-prompt", has_text="[1]").wait_for(timeout=60_000)
@@ -112,8 +111,7 @@ def test_nb2_the_next_keystroke_cancels_the_model_request(browser, completion_la
     try:
         make_notebook(lab, "typing.ipynb", "python3")
         with blank_page(browser) as page:
-            page.goto(f"{lab.url}lab/tree/typing.ipynb?reset&token={lab.token}")
-            page.wait_for_function(READY, arg="python3", timeout=90_000)
+            open_notebook(page, lab, "typing.ipynb", "python3")
             page.locator(f"{NB} .jp-Spinner").wait_for(state="hidden", timeout=60_000)
             cell = page.locator(f"{NB} .jp-CodeCell").first
             cell.locator(".cm-content").click()
@@ -132,6 +130,38 @@ def test_nb2_the_next_keystroke_cancels_the_model_request(browser, completion_la
                 "() => { const g = [...document.querySelectorAll('.jp-GhostText')];"
                 " return g.length === 1 && g[0].textContent === '0'; }", timeout=20_000)
             assert page.evaluate(f"() => ({SOURCE})(0)") == "xs = 1"
+    finally:
+        REPLY.clear()
+        REPLY.update({"text": COMPLETION, "chunk": 4, "delay": 0.15})
+
+
+def test_nb2_completions_in_a_python_file_in_the_editor(browser, completion_lab):
+    """NB-2: the same in a .py file opened in JupyterLab's file editor (no kernel, no cells
+    above): the model gets the file's text around the cursor and its name."""
+    lab, server = completion_lab, completion_lab.server
+    lab.api("PUT", "api/contents/helpers.py", {"type": "file", "format": "text", "content": "import math\n\n"})
+    REPLY.clear()
+    REPLY.update({"text": "x * 2", "chunk": 2, "delay": 0.1})
+    try:
+        with blank_page(browser) as page:
+            page.goto(f"{lab.url}lab/tree/helpers.py?reset&token={lab.token}")
+            editor = page.locator(".jp-FileEditor .cm-content")
+            editor.wait_for(timeout=60_000)
+            editor.click()
+            page.keyboard.press("Control+End")
+            before = len(completion_requests(server))
+            page.keyboard.type("def double(x):", delay=DELAY)
+            page.keyboard.press("Enter")
+            page.keyboard.type("return ", delay=DELAY)
+            page.wait_for_function(
+                "() => [...document.querySelectorAll('.jp-GhostText')].some(g => g.textContent === 'x * 2')",
+                timeout=30_000)
+            page.keyboard.press("Tab")
+            text = "() => window.jupyterapp.shell.currentWidget.content.model.sharedModel.getSource()"
+            page.wait_for_function(f"() => ({text})().endsWith('return x * 2')", timeout=10_000)
+            asked = [s for s in completion_requests(server)[before:] if "return <cursor/>" in s]
+            assert asked and "File: helpers.py" in asked[-1] and "import math" in asked[-1]
+            assert "cells above" not in asked[-1]
     finally:
         REPLY.clear()
         REPLY.update({"text": COMPLETION, "chunk": 4, "delay": 0.15})
