@@ -163,3 +163,12 @@ def test_nb2_a_fence_split_across_pieces_never_reaches_the_ghost_text(api, setti
     pieces = [r["text"] for r in lines(data) if "text" in r]
     assert "".join(pieces) == "x = [i for i in range(3)]"
     assert not any("`" in p for p in pieces)
+
+
+@pytest.mark.parametrize("authorization", ["", "token wrong-token"])
+def test_nb2_a_request_without_the_persons_token_is_403_and_sends_nothing(api, settings, model_server,
+                                                                          authorization):
+    model_server.add({"text": "never"})
+    status, data = api("POST", "completion", body={"prefix": "x = "}, headers={"Authorization": authorization})
+    assert status == 403 and "error" in data
+    assert model_server.bodies() == []
