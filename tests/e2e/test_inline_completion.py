@@ -54,6 +54,7 @@ def completion_requests(server) -> list[str]:
 
 def shots(page, name: str) -> None:
     ARTIFACTS.mkdir(exist_ok=True)
+    page.wait_for_timeout(600)  # the ghost text's "uncover" animation ends (the picture only)
     page.screenshot(path=str(ARTIFACTS / f"completion-{name}-light.png"))
     set_theme(page, "JupyterLab Dark")
     page.screenshot(path=str(ARTIFACTS / f"completion-{name}-dark.png"))
@@ -162,6 +163,43 @@ def test_nb2_completions_in_a_python_file_in_the_editor(browser, completion_lab)
             asked = [s for s in completion_requests(server)[before:] if "return <cursor/>" in s]
             assert asked and "File: helpers.py" in asked[-1] and "import math" in asked[-1]
             assert "cells above" not in asked[-1]
+    finally:
+        REPLY.clear()
+        REPLY.update({"text": COMPLETION, "chunk": 4, "delay": 0.15})
+
+
+def test_nb2_in_a_crystal_notebook_a_python_cell_gets_the_kernels_variables(browser, completion_lab):
+    """NB-2 in a Crystal notebook: the person's %%python cell (NB-1) made a variable; in the
+    next %%python cell the ghost text comes, Tab accepts it, and the model was asked for
+    Python with the Crystal kernel's variables and the cell above."""
+    lab, server = completion_lab, completion_lab.server
+    make_notebook(lab, "crystal.ipynb", "crystal")
+    REPLY.clear()
+    REPLY.update({"text": "len(prices)", "chunk": 3, "delay": 0.1})
+    try:
+        with blank_page(browser) as page:
+            open_notebook(page, lab, "crystal.ipynb", "crystal")
+            run_cell(page, "%%python\nprices = [3, 4, 5]")
+            first = page.locator(f"{NB} .jp-CodeCell").first
+            first.locator(".jp-InputArea-prompt", has_text="[1]").wait_for(timeout=60_000)
+            cell = page.locator(f"{NB} .jp-CodeCell").nth(1)
+            cell.locator(".cm-content").click()
+            page.keyboard.type("%%python", delay=DELAY)
+            page.keyboard.press("Enter")
+            page.keyboard.press("Home")
+            before = len(completion_requests(server))
+            page.keyboard.type("count = ", delay=DELAY)
+            page.wait_for_function(
+                "() => [...document.querySelectorAll('.jp-GhostText')].some(g => g.textContent === 'len(prices)')",
+                timeout=30_000)
+            shots(page, "3-crystal-notebook")
+            page.keyboard.press("Tab")
+            page.wait_for_function(f"() => ({SOURCE})(1) === '%%python\\ncount = len(prices)'", timeout=10_000)
+            asked = [s for s in completion_requests(server)[before:] if s.endswith("count = <cursor/>")]
+            assert len(asked) == 1, completion_requests(server)[before:]
+            assert "Complete this python code" in asked[0]
+            assert "prices: list = [3, 4, 5]" in asked[0]  # the Crystal kernel's variables
+            assert "%%python\nprices = [3, 4, 5]" in asked[0]  # the cell above
     finally:
         REPLY.clear()
         REPLY.update({"text": COMPLETION, "chunk": 4, "delay": 0.15})

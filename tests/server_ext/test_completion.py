@@ -172,3 +172,14 @@ def test_nb2_a_request_without_the_persons_token_is_403_and_sends_nothing(api, s
     status, data = api("POST", "completion", body={"prefix": "x = "}, headers={"Authorization": authorization})
     assert status == 403 and "error" in data
     assert model_server.bodies() == []
+
+
+def test_nb2_a_python_cell_of_a_crystal_notebook_is_completed_as_python(api, settings, model_server):
+    """A Crystal notebook's cells are Markdown prompts, but a %%python cell (NB-1) is the
+    person's Python: the model is asked for Python."""
+    model_server.add({"text": "df.head()"})
+    status, data = api("POST", "completion", body={"prefix": "%%python\nimport pandas as pd\nprint(",
+                                                   "language": "markdown"})
+    assert status == 200
+    sent = model_server.bodies("chat")[0]["messages"][-1]["content"]
+    assert "Complete this python code at <cursor/>" in str(sent)

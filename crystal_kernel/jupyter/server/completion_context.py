@@ -63,6 +63,10 @@ def parse_body(data: dict[str, Any]) -> CompletionInput:
     if not isinstance(cells, list) or not all(isinstance(c, str) for c in cells):
         raise UserError("'cellsAbove' in the completion request must be a list of strings.")
     language = (data.get("language") or "python").strip()[:MAX_LANGUAGE] or "python"
+    if data["prefix"].lstrip().startswith("%%python"):
+        # A Crystal notebook's cell is a prompt (Markdown), except the person's own
+        # %%python cells (NB-1): those are Python.
+        language = "python"
     return CompletionInput(
         prefix=data["prefix"][-MAX_PREFIX:],
         suffix=data.get("suffix", "")[:MAX_SUFFIX],
