@@ -38,7 +38,9 @@ E2E_GROUPS: dict[str, tuple[str, ...]] = {
                             "tests/e2e/test_render_safety.py", "tests/e2e/test_sessions_sidebar.py"),
     # Labs of their own: real-time collaboration, a gateway, Notebook 7, Jupyter AI (~3 min).
     "tests/e2e/own-lab": ("tests/e2e/test_gateway.py", "tests/e2e/test_live_notebook_edit.py",
-                          "tests/e2e/test_notebook7.py", "tests/e2e/test_jupyter_ai.py"),
+                          "tests/e2e/test_notebook7.py", "tests/e2e/test_jupyter_ai.py",
+                          # Inline completions: the server extension calls the model (~1 min).
+                          "tests/e2e/test_inline_completion.py"),
     # Labs of their own: a person's whole session (~2.5 min), `crystal space` (~1 min).
     "tests/e2e/person": ("tests/e2e/test_person_session.py", "tests/e2e/test_space.py"),
 }
