@@ -229,7 +229,11 @@ def end_module(shared: SharedLab, module: str) -> None:
 
 def write_home(crystal_home: Path) -> None:
     crystal_home.mkdir(parents=True)
-    (crystal_home / "config.json").write_text(json.dumps({"topicNaming": False, "approval": "full"}))
+    # Inline completions (NB-2) off: a lab's server would otherwise ask the model as the
+    # tests type, and take replies scripted for turns. tests/e2e/test_inline_completion.py
+    # turns them on in its own lab.
+    (crystal_home / "config.json").write_text(json.dumps(
+        {"topicNaming": False, "approval": "full", "inlineCompletion": "off"}))
 
 
 @contextmanager

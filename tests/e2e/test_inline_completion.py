@@ -10,6 +10,8 @@ screenshots go to tests/e2e/artifacts/completion-*.png."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from crystal_kernel.testing.llm_server import LLMServer
@@ -39,6 +41,9 @@ def completion_lab(tmp_path_factory):
     ensure_built()
     with LLMServer(router=completions_only, max_hang=20) as server, \
             running_lab(tmp_path_factory.mktemp("completion-lab"), server=server) as lab:
+        # The labs of the browser tests have completions off (conftest.write_home): on here.
+        config = json.loads((lab.home / "config.json").read_text())
+        (lab.home / "config.json").write_text(json.dumps({**config, "inlineCompletion": "on"}))
         yield lab
 
 
@@ -203,3 +208,27 @@ def test_nb2_in_a_crystal_notebook_a_python_cell_gets_the_kernels_variables(brow
     finally:
         REPLY.clear()
         REPLY.update({"text": COMPLETION, "chunk": 4, "delay": 0.15})
+
+
+def test_nb2_inline_completion_off_asks_no_model(browser, completion_lab):
+    """NB-2: with ``"inlineCompletion": "off"`` in the person's config.json (read at every
+    request: no restart), typing and pausing shows no ghost text and the model server
+    receives nothing."""
+    lab, server = completion_lab, completion_lab.server
+    path = lab.home / "config.json"
+    config = json.loads(path.read_text())
+    path.write_text(json.dumps({**config, "inlineCompletion": "off"}))
+    try:
+        make_notebook(lab, "quiet.ipynb", "python3")
+        with blank_page(browser) as page:
+            open_notebook(page, lab, "quiet.ipynb", "python3")
+            page.locator(f"{NB} .jp-Spinner").wait_for(state="hidden", timeout=60_000)
+            before = len(server.requests)
+            page.locator(f"{NB} .jp-CodeCell .cm-content").first.click()
+            with page.expect_response(lambda r: "/crystal/api/completion" in r.url, timeout=30_000) as asked:
+                page.keyboard.type("answer = ", delay=DELAY)
+            assert "inlineCompletion" in asked.value.json()["off"]
+            assert page.locator(".jp-GhostText").count() == 0
+            assert server.requests[before:] == []
+    finally:
+        path.write_text(json.dumps({**config, "inlineCompletion": "on"}))
