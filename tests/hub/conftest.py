@@ -176,7 +176,7 @@ def test_config(hub_dir: Path, data: Path, config: Path, server: LLMServer, peop
     settings = {
         "people": [p.name for p in people], "password": people[0].password,
         "extra_env": {"CRYSTAL_BASE_URL": server.base_url, "JUPYTER_PATH": str(data),
-                      "JUPYTER_CONFIG_DIR": str(config)},
+                      "JUPYTER_CONFIG_PATH": str(config)},
     }
     return f"""
 # ---- the test hub (tests/hub/conftest.py) ----
