@@ -107,12 +107,24 @@ def environment(tmp_path: Path, server: LLMServer) -> dict[str, str]:
 def ready(connection_file: Path, code: str | None = None) -> str:
     """Wait until the kernel of ``connection_file`` answers; run ``code`` there and
     return what it printed."""
-    client = BlockingKernelClient(connection_file=str(connection_file))
-    client.load_connection_file()
-    client.start_channels()
     printed: list[str] = []
+    deadline = time.monotonic() + 90
+    while True:
+        # The server writes the connection file as it starts the kernel: a client that
+        # connects first takes a heartbeat not yet answered for "died" (seen at load 18).
+        # A client's channels start once: each try has its own.
+        client = BlockingKernelClient(connection_file=str(connection_file))
+        client.load_connection_file()
+        client.start_channels()
+        try:
+            client.wait_for_ready(timeout=max(1.0, deadline - time.monotonic()))
+            break
+        except RuntimeError:
+            client.stop_channels()
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
     try:
-        client.wait_for_ready(timeout=90)
         if code is not None:
             reply = client.execute_interactive(code, timeout=60, output_hook=lambda msg: printed.append(
                 msg["content"].get("text", "") if msg["msg_type"] == "stream" else ""))
