@@ -90,7 +90,8 @@ class Hub:
 
     def api(self, method: str, path: str, token: str | None = None, body: Any = None,
             headers: dict[str, str] | None = None) -> tuple[int, Any]:
-        """``(status, JSON body or text)`` of a request to ``url + path`` (no exception on 4xx)."""
+        """``(status, JSON body or text)`` of a request to ``url + path`` (no exception on 4xx),
+        with ``token`` (default: the tests' admin service; ``""``: no Authorization header)."""
         request = urllib.request.Request(
             self.url + path, method=method, data=None if body is None else json.dumps(body).encode(),
             headers={**({"Authorization": f"token {token or self.service_token}"} if token != "" else {}),
@@ -169,7 +170,7 @@ def write_shared(base: Path, server: LLMServer) -> tuple[Path, Path, Path]:
     return data, config, sets
 
 
-def test_config(hub_dir: Path, data: Path, config: Path, server: LLMServer, people: list[Person],
+def hub_lines(hub_dir: Path, data: Path, config: Path, server: LLMServer, people: list[Person],
                 ports: tuple[int, int, int], service_token: str) -> str:
     """The lines a test hub adds after the documented config."""
     port, hub_port, proxy_api = ports
@@ -303,7 +304,7 @@ def hub_process() -> Iterator[HubProcess]:
         service_token = secrets.token_hex(24)
         ports = (free_port(), free_port(), free_port())
         (hub_dir / "jupyterhub_config.py").write_text(
-            documented_config() + test_config(hub_dir, data, config, server, people, ports, service_token))
+            documented_config() + hub_lines(hub_dir, data, config, server, people, ports, service_token))
         env = {k: v for k, v in os.environ.items() if not k.startswith(("CRYSTAL_", "JUPYTER", "OPENAI_"))}
         env.update({"CRYSTAL_KEYS_DIR": str(keys), "CRYSTAL_SHARED_PROMPTSETS": str(sets),
                     "PATH": f"{VENV_BIN}{os.pathsep}{os.environ.get('PATH', '')}"})
