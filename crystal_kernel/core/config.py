@@ -224,8 +224,7 @@ def _check(key: str, value: Any) -> Any:
                "completionModel"):
         if not isinstance(value, str) or not value:
             raise bad("a non-empty string")
-    if key == "baseUrl":
-        return check_base_url(value)
+        return check_base_url(value) if key == "baseUrl" else value
     return value
 
 

@@ -28,7 +28,7 @@ import ast
 import asyncio
 import re
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from crystal_kernel.core.errors import UserError
 
@@ -140,8 +140,7 @@ def _session(kernel: Any) -> Session:
     or the ``%crystal`` magics' in a Python kernel."""
     ensure = getattr(kernel, "ensure_session", None)
     if callable(ensure):
-        session: Session = ensure()
-        return session
+        return cast("Session", ensure())  # the Crystal kernel's ensure_session
     from crystal_kernel.jupyter.magics import host_of
 
     try:

@@ -311,15 +311,16 @@ class MagicsHost(SyncForm):
         self._stop_requested = False
         self._turn_loop = None
         try:
-            opts, what, payload = plan(line, body)
+            opts, cell = plan(line, body)
+            what, prompt = cell.what, cell.prompt
             notes: list[str] = []
             if what == "prompt" and self.skipped_in_notebook_run():
                 return None
             if what == "prompt":
-                payload, notes = interpolate(payload, self.shell.user_ns)
+                prompt, notes = interpolate(prompt, self.shell.user_ns)
             shown = await self.apply(opts)
             if what == "commands":
-                await self._commands(payload)
+                await self._commands(list(cell.commands))
                 return None
             if what == "status":
                 self._show_status(shown)
@@ -331,7 +332,7 @@ class MagicsHost(SyncForm):
             from crystal_kernel.jupyter.live_outputs import running_cell
 
             with running_cell():  # a page reloaded mid-turn gets the cell back (FORM-2)
-                outcome = await self._turn_run(payload, [*shown, *([why] if why else []), *notes], interactive)
+                outcome = await self._turn_run(prompt, [*shown, *([why] if why else []), *notes], interactive)
         raise_for(outcome)
         return None
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Literal
 
 from crystal_kernel.core.errors import UserError
 
@@ -190,23 +190,33 @@ def interpolate(text: str, namespace: dict[str, Any]) -> tuple[str, list[str]]:
     return bound, notes
 
 
-def plan(line: str, body: str | None) -> tuple[MagicOptions, str, Any]:
-    """(options, "prompt" | "commands" | "status", the prompt text or command lines)."""
+@dataclass(frozen=True)
+class CellPlan:
+    """What a ``%crystal`` line or ``%%crystal`` cell asks: a prompt (its text), slash
+    commands (their lines), or the status line."""
+
+    what: Literal["prompt", "commands", "status"]
+    prompt: str = ""
+    commands: tuple[str, ...] = ()
+
+
+def plan(line: str, body: str | None) -> tuple[MagicOptions, CellPlan]:
+    """The options and what the magic asks."""
     if body is None:
         opts, rest = split_options(line)
     else:
         opts, rest = cell_options(line), body
     text = rest.strip()
     if not text:
-        return opts, "status", ""
+        return opts, CellPlan("status")
     if text.startswith("/"):
         lines = [piece.strip() for piece in text.splitlines() if piece.strip()]
         for piece in lines:
             if not piece.startswith("/"):
                 raise UserError(f"Each line of a command cell must start with '/': {piece[:60]!r}. "
                                 "Put the prompt in a cell of its own.")
-        return opts, "commands", lines
-    return opts, "prompt", text
+        return opts, CellPlan("commands", commands=tuple(lines))
+    return opts, CellPlan("prompt", prompt=text)
 
 
 def merged_flags(flags: Any, opts: MagicOptions) -> Any:

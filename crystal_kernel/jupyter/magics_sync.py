@@ -160,12 +160,13 @@ class SyncForm(ABC):
         """Run the magic synchronously: the final answer's text for a turn, None for
         commands and option-only calls. Bad input is a one-line UsageError."""
         try:
-            opts, what, payload = plan(line, body)
+            opts, cell = plan(line, body)
+            what, prompt = cell.what, cell.prompt
             notes: list[str] = []
             if what == "prompt" and self.skipped_in_notebook_run():
                 return None
             if what == "prompt":
-                payload, notes = interpolate(payload, self.shell.user_ns)
+                prompt, notes = interpolate(prompt, self.shell.user_ns)
             if what == "prompt" or opts.any():
                 self._refuse_if_busy()  # commands and the status line may run during a turn
         except UserError as exc:
@@ -182,13 +183,13 @@ class SyncForm(ABC):
             if what == "commands" and self.crystal is not None and self.crystal.busy:
                 # From the python tool during a turn: the turn owns the session's clients,
                 # so nothing is swapped; commands that would change the session refuse.
-                await self._commands(payload)
+                await self._commands(list(cell.commands))
                 return None
             async with self._worker_clients(self.ensure_session(), person=(what == "prompt")):
                 if what == "commands":
-                    await self._commands(payload)
+                    await self._commands(list(cell.commands))
                     return None
-                return await self._turn_run(payload, [*shown, SYNC_NOTE, *notes], interactive=False)
+                return await self._turn_run(prompt, [*shown, SYNC_NOTE, *notes], interactive=False)
 
         try:
             outcome, interrupted = run_blocking(work, self._interrupt_worker)
