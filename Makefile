@@ -8,6 +8,9 @@ STAMP := $(VENV)/.installed
 # mcp 2.x beside the venv's 1.x (the mcp-2 target below).
 MCP2 := build/mcp2
 MCP2_STAMP := $(MCP2)/.installed
+# pyright, one of make test's static checks (pinned: a newer release may find new things).
+PYRIGHT := build/pyright
+PYRIGHT_STAMP := $(PYRIGHT)/.installed-1.1.414
 # JupyterHub's proxy for tests/hub (the hub-deps target below).
 HUB := build/hub
 HUB_STAMP := $(HUB)/.installed
@@ -37,7 +40,7 @@ $(DEMO_STAMP): $(STAMP)
 demo: $(DEMO_STAMP)
 	$(PY) -m crystal_kernel.demo
 
-test: $(STAMP) system-deps $(MCP2_STAMP) $(HUB_STAMP)
+test: $(STAMP) system-deps $(MCP2_STAMP) $(HUB_STAMP) $(PYRIGHT_STAMP)
 	$(PY) -m crystal_kernel.testing.run_tests
 
 # MCP-R: Crystal is a client of both lines of the `mcp` SDK. The venv holds 1.x (what the
@@ -67,6 +70,15 @@ $(HUB_STAMP):
 	touch $(HUB_STAMP)
 
 hub-deps: $(HUB_STAMP)
+
+# pyright checks crystal_kernel beside mypy ([tool.pyright] in pyproject.toml). From npm,
+# into build/ (gitignored); needs Node.js and npm, as the labextension's build does.
+$(PYRIGHT_STAMP):
+	mkdir -p $(PYRIGHT)
+	[ -f $(PYRIGHT)/package.json ] || echo '{"name": "crystal-pyright", "private": true}' > $(PYRIGHT)/package.json
+	cd $(PYRIGHT) && npm install --no-audit --no-fund --silent "pyright@1.1.414"
+	$(PYRIGHT)/node_modules/.bin/pyright --version
+	touch $(PYRIGHT_STAMP)
 
 # Not part of `make test`: applies each hand mutant of the approval core listed in
 # tests/security/mutants/catalog.py and checks that its tests fail (docs/mutants.md).

@@ -66,6 +66,8 @@ CHECKS: list[tuple[str, list[str], list[str], bool]] = [
     # mypy reads its settings (and the folder to check) from pyproject.toml.
     ("mypy", [sys.executable, "-m", "mypy"], ["crystal_kernel"], False),
     ("lint-imports", [str(Path(sys.executable).with_name("lint-imports")), "--no-cache"], ["crystal_kernel"], False),
+    # pyright (npm, pinned in the Makefile's build/pyright) reads [tool.pyright] in pyproject.toml.
+    ("pyright", [str(ROOT / "build" / "pyright" / "node_modules" / ".bin" / "pyright")], ["crystal_kernel"], False),
 ]
 
 #: How each part starts pytest: as ``python -m pytest``, only allowed to write bytecode
@@ -111,8 +113,13 @@ def run_checks(into: Checks) -> None:
         present = [f for f in folders if (ROOT / f).exists()]
         if not present:
             continue
-        out = subprocess.run([*command, *(present if given else [])], cwd=ROOT, stdout=subprocess.PIPE,
-                             stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, text=True, errors="replace")
+        try:
+            out = subprocess.run([*command, *(present if given else [])], cwd=ROOT, stdout=subprocess.PIPE,
+                                 stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, text=True, errors="replace")
+        except FileNotFoundError:
+            into.output += f"make test: {name} ...\n{command[0]} is not installed: `make test` installs it.\n"
+            into.failed.append(name)
+            continue
         into.output += f"make test: {name} ...\n{out.stdout}"
         if out.returncode != 0:
             into.failed.append(name)
