@@ -274,7 +274,7 @@ async def _run_turn(session: Session, prompt: str, fmt: str) -> int:
     out = TurnPrinter(fmt)
     try:
         if is_command(prompt):
-            result = await run_command(session, prompt)
+            result = await run_command(session, prompt, front="run")
             out.command(result.text)
             session.save()
             return 0

@@ -94,7 +94,7 @@ async def run_line(kernel: CommandFront, line: str) -> None:
             return
         if target:
             line = f"/resume {target}"
-    result = await run_command(session, line)
+    result = await run_command(session, line, front="kernel")
     if result.kind == "sessions" and result.data.get("sessions"):
         _show_text(sessions_by_notebook(session, result.data["sessions"]))
         return

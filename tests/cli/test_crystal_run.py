@@ -281,3 +281,11 @@ def test_a_file_mention_in_the_prompt_attaches_the_file_and_a_refused_one_says_w
     assert "the secret word is marmalade" in sent and "What does @notes.txt say?" in sent
     assert "never sent" not in json.dumps(bodies)
     assert f"crystal: note: @{outside} was not attached" in out.stderr, out.stderr
+
+
+def test_help_lists_what_crystal_run_offers(workspace):
+    """/help in ``crystal run`` lists the commands of that front: not the terminal's
+    ``/expand`` (a folded result exists only in the interactive ``crystal``)."""
+    out = crystal(["run", "/help", "--workspace", str(workspace)])
+    assert out.returncode == 0, out.stderr
+    assert "/mode" in out.stdout and "/expand" not in out.stdout
