@@ -1,4 +1,4 @@
-"""``crystal acp [--workspace DIR] [model flags] [process flags]``: serve Crystal as an
+"""``crystal acp [--workspace DIR] [--session ID | --resume ID] [model flags] [process flags]``: serve Crystal as an
 Agent Client Protocol agent on stdin/stdout until the client closes stdin.
 
 The JSON-RPC stream owns the process's original stdin and stdout. File descriptor 0 is
@@ -33,7 +33,7 @@ DRAIN_SECONDS = 10.0
 
 
 def add_subparsers(sub: Any) -> None:
-    from crystal_kernel.host.flags import add_model_flags, add_process_flags, add_reasoning_flag
+    from crystal_kernel.host.flags import add_model_flags, add_process_flags, add_reasoning_flag, add_session_flags
 
     acp = sub.add_parser(
         "acp", help="serve Crystal as an Agent Client Protocol agent on stdin/stdout",
@@ -43,6 +43,12 @@ def add_subparsers(sub: Any) -> None:
                     "directory (or --workspace); the flags apply to every session (docs/acp.md).")
     acp.add_argument("--workspace", metavar="DIR",
                      help="use this folder for every session instead of the client's working directory")
+    # Taken and checked like every front's (FL-6), then refused: see refuse_session_flags.
+    add_session_flags(acp, resume_help="not taken here: the ACP client continues a saved session with "
+                                       "session/load (docs/acp.md)")
+    for action in acp._actions:
+        if action.dest == "session":
+            action.help = "not taken here: the ACP client opens its sessions with session/new (docs/acp.md)"
     add_model_flags(acp)
     add_reasoning_flag(acp)
     add_process_flags(acp)
@@ -56,6 +62,7 @@ def options_from_args(ns: argparse.Namespace) -> Any:
     from crystal_kernel.host.flags import flags_from_args, overrides_from_args
     from crystal_kernel.tools.catalog import check_disabled
 
+    refuse_session_flags(ns)
     flags = flags_from_args(ns)
     flags.disable_tool = check_disabled(flags.disable_tool)
     overrides = overrides_from_args(ns)
@@ -67,6 +74,19 @@ def options_from_args(ns: argparse.Namespace) -> Any:
             raise UserError(f"The workspace '{ns.workspace}' is not a folder.")
         workspace = workspace.resolve()
     return AgentOptions(workspace=workspace, overrides=overrides, flags=flags)
+
+
+def refuse_session_flags(ns: argparse.Namespace) -> None:
+    """``--session ID`` and ``--resume ID`` (FL-6: every front takes them, and the shared
+    check has refused a malformed id already) are refused with one line: one agent
+    process serves every session its client opens, and the client picks which, with
+    ``session/new`` or ``session/load`` (as ``/resume`` is refused over ACP). A flag that
+    silently pinned one of them would surprise the client, which records the ids it made."""
+    for flag in ("session", "resume"):
+        value = getattr(ns, flag, None)
+        if value is not None:
+            raise UserError(f"crystal acp takes no --{flag}: one agent serves every session its ACP client opens, "
+                            f"and the client continues '{value}' with session/load (sessionId '{value}').")
 
 
 def cmd_acp(ns: argparse.Namespace) -> int:

@@ -1,6 +1,7 @@
 """FL-6, SPEC §13 Fronts: `crystal`, `crystal run`, `crystal space` and `crystal acp` take
-the same process flags (FL-1..FL-3, MODE-7, the model flags; `--session` on the three
-session fronts), accept them alike, and check them, and every setting, with one shared
+the same process flags (FL-1..FL-3, MODE-7, the model flags, `--session` and `--resume`),
+accept them alike (`crystal acp` checks a session id alike, then refuses it: its client
+picks the sessions), and check them, and every setting, with one shared
 check before anything starts or is written: a bad one is one line on stderr, exit 2,
 nothing started (no server, no session) and nothing written (workspace and Home as
 they were), with a "did you mean" when a known name is close. All as real processes."""
@@ -41,7 +42,7 @@ def front_parsers() -> dict:
 
 def test_every_front_takes_the_same_process_and_model_flags_and_the_session_fronts_session_flags():
     for name, parser in front_parsers().items():
-        wanted = PROCESS_FLAGS | MODEL_FLAGS | ({"--workspace"} if name == "crystal acp" else SESSION_FLAGS)
+        wanted = PROCESS_FLAGS | MODEL_FLAGS | SESSION_FLAGS
         missing = wanted - options(parser)
         assert not missing, f"{name} lacks {sorted(missing)}"
 
@@ -102,7 +103,7 @@ def test_every_front_refuses_a_bad_flag_alike_in_one_line_and_starts_and_writes_
     check_refused(front, flags, says, workspace)
 
 
-@pytest.mark.parametrize("front", SESSION_FRONTS)
+@pytest.mark.parametrize("front", list(FRONTS))
 @pytest.mark.parametrize("flags, says", SESSION_BAD)
 def test_every_session_front_refuses_a_bad_session_flag_alike(front, flags, says, workspace):
     check_refused(front, flags, says, workspace)
@@ -141,3 +142,14 @@ def test_crystal_space_takes_session_for_a_saved_session_only(workspace):
     notebooks start their own sessions, so an id not saved is refused, before anything."""
     check_refused("crystal space", ["--session", "20261207-000000-abcdef"],
                   "There is no saved session 20261207-000000-abcdef", workspace)
+
+
+@pytest.mark.parametrize("flag", ["--session", "--resume"])
+def test_crystal_acp_refuses_a_good_session_id_saying_the_client_loads_sessions(flag, workspace):
+    """FL-6 on the ACP front: `crystal acp --session ID` is taken and its id checked like
+    every front's (above), but one agent serves every session its client opens, so a
+    well-formed id is refused with one line naming session/load, before anything is
+    served or written (docs/acp.md)."""
+    check_refused("crystal acp", [flag, "20261207-000000-abcdef"],
+                  f"crystal acp takes no {flag}: one agent serves every session its ACP client opens, and the "
+                  "client continues '20261207-000000-abcdef' with session/load", workspace)
