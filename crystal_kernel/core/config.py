@@ -73,6 +73,9 @@ class Config:
     completion_model: str | None = None
     compaction_threshold: float = 0.8
     context_window: int | None = None
+    # Whether the session's model takes image input; None: guessed from its name
+    # (providers/common.py), which takes an unknown model for text-only.
+    model_images: bool | None = None
     prices: dict[str, Any] = field(default_factory=dict)
     max_steps: int = 50
     # Longest wait for the model server: to connect, or between two streamed pieces.
@@ -141,6 +144,7 @@ _CAMEL = {
     "topic_naming": "topicNaming", "review_model": "reviewModel", "image_model": "imageModel",
     "topic_model": "topicModel", "inline_completion": "inlineCompletion", "completion_model": "completionModel",
     "compaction_threshold": "compactionThreshold", "context_window": "contextWindow",
+    "model_images": "modelImages",
     "prices": "prices", "max_steps": "maxSteps", "request_timeout_seconds": "requestTimeoutSeconds",
     "person_timeout_seconds": "personTimeoutSeconds",
     "reasoning_effort": "reasoningEffort", "max_output_tokens": "maxOutputTokens",
@@ -206,6 +210,8 @@ def _check(key: str, value: Any) -> Any:
             return None
         if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
             raise bad('a positive number, null or "unlimited"')
+    if key == "modelImages" and value is not None and not isinstance(value, bool):
+        raise bad("true, false or null (guessed from the model's name)")
     if key == "reasoningEffort":
         return check_reasoning_effort(value)
     if key in ("toolOutputLimit", "maxSteps", "contextWindow", "maxOutputTokens"):

@@ -67,7 +67,10 @@ def make_provider(config: Config, *, workspace: Path | None = None, model: str |
         kwargs: dict[str, Any] = {
             "api_key": _api_key(config),
             "base_url": config.base_url,
-            "capabilities": capabilities_for(model, config.context_window),
+            # modelImages is said of the session's model; a side model (imageModel, ...)
+            # keeps the guess from its own name.
+            "capabilities": capabilities_for(model, config.context_window,
+                                             config.model_images if model == config.effective_model else None),
             "key_env": config.api_key_env or DEFAULT_KEY_ENV.get(name),
             "timeout": float(config.request_timeout_seconds),
         }
