@@ -113,19 +113,22 @@ def usage_command(session: Session, args: list[str]) -> Any:
 
     u = session.usage
     report = usage_report(session)
-    lines = [f"Session {session.id}: {u.input_tokens} input + {u.output_tokens} output tokens "
-             f"over {len(u.turns)} turns."]
+    # The total first, written as the turn's status line writes it (input + output, every
+    # request of the session): the two must read as the same number.
+    turns = f"{len(u.turns)} turn" + ("" if len(u.turns) == 1 else "s")
+    lines = [f"Session {session.id}: {u.total:,} tokens ({u.input_tokens:,} input + {u.output_tokens:,} output) "
+             f"over {turns}."]
     if report["reasoningTokens"]:
         # Reasoning is billed as output: it is part of the output count, shown apart.
-        lines.append(f"Reasoning: {report['reasoningTokens']} of the output tokens.")
+        lines.append(f"Reasoning: {report['reasoningTokens']:,} of the output tokens.")
     last = report["lastTurn"]
     if last:
-        thought = f", {last['reasoningTokens']} of them reasoning" if last.get("reasoningTokens") else ""
-        lines.append(f"Last turn: {last.get('inputTokens', 0)} input + {last.get('outputTokens', 0)} output"
+        thought = f", {last['reasoningTokens']:,} of them reasoning" if last.get("reasoningTokens") else ""
+        lines.append(f"Last turn: {last.get('inputTokens', 0):,} input + {last.get('outputTokens', 0):,} output"
                      f"{thought} ({_money(report['lastTurnCost'])}).")
     side = {k: v for k, v in report["byPurpose"].items() if k != "turn"}
     if side:
-        parts = [f"{k} {v['inputTokens']} + {v['outputTokens']}" for k, v in sorted(side.items())]
+        parts = [f"{k} {v['inputTokens']:,} + {v['outputTokens']:,}" for k, v in sorted(side.items())]
         lines.append("Side requests (input + output): " + ", ".join(parts) + ".")
     cost, unknown = report["cost"], report["unpricedModels"]
     if cost is not None:

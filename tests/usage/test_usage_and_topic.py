@@ -39,8 +39,8 @@ async def test_usage_per_turn_and_session_with_cost(workspace):
     ]
     result = await run_command(session, "/usage")
     lines = result.text.splitlines()
-    assert lines[0] == f"Session {session.id}: 503000 input + 50300 output tokens over 2 turns."
-    assert lines[1] == "Last turn: 500000 input + 50000 output ($1.4000)."
+    assert lines[0] == f"Session {session.id}: 553,300 tokens (503,000 input + 50,300 output) over 2 turns."
+    assert lines[1] == "Last turn: 500,000 input + 50,000 output ($1.4000)."
     # 503000 * 2 / 1e6 + 50300 * 8 / 1e6 = 1.006 + 0.4024
     assert lines[-1] == "Cost: $1.4084"
     assert abs(result.data["usage"]["cost"] - 1.4084) < 1e-9
@@ -65,7 +65,7 @@ async def test_review_tokens_are_counted_apart_and_priced(workspace):
     session.approval = "review"
     await collect(run_turn(session, "write a"))
     text = (await run_command(session, "/usage")).text
-    assert "over 1 turns" in text and "250 input + 25 output" in text
+    assert "over 1 turn." in text and "250 input + 25 output" in text
     assert "Side requests (input + output): review 50 + 5." in text
     assert "Cost: $0.0003" in text  # 275 tokens at $1 per million
 
