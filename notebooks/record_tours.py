@@ -110,8 +110,9 @@ TOUR: list[dict[str, Any]] = [
      "replies": [
          {"text": "The value of each item is price × quantity: bolt 25.0, gear 9.0, motor 30.0.",
           "tool_calls": [{"id": "call_plot", "name": "plot",
-                          "arguments": {"values": [25.0, 9.0, 30.0], "title": "stock value per item",
-                                        "kind": "bar", "width": 360, "height": 200, "color": "#1e78c8"}}]},
+                          "arguments": {"values": [25.0, 9.0, 30.0], "labels": ["bolt", "gear", "motor"],
+                                        "title": "stock value per item", "kind": "bar", "width": 360,
+                                        "height": 200, "color": "#1e78c8"}}]},
          {"text": "Here it is, bars in the order bolt, gear, motor. The **motor** is the single most valuable "
                   "line (30.0 of 64.0, almost half), even though there is only one of it; the 100 bolts come "
                   "second at 25.0."},

@@ -9,6 +9,7 @@ install) into a temporary folder; every test reads what it wrote.
 from __future__ import annotations
 
 import html
+import json
 import os
 import re
 import subprocess
@@ -213,20 +214,64 @@ def _png_rows(data: bytes) -> list[bytes]:
     return [pixels[r * stride + 1:(r + 1) * stride] for r in range(height)]
 
 
-def test_the_tours_bar_chart_has_axis_labels(tmp_path: Path):
-    """The imagetools plot of the kernel tour draws its scale (the top value and 0) left of
-    the axis and a label under every bar."""
+def _tour_plot_call() -> dict:
+    """The plot call the kernel tour replays (its cassette), as the model made it."""
+    cassette = Path(__file__).resolve().parents[2] / "notebooks" / "cassettes" / "tour.json"
+    for interaction in json.loads(cassette.read_text(encoding="utf-8"))["interactions"]:
+        for item in interaction["reply"]:
+            call = item.get("tool_call") or {}
+            if call.get("name") == "plot":
+                return dict(call["arguments"])
+    raise AssertionError("the tour's cassette has no plot call")
+
+
+def _glyphs(module, text: str) -> set[tuple[int, int]]:
+    """The pixels ``text`` sets in imagetools' own font, from (0, 0)."""
+    drawn: set[tuple[int, int]] = set()
+    module.draw_text(lambda x, y, _c: drawn.add((x, y)), text, 0, 0, 10_000, None)
+    return drawn
+
+
+def test_the_tours_bar_chart_names_its_bars_and_keeps_its_scale_off_the_axis(tmp_path: Path):
+    """The kernel tour's chart, drawn from the call its cassette replays: the name of each
+    item (bolt, gear, motor) under its bar, not 1/2/3; the scale's top value (30) apart
+    from the axis line, beside its tick, and a 0 at the axis' foot."""
+    import importlib.util
+
     tool = Path(__file__).resolve().parents[2] / "examples" / "tools" / "imagetools" / "imagetools.py"
-    call = '{"values": [25.0, 9.0, 30.0], "title": "stock value per item", "kind": "bar"}'
-    out = subprocess.run([sys.executable, str(tool), "plot", "--width", "360", "--height", "200"], input=call,
+    spec = importlib.util.spec_from_file_location("imagetools_font", tool)
+    assert spec is not None and spec.loader is not None
+    font = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(font)
+    call = _tour_plot_call()
+    assert call.get("labels") == ["bolt", "gear", "motor"], call
+    args = ["--width", str(call.pop("width")), "--height", str(call.pop("height")), "--kind", call.pop("kind")]
+    out = subprocess.run([sys.executable, str(tool), "plot", *args], input=json.dumps(call),
                          capture_output=True, text=True, env={**os.environ, "CRYSTAL_PROJECT_DATA": str(tmp_path)},
                          timeout=60)
     assert out.returncode == 0, out.stderr
     rows = _png_rows((tmp_path / "stock_value_per_item.png").read_bytes())
-    dark = [[x for x in range(len(row) // 3) if row[3 * x:3 * x + 3] == bytes((60, 60, 60))] for row in rows]
-    bottom_band = sorted({x for row in dark[-18:-8] for x in row})
-    # one label under each of the three bars (the bars span x 8..352 after the scale)
-    thirds = [[x for x in bottom_band if lo <= x < lo + 112] for lo in (30, 142, 254)]
-    assert all(thirds), bottom_band
-    left_band = {x for row in dark[20:190] for x in row if x < 24}
-    assert left_band, "the value scale is drawn left of the axis"
+    dark = {(x, y) for y, row in enumerate(rows) for x in range(len(row) // 3)
+            if row[3 * x:3 * x + 3] == bytes((60, 60, 60))}
+
+    def found(text: str, band: range) -> list[int]:
+        """The x positions where ``text``, and nothing else in its box, is drawn with its top
+        in ``band`` (exactly: the 3 inside a B is no 3)."""
+        glyph = _glyphs(font, text)
+        w, h = max(gx for gx, _ in glyph) + 1, max(gy for _, gy in glyph) + 1
+        return [x for x in range(len(rows[0])) for y in band
+                if {(px - x, py - y) for px in range(x, x + w) for py in range(y, y + h) if (px, py) in dark}
+                == glyph]
+
+    height = len(rows)
+    labels = range(height - 22, height - 8)
+    where = [found(name, labels) for name in ("bolt", "gear", "motor")]
+    assert all(where) and where[0][0] < where[1][0] < where[2][0], where  # left to right, under the bars
+    assert not found("1", labels) and not found("3", labels), "the bars are named, not numbered"
+    # The axis: the column dark in most rows.
+    axis = max(range(len(rows[0])), key=lambda x: sum((x, y) in dark for y in range(height)))
+    top = [x for y in range(0, 40) for x in found("30", range(y, y + 1))]
+    assert top, "the top of the scale is labelled"
+    end_of_30 = top[0] + max(gx for gx, _ in _glyphs(font, "30"))
+    assert axis - end_of_30 >= 8, (axis, end_of_30)  # a clear gap, not "30|"
+    assert found("0", range(height - 40, height - 10)), "the foot of the scale is labelled"

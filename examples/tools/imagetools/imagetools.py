@@ -52,6 +52,9 @@ FONT = {
 }
 TITLE_SCALE = 2
 TITLE_HEIGHT = 5 * TITLE_SCALE
+# Pixels between a scale number and the axis, and the length of the tick beside it.
+SCALE_GAP = 4 * TITLE_SCALE
+TICK = 3
 
 
 def draw_text(put, text, left, top, width, color):
@@ -121,7 +124,12 @@ def plot(args, data):
     # the image has room for them.
     labelled = width >= 96 and height >= chart_top + 3 * (TITLE_HEIGHT + 4)
     scale = [tick(hi), tick(lo)]
-    left = margin + (max(text_width(t) for t in scale) + 4 if labelled else 0)
+    if labelled:
+        # Room above the axis for half of the top number, which is centred on its tick.
+        chart_top += TITLE_HEIGHT // 2 + 2
+    # The scale's numbers end SCALE_GAP pixels left of the axis, beside a short tick: a
+    # number set against the axis line reads as part of it ("30|").
+    left = margin + (max(text_width(t) for t in scale) + SCALE_GAP if labelled else 0)
     bottom = margin + (TITLE_HEIGHT + 4 if labelled else 0)
 
     def y_of(v):
@@ -143,8 +151,10 @@ def plot(args, data):
     if labelled:
         # The scale: the highest value at the top of the axis, the lowest (or 0) at its foot.
         for value, text in ((hi, scale[0]), (lo, scale[1])):
-            y = min(max(y_of(value) - TITLE_HEIGHT // 2, chart_top), height - bottom - TITLE_HEIGHT)
-            draw_text(put, text, left - 4 - text_width(text), y, left - 2, axis)
+            y = min(y_of(value) - TITLE_HEIGHT // 2, height - bottom - TITLE_HEIGHT)
+            draw_text(put, text, left - SCALE_GAP - text_width(text), y, left - SCALE_GAP, axis)
+            for x in range(left - TICK, left):
+                put(x, y_of(value), axis)
         # Labels of up to 8 characters; when they do not fit side by side, every k-th.
         shown = [label[:8] for label in labels]
         every = max(1, -(-(max(text_width(t) for t in shown) + 3 * TITLE_SCALE) // max(1, int(step))))
