@@ -13,6 +13,7 @@ Jupyter.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -260,12 +261,31 @@ def _question_parts(card: CardState) -> tuple[list[str], list[str]]:
     return plain, html
 
 
+# bash_start's result is written for the model (which tool checks the job, JSON included);
+# the card says it for the person, once: the command is already in the card's title.
+_STARTED = re.compile(r"Started background job (\S+) \(pid (\d+)\)")
+
+
+def _person_result(card: CardState) -> str | None:
+    """The result a person reads, when the model's wording is not it; else None."""
+    if card.name != "bash_start" or card.state != "done":
+        return None
+    found = _STARTED.match(card.result or "")
+    if found is None:
+        return None
+    job, pid = found.groups()
+    return (f"Started background job {job} (pid {pid}). It runs on after this turn: "
+            f"its log is under Jobs in the Crystal sidebar, or run /logs {job} --follow.")
+
+
 def card_bundle(card: CardState) -> Bundle:
     """A tool card. A decision is stated once: a denied card shows who denied it and why
     (or nothing when the person's form summary says so) and no repeat of the reason as a
     result; the question tool shows its questions and answers, not JSON."""
     label, colour = _STATE_LABEL.get(card.state, (card.state, _MUTED))
     is_question = card.name == "question" and bool(_questions(card.arguments))
+    if is_question and card.state == "running":
+        label = "waiting for your answer"  # the person's turn, not a tool at work
     if is_question:
         headers = [str(q.get("header", "")) for q in _questions(card.arguments)]
         summary = ", ".join(h for h in headers if h) or f"{len(headers)} questions"
@@ -295,7 +315,11 @@ def card_bundle(card: CardState) -> Bundle:
     shown = card.result is not None and card.state != "denied"
     if is_question and card.state == "done" and _answers(card.result) is not None:
         shown = False  # the answers are in the table above
-    if shown:
+    person = _person_result(card)
+    if shown and person is not None:
+        plain.append(person)
+        parts.append(f'<div class="crystal-card-result">{esc(person)}</div>')
+    elif shown:
         body = clip(card.result or "", CARD_TEXT_LIMIT)
         plain.append(body)
         if card.state in ("failed", "cancelled"):

@@ -4,6 +4,7 @@
  */
 import { CrystalError, IAttachment, IJobRow, IPromptSet, NoSourceError, SourceGetter } from './api';
 import { button, duration, h, when } from './dom';
+import { sessionName } from './names';
 
 export type Report = (message: string, error?: boolean) => void;
 
@@ -86,8 +87,9 @@ export class SessionsSection extends Section {
         : s.workspace
           ? `${s.workspace}/ (no notebook)`
           : '(no notebook)';
-      // Named by its topic, else its first prompt (quoted); the id is in the tooltip.
-      const title = s.topic || (s.prompt ? `“${s.prompt}”` : s.id);
+      // Named by its topic, else its first prompt (quoted), else a short id (names.ts);
+      // the id is in the tooltip.
+      const title = sessionName(s.id, s.topic, s.prompt);
       const answered =
         s.answered === false
           ? h(
@@ -115,18 +117,38 @@ export class SessionsSection extends Section {
   }
 }
 
-/** The live tail of one job's log, read by offset. */
+/** The live tail of one job's log, read by offset. Like a terminal's tail (and the
+ * `/logs --follow` box, logs.ts) it shows the newest line, unless the person scrolled up
+ * to read: then it stays where they left it until they scroll back down. */
 class LogTail {
   readonly node = h('pre', { class: 'jp-crystal-log' });
   private next: number | undefined = undefined;
   private text = '';
+  // Kept here, not read from the box: each refresh of the jobs list re-attaches the box,
+  // which resets its scroll to the top (the box then stayed at the log's first lines).
+  private following = true;
+  private top = 0;
   static readonly MAX_CHARS = 64 * 1024; // bounded: the newest part only
+  static readonly SLACK = 8; // px from the bottom that still counts as following
 
   constructor(
     readonly session: string,
     readonly job: string,
     private source: SourceGetter
-  ) {}
+  ) {
+    this.node.addEventListener('scroll', () => {
+      if (this.node.isConnected) {
+        const box = this.node;
+        this.following = box.scrollHeight - box.scrollTop - box.clientHeight <= LogTail.SLACK;
+        this.top = box.scrollTop;
+      }
+    });
+  }
+
+  /** Put the box where it belongs: at its newest line, or where the person left it. */
+  place(): void {
+    this.node.scrollTop = this.following ? this.node.scrollHeight : this.top;
+  }
 
   async poll(): Promise<string> {
     const chunk = await this.source().log(this.session, this.job, this.next);
@@ -141,11 +163,8 @@ class LogTail {
       this.text = this.text.slice(this.text.length - LogTail.MAX_CHARS);
     }
     this.next = chunk.next;
-    const atBottom = this.node.scrollTop + this.node.clientHeight >= this.node.scrollHeight - 4;
     this.node.textContent = this.text || '(no output yet)';
-    if (atBottom) {
-      this.node.scrollTop = this.node.scrollHeight;
-    }
+    this.place();
     return chunk.state;
   }
 }
@@ -186,6 +205,7 @@ export class JobsSection extends Section {
       list.append(this.renderJob(job));
     }
     this.body.replaceChildren(list);
+    this.tails.forEach(tail => tail.place()); // re-attached: put back before the next poll
     await this.pollLogs();
   }
 
@@ -230,7 +250,7 @@ export class JobsSection extends Section {
       h(
         'div',
         { class: 'jp-crystal-job-session jp-crystal-muted', title: `Session ${job.session}` },
-        `${job.id} of ${job.sessionTopic || job.session}` + (job.notebook ? ` · ${job.notebook}` : '')
+        `${job.id} of ${sessionName(job.session, job.sessionTopic)}` + (job.notebook ? ` · ${job.notebook}` : '')
       )
     );
     const tail = this.tails.get(key);

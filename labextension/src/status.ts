@@ -49,7 +49,7 @@ export class CrystalStatus extends Widget {
   constructor(private tracker: INotebookTracker) {
     super();
     this.addClass('jp-crystal-status');
-    this.node.title = 'Crystal session: mode · approval · model · prompt set';
+    this.node.title = 'Crystal session: mode · approval mode · model · prompt set';
     tracker.currentChanged.connect(this.follow, this);
     onKernelSpecsChanged(() => {
       if (!this.isDisposed) {
@@ -174,19 +174,32 @@ export class CrystalStatus extends Widget {
     label.className = 'jp-crystal-status-label';
     label.textContent = 'Crystal';
     this.node.append(label);
-    const parts: [string, string][] = status && !status.error
+    // [kind, value, the word that says what the value is]: "default · default" alone
+    // does not say which is the approval mode and which the prompt set.
+    const parts: [string, string, string][] = status && !status.error
       ? [
-          ['mode', status.mode || '?'],
-          ['approval', status.approval || '?'],
-          ['model', status.provider && status.model ? `${status.provider}:${status.model}` : status.model || '?'],
-          ['promptset', status.promptSet || 'default']
+          ['mode', status.mode || '?', 'mode'],
+          ['approval', status.approval || '?', 'approval'],
+          ['model', status.provider && status.model ? `${status.provider}:${status.model}` : status.model || '?', ''],
+          ['promptset', status.promptSet || 'default', 'prompts']
         ]
-      : [['state', status?.error ? 'status unavailable' : fallback]];
-    for (const [kind, text] of parts) {
+      : [['state', status?.error ? 'status unavailable' : fallback, '']];
+    for (const [kind, text, name] of parts) {
       const span = document.createElement('span');
       span.className = `jp-crystal-status-${kind}`;
       span.textContent = text;
-      this.node.append(span);
+      if (!name) {
+        this.node.append(span);
+        continue;
+      }
+      // The value keeps its own span (its text is the value alone); the name sits beside it.
+      const part = document.createElement('span');
+      part.className = 'jp-crystal-status-part';
+      const key = document.createElement('span');
+      key.className = 'jp-crystal-status-key';
+      key.textContent = `${name} `;
+      part.append(key, span);
+      this.node.append(part);
     }
   }
 

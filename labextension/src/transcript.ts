@@ -5,6 +5,7 @@ import { Widget } from '@lumino/widgets';
 
 import { CrystalError, IMessage, IPart, ISource, ITranscript } from './api';
 import { h, when } from './dom';
+import { sessionName } from './names';
 
 export class TranscriptView extends Widget {
   constructor(
@@ -14,7 +15,8 @@ export class TranscriptView extends Widget {
     super();
     this.addClass('jp-crystal-transcript');
     this.id = `crystal-transcript-${sessionId}`;
-    this.title.label = `Crystal ${sessionId}`;
+    this.title.label = sessionName(sessionId); // the sidebar's name for it (names.ts)
+    this.title.caption = `Crystal session ${sessionId}`;
     this.title.closable = true;
     void this.load();
   }
@@ -30,7 +32,8 @@ export class TranscriptView extends Widget {
   }
 
   private render(data: ITranscript): void {
-    this.title.label = data.topic || data.id;
+    const name = sessionName(data.id, data.topic);
+    this.title.label = name;
     this.title.caption = `Crystal session ${data.id}`;
     const facts = [
       data.mode,
@@ -43,7 +46,7 @@ export class TranscriptView extends Widget {
     const header = h(
       'div',
       { class: 'jp-crystal-transcript-header' },
-      h('h2', {}, data.topic || 'Untitled session'),
+      h('h2', {}, name),
       h('div', { class: 'jp-crystal-muted' }, `${data.id} · ${facts.join(' · ')}`)
     );
     const body = h('div', { class: 'jp-crystal-messages' });

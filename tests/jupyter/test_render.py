@@ -126,7 +126,7 @@ def test_question_card_shows_questions_and_answers_not_json():
     start = ToolCallStarted(id="q", name="question", arguments=args)
     waiting = _turn(start)[0]
     assert waiting["text/plain"].splitlines() == [
-        "[question] Format, Deploy — running…", "Format: Which output format?", "Deploy: Deploy $ENV now?"]
+        "[question] Format, Deploy — waiting for your answer", "Format: Which output format?", "Deploy: Deploy $ENV now?"]
     done = _turn(start, ToolResultEvent(id="q", name="question", ok=True, text='[["Parquet"], ["no, later"]]'))[0]
     assert done["text/plain"].splitlines()[1:] == ["Format: Which output format? → Parquet",
                                                    "Deploy: Deploy $ENV now? → no, later"]
