@@ -202,7 +202,7 @@ def main(argv: list[str] | None = None) -> int:
     started = time.monotonic()
     checks = Checks()
     checking = threading.Thread(target=run_checks, args=(checks,), name="static checks")
-    print("make test: the static checks (ruff, mypy, lint-imports) run beside the parallel part; "
+    print(f"make test: the static checks ({', '.join(name for name, *_ in CHECKS)}) run beside the parallel part; "
           "their output follows it.", flush=True)
     checking.start()
     workers = worker_count()
