@@ -20,7 +20,7 @@ HUB_STAMP := $(HUB)/.installed
 install: $(STAMP)
 
 $(STAMP): pyproject.toml
-	@echo "Installing Crystal into $(VENV)/: the first run takes about three minutes (Python packages and the JupyterLab extension's build); later runs start at once."
+	@echo "Installing Crystal into $(VENV)/: the first run takes 3–5 minutes, depending on the machine's load (Python packages and the JupyterLab extension's build); later runs start at once."
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e ".[test]"
