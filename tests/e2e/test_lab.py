@@ -124,7 +124,8 @@ def test_sidebar_lists_the_session_and_shows_its_transcript(notebook_page, lab):
     session.wait_for()
     session.click()
     view = page.locator(".jp-crystal-transcript")
-    view.get_by_text("Please start the ticker").wait_for()
+    # The message (the heading also names the session by this first prompt).
+    view.locator(".jp-crystal-messages").get_by_text("Please start the ticker").wait_for()
     view.get_by_text("Started the ticker as job j1.").wait_for()
     assert "bash_start" in view.inner_text()
     shoot(page, "transcript")
