@@ -135,7 +135,10 @@ SLASH_NOT_RUN = {"/logs": "needs a job id", "/stop": "needs a job id", "/cd": "n
                  "/access add": "needs a folder", "/logs --follow": "needs a job id",
                  "/logs j1 --follow": "deploy.md names what the gateway browser test runs after starting job j1",
                  "/mode p": "kernel.md's tab-completion example, a command being typed",
-                 "/cd {folder}": "kernel.md's papermill parameter example; tests/jupyter/test_papermill.py runs one"}
+                 "/cd {folder}": "kernel.md's papermill parameter example; tests/jupyter/test_papermill.py runs one",
+                 "/model antropic:claude-sonnet-4-6": "commands.md's mistyped provider, refused by design; "
+                                                      "tests/cli/test_interactive_forms.py runs it",
+                 "/resume B-id": "deploy.md's attack of one person on another's session; tests/hub runs it"}
 
 
 # Slash commands of one front, not of the host: the magics refuse them by design.

@@ -39,7 +39,11 @@ def reply_of(kc, msg_id: str) -> dict:
 
 
 def user_texts(body: dict) -> str:
-    return json.dumps([m for m in body["messages"] if m["role"] == "user"])
+    """The user messages of the request's newest turn (after the last assistant message):
+    the kernel is shared with other tests, so older turns are other tests' prompts."""
+    messages = body["messages"]
+    last_answer = max((i for i, m in enumerate(messages) if m["role"] == "assistant"), default=-1)
+    return json.dumps([m for m in messages[last_answer + 1:] if m["role"] == "user"])
 
 
 def test_a_python_cell_shares_the_namespace_with_the_agent_and_the_next_turn_is_told(kernel):
@@ -47,6 +51,10 @@ def test_a_python_cell_shares_the_namespace_with_the_agent_and_the_next_turn_is_
     a Python cell's (execute_result with its count, an error with its traceback); the next
     prompt's request carries the ran-cells note once; the model's python tool sees `df`."""
     kc = kernel.driver.kc
+    # The kernel is shared with other tests: a turn first, so that %%python cells they ran
+    # are told now and the note below names only this test's.
+    kernel.server.add({"text": "ok"})
+    assert kernel.run("Start.").status == "ok"
     before = len(kernel.server.bodies("chat"))
 
     msg_id = kc.execute("%%python\nimport pandas as pd\ndf = pd.DataFrame({'sales': [3, 4, 5]})\ndf['sales'].sum()")
