@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any
 
 from crystal_kernel.core.errors import UserError
-from crystal_kernel.core.paths import home_dir
 from crystal_kernel.host.store import SessionStore
 from crystal_kernel.jupyter.safe_html import markdown_html
 from crystal_kernel.jupyter.server.ids import NotFound, check_id, inside
@@ -32,17 +31,15 @@ def list_sessions(workspace: Path, workspaces: list[Path] | None = None, root: P
     """The sessions of ``workspaces`` (default: just ``workspace``), newest first, each
     with its workspace (relative to ``root``) and the notebook that used it last."""
     root = root or workspace
-    home = home_dir()  # whose key checks the journals: "signed" means signed by this Home
     rows: list[dict[str, Any]] = []
     for folder in workspaces or [workspace]:
         notebooks = notebook_names(root, folder)
         rows += [
             {"id": s.id, "topic": s.topic, "created": s.created, "updated": s.updated,
              "turns": s.turns, "tokens": s.tokens, "answered": s.answered, "prompt": s.prompt_topic,
-             "signed": s.signed,  # TRUST-7: the sidebar marks an unsigned session
              "workspace": relative(root, folder),
              "notebook": notebooks.get(s.id)}
-            for s in SessionStore(folder, home).list()
+            for s in SessionStore(folder).list()
         ]
     rows.sort(key=lambda r: str(r["updated"] or ""), reverse=True)
     return {"workspace": str(workspace), "sessions": rows}
