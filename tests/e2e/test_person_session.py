@@ -378,6 +378,10 @@ def test_a_persons_session_shows_none_of_issue_30s_problems(browser, tmp_path_fa
             walk.type_and_run("/logs j1 --follow")
             view = page.locator(f"{NB} [data-job='j1']").last
             view.locator("pre", has_text="400").wait_for(timeout=30_000)
+            # The follow box is drawn again as the job's state changes (it ends 3 s after
+            # the 400th line): measure it once it has ended, or it may be replaced mid-scroll.
+            page.locator(f"{NB} [data-job='j1']:not([data-state='running'])").last.wait_for(timeout=30_000)
+            view = page.locator(f"{NB} [data-job='j1']").last
             view.scroll_into_view_if_needed()
             height = view.evaluate("el => el.closest('.jp-OutputArea-output').getBoundingClientRect().height")
             assert height <= 450, height
