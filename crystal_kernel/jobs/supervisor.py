@@ -149,7 +149,9 @@ def _stop_tree(shell: int, status: "int | None", grace: float) -> "int | None":
     status = _reap(shell, status)
     if not _has_children():
         return status
-    _signal_all(_tree(me), signal.SIGTERM)
+    first = _tree(me)
+    termed = set(first)
+    _signal_all(first, signal.SIGTERM)
     deadline = time.monotonic() + grace
     while True:
         status = _reap(shell, status)
@@ -158,6 +160,12 @@ def _stop_tree(shell: int, status: "int | None", grace: float) -> "int | None":
             return status
         if time.monotonic() >= deadline:
             break
+        # A process that appeared since (forked by one still starting when the TERM went
+        # out) gets its TERM too, once: else it lives to the KILL at the grace's end.
+        newcomers = [pid for pid in left if pid not in termed]
+        if newcomers:
+            termed.update(newcomers)
+            _signal_all(newcomers, signal.SIGTERM)
         signal.sigtimedwait({signal.SIGCHLD}, 0.02)
     for _ in range(100):  # a fork bomb keeps forking while we kill: keep at it
         _signal_all(left, signal.SIGKILL)
