@@ -6,41 +6,14 @@ from __future__ import annotations
 import json
 import os
 import re
-import shlex
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import psutil
-import pytest
 
 from crystal_kernel.testing.llm_server import LLMServer
-from tests.cli.tmux_terminal import TmuxTerminal
-
-CRYSTAL = str(Path(sys.executable).parent / "crystal")
-PROMPT = "›"  # capture-pane drops the trailing space
-
-
-@pytest.fixture
-def terminal_for(workspace):
-    """Start ``crystal --workspace WS ARGS`` in a tmux pane talking to ``server``; the pane
-    prints ``EXIT=<status>`` when crystal ends."""
-    opened: list[TmuxTerminal] = []
-
-    def start(server: LLMServer, *args: str, env_extra: dict[str, str] | None = None) -> TmuxTerminal:
-        env = dict(os.environ)
-        env.update({"CRYSTAL_PROVIDER": "openai", "CRYSTAL_BASE_URL": server.base_url,
-                    "CRYSTAL_MODEL": "gpt-test", "OPENAI_API_KEY": "sk-test", **(env_extra or {})})
-        line = " ".join(shlex.quote(a) for a in [CRYSTAL, "--workspace", str(workspace), *args])
-        term = TmuxTerminal(f"{line}; echo EXIT=$?; sleep 120", env)
-        opened.append(term)
-        term.wait_for(PROMPT, timeout=90)
-        return term
-
-    yield start
-    for term in opened:
-        term.close()
+from tests.cli.conftest import CRYSTAL, PROMPT
 
 
 def tool_messages(server: LLMServer) -> list[str]:

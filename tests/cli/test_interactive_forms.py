@@ -7,17 +7,12 @@ from __future__ import annotations
 
 import json
 import os
-import shlex
-import sys
 from pathlib import Path
 
 import pytest
 
 from crystal_kernel.testing.llm_server import LLMServer
 from tests.cli.tmux_terminal import TmuxTerminal
-
-CRYSTAL = str(Path(sys.executable).parent / "crystal")
-PROMPT = "›"
 
 QUESTIONS = [
     {"header": "Database", "question": "Which database should the service use for its data?",
@@ -28,21 +23,9 @@ QUESTIONS = [
 
 
 @pytest.fixture
-def terminal(workspace):
-    opened: list[TmuxTerminal] = []
-
-    def start(server: LLMServer) -> TmuxTerminal:
-        env = {**os.environ, "CRYSTAL_PROVIDER": "openai", "CRYSTAL_BASE_URL": server.base_url,
-               "CRYSTAL_MODEL": "gpt-test", "OPENAI_API_KEY": "sk-test"}
-        line = shlex.join([CRYSTAL, "--workspace", str(workspace)])
-        term = TmuxTerminal(f"{line}; echo EXIT=$?; sleep 120", env, width=160)
-        opened.append(term)
-        term.wait_for(PROMPT, timeout=90)
-        return term
-
-    yield start
-    for term in opened:
-        term.close()
+def terminal(terminal_for):
+    """crystal in a tmux pane wide enough for a form's lines."""
+    return lambda server: terminal_for(server, width=160)
 
 
 def send(term: TmuxTerminal, text: str) -> None:

@@ -41,6 +41,7 @@ import pytest
 from crystal_kernel.jupyter.kernelspec import kernel_json, write_kernelspec
 from crystal_kernel.testing.folder_shared import SHARED_IN_FOLDER, FolderShared
 from crystal_kernel.testing.llm_server import LLMServer
+from tests.e2e.contrast import set_theme
 
 ROOT = Path(__file__).resolve().parents[2]
 BUILT = ROOT / "crystal_kernel" / "labextension"
@@ -481,6 +482,31 @@ def type_and_run(page, text: str) -> None:
     page.locator(f"{NB} .jp-Cell.jp-mod-active .cm-content").click()
     page.keyboard.type(text, delay=DELAY)
     page.keyboard.press("Shift+Enter")
+
+
+def type_in_last_cell(page, text: str) -> None:
+    """Type ``text`` into the notebook's last cell at a person's pace (line by line: a new
+    line starts at the left whatever the editor indents) and run it with Shift+Enter."""
+    page.evaluate("() => { const nb = window.jupyterapp.shell.currentWidget.content;"
+                  " nb.activeCellIndex = nb.widgets.length - 1; }")
+    page.locator(f"{NB} .jp-Cell.jp-mod-active .cm-content").click()
+    for i, line in enumerate(text.split("\n")):
+        if i:
+            page.keyboard.press("Enter")
+            page.keyboard.press("Home")
+        page.keyboard.type(line, delay=DELAY)
+    page.keyboard.press("Shift+Enter")
+
+
+def shots_in_both_themes(page, name: str) -> None:
+    """``artifacts/{name}-light.png`` (the page as it is: the labs start light) and
+    ``-dark.png``; the page is left in the light theme. The light one is not switched to
+    first: a theme switch redraws the editors, which an inline completion answers again."""
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / f"{name}-light.png"))
+    set_theme(page, "JupyterLab Dark")
+    page.screenshot(path=str(ARTIFACTS / f"{name}-dark.png"))
+    set_theme(page, "JupyterLab Light")
 
 
 @pytest.fixture

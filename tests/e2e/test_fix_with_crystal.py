@@ -12,10 +12,8 @@ from __future__ import annotations
 import json
 import time
 
-from tests.e2e.conftest import ARTIFACTS, NB, READY, new_crystal_notebook
-from tests.e2e.contrast import set_theme
+from tests.e2e.conftest import NB, READY, new_crystal_notebook, shots_in_both_themes, type_in_last_cell
 from tests.e2e.test_forms import make_notebook, open_notebook
-from tests.e2e.test_workbench import type_cell
 
 FAILING = "prices = {'apple': 3, 'pear': 4}\ntotal = prices['apple'] + prices['banana']\nprint('total', total)"
 FIXED = "prices = {'apple': 3, 'pear': 4}\ntotal = prices['apple'] + prices['pear']\nprint('total', total)"
@@ -24,11 +22,7 @@ SOURCE = "(i) => window.jupyterapp.shell.currentWidget.content.widgets[i].model.
 
 
 def shots(page, name: str) -> None:
-    ARTIFACTS.mkdir(exist_ok=True)
-    page.screenshot(path=str(ARTIFACTS / f"fix-{name}-light.png"))
-    set_theme(page, "JupyterLab Dark")
-    page.screenshot(path=str(ARTIFACTS / f"fix-{name}-dark.png"))
-    set_theme(page, "JupyterLab Light")
+    shots_in_both_themes(page, f"fix-{name}")
 
 
 def sent_to_model(server, before: int) -> str:
@@ -67,7 +61,7 @@ def test_fix_a_failing_python_cell_in_a_crystal_notebook(browser, lab):
     the variable it names to the notebook's session; the diff is applied and the cell runs."""
     server = lab.server
     with new_crystal_notebook(browser, lab) as page:
-        type_cell(page, "%%python\n" + FAILING)
+        type_in_last_cell(page, "%%python\n" + FAILING)
         cell = page.locator(f"{NB} .jp-CodeCell").first
         cell.locator(".jp-OutputArea", has_text="KeyError").wait_for(timeout=60_000)
         page.wait_for_function(READY, arg="crystal", timeout=90_000)
@@ -111,7 +105,7 @@ def test_fix_in_a_python_notebook_loads_crystal_first(browser, lab):
     page.set_default_timeout(30_000)
     try:
         open_notebook(page, lab, "plain.ipynb", "python3")
-        type_cell(page, FAILING)
+        type_in_last_cell(page, FAILING)
         cell = page.locator(f"{NB} .jp-CodeCell").first
         cell.locator(".jp-OutputArea", has_text="KeyError").wait_for(timeout=60_000)
         page.wait_for_function(READY, arg="python3", timeout=90_000)

@@ -15,8 +15,7 @@ import json
 import pytest
 
 from crystal_kernel.testing.llm_server import LLMServer
-from tests.e2e.conftest import ARTIFACTS, DELAY, NB, blank_page, ensure_built, running_lab
-from tests.e2e.contrast import set_theme
+from tests.e2e.conftest import DELAY, NB, blank_page, ensure_built, running_lab, shots_in_both_themes
 from tests.e2e.test_forms import make_notebook, open_notebook, run_cell
 
 FIRST_CELL = "%load_ext crystal_kernel\nrates = {'EUR': 1.1, 'GBP': 1.3}"
@@ -58,12 +57,8 @@ def completion_requests(server) -> list[str]:
 
 
 def shots(page, name: str) -> None:
-    ARTIFACTS.mkdir(exist_ok=True)
     page.wait_for_timeout(600)  # the ghost text's "uncover" animation ends (the picture only)
-    page.screenshot(path=str(ARTIFACTS / f"completion-{name}-light.png"))
-    set_theme(page, "JupyterLab Dark")
-    page.screenshot(path=str(ARTIFACTS / f"completion-{name}-dark.png"))
-    set_theme(page, "JupyterLab Light")
+    shots_in_both_themes(page, f"completion-{name}")
 
 
 def test_nb2_ghost_text_streams_and_tab_accepts_it(browser, completion_lab):

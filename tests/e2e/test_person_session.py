@@ -29,7 +29,16 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.conftest import ARTIFACTS, DELAY, NB, READY, blank_page, ensure_built, running_lab
+from tests.e2e.conftest import (
+    ARTIFACTS,
+    DELAY,
+    NB,
+    READY,
+    blank_page,
+    ensure_built,
+    running_lab,
+    type_in_last_cell,
+)
 from tests.e2e.contrast import set_theme
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -73,16 +82,7 @@ class Walk:
 
     def type_and_run(self, text: str, kernel: str = "crystal") -> None:
         """Type in a new last cell at a person's pace and run it."""
-        page = self.page
-        page.evaluate("() => { const nb = window.jupyterapp.shell.currentWidget.content;"
-                      " nb.activeCellIndex = nb.widgets.length - 1; }")
-        page.locator(f"{NB} .jp-Cell.jp-mod-active .cm-content").click()
-        for i, line in enumerate(text.split("\n")):
-            if i:
-                page.keyboard.press("Enter")
-                page.keyboard.press("Home")
-            page.keyboard.type(line, delay=DELAY)
-        page.keyboard.press("Shift+Enter")
+        type_in_last_cell(self.page, text)
 
     def chats(self) -> int:
         return len(self.lab.server.bodies("chat"))

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.e2e.conftest import ARTIFACTS, NB, READY, new_crystal_notebook, type_and_run
+from tests.e2e.conftest import NB, READY, new_crystal_notebook, shots_in_both_themes, type_and_run
 from tests.e2e.contrast import low_contrast, set_theme
 
 THEMES = ("JupyterLab Light", "JupyterLab Dark")
@@ -42,12 +42,7 @@ def nb(browser, lab):
 
 
 def shots(page, name: str) -> None:
-    """A light and a dark screenshot; the page is left in the light theme."""
-    ARTIFACTS.mkdir(exist_ok=True)
-    for theme in THEMES:
-        set_theme(page, theme)
-        page.screenshot(path=str(ARTIFACTS / f"polish-items-{name}-{theme.split()[-1].lower()}.png"))
-    set_theme(page, "JupyterLab Light")
+    shots_in_both_themes(page, f"polish-items-{name}")
 
 
 def test_question_card_says_it_waits_for_the_persons_answer(nb, lab):

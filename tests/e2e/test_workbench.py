@@ -9,8 +9,13 @@ from __future__ import annotations
 
 import json
 
-from tests.e2e.conftest import ARTIFACTS, DELAY, NB, READY, new_crystal_notebook
-from tests.e2e.contrast import set_theme
+from tests.e2e.conftest import (
+    NB,
+    READY,
+    new_crystal_notebook,
+    shots_in_both_themes,
+    type_in_last_cell,
+)
 
 CELLS = "() => window.jupyterapp.shell.currentWidget.content.model.cells.length"
 ACTIVE = "() => { const c = window.jupyterapp.shell.currentWidget.content.activeCell.model; " \
@@ -20,26 +25,11 @@ ANSWER = ("df has three regions; sales add up to 12. To double them:\n\n"
           "Run it below.")
 
 
-def type_cell(page, text: str) -> None:
-    """Type ``text`` into the last cell at a person's pace (line by line: a new line starts
-    at the left whatever the editor indents) and run it with Shift+Enter."""
-    page.evaluate("() => { const nb = window.jupyterapp.shell.currentWidget.content;"
-                  " nb.activeCellIndex = nb.widgets.length - 1; }")
-    page.locator(f"{NB} .jp-Cell.jp-mod-active .cm-content").click()
-    for i, line in enumerate(text.split("\n")):
-        if i:
-            page.keyboard.press("Enter")
-            page.keyboard.press("Home")
-        page.keyboard.type(line, delay=DELAY)
-    page.keyboard.press("Shift+Enter")
+type_cell = type_in_last_cell
 
 
 def shots(page, name: str) -> None:
-    ARTIFACTS.mkdir(exist_ok=True)
-    page.screenshot(path=str(ARTIFACTS / f"workbench-{name}-light.png"))
-    set_theme(page, "JupyterLab Dark")
-    page.screenshot(path=str(ARTIFACTS / f"workbench-{name}-dark.png"))
-    set_theme(page, "JupyterLab Light")
+    shots_in_both_themes(page, f"workbench-{name}")
 
 
 def idle(page) -> None:
