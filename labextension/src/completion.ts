@@ -29,6 +29,8 @@ import { isCrystalKernel } from './kernelspec';
 
 /** Wait this long after a keystroke before asking (a person pausing, not typing on). */
 const PAUSE_MS = 250;
+// How long JupyterLab waits for the first piece: the server's own limit and a margin.
+const FIRST_ANSWER_TIMEOUT_MS = 22000;
 /** The cells above that go along, nearest first, and their characters in all. */
 const MAX_CELLS = 10;
 const MAX_CELLS_CHARS = 6000;
@@ -124,6 +126,17 @@ function languageOf(mimeType: string | undefined): string {
 export class CrystalInlineProvider implements IInlineCompletionProvider {
   readonly identifier = 'crystal-kernel:inline';
   readonly name = 'Crystal';
+  /**
+   * JupyterLab drops a provider's answer after its `timeout` (5 s unless the provider
+   * says otherwise). Crystal's first answer includes the server's first model request
+   * (its SDK is imported then) and the kernel's variables; on a busy machine that took
+   * longer than 5 s and the ghost text never came. The server gives the first piece
+   * FIRST_PIECE_TIMEOUT (20 s, server/completion.py); the page waits as long, and a
+   * keystroke still aborts the wait at once.
+   */
+  readonly schema = {
+    default: { timeout: FIRST_ANSWER_TIMEOUT_MS }
+  };
 
   private _controller: AbortController | null = null;
   private _streams = new Map<string, IStreamState>();

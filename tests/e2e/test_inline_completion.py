@@ -31,7 +31,13 @@ def completions_only(body: dict, path: str) -> dict | None:
     """The completion requests get REPLY; nothing else is scripted here."""
     system = " ".join(str(m.get("content")) for m in body.get("messages", []) if m.get("role") == "system")
     if "You complete code" in system:
-        return dict(REPLY)
+        reply = dict(REPLY)
+        # ``hold_when``: a request whose user message holds this text waits, after its
+        # first event, until the test releases it (an answer slow to start).
+        hold_when = reply.pop("hold_when", None)
+        if hold_when and hold_when in str(body["messages"][-1].get("content")):
+            reply["hold_after"] = 1
+        return reply
     return None
 
 
@@ -138,11 +144,13 @@ def test_nb2_the_next_keystroke_cancels_the_model_request(browser, completion_la
 
 def test_nb2_completions_in_a_python_file_in_the_editor(browser, completion_lab):
     """NB-2: the same in a .py file opened in JupyterLab's file editor (no kernel, no cells
-    above): the model gets the file's text around the cursor and its name."""
+    above): the model gets the file's text around the cursor and its name. The model is
+    slow to start (6 s before its first piece, past JupyterLab's default 5 s wait for a
+    provider, which a busy machine once needed): the ghost text still comes."""
     lab, server = completion_lab, completion_lab.server
     lab.api("PUT", "api/contents/helpers.py", {"type": "file", "format": "text", "content": "import math\n\n"})
     REPLY.clear()
-    REPLY.update({"text": "x * 2", "chunk": 2, "delay": 0.1})
+    REPLY.update({"text": "x * 2", "chunk": 2, "delay": 0.1, "hold_when": "return <cursor/>"})
     try:
         with blank_page(browser) as page:
             page.goto(f"{lab.url}lab/tree/helpers.py?reset&token={lab.token}")
@@ -154,6 +162,9 @@ def test_nb2_completions_in_a_python_file_in_the_editor(browser, completion_lab)
             page.keyboard.type("def double(x):", delay=DELAY)
             page.keyboard.press("Enter")
             page.keyboard.type("return ", delay=DELAY)
+            assert server.wait_held(timeout=30), "no completion request after 'return '"
+            page.wait_for_timeout(6_000)
+            server.release()
             page.wait_for_function(
                 "() => [...document.querySelectorAll('.jp-GhostText')].some(g => g.textContent === 'x * 2')",
                 timeout=30_000)
