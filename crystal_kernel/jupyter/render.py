@@ -48,6 +48,7 @@ from crystal_kernel.jupyter.cards import (
     markdown_bundle,
     note_bundle,
     status_bundle,
+    summarize_arguments,
     thinking_bundle,
 )
 from crystal_kernel.jupyter.safe_html import html_answer_bundle, markdown_html
@@ -457,9 +458,15 @@ class Renderer:
         if event.by == "person" and reason and reason.startswith("answered from the recording"):
             who = "the recording"
             reason = reason.partition("; ")[2] or None
-        # A form was shown: its summary states the decision, also when the host denied
-        # because nobody answered it (approval_flow.NOBODY_ANSWERED).
+        # A form was shown (a person, or a recording, answered it; or the host denied
+        # because nobody did: approval_flow.NOBODY_ANSWERED): the form leaves nothing
+        # (widgets.py) and the card states the decision, above the result it led to.
         shown_by_form = event.by in ("person", "host") and event.id in self._asked
+        if shown_by_form and event.outcome != "ask":
+            card.state = "denied" if event.outcome == "deny" else "running"
+            card.approval = _form_decision(card, event)
+            self._update_card(card, handle)
+            return
         if event.verdict and reason and reason == event.verdict.rationale:
             reason = None  # the verdict line below gives it
         if event.outcome == "ask":
@@ -468,12 +475,12 @@ class Renderer:
             self._asked.add(event.id)
         elif event.outcome == "deny":
             card.state = "denied"
-            card.approval = None if shown_by_form else f"Denied by {who}" + (f": {reason}" if reason else ".")
+            card.approval = f"Denied by {who}" + (f": {reason}" if reason else ".")
         else:
             card.state = "running"
-            if event.by != "host" and not shown_by_form:
+            if event.by != "host":
                 card.approval = f"Allowed by {who}" + (f" ({reason})" if reason else ".")
-        if event.verdict and event.outcome != "ask" and not shown_by_form:
+        if event.verdict and event.outcome != "ask":
             # A verdict that went to the person is shown by the form and its summary.
             line = event.verdict.line()
             card.approval = (card.approval + "\n" if card.approval else "") + line
@@ -503,6 +510,37 @@ class Renderer:
         s = self._status
         self._status = Status(s.mode, s.approval, s.provider, s.model, s.prompt_set, s.tokens + added)
         self._status_handle.update(status_bundle(self._status))
+
+
+#: How a form's decision reads on its card (approval_form.py's words).
+_FORM_OUTCOME = {"allow_once": "Allowed once", "allow_session": "Allowed for this session", "deny": "Denied"}
+#: How the host marks an approval answered from a cassette (host/recorded_person.py).
+_FROM_RECORDING = "answered from the recording"
+
+
+def _form_decision(card: CardState, event: ApprovalEvent) -> str:
+    """The line a card shows for what its approval form decided: ``Allowed once: bash
+    echo hi``, ``Denied: bash rm x (reason: not now)``, or why there was no decision
+    (nobody answered), with the reviewer's verdict when one went to the person."""
+    from crystal_kernel.host.approval_flow import NOBODY_ANSWERED
+
+    what = f"{card.name} {summarize_arguments(card.name, card.arguments)}".strip()
+    parts = [p for p in (event.reason or "").split("; ") if p]
+    recorded = _FROM_RECORDING in parts
+    parts = [p for p in parts if p != _FROM_RECORDING]
+    if event.by == "host":
+        why = (event.reason or "").removeprefix(NOBODY_ANSWERED).strip()
+        line = f"Approval for {what}: no decision." + (f" {why}" if why else "")
+    elif event.outcome == "deny":
+        line = f"Denied: {what}" + (f" (reason: {'; '.join(parts)})" if parts else "")
+    else:
+        outcome = "allow_session" if "allowed for this session" in parts else "allow_once"
+        line = f"{_FORM_OUTCOME[outcome]}: {what}"
+    if recorded:
+        line += f" ({_FROM_RECORDING})"
+    if event.verdict is not None:
+        line += "\n" + event.verdict.line(suggests=True)
+    return line
 
 
 def _stale_card(card: CardState) -> Bundle | None:

@@ -52,7 +52,10 @@ def show_answers(output: Any) -> Callable[[str, Any, Any], None]:
     """An ``on_answer`` hook for ReplayedPerson that shows each answer in ``output``."""
 
     def hook(kind: str, asked: Any, answer: Any) -> None:
-        output.show(questions_bundle(asked, answer) if kind == "questions" else approval_bundle(asked, answer))
+        # An approval's decision is on its tool's card, marked as from the recording
+        # (render.py), above the result it led to: nothing below it.
+        if kind == "questions":
+            output.show(questions_bundle(asked, answer))
 
     return hook
 

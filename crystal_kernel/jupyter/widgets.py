@@ -4,9 +4,11 @@
 front (the Crystal kernel, the ``%crystal`` magics): it shows a form, then awaits an
 asyncio Future that the widget callbacks resolve. On ipykernel >= 7.4 comm messages are
 dispatched while a cell runs (DESIGN.md), so awaiting is enough. Once answered, an
-approval form is replaced in place by a static summary, so a saved notebook shows what
-was decided; a question form leaves nothing, since the question's card shows each
-question with its answer (every answer is read once).
+approval form leaves nothing once answered: the tool's card states the decision
+(``Allowed once: bash …``, render.py) above the result it led to, so a saved notebook
+shows what was decided, once; a question form leaves nothing either, since the
+question's card shows each question with its answer (every answer is read once).
+Interrupted while it waits, a form says so in its own place.
 
 Nobody to answer (nbclient, papermill): a form waits ``timeout`` seconds (config
 ``personTimeoutSeconds``, default 3600; ``--ask-timeout`` wins); when it passes, a
@@ -305,7 +307,9 @@ class WidgetInteraction:
             self._close(form)
             raise
         form.finished = True
-        handle.update(form.summary_bundle(value, note))
+        # An approval ends with its decision on the tool's card (render.py), above the
+        # result it led to: the form leaves nothing. A question form leaves nothing too.
+        handle.update(_LEFT_BEHIND if isinstance(form, ApprovalForm) else form.summary_bundle(value, note))
         self._close(form)
         return value, note
 
@@ -380,6 +384,11 @@ class WidgetInteraction:
         if value is None:
             return PersonDecision(outcome="deny", reason=f"{note} The call was not approved.".strip(), nobody=True)
         return value
+
+
+#: What an answered approval form leaves (its card states the decision): an empty
+#: output with MIME types, never a ``display_data`` without any.
+_LEFT_BEHIND: Bundle = html_bundle("", "")
 
 
 class _NoFrontEnd(Exception):

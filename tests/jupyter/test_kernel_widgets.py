@@ -139,7 +139,7 @@ def test_person_timeout_denies_with_a_reason_the_model_reads(kernel_factory, tmp
     result = tool_results(k.last_body())[-1]
     assert "Nobody answered within 1 seconds (personTimeoutSeconds)" in result
     assert not (k.workspace / "never").exists()
-    assert run.find("no decision")["text/plain"].startswith("Approval for bash touch never: no decision.")
+    assert run.find("no decision")["text/plain"].splitlines()[1].startswith("Approval for bash touch never: no decision.")
     assert run.outputs()[-1]["text/plain"] == "Nobody approved; stopping."
 
 

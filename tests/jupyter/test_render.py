@@ -60,8 +60,8 @@ def test_text_segments_are_split_by_tool_cards_and_usage_updates_status():
     texts = [o.get("text/plain") for o in out.outputs]
     assert texts[0].endswith("107 tokens")
     assert texts[1] == "Looking."
-    # The person's decision is in the form's summary under the card, not in the card too.
-    assert texts[2].startswith("[bash] ls — done\na\nb")
+    # The person's decision is on the card, above the result (the form leaves nothing).
+    assert texts[2].startswith("[bash] ls — done\nAllowed once: bash ls\na\nb")
     assert out.outputs[3] == {"image/png": "aGk=", "text/plain": "[bash image]"}
     assert texts[4:] == ["Done.", "Note: a note", "Error: boom",
                          "Note: Interrupted. The partial answer is kept; the next cell continues."]
@@ -99,13 +99,14 @@ def _turn(*events):
 
 def test_each_decision_is_stated_once_in_a_card():
     """A denial's reason once (not in an approval line, a result and a summary); a form's
-    decision only in the form summary; a decision without a form in the card."""
+    decision on the card, in the form's words (the form leaves nothing); a decision
+    without a form in the card."""
     call = ToolCallStarted(id="c", name="bash", arguments={"command": "rm -rf data"})
     denied = ToolResultEvent(id="c", name="bash", ok=False, text="The call was denied by the person. Reason: keep it")
     card = _turn(call, ApprovalEvent(id="c", name="bash", outcome="ask", by="host"),
                  ApprovalEvent(id="c", name="bash", outcome="deny", by="person", reason="keep it"), denied)[0]
-    assert card["text/plain"] == "[bash] rm -rf data — denied"
-    assert "keep it" not in card["text/html"] and 'data-state="denied"' in card["text/html"]
+    assert card["text/plain"] == "[bash] rm -rf data — denied\nDenied: bash rm -rf data (reason: keep it)"
+    assert card["text/html"].count("keep it") == 1 and 'data-state="denied"' in card["text/html"]
     policy = _turn(call, ApprovalEvent(id="c", name="bash", outcome="deny", by="policy", reason="rule rm -rf"),
                    ToolResultEvent(id="c", name="bash", ok=False, text="The call was denied. Reason: rule rm -rf"))[0]
     assert policy["text/plain"].count("rule rm -rf") == 1 and policy["text/html"].count("rule rm -rf") == 1
