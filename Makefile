@@ -14,8 +14,11 @@ PYRIGHT_STAMP := $(PYRIGHT)/.installed-1.1.414
 # JupyterHub's proxy for tests/hub (the hub-deps target below).
 HUB := build/hub
 HUB_STAMP := $(HUB)/.installed
+# Enterprise Gateway for tests/e2e/test_gateway.py (the eg-deps target below).
+EG := build/eg
+EG_STAMP := $(EG)/.installed-3.3.0
 
-.PHONY: demo test bench lab clean install system-deps interop mutants mcp-2 hub-deps
+.PHONY: demo test bench lab clean install system-deps interop mutants mcp-2 hub-deps eg-deps
 
 install: $(STAMP)
 
@@ -40,7 +43,7 @@ $(DEMO_STAMP): $(STAMP)
 demo: $(DEMO_STAMP)
 	$(PY) -m crystal_kernel.demo
 
-test: $(STAMP) system-deps $(MCP2_STAMP) $(HUB_STAMP) $(PYRIGHT_STAMP)
+test: $(STAMP) system-deps $(MCP2_STAMP) $(HUB_STAMP) $(EG_STAMP) $(PYRIGHT_STAMP)
 	$(PY) -m crystal_kernel.testing.run_tests
 
 # MCP-R: Crystal is a client of both lines of the `mcp` SDK. The venv holds 1.x (what the
@@ -70,6 +73,19 @@ $(HUB_STAMP):
 	touch $(HUB_STAMP)
 
 hub-deps: $(HUB_STAMP)
+
+# tests/e2e/test_gateway.py runs a real Enterprise Gateway (docs/deploy.md). Version 3.3 needs
+# jupyter_client 6 and Jupyter Server 1, which cannot share the venv with JupyterLab 4, so it
+# gets a virtualenv of its own here (half a minute, from pip's cache); the kernels it starts
+# run the venv's Python, named in the crystal kernelspec.
+$(EG_STAMP):
+	rm -rf $(EG)
+	$(PYTHON) -m venv $(EG)
+	$(EG)/bin/python -m pip install --quiet "jupyter-enterprise-gateway==3.3.0"
+	$(EG)/bin/jupyter-enterprisegateway --version
+	touch $(EG_STAMP)
+
+eg-deps: $(EG_STAMP)
 
 # pyright checks crystal_kernel beside mypy ([tool.pyright] in pyproject.toml). From npm,
 # into build/ (gitignored); needs Node.js and npm, as the labextension's build does.
