@@ -34,6 +34,7 @@ from crystal_kernel.core.errors import UserError
 
 if TYPE_CHECKING:
     from crystal_kernel.host.session import Session
+    from crystal_kernel.jupyter.render import Output
 
 OP = "fix"
 #: Characters of the cell's code the model gets (a longer cell is refused, not cut:
@@ -51,7 +52,8 @@ _FENCE = re.compile(r"^(?P<fence>`{3,})[ \t]*(?P<lang>[\w+.-]*)[^\n]*\n(?P<code>
                     re.MULTILINE | re.DOTALL)
 _PYTHON_LANGS = {"", "python", "py", "python3", "ipython", "ipython3"}
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_tasks: set[asyncio.Task[None]] = set()  # running fixes (a task without a reference may be collected)
+# Running fixes and their sessions (a task without a reference may be collected).
+_tasks: dict[asyncio.Task[None], Session] = {}
 
 
 def wants(request: object) -> bool:
@@ -92,9 +94,35 @@ def start(kernel: Any, request: Any, comm: Any) -> None:
         send(reply)
 
     task = asyncio.ensure_future(work())
-    _tasks.add(task)
-    task.add_done_callback(_tasks.discard)
+    _tasks[task] = session
+    task.add_done_callback(lambda done: _tasks.pop(done, None))
     _stop_on_close(comm, task)
+
+
+#: What a cell run while a fix turn runs shows while it waits, and once it has waited.
+WAITING = "Crystal is fixing another cell of this notebook (Fix with Crystal); this cell runs when that fix ends."
+WAITED = "This cell waited for Crystal's fix of another cell to end."
+
+
+async def after_fixes(session: Session, output: Output) -> None:
+    """Wait until no fix turn runs in ``session``: a prompt cell run meanwhile waits its
+    turn, as a second cell waits for the first, instead of failing because the session
+    is busy. The cell says why it waits (a note in ``output``, changed once it has
+    waited). An interrupt while it waits ends the wait, never the fix."""
+    from crystal_kernel.jupyter.cards import note_bundle
+
+    running = [task for task, owner in _tasks.items() if owner is session and not task.done()]
+    if not running:
+        return
+    handle = output.show(note_bundle(WAITING))
+    try:
+        while running:
+            await asyncio.wait(running)
+            running = [task for task, owner in _tasks.items() if owner is session and not task.done()]
+    except asyncio.CancelledError:
+        handle.update(note_bundle("Interrupted while it waited for Crystal's fix of another cell; the fix goes on."))
+        raise
+    handle.update(note_bundle(WAITED))
 
 
 def _sender(comm: Any) -> Callable[[dict[str, Any]], None]:

@@ -95,6 +95,7 @@ async def run_notebook_turn(session: Session, text: str, *, notes: list[str], in
     """
     from crystal_kernel.host.loop import run_turn
     from crystal_kernel.host.mentions import attach_mentions
+    from crystal_kernel.jupyter.fix_cell import after_fixes
     from crystal_kernel.jupyter.render import IPythonOutput, Renderer, status_of
     from crystal_kernel.jupyter.replayed_forms import turn_interaction
     from crystal_kernel.jupyter.widgets import live_forms
@@ -103,6 +104,9 @@ async def run_notebook_turn(session: Session, text: str, *, notes: list[str], in
     # Every caller reports a failed turn as the cell's error (the kernel's error output,
     # the magics' CrystalError): shown once, there.
     renderer = Renderer(output, cell_reports_errors=True)
+    # A Fix with Crystal turn runs in this session: the cell waits its turn (and its
+    # status line then counts the fix's tokens).
+    await after_fixes(session, output)
     renderer.start(status_of(session))
     prompt, mention_notes = attach_mentions(session, text)
     if person_cells:
