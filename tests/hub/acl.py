@@ -30,8 +30,11 @@ Entry = tuple[int, int, int]  # (tag, permissions rwx as 0-7, uid/gid or UNDEFIN
 
 
 def closed_folders(path: Path) -> list[Path]:
-    """The folders above ``path`` that other users cannot pass through (no o+x)."""
-    return [folder for folder in Path(os.path.realpath(path)).parents if not os.stat(folder).st_mode & 0o001]
+    """The folders above ``path`` and above the file it links to that other users cannot
+    pass through (no o+x): a venv's ``bin/python`` is reached through the venv's folders
+    (a checkout under a closed folder, as CI's) and runs the interpreter it links to."""
+    above = [*Path(os.path.abspath(path)).parents, *Path(os.path.realpath(path)).parents]
+    return [folder for folder in dict.fromkeys(above) if not os.stat(folder).st_mode & 0o001]
 
 
 def entries_of(folder: Path) -> list[Entry]:

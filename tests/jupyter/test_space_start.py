@@ -15,11 +15,14 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from pathlib import Path
 
 import pytest
+
+from tests.hub.acl import closed_folders, passable_by
 
 CRYSTAL = str(Path(sys.executable).parent / "crystal")
 URL = re.compile(r"http://\S+/lab/tree/crystal-\d{4}-\d{2}-\d{2}\.ipynb\?token=[0-9a-f]+")
@@ -66,8 +69,9 @@ def lines_until_announced(space: subprocess.Popen[str], timeout: float = 150) ->
 
 
 def stop(space: subprocess.Popen[str]) -> tuple[int, str]:
-    """Ctrl-C (SIGINT), as in a terminal: the space stops and says so."""
-    space.send_signal(signal.SIGINT)
+    """Ctrl-C (SIGINT), as in a terminal: to the whole foreground process group (through
+    ``runuser``, which does not pass a SIGINT of its own on); the space stops and says so."""
+    os.killpg(space.pid, signal.SIGINT)
     try:
         rest, _ = space.communicate(timeout=90)
     except subprocess.TimeoutExpired:
@@ -136,31 +140,37 @@ def test_a_start_refused_as_root_leaves_no_notebook(workspace, tmp_path):
 
 
 @pytest.fixture
-def ordinary_user(tmp_path):
-    """A temporary ordinary user (removed afterwards), able to run this environment's Python."""
+def ordinary_user():
+    """A temporary ordinary user (removed afterwards), able to run this environment's
+    Python, and a folder of its own in /tmp (not under pytest's tmp folder: every pytest
+    start chmods that to 0700, which masks a grant to pass it)."""
     if os.geteuid() != 0 or not shutil.which("useradd"):
         pytest.skip("making a temporary user needs root and useradd")
     name = "crys" + uuid.uuid4().hex[:8]
-    subprocess.run(["useradd", "--no-create-home", "--home-dir", str(tmp_path), name], check=True)
+    base = Path(tempfile.mkdtemp(prefix="crystal-space-user-"))
+    subprocess.run(["useradd", "--no-create-home", "--home-dir", str(base), name], check=True)
     try:
+        uid = pwd.getpwnam(name).pw_uid
+        os.chown(base, uid, -1)
         runas = ["runuser", "-u", name, "--"]
-        reach = subprocess.run([*runas, sys.executable, "-c", "import crystal_kernel"], capture_output=True,
-                               text=True)
-        if reach.returncode != 0:
-            pytest.skip(f"an ordinary user cannot run this environment's Python ({os.path.realpath(sys.executable)}: "
-                        f"{(reach.stderr.strip().splitlines() or ['?'])[-1]})")
-        yield name, runas
+        # The venv and its interpreter may lie under folders only root passes (pyenv's
+        # /root, CI's checkout): the user may pass through them while the test runs.
+        with passable_by(closed_folders(Path(sys.executable)), [uid]):
+            reach = subprocess.run([*runas, sys.executable, "-c", "import crystal_kernel"], capture_output=True,
+                                   text=True)
+            assert reach.returncode == 0, f"the user cannot run this environment's Python: {reach.stderr}"
+            yield name, runas, base
     finally:
         subprocess.run(["userdel", name], check=False)
+        shutil.rmtree(base, ignore_errors=True)
 
 
-def test_space_as_an_ordinary_user_starts_and_shows_its_url_first(ordinary_user, tmp_path):
+def test_space_as_an_ordinary_user_starts_and_shows_its_url_first(ordinary_user):
     """The same start as an ordinary user: no allow-root needed, the URL first."""
-    name, runas = ordinary_user
-    workspace, home = tmp_path / "ws-user", tmp_path / "home-user"
-    workspace.mkdir()
-    home.mkdir()
+    name, runas, base = ordinary_user
+    workspace, home = base / "ws-user", base / "home-user"
     uid = pwd.getpwnam(name).pw_uid
-    for path in (tmp_path, workspace, home):
+    for path in (workspace, home):
+        path.mkdir()
         os.chown(path, uid, -1)
     check_started(start_space(workspace, home, user=runas), workspace)
