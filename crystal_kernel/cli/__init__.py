@@ -142,7 +142,10 @@ def build_interactive_parser() -> argparse.ArgumentParser:
 # imports aiohttp on every start (measured here: ~85 ms of openai's import, ~190 ms of
 # anthropic's). Crystal always uses the SDKs' default httpx transport, so its own-process
 # fronts (OWN_PROCESS_COMMANDS, the interactive crystal) mark those modules as absent: the SDK then defines a stub that is never used.
-_UNUSED_SDK_MODULES = ("openai._vendor.httpx_aiohttp", "anthropic._vendor.httpx_aiohttp")
+# Likewise ``h2``: the HTTP clients import their HTTP/2 connection whenever h2 is
+# installed (~10 ms of crystal run's start), and define a stub without it; nothing here
+# asks for HTTP/2 (every client is made with http2 off, the default).
+_UNUSED_SDK_MODULES = ("openai._vendor.httpx_aiohttp", "anthropic._vendor.httpx_aiohttp", "h2")
 
 
 def skip_unused_sdk_modules() -> None:

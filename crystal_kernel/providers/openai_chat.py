@@ -20,13 +20,13 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
-# The client, the stream and the model from their own modules: these need nothing else
-# of ``openai`` and ``openai.types.chat``, whose package inits (the whole API's types and
-# helpers) crystal run defers (deferred_init.py).
+# The client and the stream from their own modules: these need nothing else of
+# ``openai`` and ``openai.types.chat``, whose package inits (the whole API's types and
+# helpers) crystal run defers (deferred_init.py). No response model either: a streamed
+# reply is read as JSON (_CHUNKS), so the POST's non-streamed type is ``object``.
 from openai._base_client import DefaultAsyncHttpxClient
 from openai._client import AsyncOpenAI
 from openai._streaming import AsyncStream
-from openai.types.chat.chat_completion import ChatCompletion
 
 from crystal_kernel.core.messages import ImagePart, Message, TextPart, ToolCallPart, ToolResultPart
 from crystal_kernel.core.prefix import common_prefix
@@ -254,7 +254,9 @@ class OpenAIChatProvider(SDKProvider):
 
     async def open_stream(self, body: dict[str, Any] | bytes | Body) -> Any:
         payload = body if isinstance(body, (bytes, Body)) else self.payload(body)
-        return await post_stream(self.client, "/chat/completions", payload, ChatCompletion, _CHUNKS)
+        # cast_to is read only for a reply that is not a stream; the SDK's chat completion
+        # model would cost crystal run's start ~8 ms of imports for nothing (docs/benchmarks.md).
+        return await post_stream(self.client, "/chat/completions", payload, object, _CHUNKS)
 
     def reader(self, request: ModelRequest) -> ChatReader:
         return ChatReader()
