@@ -59,6 +59,10 @@ def handlers(base_url: str) -> list[tuple[str, Any]]:
 
 
 def _load_jupyter_server_extension(serverapp: Any) -> None:
+    from crystal_kernel.jupyter.server.gateway_log import hide_gateway_start_arguments
+
+    # With --gateway-url the server would log each kernel start's environment, key included.
+    hide_gateway_start_arguments(serverapp.log)
     web_app = serverapp.web_app
     try:
         routes = handlers(web_app.settings["base_url"])

@@ -103,6 +103,16 @@ NOT_RUN: dict[str, tuple[str, str]] = {
         "jupyter server --help-all > server-help.txt && grep -q -- --gateway-url server-help.txt "
         "&& grep -q -- --GatewayClient.allowed_envs server-help.txt && grep -q -- --GatewayClient.auth_token "
         "server-help.txt && jupyter lab --help >/dev/null"),
+    # deploy.md: an Enterprise Gateway; tests/e2e/test_gateway.py runs one (build/eg) with the page's config.
+    "EG_AUTH_TOKEN=CHANGE-ME EG_SENSITIVE_ENV_KEYS=api_key CRYSTAL_PROVIDER=openai CRYSTAL_MODEL=gpt-4.1 "
+    "CRYSTAL_API_KEY_ENV=KERNEL_OPENAI_API_KEY jupyter enterprisegateway --ip=0.0.0.0 --port=8888": (
+        "it serves until stopped (tests/e2e/test_gateway.py starts one from build/eg, `make eg-deps`); here "
+        "the gateway of build/eg must know the options of the page's config and the two variables shown",
+        'eg="$CRYSTAL_REPO/build/eg" && "$eg/bin/jupyter-enterprisegateway" --help-all > eg-help.txt '
+        "&& grep -q -- --EnterpriseGatewayApp.inherited_envs eg-help.txt && grep -q -- --EnterpriseGatewayApp.client_envs "
+        "eg-help.txt && grep -q -- --EnterpriseGatewayApp.list_kernels eg-help.txt "
+        '&& grep -rqs EG_AUTH_TOKEN "$eg"/lib/python3*/site-packages/enterprise_gateway '
+        '&& grep -rqs EG_SENSITIVE_ENV_KEYS "$eg"/lib/python3*/site-packages/enterprise_gateway'),
     "apt-get update && apt-get install -y chromium": (
         "it changes the machine's packages and needs the network; the install is simulated",
         "apt-get --simulate install -y chromium >/dev/null"),

@@ -1,12 +1,19 @@
-"""Kernels that run elsewhere: a real ``jupyter kernelgateway`` (jupyter_kernel_gateway)
-hosts the Crystal kernel, and a real ``jupyter lab --gateway-url`` reaches it, in
-headless chromium. The kernel's Home and workspace are folders the lab server cannot
+"""Kernels that run elsewhere: a real gateway hosts the Crystal kernel, and a real
+``jupyter lab --gateway-url`` reaches it, in headless chromium. Every test runs twice,
+once per gateway: ``jupyter kernelgateway`` (jupyter_kernel_gateway, in the venv) and
+``jupyter enterprisegateway`` (jupyter_enterprise_gateway 3.3 with its local process
+proxy, in build/eg: it needs jupyter_client 6 and jupyter_server 1, which the venv's
+Jupyter cannot share; ``make eg-deps`` makes it and ``make test`` does too). Enterprise
+Gateway runs with the ``jupyter_enterprise_gateway_config.py`` of docs/deploy.md as
+written. The kernel's Home and workspace are folders the lab server cannot
 see (outside its root, and the server has a Home of its own), as on a remote host.
 
 A person, typing with a per-key delay and clicking, approves a tool call in the
 approval form, answers a question form, interrupts a running cell, starts a background
-job and follows its log with ``/logs --follow``; each step checks what the model
-received in its next request. Then the sidebar shows the kernel's sessions, jobs (with
+job and follows its log with ``/logs --follow``, and restarts the kernel (the notebook's
+session goes on, with the person's key); each step checks what the model received in its
+next request. The person's key, sent by their server with each kernel start, is in no
+log of the gateway or the server, nor in any file the kernel wrote. Then the sidebar shows the kernel's sessions, jobs (with
 their live log and Stop) and prompt sets, read over the kernel's ``crystal.sidebar``
 comm, never the server's disk (jupyter/sidebar_comm.py).
 """
@@ -14,6 +21,7 @@ comm, never the server's disk (jupyter/sidebar_comm.py).
 from __future__ import annotations
 
 import json
+import re
 import secrets
 import sys
 import time
@@ -32,6 +40,7 @@ from tests.e2e.conftest import (
     KEY_ENV,
     NB,
     READY,
+    ROOT,
     ensure_built,
     free_port,
     run_saved_then_reload,
@@ -50,6 +59,12 @@ KERNEL_VARS = ("HOME", "CRYSTAL_HOME", "CRYSTAL_PROVIDER", "CRYSTAL_MODEL", "CRY
 # lab sends it with the start request (GatewayClient.allowed_envs) and the gateway lets
 # it through (JupyterWebsocketPersonality.env_whitelist). The gateway itself has none.
 USER_KEY = "key-from-the-users-server"
+# Enterprise Gateway passes every KERNEL_ variable a start request carries, and a
+# person's server sends every KERNEL_ variable of its environment: the key under such a
+# name needs no setting on either side (docs/deploy.md).
+EG_KEY_ENV = "KERNEL_CRYSTAL_API_KEY"
+ENTERPRISE_GATEWAY = ROOT / "build" / "eg" / "bin" / "jupyter-enterprisegateway"
+DEPLOY = ROOT / "docs" / "deploy.md"
 
 
 @dataclass
@@ -60,6 +75,16 @@ class Gateway:
     workspace: Path  # the kernel's working folder (the gateway's root)
     log: Path
     server: LLMServer
+    # How the person's server reaches it: its command-line arguments and environment.
+    lab_args: tuple[str, ...]
+    lab_env: dict[str, str]
+
+
+def documented_eg_config() -> str:
+    """The ``jupyter_enterprise_gateway_config.py`` block of docs/deploy.md, as written."""
+    found = re.search(r"`jupyter_enterprise_gateway_config.py`:\n\n```python\n(.*?)```", DEPLOY.read_text(), re.S)
+    assert found, "docs/deploy.md has no jupyter_enterprise_gateway_config.py block"
+    return found.group(1)
 
 
 def write_promptset(home: Path, name: str, title: str) -> Path:
@@ -70,9 +95,17 @@ def write_promptset(home: Path, name: str, title: str) -> Path:
     return folder
 
 
-@pytest.fixture(scope="module")
-def gateway(tmp_path_factory) -> Iterator[Gateway]:
-    base = tmp_path_factory.mktemp("gateway")
+def kernel_gateway_argv(port: int, token: str) -> list[str]:
+    return [str(Path(sys.executable).parent / "jupyter"), "kernelgateway", "--ip=127.0.0.1", f"--port={port}",
+            "--port_retries=0", f"--KernelGatewayApp.auth_token={token}",
+            "--JupyterWebsocketPersonality.list_kernels=True",
+            f"--JupyterWebsocketPersonality.env_whitelist={KEY_ENV}",
+            *[f"--KernelGatewayApp.env_process_whitelist={name}" for name in KERNEL_VARS]]
+
+
+@pytest.fixture(scope="module", params=["kernelgateway", "enterprisegateway"])
+def gateway(request, tmp_path_factory) -> Iterator[Gateway]:
+    base = tmp_path_factory.mktemp(request.param)
     home, workspace, data = base / "kernel-home", base / "kernel-workspace", base / "jupyter"
     (home / ".crystal").mkdir(parents=True)
     (home / ".crystal" / "config.json").write_text(json.dumps({"topicNaming": False, "approval": "full"}))
@@ -85,16 +118,31 @@ def gateway(tmp_path_factory) -> Iterator[Gateway]:
     token, port = secrets.token_hex(16), free_port()
     env = server_env(base, home, data, server)
     env.pop(KEY_ENV)  # the gateway has no key: the person's server sends it
-    argv = [str(Path(sys.executable).parent / "jupyter"), "kernelgateway", "--ip=127.0.0.1", f"--port={port}",
-            "--port_retries=0", f"--KernelGatewayApp.auth_token={token}",
-            "--JupyterWebsocketPersonality.list_kernels=True",
-            f"--JupyterWebsocketPersonality.env_whitelist={KEY_ENV}",
-            *[f"--KernelGatewayApp.env_process_whitelist={name}" for name in KERNEL_VARS]]
+    if request.param == "kernelgateway":
+        argv = kernel_gateway_argv(port, token)
+        # The lab sends the key with the start request (GatewayClient.allowed_envs).
+        lab_args: tuple[str, ...] = (f"--GatewayClient.allowed_envs={KEY_ENV}",)
+        lab_env = {KEY_ENV: USER_KEY}
+    else:
+        if not ENTERPRISE_GATEWAY.exists():
+            pytest.fail(f"{ENTERPRISE_GATEWAY} is missing: run `make eg-deps` (make test makes it)")
+        (base / "config").mkdir()
+        (base / "config" / "jupyter_enterprise_gateway_config.py").write_text(documented_eg_config())
+        env.pop("PYTHONPATH")  # the venv's import shims (tests/e2e/lazy) are not for build/eg's Python
+        # The gateway's own environment, as docs/deploy.md starts it: the name of the
+        # key's variable, and the words that mark a variable as secret in its log.
+        env.update(CRYSTAL_API_KEY_ENV=EG_KEY_ENV, EG_SENSITIVE_ENV_KEYS="api_key")
+        argv = [str(ENTERPRISE_GATEWAY), "--ip=127.0.0.1", f"--port={port}", "--port_retries=0",
+                f"--EnterpriseGatewayApp.auth_token={token}"]
+        lab_args = ()
+        # The person's server names the person (Enterprise Gateway refuses kernels for
+        # root, which the tests run as) and gives a kernel start on a loaded machine time.
+        lab_env = {EG_KEY_ENV: USER_KEY, "KERNEL_USERNAME": "ada", "KERNEL_LAUNCH_TIMEOUT": "90"}
     url, log = f"http://127.0.0.1:{port}", base / "gateway.log"
     try:
         with served(argv, cwd=workspace, env=env, log=log, ready=f"{url}/api/kernelspecs",
-                    headers={"Authorization": f"token {token}"}, what="jupyter kernelgateway"):
-            yield Gateway(url, token, home / ".crystal", workspace, log, server)
+                    headers={"Authorization": f"token {token}"}, what=f"jupyter {request.param}"):
+            yield Gateway(url, token, home / ".crystal", workspace, log, server, lab_args, lab_env)
     finally:
         server.stop()
 
@@ -104,9 +152,9 @@ def lab(gateway, tmp_path_factory):
     """The lab of the shared ``page`` fixture, here a lab whose kernels run in the gateway."""
     ensure_built()
     base = tmp_path_factory.mktemp("gwlab")
-    with running_lab(base, server=gateway.server, env_extra={KEY_ENV: USER_KEY}, extra_args=(
+    with running_lab(base, server=gateway.server, env_extra=gateway.lab_env, extra_args=(
             f"--gateway-url={gateway.url}", f"--GatewayClient.auth_token={gateway.token}",
-            f"--GatewayClient.allowed_envs={KEY_ENV}", "--GatewayClient.request_timeout=60")) as started:
+            *gateway.lab_args, "--GatewayClient.request_timeout=60")) as started:
         # The server's own Home has a prompt set the kernel's Home does not.
         write_promptset(started.home, "server-only", "Server side prompts")
         yield started
@@ -344,3 +392,46 @@ def test_sidebar_reads_the_remote_kernel_not_the_server_disk(page, lab, gateway)
     page.locator(NB).get_by_text("Using the kernel side set.").wait_for(timeout=60_000)
     system = gateway.server.bodies("chat")[-1]["messages"][0]["content"]
     assert "Kernel side prompts." in system, system[:300]
+
+
+def gateway_kernels(gateway) -> list[dict]:
+    return json.loads(urllib.request.urlopen(urllib.request.Request(
+        f"{gateway.url}/api/kernels", headers={"Authorization": f"token {gateway.token}"}), timeout=10).read())
+
+
+def test_restart_through_the_gateway_keeps_the_session_and_the_key(page, gateway):
+    """A restart from the Kernel menu goes through the gateway: the gateway still hosts
+    one kernel, the notebook's next cell continues its session (the model gets the
+    earlier turns), and the restarted kernel has the key the person's server sent."""
+    before = gateway_kernels(gateway)
+    page.locator(f"{NB} .jp-Cell .cm-content").last.click()
+    page.evaluate("() => { void window.jupyterapp.commands.execute('notebook:restart-kernel'); }")
+    page.locator(".jp-Dialog .jp-mod-accept").click()
+    page.wait_for_timeout(1500)
+    wait_idle(page)
+    after = gateway_kernels(gateway)
+    assert [k["id"] for k in after] == [k["id"] for k in before], (before, after)
+    gateway.server.add({"text": "You wrote the proof file."})
+    run_cell(page, "What did I ask first?")
+    note = page.locator(NB).get_by_text("Continuing this notebook's session")
+    note.wait_for(timeout=60_000)
+    page.locator(NB).get_by_text("You wrote the proof file.").wait_for(timeout=60_000)
+    users = [m["content"] for m in gateway.server.bodies("chat")[-1]["messages"] if m["role"] == "user"]
+    assert any("Write the proof file" in str(text) for text in users), users
+    assert gateway.server.requests[-1]["headers"]["authorization"] == f"Bearer {USER_KEY}"
+    wait_idle(page)
+
+
+def test_the_key_is_in_no_log_and_no_file(page, lab, gateway):
+    """The key the person's server sent with each kernel start (and again at the
+    restart) is in neither the gateway's log (the kernel's own output included) nor the
+    person's server's log, nor in any file the kernel wrote in its Home or workspace."""
+    assert gateway.server.requests[-1]["headers"]["authorization"] == f"Bearer {USER_KEY}"  # it was used
+    for log in (gateway.log, lab.log):
+        text = log.read_text(errors="replace")
+        assert text, f"{log} is empty"
+        assert USER_KEY not in text, f"{log} holds the key"
+    for folder in (gateway.home, gateway.workspace):
+        for path in folder.rglob("*"):
+            if path.is_file():
+                assert USER_KEY.encode() not in path.read_bytes(), f"{path} holds the key"
