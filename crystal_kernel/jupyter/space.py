@@ -169,7 +169,7 @@ def serve(workspace: Path, notebook: str, flags: list[str], data: Path, ns: argp
     from jupyterlab.labapp import LabApp
 
     from crystal_kernel.jupyter.space_kernels import SpaceKernelManager
-    from crystal_kernel.jupyter.space_quiet import quiet_extensions
+    from crystal_kernel.jupyter.space_quiet import quiet_extensions, quiet_stop
 
     tree = f"/lab/tree/{urllib.parse.quote(notebook)}"
     argv = [f"--ServerApp.root_dir={workspace}", f"--ServerApp.port={ns.port}", f"--LabApp.default_url={tree}",
@@ -201,6 +201,7 @@ def serve(workspace: Path, notebook: str, flags: list[str], data: Path, ns: argp
             return
         stopping = True
         say("Crystal space: stopping; shutting down the kernels…")
+        quiet_stop(server.io_loop.asyncio_loop)
         server.stop(from_signal=True)  # kernels shut down, then the loop ends
 
     # One Ctrl-C stops the space: no "Shut down this Jupyter server (y/[n])?" (the way

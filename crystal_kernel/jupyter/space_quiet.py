@@ -44,3 +44,25 @@ def quiet_extensions(server: Any) -> None:
 
 def _no_banner(*args: Any, **kwargs: Any) -> None:
     """FastMCP's banner, left out."""
+
+
+def _is_collaboration_stop_noise(context: dict[str, Any]) -> bool:
+    """jupyter_server_ydoc's room cleaner, on the way down, stops a websocket server that
+    is already stopped: its task fails with "WebsocketServer not running" and nobody
+    reads the error (an upstream race, jupyter-collaboration PR 546), so asyncio prints a
+    traceback after every stop. Nothing is lost: the server is down either way."""
+    exc = context.get("exception")
+    task = context.get("future")
+    coro = getattr(task, "get_coro", lambda: None)()
+    return (isinstance(exc, RuntimeError) and str(exc) == "WebsocketServer not running"
+            and "jupyter_server_ydoc" in str(getattr(getattr(coro, "cr_code", None), "co_filename", "")))
+
+
+def quiet_stop(loop: Any) -> None:
+    """While the space stops: the collaboration server's known stop traceback goes; any
+    other error still reaches asyncio's own handler (and the person)."""
+    def handler(loop: Any, context: dict[str, Any]) -> None:
+        if not _is_collaboration_stop_noise(context):
+            loop.default_exception_handler(context)
+
+    loop.set_exception_handler(handler)
