@@ -185,7 +185,7 @@ class CrystalAgent:
                                            announced=entry.announced_event)
         return entry
 
-    def _get(self, session_id: str) -> AcpSession:
+    def _entry(self, session_id: str) -> AcpSession:
         entry = self.sessions.get(session_id)
         if entry is None:
             raise RequestError(-32602, f"No open session {shown(session_id)}; create or load it first.")
@@ -304,7 +304,7 @@ class CrystalAgent:
             session.save()
 
     async def set_session_mode(self, session_id: str, mode_id: str, **kwargs: Any) -> SetSessionModeResponse:
-        entry = self._get(session_id)
+        entry = self._entry(session_id)
         try:
             entry.session.set_mode(mode_id)
         except UserError as exc:
@@ -316,7 +316,7 @@ class CrystalAgent:
 
     async def set_config_option(self, config_id: str, session_id: str, value: Any,
                                 **kwargs: Any) -> SetSessionConfigOptionResponse:
-        entry = self._get(session_id)
+        entry = self._entry(session_id)
         session = entry.session
         try:
             if config_id == "mode":
@@ -333,7 +333,7 @@ class CrystalAgent:
 
     # ----- prompts ----------------------------------------------------------------------
     async def prompt(self, session_id: str, prompt: list[Any], **kwargs: Any) -> PromptResponse:
-        entry = self._get(session_id)
+        entry = self._entry(session_id)
         session = entry.session
         left_out: list[str] = []
         parts = prompt_parts(prompt, images_ok=session.capabilities.images, notes=left_out)

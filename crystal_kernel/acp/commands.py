@@ -17,7 +17,19 @@ from __future__ import annotations
 
 import re
 
-from crystal_kernel.core.commands import CommandResult
+from typing_extensions import assert_never
+
+from crystal_kernel.host.command_results import (
+    CommandResult,
+    Forked,
+    HelpResult,
+    JobsResult,
+    LogsResult,
+    Resumed,
+    SessionsResult,
+    TextResult,
+    UsageResult,
+)
 
 SYSTEM_NOTE = "System note:"
 HISTORY_END = "</conversation_history>"
@@ -54,20 +66,31 @@ def command_line(text: str) -> str | None:
 
 
 def command_markdown(result: CommandResult) -> str:
-    """A command's answer for a client that renders Markdown."""
-    rows = result.data.get("rows") if result.kind == "help" else None
-    if rows:
-        lines = ["**Commands**", ""]
-        for usages, what in rows:
-            shown = ""
-            for usage in usages:
-                if usage.startswith("(") and usage.endswith(")"):  # an alias: (`/prompts`)
-                    shown += f" (`{usage[1:-1]}`)"
-                else:
-                    shown += (", " if shown else "") + f"`{usage}`"
-            lines.append(f"- {shown}: {what}")
-        return "\n".join(lines)
-    return verbatim(result.text)
+    """A command's answer for a client that renders Markdown: the help as a list, every
+    other answer as its text (ACP clients have no job table or live log; /resume and
+    /fork are the client's own, so their answers do not come here but are shown if so)."""
+    match result:
+        case HelpResult(rows=rows) if rows:
+            return help_markdown(rows)
+        case (HelpResult() | TextResult() | JobsResult() | LogsResult() | SessionsResult() | UsageResult()
+              | Resumed() | Forked()):
+            return verbatim(result.text)
+        case _:
+            assert_never(result)
+
+
+def help_markdown(rows: tuple[tuple[tuple[str, ...], str], ...]) -> str:
+    """The help's rows as a Markdown list: usages in code, an alias in parentheses."""
+    lines = ["**Commands**", ""]
+    for usages, what in rows:
+        shown = ""
+        for usage in usages:
+            if usage.startswith("(") and usage.endswith(")"):  # an alias: (`/prompts`)
+                shown += f" (`{usage[1:-1]}`)"
+            else:
+                shown += (", " if shown else "") + f"`{usage}`"
+        lines.append(f"- {shown}: {what}")
+    return "\n".join(lines)
 
 
 def verbatim(text: str) -> str:

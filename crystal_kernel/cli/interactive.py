@@ -27,6 +27,7 @@ from prompt_toolkit.completion import CompleteEvent, Completer, Completion
 from prompt_toolkit.document import Document
 from prompt_toolkit.history import FileHistory
 from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
+from typing_extensions import assert_never
 
 from crystal_kernel.cli import cmd_run
 from crystal_kernel.cli.folds import COMMAND as EXPAND
@@ -35,14 +36,25 @@ from crystal_kernel.cli.printer import TurnPrinter
 from crystal_kernel.cli.terminal import say
 from crystal_kernel.cli.terminal_person import TerminalPerson
 from crystal_kernel.cli.visible_input import VisibleControls
+from crystal_kernel.core.commands import (
+    HelpResult,
+    JobsResult,
+    LogsResult,
+    Resumed,
+    SessionsResult,
+    TextResult,
+    UsageResult,
+)
 from crystal_kernel.core.errors import UserError
 from crystal_kernel.core.gc_pause import end_front_start
+from crystal_kernel.core.ops import UserTurn
 from crystal_kernel.core.textsafe import terminal_safe
 from crystal_kernel.host.bootstrap import (
     SessionOptions,
     open_session,
 )
-from crystal_kernel.host.commands import is_command, run_command
+from crystal_kernel.host.command_results import CommandResult, Forked
+from crystal_kernel.host.commands import is_command, run_command, submit
 from crystal_kernel.host.completion import complete, session_sources
 from crystal_kernel.host.flags import (
     add_model_flags,
@@ -52,7 +64,6 @@ from crystal_kernel.host.flags import (
     flags_from_args,
     overrides_from_args,
 )
-from crystal_kernel.host.loop import run_turn
 from crystal_kernel.host.mentions import attach_mentions
 from crystal_kernel.jobs.commands import follow_logs
 
@@ -210,28 +221,43 @@ class Repl:
             self._cancel = None
 
     async def _command(self, line: str) -> None:
-        result = await run_command(self.session, line)
-        replacement = result.data.get("session") if result.data else None
-        if replacement is not None and replacement is not self.session:
-            await self.session.close()  # /fork: the front continues in the new session
-            self.session = replacement
-        self.printer.command(result.text)
+        result: CommandResult = await run_command(self.session, line)
+        match result:
+            case Forked():
+                await self.session.close()  # /fork: the front continues in the new session
+                self.session = result.session
+                self._answer(result.text)
+            case LogsResult():
+                self._answer(result.text)
+                if result.follow:
+                    await self._follow(result.job_id, result.next_offset)
+            case TextResult() | HelpResult() | JobsResult() | SessionsResult() | UsageResult() | Resumed():
+                self._answer(result.text)
+            case _:
+                assert_never(result)
+
+    def _answer(self, text: str) -> None:
+        """A command's answer, then the session saved (a command may have changed it)."""
+        self.printer.command(text)
         self.session.save()
-        if result.kind == "logs" and result.data.get("follow"):
-            # /logs JOB --follow: new output as it arrives, until the job ends or Ctrl-C.
-            last = "\n"
-            async for text in follow_logs(self.session.jobs, result.data["jobId"], result.data.get("nextOffset")):
-                say(text, end="")  # job output: made safe for the terminal (TRUST-6)
-                last = text[-1:] or last
-            if last != "\n":
-                say()
-            say(f"(job {result.data['jobId']} ended)")
+
+    async def _follow(self, job_id: str, offset: int) -> None:
+        """/logs JOB --follow: new output as it arrives, until the job ends or Ctrl-C."""
+        last = "\n"
+        async for text in follow_logs(self.session.jobs, job_id, offset):
+            say(text, end="")  # job output: made safe for the terminal (TRUST-6)
+            last = text[-1:] or last
+        if last != "\n":
+            say()
+        say(f"(job {job_id} ended)")
 
     async def _turn(self, text: str) -> None:
         prompt, notes = attach_mentions(self.session, text)  # @file, as in a notebook cell
         for note in notes:
             say(f"note: {note}", err=True)
-        turn = run_turn(self.session, prompt, TerminalPerson(self.session, interrupt=lambda: turn.cancel()))
+        # The person's Ctrl-C during a question cancels the turn, as it does between them.
+        person = TerminalPerson(self.session, interrupt=self._interrupt)
+        turn = await submit(self.session, UserTurn(prompt=prompt), person=person)
         self._cancel = turn.cancel
         async for event in turn:
             self.printer.render(event)

@@ -330,11 +330,10 @@ def _note(session: Session, emit: Callable[[Event], None] | None, text: str) -> 
         session.note(text)
 
 
-async def compact_command(session: Session, args: list[str]) -> str:
+async def compact_command(session: Session, focus: str | None = None) -> str:
     """/compact [FOCUS…]: summarise older turns now."""
     if session.busy:
         raise UserError("Cannot compact while a turn is running.")
-    focus = " ".join(args).strip() or None
     try:
         result = await compact(session, manual=True, focus=focus)
     except NothingToCompact:

@@ -58,12 +58,9 @@ def cmd_trust(ns: argparse.Namespace) -> int:
     return 0
 
 
-def trust_command(session: Session, args: list[str]) -> str:
+def trust_command(session: Session, target: str = "list") -> str:
     """``/trust`` lists, ``/trust FILE`` trusts one file, ``/trust all`` every untrusted one.
     The catalog is rebuilt, so trusted servers and tools are offered from the next request."""
-    if len(args) > 1:
-        raise UserError("Usage: /trust [list | FILE | all]")
-    target = args[0] if args else "list"
     if target == "list":
         return describe(workspace_states(session.home, session.workspace))
     if target == "all":

@@ -17,6 +17,8 @@ import fnmatch
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from crystal_kernel.core.commands import UsageResult
+
 if TYPE_CHECKING:
     from crystal_kernel.host.session import Session
 
@@ -107,9 +109,8 @@ def usage_report(session: Session) -> dict[str, Any]:
     }
 
 
-def usage_command(session: Session, args: list[str]) -> Any:
+def usage_command(session: Session) -> UsageResult:
     """/usage: tokens for the last turn and the session, with cost where prices are known."""
-    from crystal_kernel.core.commands import CommandResult
 
     u = session.usage
     report = usage_report(session)
@@ -136,4 +137,4 @@ def usage_command(session: Session, args: list[str]) -> Any:
     else:
         lines.append("Cost: no price known for " + (", ".join(unknown) if unknown else "this model")
                      + " (set config 'prices': {\"MODEL\": {\"input\": USD per million, \"output\": USD per million}}).")
-    return CommandResult("\n".join(lines), data={"usage": report}, kind="usage")
+    return UsageResult("\n".join(lines), usage=report)

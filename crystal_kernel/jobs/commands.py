@@ -1,8 +1,8 @@
 """Front-agnostic handlers for ``/jobs``, ``/logs JOB [--follow]`` and ``/stop JOB``
-(SPEC §11). Each front (kernel, magics, CLI) renders the returned
-:class:`~crystal_kernel.host.commands.CommandResult`: ``text`` for plain fronts,
-``data`` for fronts that draw widgets. ``--follow`` is carried in ``data``; a front
-that can update its output live iterates :func:`follow_logs` from ``nextOffset``.
+(SPEC §11), called by ``host.commands.submit`` with the op's typed values (core/ops.py
+parses the words). Each front renders the answer: ``text`` for plain fronts, the typed
+fields (core/commands.py ``JobsResult``, ``LogsResult``) for fronts that draw widgets; a
+front that can update its output live iterates :func:`follow_logs` from ``next_offset``.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any, Protocol
 
-from crystal_kernel.core.commands import CommandResult
+from crystal_kernel.core.commands import JobsResult, LogsResult
 from crystal_kernel.core.errors import ToolError, UserError
 from crystal_kernel.jobs.format import job_table, logs_header, outcome
 from crystal_kernel.jobs.manager import JobManager
@@ -27,10 +27,6 @@ class JobsOwner(Protocol):
     def jobs(self) -> JobManager: ...
 
 
-def _words(args: list[str] | str) -> list[str]:
-    return args.split() if isinstance(args, str) else list(args)
-
-
 def jobs_rows(session: JobsOwner) -> list[dict[str, Any]]:
     """One dict per job (the status-file keys plus ``result``), oldest first."""
     rows = []
@@ -41,38 +37,17 @@ def jobs_rows(session: JobsOwner) -> list[dict[str, Any]]:
     return rows
 
 
-def jobs_command(session: JobsOwner, args: list[str] | str) -> CommandResult:
+def jobs_command(session: JobsOwner) -> JobsResult:
     """/jobs: the session's jobs as a table."""
-    if _words(args):
-        raise UserError("Usage: /jobs")
     manager: JobManager = session.jobs
     infos = manager.status()
-    rows = jobs_rows(session)
-    return CommandResult(job_table(infos, limit=manager.max_active), data={"jobs": rows}, kind="jobs")
+    return JobsResult(job_table(infos, limit=manager.max_active), jobs=tuple(jobs_rows(session)))
 
 
-def parse_logs_args(args: list[str] | str) -> tuple[str, bool]:
-    """``JOB [--follow]`` -> (job id, follow)."""
-    words = _words(args)
-    follow = False
-    rest = []
-    for word in words:
-        if word in ("--follow", "-f"):
-            follow = True
-        elif word.startswith("-"):
-            raise UserError(f"/logs: unknown option {word}; usage: /logs JOB [--follow]")
-        else:
-            rest.append(word)
-    if len(rest) != 1:
-        raise UserError("Usage: /logs JOB [--follow]")
-    return rest[0], follow
-
-
-def logs_command(session: JobsOwner, args: list[str] | str) -> CommandResult:
-    """/logs JOB [--follow]: the newest output of a job. With --follow, ``data`` says
-    so and gives ``nextOffset`` for :func:`follow_logs`; a front that cannot update
-    live shows the text as a snapshot."""
-    job_id, follow = parse_logs_args(args)
+def logs_command(session: JobsOwner, job_id: str, *, follow: bool = False) -> LogsResult:
+    """/logs JOB [--follow]: the newest output of a job. ``follow`` in the answer when
+    asked and the job still runs, with ``next_offset`` for :func:`follow_logs`; a front
+    that cannot update live shows the text as a snapshot."""
     manager: JobManager = session.jobs
     try:
         chunk = manager.logs(job_id, None, COMMAND_LOG_BYTES)
@@ -80,12 +55,8 @@ def logs_command(session: JobsOwner, args: list[str] | str) -> CommandResult:
     except ToolError as exc:
         raise UserError(str(exc)) from None
     text = logs_header(info, chunk) + "\n" + chunk.text
-    return CommandResult(
-        text.rstrip("\n"),
-        data={"jobId": info.id, "follow": follow and info.state == "running", "nextOffset": chunk.next_offset,
-              "state": info.state, "logFile": info.log_file},
-        kind="logs",
-    )
+    return LogsResult(text.rstrip("\n"), job_id=info.id, follow=follow and info.state == "running",
+                      next_offset=chunk.next_offset, state=info.state, log_file=info.log_file)
 
 
 async def follow_logs(manager: JobManager, job_id: str, from_offset: int | None = None) -> AsyncIterator[str]:
@@ -114,17 +85,14 @@ async def follow_logs(manager: JobManager, job_id: str, from_offset: int | None 
         await manager.wait_output(job_id, chunk.total, FOLLOW_POLL_SECONDS)
 
 
-async def stop_command(session: JobsOwner, args: list[str] | str) -> CommandResult:
+async def stop_command(session: JobsOwner, job_id: str) -> str:
     """/stop JOB: stop a job and its whole process tree."""
-    words = _words(args)
-    if len(words) != 1:
-        raise UserError("Usage: /stop JOB")
     manager: JobManager = session.jobs
     try:
-        before = manager.status(words[0])
-        info = await manager.astop(words[0])
+        before = manager.status(job_id)
+        info = await manager.astop(job_id)
     except ToolError as exc:
         raise UserError(str(exc)) from None
     if before.state != "running":
-        return CommandResult(f"Job {info.id} had already ended ({info.state}, {outcome(info)}).")
-    return CommandResult(f"Stopped job {info.id} ({outcome(info)}) after {info.runtime_seconds:.1f}s.")
+        return f"Job {info.id} had already ended ({info.state}, {outcome(info)})."
+    return f"Stopped job {info.id} ({outcome(info)}) after {info.runtime_seconds:.1f}s."

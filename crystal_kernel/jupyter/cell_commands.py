@@ -1,19 +1,31 @@
 """Slash-command cells in the Crystal kernel.
 
 Each non-empty line of a command cell is one command (``/mode plan`` then ``/approval
-edit`` in one cell works). Most commands go to the host's :func:`run_command` and
-show its text; the kernel adds what only a notebook can do: ``/jobs`` as a table with
+edit`` in one cell works). Each line is parsed into an op (core/ops.py); most go to
+the host's ``submit`` and show its answer's text; the kernel adds what only a notebook can do: ``/jobs`` as a table with
 Stop buttons, ``/logs JOB --follow`` as a live view, ``/resume`` without an id
 continuing this notebook's last session, and ``/fork`` switching the kernel to the fork.
 """
 
 from __future__ import annotations
 
-import shlex
 from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any, Protocol
 
+from typing_extensions import assert_never
+
+from crystal_kernel.core.commands import (
+    HelpResult,
+    JobsResult,
+    LogsResult,
+    Resumed,
+    SessionsResult,
+    TextResult,
+    UsageResult,
+)
 from crystal_kernel.core.errors import UserError
+from crystal_kernel.core.ops import Cd, Help, Jobs, Logs, Resume, Tools, Trust
+from crystal_kernel.host.command_results import CommandResult, Forked
 from crystal_kernel.jupyter import parameters
 from crystal_kernel.jupyter.notebook_session import resume_target, sessions_by_notebook
 from crystal_kernel.jupyter.notebook_turn import KERNEL_HELP, CellOutcome
@@ -70,44 +82,53 @@ async def run_command_cell(kernel: CommandFront, text: str, namespace: dict[str,
 
 
 async def run_line(kernel: CommandFront, line: str) -> None:
-    from crystal_kernel.host.commands import HELP, run_command
+    """One command line: parsed into an op (core/ops.py), the notebook's own ways with
+    /help, /jobs, /logs and a bare /resume, the rest submitted to the host."""
+    from crystal_kernel.host.commands import HELP, parse_for, submit
 
-    try:
-        words = shlex.split(line)
-    except ValueError as exc:
-        raise UserError(f"Cannot parse the command: {exc}.") from None
-    name, args = words[0][1:], words[1:]
-    if name == "help":
+    op = parse_for(line, "kernel")
+    if isinstance(op, Help):
         _show_text(HELP + "\n" + KERNEL_HELP)
         return
     session = kernel.ensure_session()
-    if name == "jobs" and not args:
+    if isinstance(op, Jobs):
         _show_jobs(kernel, session)
         return
-    if name == "logs":
-        _show_logs(kernel, session, args)
+    if isinstance(op, Logs):
+        _show_logs(kernel, session, op)
         return
-    if name == "resume" and not args:  # the notebook's own session, never another's
+    if isinstance(op, Resume) and op.session_id is None:  # the notebook's own session, never another's
         target, why = resume_target(session, kernel.notebook)
         if why:
             _show_text(why)
             return
         if target:
-            line = f"/resume {target}"
-    result = await run_command(session, line, front="kernel")
-    if result.kind == "sessions" and result.data.get("sessions"):
-        _show_text(sessions_by_notebook(session, result.data["sessions"]))
-        return
-    if result.kind == "fork" and result.data.get("session") is not None:
-        kernel._attach(result.data["session"])
-    if name in ("resume", "fork"):
-        kernel._remember()
-    _show_text(result.text)
-    if name in ("tools", "trust", "cd"):
+            op = Resume(session_id=target)
+    show_result(kernel, session, await submit(session, op, front="kernel"))
+    if isinstance(op, Tools | Trust | Cd):
         from crystal_kernel.jupyter.render import IPythonOutput
         from crystal_kernel.jupyter.trust_view import offer_trust
 
         offer_trust(kernel.ensure_session(), IPythonOutput())  # TRUST-2: a Trust button
+
+
+def show_result(kernel: CommandFront, session: Session, result: CommandResult) -> None:
+    """A command's answer in a cell: /sessions named by notebook, the kernel moved to a
+    fork, a resumed or forked session remembered for this notebook; otherwise the text."""
+    match result:
+        case SessionsResult(sessions=rows) if rows:
+            _show_text(sessions_by_notebook(session, list(rows)))
+        case Forked():
+            kernel._attach(result.session)
+            kernel._remember()
+            _show_text(result.text)
+        case Resumed():
+            kernel._remember()
+            _show_text(result.text)
+        case TextResult() | HelpResult() | JobsResult() | LogsResult() | SessionsResult() | UsageResult():
+            _show_text(result.text)
+        case _:
+            assert_never(result)
 
 
 def _show_jobs(kernel: CommandFront, session: Session) -> None:
@@ -123,13 +144,12 @@ def _show_jobs(kernel: CommandFront, session: Session) -> None:
         kernel.spawn(table.keep_fresh())
 
 
-def _show_logs(kernel: CommandFront, session: Session, args: list[str]) -> None:
-    from crystal_kernel.jupyter.jobs_view import LogView, parse_logs_args
+def _show_logs(kernel: CommandFront, session: Session, op: Logs) -> None:
+    from crystal_kernel.jupyter.jobs_view import LogView
     from crystal_kernel.jupyter.render import IPythonOutput
 
-    job_id, follow = parse_logs_args(args)
     if not session.has_jobs:
-        raise UserError(f"No background job '{job_id}' in this session (jobs: none).")
-    view = LogView(session.jobs, job_id, IPythonOutput())
-    if follow and view.info.active:
+        raise UserError(f"No background job '{op.job_id}' in this session (jobs: none).")
+    view = LogView(session.jobs, op.job_id, IPythonOutput())
+    if op.follow and view.info.active:
         kernel.spawn(view.follow())
