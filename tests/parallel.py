@@ -12,7 +12,7 @@ takes whole *groups*, one at a time, in the order below:
   (tests/e2e/conftest.py), started once by each worker that runs one of their groups.
   They are three groups because as one (with the modules now in "tests/e2e/person") they
   took the whole parallel part, ~13 minutes in CI, while a lab start costs ~13 s (~8 s
-  of CPU) at load 6. The modules that start labs of their own make two more groups.
+  of CPU) at load 6. The modules that start labs of their own make three more groups.
 
 The groups are handed out longest first (:data:`FIRST`): a long group that starts late is
 the run's tail, and groups of minutes go out before those of seconds. Tests marked
@@ -36,8 +36,10 @@ E2E_GROUPS: dict[str, tuple[str, ...]] = {
     # On the shared lab: how answers stream and read, light and dark (~4 min).
     "tests/e2e/rendering": ("tests/e2e/test_streaming.py", "tests/e2e/test_polish.py",
                             "tests/e2e/test_render_safety.py", "tests/e2e/test_sessions_sidebar.py"),
-    # Labs of their own: real-time collaboration, a gateway, Notebook 7, Jupyter AI (~3 min).
-    "tests/e2e/own-lab": ("tests/e2e/test_gateway.py", "tests/e2e/test_live_notebook_edit.py",
+    # Labs of their own: the notebook walk through Kernel Gateway, then Enterprise Gateway (~4.5 min).
+    "tests/e2e/gateway": ("tests/e2e/test_gateway.py",),
+    # Labs of their own: real-time collaboration, Notebook 7, Jupyter AI (~2 min).
+    "tests/e2e/own-lab": ("tests/e2e/test_live_notebook_edit.py",
                           "tests/e2e/test_notebook7.py", "tests/e2e/test_jupyter_ai.py",
                           # Inline completions: the server extension calls the model (~1 min).
                           "tests/e2e/test_inline_completion.py"),
@@ -57,7 +59,7 @@ DOCS_PAGE_GROUPS: dict[str, tuple[str, ...]] = {
 }
 _DOCS_GROUP_OF = {page: group for group, pages in DOCS_PAGE_GROUPS.items() for page in pages}
 #: The groups whose modules start labs of their own (the others use the shared lab).
-OWN_LAB_GROUPS = ("tests/e2e/own-lab", "tests/e2e/person")
+OWN_LAB_GROUPS = ("tests/e2e/own-lab", "tests/e2e/person", "tests/e2e/gateway")
 _E2E_GROUP_OF = {module: group for group, modules in E2E_GROUPS.items() for module in modules}
 #: Groups handed out before all others, in this order: about longest first (times from a
 #: CI run on two cores), the browser groups spread so that about three run at once (the
@@ -74,7 +76,8 @@ FIRST = (
     "tests/e2e/person",                        # ~3.5 min
     "tests/mcp/test_mcp_cli.py",               # ~2.5 min
     "tests/docs/test_docs_commands.py::deploy",  # ~3.5 min under load
-    "tests/e2e/own-lab",                       # ~3 min
+    "tests/e2e/gateway",                       # ~4.5 min
+    "tests/e2e/own-lab",                       # ~2 min
     "tests/e2e/",                              # ~3 min
     "tests/acp/test_acp_agent.py",             # then the modules of a minute or two
     "tests/cli/test_interactive.py",
