@@ -270,13 +270,17 @@ def cmd_run(ns: argparse.Namespace) -> int:
 
 async def _run_turn(session: Session, prompt: str, fmt: str) -> int:
     from crystal_kernel.cli.printer import TurnPrinter
-    from crystal_kernel.host.commands import is_command, run_command
     from crystal_kernel.host.loop import run_turn
     from crystal_kernel.host.mentions import attach_mentions
 
     out = TurnPrinter(fmt)
     try:
-        if is_command(prompt):
+        # A command line (host.commands.is_command's test: a leading "/"). host.commands,
+        # every command's handlers and option models, is imported only for one: a prompt's
+        # first request does not wait for it (~10 ms of crystal run's start).
+        if prompt.lstrip().startswith("/"):
+            from crystal_kernel.host.commands import run_command
+
             result = await run_command(session, prompt, front="run")
             out.command(result.text)
             session.save()

@@ -353,3 +353,30 @@ def test_own_process_fronts_skip_jsonschemas_iri_grammar_and_leave_a_loaded_one_
                             capture_output=True, text=True, timeout=120)
     assert loaded.returncode == 0, loaded.stderr
     assert loaded.stdout.strip().splitlines()[-1] == "['iri', 'iri-reference']"
+
+
+COMMANDS_WRAPPER = WRAPPER.replace(
+    "names = sorted({m.split('.')[0] for m in loaded} | {m for m in loaded if m.startswith('openai.resources')})",
+    "names = sorted(m for m in loaded if m.startswith('crystal_kernel.host.command'))")
+
+
+@pytest.mark.parametrize("prompt", ["hello", "/help"])
+def test_run_imports_the_commands_only_for_a_command_line(prompt: str, workspace: Path, tmp_path: Path):
+    """Issue 43 item 1: `crystal run "a prompt"` does not import the slash commands'
+    module (every command's handlers and option models) before its request; `crystal run
+    /help` does, and answers."""
+    with LLMServer([{"text": "Hello back."}]) as server:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("CRYSTAL_")}
+        env.update({"CRYSTAL_HOME": str(tmp_path / "home"), "CRYSTAL_PROVIDER": "openai", "CRYSTAL_BASE_URL": server.base_url,
+                    "CRYSTAL_MODEL": "gpt-4.1", "CRYSTAL_API_KEY_ENV": "TEST_KEY", "TEST_KEY": "sk-test"})
+        out = subprocess.run([sys.executable, "-c", COMMANDS_WRAPPER, "run", prompt, "--workspace", str(workspace)],
+                             capture_output=True, text=True, env=env, timeout=60)
+    assert out.returncode == 0, out.stderr
+    line = next(x for x in out.stderr.splitlines() if x.startswith("MODULES "))
+    loaded = set(json.loads(line[len("MODULES "):]))
+    if prompt == "hello":
+        assert out.stdout.strip() == "Hello back."
+        assert "crystal_kernel.host.commands" not in loaded, f"crystal run imported {sorted(loaded)}"
+    else:
+        assert "/help" in out.stdout or "help" in out.stdout.lower(), out.stdout
+        assert "crystal_kernel.host.commands" in loaded
