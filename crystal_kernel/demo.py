@@ -2,8 +2,8 @@
 
 1. The CLI tour: copies the sample project to build/demo/project and runs
    ``crystal run`` on it with the replay provider and examples/cassettes/cli-tour.json.
-2. The notebook tours (notebooks/tour.ipynb and notebooks/notebook-tools.ipynb in the
-   Crystal kernel, notebooks/magics.ipynb in a Python kernel): each is copied into its own workspace under build/demo/ with its
+2. The notebook tours (notebooks/tour.ipynb, notebooks/notebook-tools.ipynb and
+   notebooks/workbench.ipynb in the Crystal kernel, notebooks/magics.ipynb in a Python kernel): each is copied into its own workspace under build/demo/ with its
    cassette, executed headlessly with nbclient, saved, and rendered to HTML.
 
 The model's replies are recorded; every tool runs for real on real files. Nobody is at
@@ -120,6 +120,7 @@ def closing_list() -> str:
         (BUILD / "tour.html", "the Crystal kernel tour (open it in a browser)"),
         (BUILD / "magics.html", "the %crystal magics tour"),
         (BUILD / "notebook-tools.html", "the notebook tools tour"),
+        (BUILD / "workbench.html", "your own %%python cells beside the agent"),
         (BUILD / "tour" / "tour.ipynb", "the executed kernel tour, in its workspace"),
         (BUILD / "magics" / "magics.ipynb", "the executed magics tour"),
         (BUILD / "notebook-tools" / "analysis.ipynb", "the analysis notebook the agent fixed"),

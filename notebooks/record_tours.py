@@ -296,6 +296,65 @@ NOTEBOOK_TOOLS: list[dict[str, Any]] = [
 ]
 
 
+# ----- the workbench tour (your own %%python cells beside the agent, in a Crystal notebook) -----------
+
+ORDERS = """%%python
+import pandas as pd
+
+orders = pd.DataFrame({
+    "customer": ["Ana", "Ben", "Ana", "Cleo", "Ben", "Ana"],
+    "qty": [2, 1, 3, 5, 2, 1],
+    "price": [12.0, 30.0, 12.0, 4.5, 30.0, 12.0],
+})
+orders"""
+
+RANKING = """ranking = (orders.assign(total=orders.qty * orders.price)
+           .groupby("customer").total.sum()
+           .sort_values(ascending=False))
+ranking"""
+
+CHART = """%%python
+ax = ranking.plot.bar(title="Spent per customer (EUR)", figsize=(4, 2.6), rot=0, color="#3b7dd8")
+ax.set_xlabel("")
+ax.figure.tight_layout()"""
+
+WORKBENCH: list[dict[str, Any]] = [
+    {"markdown": "# Your Python beside the agent\n\n"
+                 "In a Crystal notebook a cell is a prompt, unless its first line is `%%python`: then it is your "
+                 "own Python, run in the kernel's namespace, the one the agent's `python`, `variables` and "
+                 "`cell_output` tools use. What you make there the agent can read, what the agent computes is "
+                 "yours, and the next turn is told which `%%python` cells you ran since the last one and how "
+                 "they ended.\n\n"
+                 "In JupyterLab two more things help: *Insert* on a code block of an answer makes a runnable "
+                 "`%%python` cell, and a failing cell's error has a *Fix with Crystal* button that proposes the "
+                 "change as a diff to apply (in Python notebooks too). Inline completions (ghost text, Tab "
+                 "accepts) come from the same model when `inlineCompletion` is on.\n\n"
+                 "`make demo` replays recorded model replies (no key, no network); every `%%python` cell and the "
+                 "agent's Python really run in this kernel."},
+    {"code": ORDERS},
+    {"code": "Which customer spent the most? Keep the ranking in a variable I can use.",
+     "answers": ["Allow once"],
+     "replies": [
+         {"text": "I'll see what your namespace holds.",
+          "tool_calls": [{"id": "call_vars", "name": "variables", "arguments": {}}]},
+         {"text": "`orders` has a quantity and a unit price per line; I'll total them per customer.",
+          "tool_calls": [{"id": "call_rank", "name": "python", "arguments": {"code": RANKING}}]},
+         {"text": "**Ben** spent the most, **90.00**, then Ana 72.00 and Cleo 22.50 (quantity × price, "
+                  "summed per customer). The ranking is the variable `ranking` in this kernel:\n\n"
+                  "```python\n" + RANKING + "\n```"},
+     ]},
+    {"markdown": "`ranking` is an ordinary variable of this kernel now. A `%%python` cell of your own uses it "
+                 "(in JupyterLab, *Insert* on the answer's code block makes such a cell):"},
+    {"code": CHART},
+    {"markdown": "The agent was not asked about that cell, but the next turn is told about it:"},
+    {"code": "Say in one sentence what the chart I just made shows.",
+     "replies": [
+         {"text": "Your bar chart of `ranking` shows Ben ahead at 90, Ana close behind at 72, and Cleo far "
+                  "below at 22.50."},
+     ]},
+]
+
+
 def write_analysis_example() -> Path:
     """examples/analysis-notebook/analysis.ipynb, executed for real (its last cell fails)."""
     from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
@@ -318,10 +377,10 @@ def write_analysis_example() -> Path:
 
 
 TOURS = {"tour": (TOUR, "crystal"), "magics": (MAGICS, "python3"),
-         "notebook-tools": (NOTEBOOK_TOOLS, "crystal")}
+         "notebook-tools": (NOTEBOOK_TOOLS, "crystal"), "workbench": (WORKBENCH, "crystal")}
 
 TOPIC = {"tour": "Tour of the inventory project", "magics": "Regional revenue growth",
-         "notebook-tools": "Fixing the Q1 sales notebook"}
+         "notebook-tools": "Fixing the Q1 sales notebook", "workbench": "Top customers by spend"}
 
 
 def write_notebook(name: str, cells: list[dict[str, Any]], kernel: str) -> Path:

@@ -60,6 +60,7 @@ TOURS = (
         ("examples/analysis-notebook/analysis.ipynb", "analysis.ipynb"),
         ("examples/analysis-notebook/sales.csv", "sales.csv"),
     )),
+    Tour("workbench", "Your Python beside the agent"),
 )
 
 

@@ -196,6 +196,26 @@ def test_the_notebook_tools_tour_reads_fixes_and_reruns_a_notebook(demo: Demo):
     assert "notebook-tools.html" in demo.out.stdout
 
 
+def test_the_workbench_tour_runs_the_persons_python_beside_the_agent(demo: Demo):
+    """NB-1 offline: the person's %%python cells run in the Crystal kernel's namespace
+    (a table, a chart), the agent reads that namespace (variables) and leaves a variable
+    there (python, allowed by the recording) that the person's next cell plots; the
+    next prompt is told about the cell the person ran."""
+    nb = demo.notebook("workbench")
+    assert error_outputs(nb) == []
+    assert cards(nb) == [("variables", "done"), ("python", "done")]
+    orders = cell_for(nb, "%%python\nimport pandas")
+    assert orders.execution_count == 1 and "Cleo" in texts(orders)
+    ask = cell_for(nb, "Which customer spent the most?")
+    assert "The agent is told about the 1 %%python cell" in texts(ask) + html.unescape(
+        "\n".join(str(o.get("data", {}).get("text/html", "")) for o in ask.outputs))
+    chart = cell_for(nb, "%%python\nax = ranking.plot.bar")
+    assert any("image/png" in o.get("data", {}) for o in chart.outputs)
+    said = cell_for(nb, "Say in one sentence what the chart")
+    assert "Ben ahead at 90" in texts(said) + str([o.get("data") for o in said.outputs])
+    assert "workbench.html" in demo.out.stdout
+
+
 def _png_rows(data: bytes) -> list[bytes]:
     """The RGB rows of an 8-bit RGB PNG whose rows use filter 0 (what imagetools writes)."""
     import struct
