@@ -18,6 +18,7 @@ import signal
 import sys
 import threading
 import traceback
+import types
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -354,6 +355,10 @@ class VariablesTool(Tool[EmptyInput]):
             with user_code():  # a __repr__ is the namespace's code: the stop button stops it
                 for name in sorted(names)[:MAX_VARIABLES]:
                     value = shell.user_ns[name]
+                    if isinstance(value, types.ModuleType):
+                        # Its name is what the model needs; its repr is a file path.
+                        lines.append(f"{name}: module {value.__name__}")
+                        continue
                     lines.append(f"{name}: {type(value).__name__} = {short_repr(value)}")
         except KeyboardInterrupt:
             raise _interrupted("variables") from None

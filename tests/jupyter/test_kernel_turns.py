@@ -93,6 +93,8 @@ def test_python_tool_runs_in_the_kernel_namespace_and_returns_images(kernel):
     assert images and images[-1]["image_url"]["url"].startswith("data:image/png;base64,")
     variables = [m for m in bodies[-1]["messages"] if m["role"] == "tool"][-1]["content"]
     assert "answer: int = 42" in variables
+    # An imported module is named, not shown as its file path.
+    assert "base64: module base64" in variables and "site-packages" not in variables and ".py'>" not in variables
     # The model's python call asked for approval as execute: default mode asks.
     tools = [t["function"]["name"] for t in bodies[-1]["tools"]]
     assert tools.index("python") > tools.index("bash_stop")
