@@ -174,7 +174,10 @@ def arguments(bwrap: str, *, roots: Sequence[str], readable: Sequence[str], prot
     folder in the Crystal Home); ``temp``: the private temp (None: an empty one that lives as long as the
     call); ``network``: share the host's network namespace; ``whole_system``: every
     folder read-only (a program of Crystal's own with fixed arguments: ripgrep), but
-    still nothing of ``hidden``."""
+    still nothing of ``hidden``; ``new_session``: bwrap starts a session (no controlling
+    terminal). Without it the sandbox stays in its starter's session, and is scheduled
+    with it; the starter must have no controlling terminal itself (the spawn server lets
+    go of the host's: jobs/spawn_server.py)."""
     home = os.environ.get("HOME") or str(Path.home())
     home_real = _real(home) if home and os.path.isdir(home) else None
     args = [bwrap, "--unshare-all", "--die-with-parent"]

@@ -161,9 +161,14 @@ class Sandbox:
             program = bwrap.program()
             if program is None:
                 raise OSError("bubblewrap no longer works here")
+            # ripgrep's sandbox (whole_system) stays in the host's session: Linux shares the CPU
+            # between sessions first, and a search in a session of its own took up to 2.8x the
+            # wall time under load (docs/benchmarks.md, issue 43). It has no controlling
+            # terminal all the same: its server is forked by the spawn server, which has none.
             wrapped = bwrap.arguments(program, roots=self.roots, readable=self.readable, protected=self.protected,
                                       allowed=self.allowed, hidden=self.hidden, temp=self.temp, programs=self.programs,
-                                      network=self.network, whole_system=self.whole_system)
+                                      network=self.network, whole_system=self.whole_system,
+                                      new_session=not self.whole_system)
             # What the binds were taken from, for a server of this sandbox to compare before
             # each call (jobs/spawn_server.py), then the bwrap command line itself.
             out = ["--sandbox"]

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import fcntl
 import os
+import re
 import threading
 import time
 from collections import Counter
@@ -20,9 +21,9 @@ from crystal_kernel.core.access import CredentialCheck, is_credential_parts
 from crystal_kernel.core.errors import ToolError
 from crystal_kernel.jobs.spawner import ToolProcess
 from crystal_kernel.tools._files import display_path, looks_binary, read_head
-from crystal_kernel.tools._notebook_search import match_cells, notebook_files
+from crystal_kernel.tools._notebook_search import MAX_NOTEBOOKS, match_cells, notebook_files
 from crystal_kernel.tools._rg import require_rg, run_rg
-from crystal_kernel.tools._walk import RG_BASE_FLAGS
+from crystal_kernel.tools._walk import RG_BASE_FLAGS, hidden_path
 from crystal_kernel.tools.base import Risk, Tool, ToolContext, ToolInput, ToolResult, truncate_output
 from crystal_kernel.tools.globmatch import GlobMatcher, compile_glob_matcher
 
@@ -43,6 +44,18 @@ MAX_PENDING = 1 << 20
 SMALL_READ = 1 << 15
 BATCH_WAIT = 0.0005
 PIPE_BYTES = 1 << 20
+# The notebooks are found by the search's own walk (a second rg walk to list them cost the
+# few-matches search ~30% more CPU on 50,000 files, docs/benchmarks.md): the search also
+# matches this key, which every notebook holds (tools/_notebook.cell_sources reads a
+# notebook's "cells"; json and nbformat write it as ``"cells": [`` or ``"cells":[``), so
+# every .ipynb file is in the listing. A line of another file can match it too: such a
+# file is searched again, alone, by the pattern only (its lines and totals are replaced).
+NOTEBOOK_KEY = '"cells":'
+# Lines that may hold a match of NOTEBOOK_KEY, as rg matches it with --ignore-case (a
+# superset: rg folds "s" with "ſ" too). Our own fixed pattern, not the model's.
+_KEY_LINE = re.compile(rb'"cell(?:s|\xc5\xbf)":', re.IGNORECASE)
+# Paths per rg run when suspect files are searched again (argv stays far below ARG_MAX).
+RESEARCH_BATCH = 500
 
 
 class GrepInput(ToolInput):
@@ -96,11 +109,34 @@ def path_allowed(path: str | Path, root: Path, glob_re: GlobMatcher | None,
     return glob_re is None or bool(glob_re.match(rel.replace(os.sep, "/")))
 
 
+@dataclass
+class Listing:
+    """One rg run's findings: the files with matches (notebooks left out) and the
+    notebooks it walked past (a notebook is searched by its cells, :func:`grep_notebooks`)."""
+
+    hits: list[FileHits]
+    notebooks: list[Path]
+
+
 async def grep_rg(rg: str, pattern: str, root: Path, *, ignore_case: bool, context: int,
                   glob_re: GlobMatcher | None, prefix: tuple[str, ...] = ()) -> list[FileHits]:
-    """Run ripgrep and collect hits per file.
+    """Run ripgrep and collect hits per file (every file, notebooks by their JSON text)."""
+    listing = await _search(rg, pattern, root, ignore_case=ignore_case, context=context, glob_re=glob_re,
+                            prefix=prefix, notebooks=False)
+    return listing.hits
 
-    One pass: the first STORE_LINES lines of the listing (what can be shown) are parsed
+
+async def grep_tree(rg: str, pattern: str, root: Path, *, ignore_case: bool, context: int,
+                    glob_re: GlobMatcher | None, prefix: tuple[str, ...] = ()) -> Listing:
+    """Hits in every file but notebooks, and the notebooks below ``root``, from one walk
+    (:data:`NOTEBOOK_KEY`)."""
+    return await _search(rg, pattern, root, ignore_case=ignore_case, context=context, glob_re=glob_re,
+                         prefix=prefix, notebooks=True)
+
+
+async def _search(rg: str, pattern: str, root: Path, *, ignore_case: bool, context: int,
+                  glob_re: GlobMatcher | None, prefix: tuple[str, ...], notebooks: bool) -> Listing:
+    """One pass: the first STORE_LINES lines of the listing (what can be shown) are parsed
     and kept, and past them each line only counts for its file (a partition and a
     Counter update, at C speed), so the totals come from the same run. A second
     ``rg --count`` run for the totals searched the tree twice (2.2x rg's time on a
@@ -108,21 +144,53 @@ async def grep_rg(rg: str, pattern: str, root: Path, *, ignore_case: bool, conte
     base = [rg, *RG_BASE_FLAGS, "--null", "--with-filename"]
     if ignore_case:
         base.append("--ignore-case")
-    target = ["--regexp", pattern, "--", str(root)]
-    listing = [*base, "--line-number", "--no-heading", *(["--context", str(context)] if context else []), *target]
-    kept, counts, err, code = await run_rg(listing, lambda proc: _collect_lines(proc, context > 0),
-                                           timeout=RG_TIMEOUT_SECONDS)
+    lines = [*base, "--line-number", "--no-heading", *(["--context", str(context)] if context else [])]
+    key = ["--regexp", NOTEBOOK_KEY] if notebooks else []
+    argv = [*lines, "--regexp", pattern, *key, "--", str(root)]
+    kept, counts, suspects, err, code = await run_rg(
+        argv, lambda proc: _collect_lines(proc, context > 0, notebooks), timeout=RG_TIMEOUT_SECONDS)
     if code == 2 and not counts:
+        if notebooks and "regex" in err.lower():
+            # The message names the pattern as rg joined it with the key: say it of the pattern alone.
+            await _search(rg, pattern, root, ignore_case=ignore_case, context=context, glob_re=glob_re,
+                          prefix=prefix, notebooks=False)
         if "regex" in err.lower():
             raise ToolError("Invalid regular expression: " + " ".join(err.split())[:400])
         if err:
             raise ToolError("Search failed: " + err.splitlines()[0][:300])
-    names = list(counts)
+    found = [name for name in counts if _is_notebook(name)]
+    # Files whose lines may match the key and not the pattern: searched again by the pattern alone.
+    again = sorted(name for name in suspects if not _is_notebook(name))
+    for start in range(0, len(again), RESEARCH_BATCH):
+        batch = again[start : start + RESEARCH_BATCH]
+        for name in batch:
+            kept.pop(name, None)
+            counts.pop(name, None)
+        more_kept, more_counts, _, _, _ = await run_rg(
+            [*lines, "--regexp", pattern, "--", *(os.fsdecode(name) for name in batch)],
+            lambda proc: _collect_lines(proc, context > 0, False), timeout=RG_TIMEOUT_SECONDS)
+        kept.update(more_kept)
+        counts.update(more_counts)
+    names = [name for name in counts if not (notebooks and _is_notebook(name))]
     # One decode for every name (a NUL never falls inside a UTF-8 sequence).
     paths = os.fsdecode(b"\0".join(names)).split("\0") if names else []
     allowed = _allowed_paths(root, glob_re, prefix, paths)
-    return [FileHits(path, counts[name], kept.get(name, [])) for name, path in zip(names, paths, strict=True)
+    hits = [FileHits(path, counts[name], kept.get(name, [])) for name, path in zip(names, paths, strict=True)
             if path in allowed]
+    return Listing(hits, _notebook_paths(root, found))
+
+
+def _is_notebook(name: bytes) -> bool:
+    return name[-6:].lower() == b".ipynb"
+
+
+def _notebook_paths(root: Path, names: list[bytes]) -> list[Path]:
+    """The notebooks :func:`notebook_files` lists: not below a hidden folder of ``root``
+    (rg's search skips those anyway), sorted, at most MAX_NOTEBOOKS."""
+    base = str(root) + os.sep
+    paths = [os.fsdecode(name) for name in names]
+    kept = (p for p in paths if not hidden_path(p[len(base):] if p.startswith(base) else os.path.basename(p)))
+    return sorted(Path(p) for p in kept)[:MAX_NOTEBOOKS]
 
 
 def _allowed_paths(root: Path, glob_re: GlobMatcher | None, prefix: tuple[str, ...], paths: list[str]) -> set[str]:
@@ -158,12 +226,15 @@ def _finish(proc: ToolProcess, thread: threading.Thread, box: list[bytes]) -> tu
     return (box[0] if box else b"").decode("utf-8", errors="replace").strip(), code
 
 
-def _collect_lines(proc: ToolProcess, with_context: bool) -> tuple[dict[bytes, list[tuple[int, bool, str]]],
-                                                                         Counter[bytes], str, int]:
-    """The first STORE_LINES lines of rg's listing per file, and every file's number of
-    match lines (context lines and ``--`` separators do not count)."""
+def _collect_lines(proc: ToolProcess, with_context: bool, with_key: bool = False) -> tuple[
+        dict[bytes, list[tuple[int, bool, str]]], Counter[bytes], set[bytes], str, int]:
+    """The first STORE_LINES lines of rg's listing per file, every file's number of
+    match lines (context lines and ``--`` separators do not count) and, ``with_key``,
+    the files with a line that may match :data:`NOTEBOOK_KEY` (notebooks' lines are
+    counted, not kept: they are searched by their cells)."""
     kept: dict[bytes, list[tuple[int, bool, str]]] = {}
     counts: Counter[bytes] = Counter()
+    suspects: set[bytes] = set()
     stored = 0
 
     def keep(raw: bytes) -> None:
@@ -180,6 +251,9 @@ def _collect_lines(proc: ToolProcess, with_context: bool) -> tuple[dict[bytes, l
         if len(text) > 4 * MAX_LINE_CHARS:
             text = text[: 4 * MAX_LINE_CHARS]
         is_match = rest[i : i + 1] == b":"
+        if with_key and _is_notebook(name):
+            counts[name] += is_match
+            return
         kept.setdefault(name, []).append((int(rest[:i]), is_match, text.decode("utf-8", errors="replace")))
         counts[name] += is_match
         stored += 1
@@ -199,6 +273,8 @@ def _collect_lines(proc: ToolProcess, with_context: bool) -> tuple[dict[bytes, l
         lines = data.split(b"\n")
         if data.endswith(b"\n"):
             lines.pop()
+        if with_key and _KEY_LINE.search(data):  # one C-speed scan of the block; rare
+            suspects.update(raw.partition(b"\0")[0] for raw in lines if _KEY_LINE.search(raw))
         k = 0
         while stored < STORE_LINES and k < len(lines):
             keep(lines[k])
@@ -224,13 +300,15 @@ def _collect_lines(proc: ToolProcess, with_context: bool) -> tuple[dict[bytes, l
             time.sleep(BATCH_WAIT)
         data = pending + chunk
         cut = data.rfind(b"\n")
-        if cut < 0:
-            pending = data[:MAX_PENDING]
-            continue
-        pending = data[cut + 1 :][:MAX_PENDING]
-        block(data[: cut + 1])
+        rest = data[cut + 1 :]
+        if with_key and len(rest) > MAX_PENDING and _KEY_LINE.search(rest, MAX_PENDING - 16):
+            # The end of a long line is dropped: its file's lines are checked again.
+            suspects.add(rest.partition(b"\0")[0])
+        pending = rest[:MAX_PENDING]
+        if cut >= 0:
+            block(data[: cut + 1])
     err, code = _finish(proc, thread, box)
-    return kept, +counts, err, code
+    return kept, +counts, suspects, err, code
 
 
 _DIGITS = b"0123456789"
@@ -307,18 +385,17 @@ class GrepTool(Tool[GrepInput]):
         # TRUST-4: credential rules apply to paths in the allowed folder, not below root.
         prefix = ctx.access.credential_prefix(root) if root.is_dir() else ()
         rg = require_rg()
-        # The notebooks are listed (a walk of the tree) while rg searches it, not after.
-        listing = asyncio.ensure_future(asyncio.to_thread(notebook_files, root))
-        try:
-            hits = await grep_rg(rg, args.pattern, root, ignore_case=args.ignore_case,
-                                 context=args.context, glob_re=glob_re, prefix=prefix)
-            notebooks = await listing
-        finally:
-            listing.cancel()  # done by now, unless the search failed or was cancelled
-        # Notebooks are searched by cell source instead of by their JSON text.
-        hits = [h for h in hits if not h.path.lower().endswith(".ipynb")]
-        hits += await grep_notebooks(rg, args.pattern, root, notebooks, ignore_case=args.ignore_case,
-                                     context=args.context, glob_re=glob_re, prefix=prefix)
+        pattern, case, context = args.pattern, args.ignore_case, args.context
+        if root.is_dir():
+            # One walk finds the matches and the notebooks (NOTEBOOK_KEY).
+            listing = await grep_tree(rg, pattern, root, ignore_case=case, context=context, glob_re=glob_re,
+                                      prefix=prefix)
+        else:  # one file; a notebook is searched by its cells, not by its JSON text
+            notebooks = notebook_files(root)
+            listing = Listing([] if notebooks else await grep_rg(rg, pattern, root, ignore_case=case, context=context,
+                                                                 glob_re=glob_re, prefix=prefix), notebooks)
+        hits = listing.hits + await grep_notebooks(rg, pattern, root, listing.notebooks, ignore_case=case,
+                                                   context=context, glob_re=glob_re, prefix=prefix)
         if not hits:
             where = display_path(root, ctx.workspace)
             return ToolResult(ok=True, text=f"No matches for /{args.pattern}/ in {where}.")

@@ -426,9 +426,10 @@ asyncio.run(main())
 
 
 def test_ripgrep_under_bubblewrap_cannot_write_the_persons_terminal__S2_11(place, private_home):
-    """bubblewrap starts every program in a new session, ripgrep included (which the host
-    schedules in its own session): /dev/tty is not the person's terminal there, so raw
-    escapes (OSC 52, a fake prompt) never reach it (defect 5 of the issue)."""
+    """ripgrep stays in the host's session (scheduled with it; its bwrap has no
+    --new-session since issue 43), and the spawn server lets go of the host's terminal
+    at its start: /dev/tty does not open there, so raw escapes (OSC 52, a fake prompt)
+    never reach the person's terminal (defect 5 of the issue)."""
     import subprocess
     import sys
 

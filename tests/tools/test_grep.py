@@ -212,3 +212,86 @@ async def test_totals_past_the_kept_lines_count_match_lines_only_with_context(ct
     total = sum(int(c) for c in counted)
     assert total == 3 * per_file
     assert f"[{total} matches in 3 files; {total - 100} more matches" in result.text, result.text[-300:]
+
+
+def _notebook(*sources: str) -> str:
+    """A notebook as nbformat writes it (``"cells": [`` on its own line)."""
+    import json
+
+    cells = [{"cell_type": "code", "execution_count": None, "metadata": {}, "outputs": [], "source": s}
+             for s in sources]
+    return json.dumps({"cells": cells, "metadata": {}, "nbformat": 4, "nbformat_minor": 5}, indent=1)
+
+
+async def test_one_walk_finds_the_matches_and_the_notebooks(ctx, workspace: Path, tmp_path: Path, monkeypatch):
+    """The search's own walk lists the notebooks (grep.NOTEBOOK_KEY): no second rg walk
+    of the tree (``rg --files``), which cost the few-matches search ~30% more CPU on
+    50,000 files (docs/benchmarks.md, issue 43 item 4). Here an rg that refuses to list
+    files: the notebook's cell is still found, and in a file found by the search."""
+    from crystal_kernel.tools import _notebook_search, _rg
+
+    wrapper = tmp_path / "rg"
+    wrapper.write_text(f'#!/bin/sh\nfor a in "$@"; do [ "$a" = --files ] && exit 2; done\nexec {rg_binary()} "$@"\n')
+    wrapper.chmod(0o755)
+    monkeypatch.setattr(_rg, "rg_binary", lambda: str(wrapper))
+    monkeypatch.setattr(_notebook_search, "rg_binary", lambda: str(wrapper))
+    (workspace / "sub").mkdir()
+    # In the JSON the quote is escaped: only the cell source matches the pattern.
+    (workspace / "sub" / "nb.ipynb").write_text(_notebook('x = 1\nprint("needle")'))
+    (workspace / "notes.txt").write_text('print("needle")\n')
+    result = await call("grep", ctx, pattern='print\\("needle')
+    assert result.ok, result.text
+    assert result.text == 'notes.txt:\n1:print("needle")\n\nsub/nb.ipynb:\ncell 1 line 2: print("needle")'
+
+
+async def test_a_file_holding_the_notebook_key_shows_only_the_patterns_matches(ctx, workspace: Path):
+    """Other files can hold the key the search matches to find notebooks (a test's
+    fixture, ``"cells": []``): their lines that match only the key are not shown or
+    counted, with context, with ignore_case and past the kept lines."""
+    (workspace / "fixture.py").write_text('a = 1\nnb = {"cells": []}\nb = 2\nneedle = 3\nc = 4\n'
+                                          'NB = {"CELLS": []}\n')
+    (workspace / "nb.ipynb").write_text(_notebook("needle = 5"))
+    result = await call("grep", ctx, pattern="needle", context=1)
+    assert result.text == "fixture.py:\n3-b = 2\n4:needle = 3\n5-c = 4\n\nnb.ipynb:\ncell 1 line 1: needle = 5"
+    result = await call("grep", ctx, pattern="NEEDLE", ignore_case=True)
+    assert result.text == "fixture.py:\n4:needle = 3\n\nnb.ipynb:\ncell 1 line 1: needle = 5"
+    # The pattern may match the key itself: those lines are real matches.
+    result = await call("grep", ctx, pattern='"cells"')
+    assert result.text == 'fixture.py:\n2:nb = {"cells": []}'
+    none = await call("grep", ctx, pattern="nothing here")
+    assert none.text == "No matches for /nothing here/ in .."
+
+
+async def test_totals_stay_exact_for_files_holding_the_notebook_key(ctx, workspace: Path):
+    """Past the kept lines a file is only counted: a file whose lines match the key is
+    counted by the pattern alone too."""
+    from crystal_kernel.tools.grep import STORE_LINES
+
+    per_file = STORE_LINES // 2 + 7
+    for n in range(3):
+        (workspace / f"big{n}.txt").write_text("".join(f"hit {i}\n" for i in range(per_file)) +
+                                               '{"cells": 1}\n' * 50)
+    result = await call("grep", ctx, pattern="^hit")
+    assert f"[{3 * per_file} matches in 3 files; {3 * per_file - 100} more matches" in result.text, result.text[-300:]
+
+
+async def test_notebooks_do_not_take_the_kept_lines(ctx, workspace: Path, monkeypatch):
+    """A notebook's lines in the search's listing are not kept (it is searched by its
+    cells): many notebooks leave the other files' lines shown."""
+    from crystal_kernel.tools import grep as grep_module
+
+    monkeypatch.setattr(grep_module, "STORE_LINES", 3)
+    for n in range(40):
+        (workspace / f"nb{n}.ipynb").write_text(_notebook("x = 1"))
+    (workspace / "sub" / "deeper").mkdir(parents=True)  # walked after the notebooks beside it
+    (workspace / "sub" / "deeper" / "a.txt").write_text("needle one\nneedle two\n")
+    result = await call("grep", ctx, pattern="needle")
+    assert result.text == "sub/deeper/a.txt:\n1:needle one\n2:needle two"
+
+
+async def test_an_invalid_pattern_is_named_alone(ctx, workspace: Path):
+    """rg joins the pattern with the notebook key: the error shows the pattern only."""
+    (workspace / "a.txt").write_text("x\n")
+    result = await call("grep", ctx, pattern="fo[o")
+    assert not result.ok and result.text.startswith("Invalid regular expression"), result.text
+    assert "cells" not in result.text and "fo[o" in result.text
