@@ -66,6 +66,7 @@ from crystal_kernel.acp.updates import TurnUpdates
 from crystal_kernel.core.errors import UnknownSession, UserError
 from crystal_kernel.core.events import StopReason
 from crystal_kernel.core.messages import TextPart
+from crystal_kernel.core.ops import UserTurn
 from crystal_kernel.core.paths import home_dir
 from crystal_kernel.host.bootstrap import SessionOptions, open_session
 from crystal_kernel.host.session import ProcessFlags, Session
@@ -348,9 +349,9 @@ class CrystalAgent:
             return await self._command(entry, session_id, line)
         if entry.turn is not None or session.busy:
             raise RequestError(-32602, "A prompt is already running in this session.")
-        from crystal_kernel.host.loop import run_turn
+        from crystal_kernel.host.commands import submit
 
-        turn = run_turn(session, parts, entry.interaction)
+        turn = await submit(session, UserTurn(prompt=parts), person=entry.interaction)
         entry.turn = turn
         try:
             usage, errors = await self._pump(entry, session_id, turn)

@@ -93,7 +93,8 @@ async def run_notebook_turn(session: Session, text: str, *, notes: list[str], in
     the cell's text. Cancelling the calling task ends the turn the
     normal way: the partial answer is kept and shown as interrupted.
     """
-    from crystal_kernel.host.loop import run_turn
+    from crystal_kernel.core.ops import UserTurn
+    from crystal_kernel.host.commands import submit
     from crystal_kernel.host.mentions import attach_mentions
     from crystal_kernel.jupyter.fix_cell import after_fixes
     from crystal_kernel.jupyter.render import IPythonOutput, Renderer, status_of
@@ -125,7 +126,7 @@ async def run_notebook_turn(session: Session, text: str, *, notes: list[str], in
     # Nobody there under replay: the cassette's recorded person answers; recording: the
     # person's answers are kept in the cassette (host/recorded_person.py).
     interaction = turn_interaction(session, live, output, renderer.close)
-    turn = run_turn(session, prompt, interaction)
+    turn = await submit(session, UserTurn(prompt=prompt), person=interaction)
     start = len(session.history)
     track(turn)
     try:
