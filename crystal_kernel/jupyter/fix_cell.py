@@ -273,7 +273,8 @@ def proposed_source(answer: str) -> tuple[str, str] | None:
 async def run_fix(session: Session, source: str, traceback: str, namespace: dict[str, Any]) -> dict[str, Any]:
     """Run the fix turn in ``session``; the reply's data: ``source`` (the corrected cell),
     ``explanation``, ``session``."""
-    from crystal_kernel.host.loop import run_turn
+    from crystal_kernel.core.ops import UserTurn
+    from crystal_kernel.host.commands import submit
     from crystal_kernel.jupyter.notebook_turn import final_text
     from crystal_kernel.jupyter.person_cells import MARKER, body, split
 
@@ -281,7 +282,7 @@ async def run_fix(session: Session, source: str, traceback: str, namespace: dict
     code = body(source) if marked else source
     prompt = fix_prompt(code.strip("\n"), traceback, named_variables(code, namespace))
     start = len(session.history)
-    turn = run_turn(session, prompt)  # nobody to ask: questions unavailable, asks denied
+    turn = await submit(session, UserTurn(prompt=prompt))  # nobody to ask: questions unavailable, asks denied
     async for _event in turn:
         pass  # nothing is drawn: the answer comes back as the reply
     if turn.stop_reason in ("error", "cancelled"):
