@@ -136,14 +136,6 @@ class JobsTable:
                 return
 
 
-def parse_logs_args(args: list[str]) -> tuple[str, bool]:
-    follow = "--follow" in args or "-f" in args
-    rest = [a for a in args if a not in ("--follow", "-f")]
-    if len(rest) != 1:
-        raise UserError("Usage: /logs JOB [--follow]")
-    return rest[0], follow
-
-
 class LogView:
     """The last LOG_LINES lines of a job's output, updated in place while it runs."""
 
