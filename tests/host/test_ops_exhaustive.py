@@ -28,6 +28,7 @@ from crystal_kernel.core.commands import HelpResult, JobsResult, Resumed, Sessio
 from crystal_kernel.core.config import load_config
 from crystal_kernel.core.errors import UserError
 from crystal_kernel.core.ops import (
+    COMMAND_NAMES,
     Access,
     AddAccess,
     Cd,
@@ -56,7 +57,7 @@ from crystal_kernel.core.ops import (
     parse_command,
 )
 from crystal_kernel.host.command_results import CommandResult, Forked
-from crystal_kernel.host.commands import run_command, submit
+from crystal_kernel.host.commands import ROWS, run_command, submit
 from crystal_kernel.host.session import Session
 from crystal_kernel.testing.scripted import ScriptedProvider, text_reply
 
@@ -113,6 +114,16 @@ BAD_LINES = {
 def test_every_command_line_parses_to_its_op():
     assert {line: parse_command(line) for line in LINES} == LINES
     assert {type(op) for op in LINES.values()} | {ShowSetting} == set(get_args(Command))
+
+
+def test_help_lists_every_command_the_parser_knows():
+    """/help's rows and parse_command name the same commands (the terminal's /expand is
+    its own, never the host's)."""
+    listed = {name for row in ROWS for name in row.names()}
+    assert listed - set(COMMAND_NAMES) == {"expand"}
+    assert set(COMMAND_NAMES) == listed - {"expand"}
+    with pytest.raises(UserError, match=r"^Unknown command /expand;"):
+        parse_command("/expand 2")
 
 
 @pytest.mark.parametrize("line", sorted(BAD_LINES))
