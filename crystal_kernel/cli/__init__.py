@@ -8,11 +8,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import atexit
 import gc
 import importlib
+import os
 import shlex
 import signal
 import sys
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
@@ -190,6 +193,41 @@ def skip_empty_pydantic_plugin_scan() -> None:
 
     if getattr(_loader, "_plugins", {}) is None:  # not scanned yet (a private name: checked)
         _loader._plugins = {}
+
+
+def console() -> NoReturn:
+    """The ``crystal`` console script (and ``python -m crystal_kernel.cli``): :func:`main`,
+    then the process ends with its code; `crystal run` ends it at once (:func:`exit_at_once`).
+    main() itself returns, for a process that goes on (a test, an embedding program)."""
+    code = main()
+    if sys.argv[1:2] == ["run"]:
+        exit_at_once(code)
+    sys.exit(code)
+
+
+def exit_at_once(code: int) -> NoReturn:
+    """End this process now, with ``code``, as Python's own exit does minus the
+    interpreter's teardown: other threads are waited for, atexit handlers run, stdout and
+    stderr are flushed (exit code 120 when stdout cannot be, as Python does). The teardown
+    frees every one of the ~600 modules a run has loaded, one object at a time, which the
+    system does at once when the process ends: 20-40 ms between a run's last output and
+    its exit (docs/benchmarks.md, issue 43). Only for `crystal run` itself: everything it
+    wrote is closed by then (the session journal saved and fsynced) and its session's
+    jobs and servers are stopped."""
+    current = threading.current_thread()
+    for thread in threading.enumerate():
+        if thread is not current and not thread.daemon:
+            thread.join()
+    atexit._run_exitfuncs()
+    try:
+        sys.stdout.flush()
+    except (OSError, ValueError):
+        code = code or 120
+    try:
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        pass
+    os._exit(code)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
