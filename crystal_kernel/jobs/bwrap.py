@@ -50,11 +50,22 @@ SYSTEM_FOLDERS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"
 BWRAP_ENV = "CRYSTAL_BWRAP"
 
 _works: dict[str, bool] = {}
+# shutil.which walks PATH (~30-50 µs under load) and a sandboxed call asks three times:
+# the program found is kept per PATH, and checked with one access() at each ask, so a
+# bwrap removed since is noticed (issue 43, docs/benchmarks.md).
+_found: dict[str | None, str] = {}
 
 
 def program() -> str | None:
     """The bwrap program to use, or None when there is none that works here."""
-    found = os.environ.get(BWRAP_ENV) or shutil.which("bwrap")
+    found = os.environ.get(BWRAP_ENV)
+    if not found:
+        search = os.environ.get("PATH")
+        found = _found.get(search)
+        if found is None or not os.access(found, os.X_OK):
+            found = shutil.which("bwrap")
+            if found:
+                _found[search] = found
     if not found:
         return None
     if found not in _works:

@@ -14,6 +14,7 @@ import subprocess
 import sys
 import tempfile
 from dataclasses import dataclass, replace
+from functools import lru_cache
 from pathlib import Path
 
 from crystal_kernel.core import paths
@@ -113,11 +114,18 @@ def temp_folders() -> list[str]:
 
 def credential_folders() -> list[str]:
     """The person's credential folders and files in their home (core/access.py's rules)."""
-    home = Path.home()
+    return list(_credential_folders(str(Path.home())))
+
+
+# Paths only (nothing read from the file system), asked twice per sandboxed call: ~0.2 ms
+# each under load, most of an exec tool's own work (docs/benchmarks.md, issue 43).
+@lru_cache(maxsize=8)
+def _credential_folders(home_text: str) -> tuple[str, ...]:
+    home = Path(home_text)
     found = [home / name for name in sorted(CREDENTIAL_DIRS)]
     found += [home.joinpath(*suffix) for suffix in CREDENTIAL_SUFFIXES if suffix[0] != ".git"]
     found += [home / name for name in CREDENTIAL_FILES_IN_HOME]
-    return [str(p) for p in found]
+    return tuple(str(p) for p in found)
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,42 @@
+"""What a sandboxed call looks up on every call is kept between calls only where the
+answer cannot change behind it (issue 43 item 4: ~0.6 ms of an exec tool's own work):
+the bwrap program found on PATH is checked again at each ask, and the credential
+folders follow HOME (SANDBOX-2)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from crystal_kernel.jobs import bwrap, sandbox
+
+
+def test_a_bwrap_removed_since_the_last_call_is_not_used(tmp_path: Path, monkeypatch):
+    folder = tmp_path / "bin"
+    folder.mkdir()
+    fake = folder / "bwrap"
+    fake.write_text("#!/bin/sh\nexit 0\n")  # "works": its probe exits 0
+    fake.chmod(0o755)
+    monkeypatch.delenv(bwrap.BWRAP_ENV, raising=False)
+    monkeypatch.setenv("PATH", str(folder))
+    assert bwrap.program() == str(fake)
+    assert bwrap.program() == str(fake)  # kept
+    fake.unlink()
+    assert bwrap.program() is None
+    other = tmp_path / "other"
+    other.mkdir()
+    moved = other / "bwrap"
+    moved.write_text("#!/bin/sh\nexit 0\n")
+    moved.chmod(0o755)
+    monkeypatch.setenv("PATH", str(other))
+    assert bwrap.program() == str(moved)
+
+
+def test_the_credential_folders_follow_home(tmp_path: Path, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path / "a"))
+    first = sandbox.credential_folders()
+    assert str(tmp_path / "a" / ".ssh") in first and str(tmp_path / "a" / ".netrc") in first
+    monkeypatch.setenv("HOME", str(tmp_path / "b"))
+    second = sandbox.credential_folders()
+    assert str(tmp_path / "b" / ".ssh") in second and not any(p.startswith(str(tmp_path / "a")) for p in second)
+    second.append("changed")  # a caller's list is its own
+    assert "changed" not in sandbox.credential_folders()
