@@ -298,6 +298,12 @@ def test_background_job_and_logs_follow_through_the_gateway(page, gateway):
     wait_idle(page)
 
 
+def scroll_to_the_last_cell(page) -> None:
+    """As a person would: cells far off screen are not drawn."""
+    page.evaluate("""() => { const nb = window.jupyterapp.shell.currentWidget.content;
+        return nb.scrollToItem(nb.widgets.length - 1, 'center'); }""")
+
+
 def test_reload_while_an_approval_waits_through_the_gateway(page, gateway):
     """FORM-2 through the gateway: a page reloaded while a form waits gets it back (the
     crystal.live comm and the widget's comms reconnect through the gateway's websocket),
@@ -307,12 +313,20 @@ def test_reload_while_an_approval_waits_through_the_gateway(page, gateway):
     gateway.server.add({"tool_calls": [{"name": "bash", "arguments": {"command": "echo after-the-reload"}}]},
                        {"text": "Ran it after the reload."})
     run_saved_then_reload(page, "Run it after a reload", "Allow once")
-    # Scroll down to the running cell, as a person would (cells far off screen are not drawn).
-    page.evaluate("""() => { const nb = window.jupyterapp.shell.currentWidget.content;
-        return nb.scrollToItem(nb.widgets.length - 1, 'center'); }""")
     cell = page.locator(f"{NB} .jp-Cell", has_text="Run it after a reload").first
     allow = cell.locator(".jupyter-button", has_text="Allow once")
-    allow.wait_for(timeout=60_000)
+    try:
+        scroll_to_the_last_cell(page)
+        allow.wait_for(timeout=45_000)
+    except PlaywrightTimeoutError:
+        # The page fixture's race again, after the reload: the lab log says the reloaded
+        # page's first kernel websocket "has been closed via client disconnect", and the
+        # form stays "Loading widget..." (seen once, through Kernel Gateway, on a machine at
+        # load 7). A person reloads again; so does this test, once.
+        page.reload()
+        page.wait_for_function(READY.replace("k.status === 'idle'", "true"), arg="crystal", timeout=90_000)
+        scroll_to_the_last_cell(page)
+        allow.wait_for(timeout=60_000)
     allow.click()
     cell.get_by_text("Ran it after the reload.").wait_for(timeout=60_000)
     assert "after-the-reload" in tool_results(gateway.server.bodies("chat")[-1])[-1]
@@ -423,9 +437,17 @@ def test_restart_through_the_gateway_keeps_the_session_and_the_key(page, gateway
 
 
 def test_the_key_is_in_no_log_and_no_file(page, lab, gateway):
-    """The key the person's server sent with each kernel start (and again at the
-    restart) is in neither the gateway's log (the kernel's own output included) nor the
-    person's server's log, nor in any file the kernel wrote in its Home or workspace."""
+    """The key the person's server sent with the kernel's start (the gateway kept it for
+    the restart) is in neither the gateway's log (the kernel's own output included) nor the
+    person's server's log, nor in any file the kernel wrote in its Home or workspace; and a
+    tool's environment has it under no name (TRUST-4: a KERNEL_ name is still the key's)."""
+    gateway.server.add({"tool_calls": [{"name": "bash", "arguments": {"command": "env | sort"}}]},
+                       {"text": "Listed the environment."})
+    run_cell(page, "List the environment")
+    page.locator(NB).get_by_text("Listed the environment.").wait_for(timeout=60_000)
+    listed = tool_results(gateway.server.bodies("chat")[-1])[-1]
+    assert "PATH=" in listed and USER_KEY not in listed, listed
+    wait_idle(page)
     assert gateway.server.requests[-1]["headers"]["authorization"] == f"Bearer {USER_KEY}"  # it was used
     for log in (gateway.log, lab.log):
         text = log.read_text(errors="replace")
