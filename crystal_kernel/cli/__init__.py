@@ -214,10 +214,14 @@ def exit_at_once(code: int) -> NoReturn:
     its exit (docs/benchmarks.md, issue 43). Only for `crystal run` itself: everything it
     wrote is closed by then (the session journal saved and fsynced) and its session's
     jobs and servers are stopped."""
-    current = threading.current_thread()
-    for thread in threading.enumerate():
-        if thread is not current and not thread.daemon:
-            thread.join()
+    # What the interpreter's exit runs first: the thread module's own exit hooks (an idle
+    # thread pool's workers are told to end: joined without them, they wait forever),
+    # then it waits for every thread that is not a daemon. A private name: without it,
+    # the ordinary exit.
+    shutdown = getattr(threading, "_shutdown", None)
+    if shutdown is None:
+        sys.exit(code)
+    shutdown()
     atexit._run_exitfuncs()
     try:
         sys.stdout.flush()

@@ -18,10 +18,15 @@ from crystal_kernel.testing.llm_server import LLMServer
 CRYSTAL = Path(sys.executable).parent / "crystal"
 
 # Loaded in the crystal process (a sitecustomize on PYTHONPATH): an atexit handler, a
-# thread that is not a daemon and is still writing when the run ends, and, made by the
+# thread that is not a daemon and is still writing when the run ends, a thread pool left
+# open with its worker idle, and, made by the
 # last atexit handler, garbage that says so when the teardown's last collection frees it.
 PROBE = """
 import atexit, os, sys, threading, time
+from concurrent.futures import ThreadPoolExecutor
+
+_POOL = ThreadPoolExecutor(1)  # an idle worker at the end: told to end, as Python's exit does
+_POOL.submit(int).result()
 
 
 class _Freed:
