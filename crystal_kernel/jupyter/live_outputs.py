@@ -163,9 +163,13 @@ def live_ids() -> list[str]:
     return list(_LIVE)
 
 
-def running_cells() -> list[dict[str, str]]:
-    """The cells whose turn runs now: ``{"cell": id, "source": text}``."""
-    return [{"cell": cell, "source": entry["source"]} for cell, entry in _RUNNING.items()]
+def running_cells() -> list[dict[str, Any]]:
+    """The cells whose turn runs now: ``{"cell": id, "source": text, "request": the
+    execute request's msg_id, "count": its execution count}`` (a reloaded page ends the
+    cell's ``[*]`` when the kernel goes idle for that request: its reply went to the
+    page that sent it)."""
+    return [{"cell": cell, "source": entry["source"], "request": entry.get("request"), "count": entry.get("count")}
+            for cell, entry in _RUNNING.items()]
 
 
 @contextmanager
@@ -178,11 +182,25 @@ def running_cell() -> Iterator[None]:
     if not cell or cell in _RUNNING:
         yield
         return
-    _RUNNING[cell] = {"source": str((parent.get("content") or {}).get("code", "")), "displays": {}}
+    content = parent.get("content") or {}
+    _RUNNING[cell] = {"source": str(content.get("code", "")), "displays": {},
+                      "request": (parent.get("header") or {}).get("msg_id"), "count": _count(content)}
     try:
         yield
     finally:
         _RUNNING.pop(cell, None)
+
+
+def _count(content: dict[str, Any]) -> int | None:
+    """The running cell's execution count (the kernel counted it when the cell started)."""
+    try:
+        from IPython import get_ipython
+
+        shell = get_ipython()
+        count = int(shell.execution_count)
+    except Exception:
+        return None
+    return count - 1 if content.get("store_history", True) else count
 
 
 def republish() -> None:

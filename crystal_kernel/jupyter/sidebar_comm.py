@@ -91,7 +91,7 @@ def _info(where: _Where, args: dict[str, Any]) -> dict[str, Any]:
 def _sessions(where: _Where, args: dict[str, Any]) -> dict[str, Any]:
     from crystal_kernel.jupyter.server.transcripts import list_sessions
 
-    return list_sessions(where.workspace)
+    return list_sessions(where.workspace, homes=[where.home])  # this kernel's Home signs (TRUST-7)
 
 
 def _transcript(where: _Where, args: dict[str, Any]) -> dict[str, Any]:

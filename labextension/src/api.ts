@@ -20,6 +20,8 @@ export interface ISessionRow {
   answered?: boolean;
   /** The first prompt, shortened and made safe: names the session while it has no topic. */
   prompt?: string | null;
+  /** False when this Crystal Home did not sign the session's last save (TRUST-7). */
+  signed?: boolean;
 }
 
 export interface IPart {

@@ -18,6 +18,13 @@
  *   source. A cell this page lacks (the notebook was reloaded from a file saved before
  *   the cell was typed) is added at the end with the same id, and the outputs the
  *   kernel shows again are routed into it.
+ * - The running cell's `[*]`: JupyterLab shows a cell as running from the request this
+ *   page sent until that request's reply. After a reload the reply goes to the page that
+ *   is gone, so the reply also names each running cell's request and execution count:
+ *   the cell shows `[*]` and, when the kernel goes idle for that request (iopub reaches
+ *   every page), its count, as if this page had run it. A cell left `[*]` in a shared
+ *   (real-time collaboration) document while the kernel is idle and runs nothing is
+ *   set back to idle.
  * - A new form is scrolled into view (only as far as needed): it waits for the person,
  *   and one that appears below the fold would otherwise go unseen.
  * - Notebook identity (SPEC §13): the notebook keeps its Crystal session's id in
@@ -241,6 +248,69 @@ function retireStale(panel: NotebookPanel, live: Set<string>): void {
 interface IRunningCell {
   cell: string;
   source: string;
+  /** The execute request's msg_id and the cell's execution count (the kernel's). */
+  request?: string | null;
+  count?: number | null;
+}
+
+/** Per panel: the running requests this page did not send, by msg_id (the cell's id and
+ * count). Their execute_reply goes to the page that sent them (gone after a reload), so
+ * this page ends the cell's run itself when the kernel says idle for that request. */
+const adopted = new WeakMap<NotebookPanel, Map<string, { cell: string; count: number | null }>>();
+
+/** A running cell this page did not run shows `[*]` until its turn ends. */
+function adoptRunning(panel: NotebookPanel, running: IRunningCell[]): void {
+  let pending = adopted.get(panel);
+  if (!pending) {
+    pending = new Map();
+    adopted.set(panel, pending);
+  }
+  for (const item of running) {
+    if (!item || typeof item.request !== 'string' || !item.request) {
+      continue;
+    }
+    const cell = codeCells(panel).find(c => c.model.id === item.cell);
+    if (!cell || cell.outputArea?.future?.msg?.header?.msg_id === item.request) {
+      continue; // this page sent it: JupyterLab follows its reply
+    }
+    pending.set(item.request, { cell: item.cell, count: typeof item.count === 'number' ? item.count : null });
+    cell.model.executionState = 'running';
+  }
+}
+
+/** The kernel went idle for a request this page adopted: the cell's run is over. */
+function endAdopted(panel: NotebookPanel, msg: KernelMessage.IMessage): void {
+  if (msg.header.msg_type !== 'status' || (msg.content as any)?.execution_state !== 'idle') {
+    return;
+  }
+  const pending = adopted.get(panel);
+  const parentId = (msg.parent_header as any)?.msg_id;
+  const entry = pending?.get(parentId);
+  if (!pending || !entry) {
+    return;
+  }
+  pending.delete(parentId);
+  const cell = codeCells(panel).find(c => c.model.id === entry.cell);
+  if (cell) {
+    cell.model.executionCount = entry.count;
+    cell.model.executionState = 'idle';
+  }
+}
+
+/** Cells left `[*]` by a page that is gone (real-time collaboration keeps the state in
+ * the shared document): the kernel is idle and runs none of them, so they are over. */
+function endOrphans(panel: NotebookPanel, running: IRunningCell[]): void {
+  const kernel = panel.sessionContext.session?.kernel;
+  if (!kernel || kernel.status !== 'idle') {
+    return; // busy: one may be queued by another page, which ends it itself
+  }
+  const listed = new Set(running.map(item => item?.cell));
+  for (const cell of codeCells(panel)) {
+    const future = cell.outputArea?.future;
+    if (cell.model.executionState === 'running' && !listed.has(cell.model.id) && (!future || future.isDisposed)) {
+      cell.model.executionState = 'idle';
+    }
+  }
 }
 
 /** Add the running cells this page lacks, at the end, with their id and source. */
@@ -299,6 +369,9 @@ async function checkLive(panel: NotebookPanel): Promise<void> {
         const ids = data?.live;
         // Before the outputs the kernel shows next arrive (iopub keeps the order).
         restoreRunning(panel, data?.running);
+        const running = Array.isArray(data?.running) ? (data.running as IRunningCell[]) : [];
+        adoptRunning(panel, running);
+        endOrphans(panel, running);
         finish(new Set<string>(Array.isArray(ids) ? ids : []));
         comm.close();
       };
@@ -319,7 +392,10 @@ async function checkLive(panel: NotebookPanel): Promise<void> {
 
 function watchPanel(panel: NotebookPanel): void {
   const context = panel.sessionContext;
-  context.iopubMessage.connect((_, msg) => route(panel, msg));
+  context.iopubMessage.connect((_, msg) => {
+    route(panel, msg);
+    endAdopted(panel, msg);
+  });
   let lastKernel = '';
   const onStatus = (): void => {
     const kernel = context.session?.kernel;

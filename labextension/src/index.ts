@@ -9,7 +9,7 @@ import {
   JupyterFrontEnd,
   JupyterFrontEndPlugin
 } from '@jupyterlab/application';
-import { ICommandPalette } from '@jupyterlab/apputils';
+import { ICommandPalette, showErrorMessage } from '@jupyterlab/apputils';
 import { ILauncher } from '@jupyterlab/launcher';
 import { INotebookTracker } from '@jupyterlab/notebook';
 import { IStatusBar } from '@jupyterlab/statusbar';
@@ -22,7 +22,13 @@ import { watchForms } from './forms';
 import { followLogs } from './logs';
 import { CrystalSidebar } from './sidebar';
 import { SourcePicker } from './sources';
-import { watchKernelSpecs } from './kernelspec';
+import {
+  installedCrystalSpec,
+  kernelSpecsKnown,
+  NO_KERNELSPEC,
+  onKernelSpecsChanged,
+  watchKernelSpecs
+} from './kernelspec';
 import { CrystalStatus, KERNEL_NAME } from './status';
 import { TranscriptView } from './transcript';
 
@@ -58,11 +64,15 @@ const plugin: JupyterFrontEndPlugin<void> = {
       label: args => (args['isLauncher'] ? 'Crystal Notebook' : 'New Crystal Notebook'),
       caption: 'Create a notebook where every cell is a turn for the Crystal agent',
       icon: args => (args['isPalette'] ? undefined : crystalIcon),
-      execute: args =>
-        commands.execute('notebook:create-new', {
-          cwd: (args['cwd'] as string) || '',
-          kernelName: KERNEL_NAME
-        })
+      execute: args => {
+        // The installed Crystal kernelspec, whatever its name; none: say why and how,
+        // never a "Select Kernel" dialog without a Crystal kernel in it.
+        const kernelName = installedCrystalSpec() ?? (kernelSpecsKnown() ? null : KERNEL_NAME);
+        if (!kernelName) {
+          return showErrorMessage('Crystal is not installed as a kernel', NO_KERNELSPEC);
+        }
+        return commands.execute('notebook:create-new', { cwd: (args['cwd'] as string) || '', kernelName });
+      }
     });
 
     commands.addCommand(CommandIDs.openSession, {
@@ -131,7 +141,20 @@ const plugin: JupyterFrontEndPlugin<void> = {
     });
 
     if (launcher) {
-      launcher.add({ command: CommandIDs.newNotebook, category: 'Crystal', rank: 0 });
+      // The launcher offers a Crystal notebook only while a Crystal kernelspec is
+      // installed (it comes and goes with the server's kernelspecs).
+      let entry: { dispose(): void } | null = null;
+      const place = () => {
+        const installed = installedCrystalSpec() !== null;
+        if (installed && !entry) {
+          entry = launcher.add({ command: CommandIDs.newNotebook, category: 'Crystal', rank: 0 });
+        } else if (!installed && entry) {
+          entry.dispose();
+          entry = null;
+        }
+      };
+      place();
+      onKernelSpecsChanged(place);
     }
     if (palette) {
       for (const command of [CommandIDs.newNotebook, CommandIDs.showSidebar, CommandIDs.refresh]) {

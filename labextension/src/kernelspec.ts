@@ -46,3 +46,24 @@ export function isCrystalKernel(name: string | null | undefined): boolean {
   }
   return Array.isArray(spec.argv) && spec.argv.includes('crystal_kernel.jupyter');
 }
+
+/** Whether the server's kernelspecs have arrived (until then nothing is known). */
+export function kernelSpecsKnown(): boolean {
+  return !!specs?.kernelspecs;
+}
+
+/** The name of an installed Crystal kernelspec to create notebooks with: `crystal` when
+ * it is installed, else the first other Crystal kernelspec; null when there is none
+ * (right after `pip install`, before `crystal kernel install`). */
+export function installedCrystalSpec(): string | null {
+  const all = specs?.kernelspecs ?? {};
+  if (all[KERNEL_NAME]) {
+    return KERNEL_NAME;
+  }
+  return Object.keys(all).find(name => isCrystalKernel(name)) ?? null;
+}
+
+/** What the launcher and the command say when no Crystal kernelspec is installed. */
+export const NO_KERNELSPEC =
+  'No Crystal kernel is installed in this Jupyter: the package is, but its kernelspec is not. ' +
+  'In a terminal of the same environment run "crystal kernel install --user", then reload this page.';

@@ -6,6 +6,12 @@ import { CrystalError, IAttachment, IJobRow, IPromptSet, NoSourceError, SourceGe
 import { button, duration, h, when } from './dom';
 import { sessionName } from './names';
 
+/** What "unverified" means (the words of /sessions' legend, host/store.py). */
+const UNVERIFIED_TITLE =
+  'Not the last save this Crystal Home signed for this workspace and session (planted, edited, ' +
+  'cut back, an older copy, copied or renamed from elsewhere, or saved before this version); ' +
+  '/resume ID reads it as history, a bare /resume never picks it.';
+
 export type Report = (message: string, error?: boolean) => void;
 
 function errorText(error: unknown): string {
@@ -98,6 +104,16 @@ export class SessionsSection extends Section {
               'not answered'
             )
           : h('span', { class: 'jp-crystal-answered', title: 'Its last prompt was answered' }, 'answered');
+      // TRUST-7: a session this Crystal Home did not sign last (planted, edited, copied)
+      // says so in the list, as /sessions does, before anyone opens or resumes it.
+      const unverified =
+        s.signed === false
+          ? h(
+              'span',
+              { class: 'jp-crystal-unverified', style: 'font-weight:600', title: UNVERIFIED_TITLE },
+              ' · unverified'
+            )
+          : null;
       const item = h(
         'li',
         { class: 'jp-crystal-session jp-crystal-clickable', title: `Open session ${s.id}`, 'data-id': s.id },
@@ -107,7 +123,8 @@ export class SessionsSection extends Section {
           'div',
           { class: 'jp-crystal-muted jp-crystal-session-stats' },
           `${when(s.updated)} · ${s.turns} turns · ${s.tokens} tokens · `,
-          answered
+          answered,
+          unverified
         )
       );
       item.addEventListener('click', () => this.openSession(s.id));

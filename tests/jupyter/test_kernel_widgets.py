@@ -183,7 +183,11 @@ def test_live_comm_lists_the_waiting_form_and_shows_it_again(kernel):
     assert run.status == "ok" and state["clicked"]
     # The running cell is listed with its source (a page that never saved it adds it back),
     # before its outputs are shown again: all of them, not only the live ones.
-    assert state["reply"]["running"] == [{"cell": "unsaved-cell", "source": "Check live"}]
+    # With its request and execution count: a reloaded page ends the cell's [*] with them
+    # when the kernel goes idle for that request (the reply goes to the page that is gone).
+    assert state["reply"]["running"] == [{"cell": "unsaved-cell", "source": "Check live",
+                                          "request": run.reply["parent_header"]["msg_id"],
+                                          "count": run.reply["content"]["execution_count"]}]
     assert state["order"].index("comm_msg") < state["order"].index("display_data"), state["order"]
     assert any(c["data"]["text/plain"].startswith("Crystal · work") for c in state["again"]), "the status line too"
     assert all(c["metadata"]["crystal"]["cell"] == "unsaved-cell" for c in state["again"])

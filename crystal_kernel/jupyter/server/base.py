@@ -41,6 +41,33 @@ class CrystalHandler(APIHandler):
     def home(self) -> Path:
         return home_dir()
 
+    def kernel_homes(self) -> list[Path]:
+        """The Crystal Homes of the kernels this server starts (server/signed.py): each
+        Crystal kernelspec's ``env`` ``CRYSTAL_HOME`` (``~`` and ``$VARS`` expanded from
+        the server's environment, as the kernel's would be), else this server's own Home,
+        which the kernel inherits."""
+        homes: list[Path] = []
+        manager = self.settings.get("kernel_spec_manager")
+        if manager is None:
+            return [self.home]
+        try:
+            names = list(manager.find_kernel_specs())
+        except Exception:
+            names = []
+        for name in names:
+            try:
+                spec = manager.get_kernel_spec(name)
+            except Exception:
+                continue  # a broken kernelspec: not Crystal's to judge
+            if not (name == "crystal" or (getattr(spec, "metadata", None) or {}).get("crystal")):
+                continue
+            env = getattr(spec, "env", None) or {}
+            raw = env.get("CRYSTAL_HOME") if isinstance(env, dict) else None
+            home = Path(os.path.expanduser(os.path.expandvars(raw))) if isinstance(raw, str) and raw else self.home
+            if home not in homes:
+                homes.append(home)
+        return homes or [self.home]
+
     def workspace(self) -> Path:
         """The server root, or ``?workspace=relative/folder`` inside it."""
         rel = self.get_argument("workspace", "") or ""

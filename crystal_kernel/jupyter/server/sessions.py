@@ -15,7 +15,7 @@ from crystal_kernel.jupyter.server.transcripts import list_sessions, session_sta
 class SessionsHandler(CrystalHandler):
     @web.authenticated
     async def get(self) -> None:
-        await self.guarded(lambda: list_sessions(self.workspace(), self.workspaces(), self.root))
+        await self.guarded(lambda: list_sessions(self.workspace(), self.workspaces(), self.root, self.kernel_homes()))
 
 
 class SessionHandler(CrystalHandler):

@@ -13,6 +13,7 @@ the lab extension sanitizes it once more before showing it.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -27,22 +28,42 @@ MAX_MESSAGES = 2_000         # the newest messages of a very long session
 MAX_ARGUMENT_CHARS = 4_000
 
 
-def list_sessions(workspace: Path, workspaces: list[Path] | None = None, root: Path | None = None) -> dict[str, Any]:
+def list_sessions(workspace: Path, workspaces: list[Path] | None = None, root: Path | None = None,
+                  homes: Sequence[Path] = ()) -> dict[str, Any]:
     """The sessions of ``workspaces`` (default: just ``workspace``), newest first, each
-    with its workspace (relative to ``root``) and the notebook that used it last."""
+    with its workspace (relative to ``root``), the notebook that used it last, and
+    ``signed``: whether one of ``homes`` (the Homes of the kernels that write them,
+    server/signed.py) signed it, still its last save (TRUST-7; the sidebar marks the
+    others unverified, as /sessions does)."""
+    from crystal_kernel.jupyter.server.signed import signers
+
     root = root or workspace
     rows: list[dict[str, Any]] = []
     for folder in workspaces or [workspace]:
         notebooks = notebook_names(root, folder)
+        store = SessionStore(folder)
+        by = signers(homes, folder)
         rows += [
             {"id": s.id, "topic": s.topic, "created": s.created, "updated": s.updated,
              "turns": s.turns, "tokens": s.tokens, "answered": s.answered, "prompt": s.prompt_topic,
+             "signed": _signed(store, s.id, by),
              "workspace": relative(root, folder),
              "notebook": notebooks.get(s.id)}
-            for s in SessionStore(folder).list()
+            for s in store.list()
         ]
     rows.sort(key=lambda r: str(r["updated"] or ""), reverse=True)
     return {"workspace": str(workspace), "sessions": rows}
+
+
+def _signed(store: SessionStore, session_id: str, by: list[Any]) -> bool:
+    """Whether one of ``by`` signed the session's journal (False for an id no journal
+    can have: an old-format document names its own)."""
+    from crystal_kernel.jupyter.server.signed import is_signed
+
+    try:
+        return is_signed(store.journal_path(session_id), by)
+    except UserError:
+        return False
 
 
 def _cut(value: object, limit: int) -> str:
