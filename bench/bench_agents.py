@@ -21,9 +21,10 @@ byte of the reply written, and from the process):
   in its sandbox, the machine's default mechanism, named in the row's note);
 - max RSS of the agent's whole process tree, sampled every 5 ms.
 
-Targets for ``crystal run``: gap under 20 ms and at most 0.2x the best of Claude Code
-and Codex (SANDBOX-2), start to first request under
-0.3 s, RSS under 120 MB. Reference figures measured by the issue's author on this
+Targets for ``crystal run``: gap under 20 ms and at most 0.15x the best of Claude Code
+and Codex (SANDBOX-2 asked 0.2x), start to first request under
+0.3 s, RSS under 120 MB; against Codex in the same run: start to first request
+at most 0.6x, the whole turn's wall time 0.5x, max RSS 0.25x. Reference figures measured by the issue's author on this
 machine type: gap 51 / 51 / 210 ms, wall 0.62 / 0.37 / 3.5 s, RSS 220 / 153 / 554 MB
 (Claude Code / Codex / opencode); here they are measured again in the same run.
 """
@@ -235,6 +236,10 @@ METRICS = [  # key, label, unit, target for crystal run
     ("wall", "wall time of one turn (3 tool calls)", "s", None),
     ("rss", "max RSS of the process tree", "MB", {"ours_max": 120}),
 ]
+# The rows against Codex, measured side by side in the same run: start at most
+# 0.6x, the whole turn 0.5x, memory 0.25x. These rows carry this target instead of the
+# figure's own one above.
+CODEX_RATIO = {"first": 0.6, "wall": 0.5, "rss": 0.25}
 
 
 IMPORTS = ("import gc; gc.disable(); from crystal_kernel.cli import skip_unused_sdk_modules; skip_unused_sdk_modules(); "
@@ -265,9 +270,10 @@ def sandbox_mechanism() -> str:
     return done.stdout.strip()
 
 
-# The per-tool-call gap against the best of these (SANDBOX-2: at most 0.2x).
+# The per-tool-call gap against the best of these: at most 0.15x (SANDBOX-2 asked
+# 0.2x; docs/benchmarks.md has the history).
 GAP_ANCHORS = ("Claude Code", "Codex")
-GAP_RATIO = 0.2
+GAP_RATIO = 0.15
 
 
 def main() -> list[dict[str, Any]]:
@@ -299,10 +305,11 @@ def main() -> list[dict[str, Any]]:
                                     "docs/benchmarks.md has the per-module breakdown)")
         for agent in others:
             name = f"agents: {label}, crystal vs {agent.name}"
+            against = {"ratio_max": CODEX_RATIO[key]} if agent.name == "Codex" and key in CODEX_RATIO else target
             if not agent.runs:
-                rows.append(skipped_row(name, unit, agent.failure, None, target))
+                rows.append(skipped_row(name, unit, agent.failure, None, against))
                 continue
-            rows.append(row(name, median(ours, key), median(agent, key), unit, target))
+            rows.append(row(name, median(ours, key), median(agent, key), unit, against))
         if key == "gap":
             rows[-1 - len(others)]["note"] = f"crystal run's bash call ran under {mechanism} (this machine's default)"
             anchors = [(median(agent, key), agent.name) for agent in others if agent.name in GAP_ANCHORS and agent.runs]

@@ -211,7 +211,7 @@ def exit_at_once(code: int) -> NoReturn:
     stderr are flushed (exit code 120 when stdout cannot be, as Python does). The teardown
     frees every one of the ~600 modules a run has loaded, one object at a time, which the
     system does at once when the process ends: 20-40 ms between a run's last output and
-    its exit (docs/benchmarks.md, issue 43). Only for `crystal run` itself: everything it
+    its exit (docs/benchmarks.md, "Fewer imports, a shorter exit"). Only for `crystal run` itself: everything it
     wrote is closed by then (the session journal saved and fsynced) and its session's
     jobs and servers are stopped."""
     # What the interpreter's exit runs first: the thread module's own exit hooks (an idle

@@ -1,5 +1,5 @@
-"""`crystal run` ends its process once its turn is done (issue 43 item 2: the whole turn's
-time): as Python's own exit does, minus the interpreter's teardown, which freed every
+"""`crystal run` ends its process once its turn is done (SPEC §11; the whole turn's
+time, docs/benchmarks.md): as Python's own exit does, minus the interpreter's teardown, which freed every
 loaded module one object at a time (20-40 ms between the run's last output and its exit).
 What a caller sees is unchanged: the whole answer on stdout, the exit code, atexit
 handlers run, other threads waited for."""

@@ -28,7 +28,7 @@ sys.argv = ['crystal', *sys.argv[1:]]
 sys.exit(main())
 """
 
-# h2: the HTTP clients' HTTP/2 support, which no client of Crystal's asks for (issue 43 item 1).
+# h2: the HTTP clients' HTTP/2 support, which no client of Crystal's asks for (start to the first request, docs/benchmarks.md).
 NEVER = {"IPython", "ipykernel", "ipywidgets", "jupyter_client", "jupyter_core", "nbformat", "mcp", "aiohttp", "h2"}
 
 
@@ -362,7 +362,7 @@ COMMANDS_WRAPPER = WRAPPER.replace(
 
 @pytest.mark.parametrize("prompt", ["hello", "/help"])
 def test_run_imports_the_commands_only_for_a_command_line(prompt: str, workspace: Path, tmp_path: Path):
-    """Issue 43 item 1: `crystal run "a prompt"` does not import the slash commands'
+    """`crystal run "a prompt"` does not import the slash commands'
     module (every command's handlers and option models) before its request; `crystal run
     /help` does, and answers."""
     with LLMServer([{"text": "Hello back."}]) as server:
