@@ -129,8 +129,8 @@ class Session(SessionState):
         return ToolContext(
             access=self.access, config=self.config, interaction=interaction, call_id=call_id,
             images_ok=images_ok, progress=progress, session_id=self.id, approval=self.approval,
-            todos=self.todos, open_jobs=lambda: self.jobs, notebook_shell=self.notebook_shell,
-            live_notebook_edit=self.live_notebook_edit, model=self.provider,
+            todos=self.todos, write_todos=lambda todos: self.replace_todos(todos), open_jobs=lambda: self.jobs,
+            notebook_shell=self.notebook_shell, live_notebook_edit=self.live_notebook_edit, model=self.provider,
             compose_prompt=lambda name, extra: compose_named(name, self, extra),
         )
 

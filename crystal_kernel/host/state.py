@@ -121,6 +121,18 @@ class SessionState:
     _notes: list[str] = field(default_factory=list)
     _said_once: set[str] = field(default_factory=set)
 
+    def replace_todos(self, todos: list[Todo]) -> None:
+        """todowrite's new list (MODE-5), in place: a front showing the list holds this object."""
+        self.todos[:] = todos
+
+    def first_offer(self, key: tuple[str, str]) -> bool:
+        """True the first time a notebook front offers a Trust button for this (path,
+        digest) in this session; False after: each card is shown once."""
+        if key in self.trust_offered:
+            return False
+        self.trust_offered.add(key)
+        return True
+
     def note(self, text: str, *, once: bool = False) -> None:
         """Queue an English note for the person; the loop emits it as a Note event.
         ``once``: at most once per session (discovery notes repeat on every rebuild)."""

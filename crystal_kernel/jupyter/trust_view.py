@@ -97,13 +97,10 @@ def offer_trust(session: Session, output: Any) -> list[Any]:
     this session. Returns the buttons (tests click them through the kernel's comms)."""
     import ipywidgets as w
 
-    offered = session.trust_offered
     buttons = []
     for state in _pending(session):
-        key = (str(state.path), state.digest)
-        if key in offered:
+        if not session.first_offer((str(state.path), state.digest)):
             continue
-        offered.add(key)
         card = output.show(trust_card(state, session.workspace))
         if state.problem:  # nothing to trust as it is: no button
             continue

@@ -74,8 +74,10 @@ class ToolContext:
     # EX-2: what a child process learns about the session (CRYSTAL_SESSION, CRYSTAL_APPROVAL).
     session_id: str = ""
     approval: str = "default"
-    # The session's todo list (MODE-5): todowrite replaces its items in place.
+    # The session's todo list (MODE-5), read here; todowrite replaces it through
+    # ``write_todos``, the session's own method (None: a bare context keeps its own list).
     todos: list[Todo] = field(default_factory=list)
+    write_todos: Callable[[list[Todo]], None] | None = None
     # The session's background jobs (SPEC §4), made on first use; None: no jobs here.
     open_jobs: Callable[[], JobManager] | None = None
     # The IPython shell of the notebook hosting the session (notebook tools), if any.
@@ -95,6 +97,13 @@ class ToolContext:
     def home(self) -> Path:
         """Crystal Home (config.json, trust, the person's own tool sets and skills)."""
         return self.config.home
+
+    def replace_todos(self, todos: list[Todo]) -> None:
+        """todowrite's new list: the session replaces its own (tools never write it)."""
+        if self.write_todos is None:
+            self.todos = list(todos)
+        else:
+            self.write_todos(todos)
 
     @property
     def jobs(self) -> JobManager:

@@ -54,8 +54,8 @@ class TodoWriteTool(Tool[TodoWriteInput]):
             if len(content) > MAX_CONTENT_CHARS:
                 raise ToolError(f"Todo {i} is {len(content)} characters long; keep each under {MAX_CONTENT_CHARS}.")
             new.append(Todo(content=content, status=item.status))
-        # Replace in place: fronts and the session document hold the same list object.
-        ctx.todos[:] = new
+        # The session replaces its list (in place: fronts and its document hold the list).
+        ctx.replace_todos(new)
         return ToolResult(ok=True, text=render_todos(ctx.todos))
 
 
