@@ -52,7 +52,7 @@ BWRAP_ENV = "CRYSTAL_BWRAP"
 _works: dict[str, bool] = {}
 # shutil.which walks PATH (~30-50 µs under load) and a sandboxed call asks three times:
 # the program found is kept per PATH, and checked with one access() at each ask, so a
-# bwrap removed since is noticed (issue 43, docs/benchmarks.md).
+# bwrap removed since is noticed (docs/benchmarks.md).
 _found: dict[str | None, str] = {}
 
 

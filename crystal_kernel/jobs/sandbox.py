@@ -114,11 +114,11 @@ def temp_folders() -> list[str]:
 
 def credential_folders() -> list[str]:
     """The person's credential folders and files in their home (core/access.py's rules)."""
-    return list(_credential_folders(str(Path.home())))
+    return list(_credential_folders(os.path.expanduser("~")))  # what Path.home() gives, without pathlib
 
 
 # Paths only (nothing read from the file system), asked twice per sandboxed call: ~0.2 ms
-# each under load, most of an exec tool's own work (docs/benchmarks.md, issue 43).
+# each under load, most of an exec tool's own work (docs/benchmarks.md).
 @lru_cache(maxsize=8)
 def _credential_folders(home_text: str) -> tuple[str, ...]:
     home = Path(home_text)
@@ -171,7 +171,7 @@ class Sandbox:
                 raise OSError("bubblewrap no longer works here")
             # ripgrep's sandbox (whole_system) stays in the host's session: Linux shares the CPU
             # between sessions first, and a search in a session of its own took up to 2.8x the
-            # wall time under load (docs/benchmarks.md, issue 43). It has no controlling
+            # wall time under load (docs/benchmarks.md). It has no controlling
             # terminal all the same: its server is forked by the spawn server, which has none.
             wrapped = bwrap.arguments(program, roots=self.roots, readable=self.readable, protected=self.protected,
                                       allowed=self.allowed, hidden=self.hidden, temp=self.temp, programs=self.programs,

@@ -1,5 +1,5 @@
 """ripgrep's calls are scheduled with the host and have no controlling terminal, on both
-sandbox mechanisms (SANDBOX-2, issue 43 item 4).
+sandbox mechanisms (SANDBOX-2).
 
 Linux shares the CPU between sessions first (automatic process grouping): ripgrep in a
 session of its own took up to 2.8x the wall time of the same search started by the host

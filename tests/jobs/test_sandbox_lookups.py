@@ -1,5 +1,5 @@
 """What a sandboxed call looks up on every call is kept between calls only where the
-answer cannot change behind it (issue 43 item 4: ~0.6 ms of an exec tool's own work):
+answer cannot change behind it (~0.6 ms of an exec tool's own work, docs/benchmarks.md):
 the bwrap program found on PATH is checked again at each ask, and the credential
 folders follow HOME (SANDBOX-2)."""
 

@@ -427,7 +427,7 @@ asyncio.run(main())
 
 def test_ripgrep_under_bubblewrap_cannot_write_the_persons_terminal__S2_11(place, private_home):
     """ripgrep stays in the host's session (scheduled with it; its bwrap has no
-    --new-session since issue 43), and the spawn server lets go of the host's terminal
+    --new-session, to be scheduled with the host), and the spawn server lets go of the host's terminal
     at its start: /dev/tty does not open there, so raw escapes (OSC 52, a fake prompt)
     never reach the person's terminal (defect 5 of the issue)."""
     import subprocess

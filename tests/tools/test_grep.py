@@ -226,7 +226,7 @@ def _notebook(*sources: str) -> str:
 async def test_one_walk_finds_the_matches_and_the_notebooks(ctx, workspace: Path, tmp_path: Path, monkeypatch):
     """The search's own walk lists the notebooks (grep.NOTEBOOK_KEY): no second rg walk
     of the tree (``rg --files``), which cost the few-matches search ~30% more CPU on
-    50,000 files (docs/benchmarks.md, issue 43 item 4). Here an rg that refuses to list
+    50,000 files (docs/benchmarks.md). Here an rg that refuses to list
     files: the notebook's cell is still found, and in a file found by the search."""
     from crystal_kernel.tools import _notebook_search, _rg
 

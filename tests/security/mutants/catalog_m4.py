@@ -167,7 +167,7 @@ SANDBOX2_PASS: list[Mutant] = [
        '    if not network:\n        args.append("--share-net")',
        "bubblewrap shares the host's network exactly when sandboxNetwork is off",
        T_WORLD2, "-k", "udp and bubblewrap"),
-    # Since issue 43 ripgrep's bwrap has no --new-session (scheduled with the host): the
+    # ripgrep's bwrap has no --new-session now (scheduled with the host): the
     # spawn server's letting go of the host's terminal is what keeps it from the person's.
     _k("S2-11", SPAWN_SERVER, "    detach_terminal()  # a call kept in the host's session",
        "    pass  # a call kept in the host's session",
