@@ -9,7 +9,11 @@ tests/e2e/artifacts/leftovers-*.png):
 - after a page reload mid-turn the running cell shows ``[*]`` and, once its turn ends,
   its execution count (its reply went to the page that is gone, FORM-2);
 - the launcher offers "New Crystal Notebook" only while a Crystal kernelspec is
-  installed, and the command says why and what to run when none is.
+  installed, and the command says why and what to run when none is;
+- the first answer in a new Crystal notebook stays where it is as its stream ends:
+  measured frame by frame, the notebook never scrolls back and the answer never moves
+  within its cell (the report said it jumped to the top for 1-3 frames; on this code it
+  no longer does, see docs/jupyterlab.md).
 """
 
 from __future__ import annotations
@@ -156,3 +160,39 @@ def test_the_launcher_offers_crystal_only_with_a_kernelspec(page, lab):
         write_kernelspecs(data, lab.server)
     page.evaluate("() => window.jupyterapp.serviceManager.kernelspecs.refreshSpecs()")
     page.locator(".jp-LauncherCard", has_text="Crystal Notebook").first.wait_for(timeout=30_000)
+
+
+# Every animation frame: the notebook's scroll, the answer's top within its cell, and
+# whether it still streams (tests/e2e/test_streaming.py measures the same way).
+FRAMES = """(nb) => {
+  window.__leftoverFrames = [];
+  const loop = () => {
+    const panel = document.querySelector(nb);
+    const answer = panel && panel.querySelector('.crystal-answer');
+    const cell = answer && answer.closest('.jp-Cell');
+    const outer = panel && panel.querySelector('.jp-WindowedPanel-outer');
+    if (cell && outer) {
+      window.__leftoverFrames.push({scroll: outer.scrollTop, streaming: !!cell.querySelector('.jp-crystal-streaming'),
+        offset: Math.round(answer.getBoundingClientRect().top - cell.getBoundingClientRect().top)});
+    }
+    if (!window.__leftoverStop) requestAnimationFrame(loop);
+  };
+  requestAnimationFrame(loop);
+}"""
+
+
+def test_the_first_answer_in_a_new_notebook_stays_put_as_it_ends(browser, lab):
+    text = "# Summary\n\n" + "\n\n".join(f"Line {n} of the first answer, with a few words." for n in range(40))
+    with new_crystal_notebook(browser, lab) as page:
+        lab.server.add({"text": text, "chunk": 6, "delay": 0.005})
+        page.evaluate(FRAMES, NB)
+        type_and_run(page, "Summarise the project")
+        page.locator(f"{NB} .crystal-answer").first.wait_for(timeout=60_000)
+        page.wait_for_function(READY, arg="crystal", timeout=60_000)
+        page.wait_for_timeout(800)
+        frames = page.evaluate("() => { window.__leftoverStop = true; return window.__leftoverFrames; }")
+        ended = next(i for i, f in enumerate(frames) if not f["streaming"])
+        assert ended > 0 and any(f["scroll"] > 0 for f in frames), "the answer streamed and the notebook followed it"
+        around = frames[max(0, ended - 10):]
+        assert all(b["scroll"] >= a["scroll"] for a, b in zip(around, around[1:])), [f["scroll"] for f in around]
+        assert len({f["offset"] for f in frames}) == 1, sorted({f["offset"] for f in frames})
