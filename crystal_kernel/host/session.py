@@ -29,7 +29,7 @@ from crystal_kernel.host.store import SessionStore, new_session_id
 from crystal_kernel.host.tool_sources import SessionTools
 from crystal_kernel.prompts.compose import compose_named, compose_system
 from crystal_kernel.providers.base import Capabilities, ModelRequest, Provider
-from crystal_kernel.tools.base import LiveNotebookEdit, Tool, ToolContext
+from crystal_kernel.tools.base import NotebookAttachment, Tool, ToolContext
 
 if TYPE_CHECKING:
     from crystal_kernel.core.interaction import Interaction
@@ -70,11 +70,8 @@ class Session(SessionState):
         # elicitation); the question tool is then not registered.
         self.questions_available = True
         self.notebook = notebook
-        # What a notebook front attaches (attach_notebook): the IPython shell (typed
-        # loosely, the host never imports IPython), the .ipynb path, live editing.
-        self.notebook_shell: Any = None
-        self.notebook_path: str | None = None
-        self.live_notebook_edit: LiveNotebookEdit | None = None
+        # What a notebook front attaches (attach_notebook); the front keeps the rest.
+        self.notebook_side: NotebookAttachment | None = None
         self._system: str | None = None
 
     # ----- the runtime's parts ----------------------------------------------------------
@@ -126,11 +123,13 @@ class Session(SessionState):
                      progress: Callable[[float, float | None, str | None], None] | None = None) -> ToolContext:
         """What one tool call may use: the parts of this session, never the session itself
         (a tool, a plugin's included, cannot switch modes, approve, or read the transcript)."""
+        side = self.notebook_side
         return ToolContext(
             access=self.access, config=self.config, interaction=interaction, call_id=call_id,
             images_ok=images_ok, progress=progress, session_id=self.id, approval=self.approval,
             todos=self.todos, write_todos=lambda todos: self.replace_todos(todos), open_jobs=lambda: self.jobs,
-            notebook_shell=self.notebook_shell, live_notebook_edit=self.live_notebook_edit, model=self.provider,
+            notebook_shell=side.shell if side else None, live_notebook_edit=side.live_edit if side else None,
+            model=self.provider,
             compose_prompt=lambda name, extra: compose_named(name, self, extra),
         )
 
@@ -184,8 +183,7 @@ class Session(SessionState):
         self.config.reasoning_effort = effort
 
     def set_questions_available(self, available: bool) -> None:
-        """False when a person answers approvals but not question forms (ACP without
-        elicitation): the question tool is then left out of the catalog."""
+        """False: a person answers approvals, not question forms (ACP without elicitation)."""
         self.questions_available = available
         self.refresh_system()
 
@@ -195,16 +193,19 @@ class Session(SessionState):
         self.refresh_system()
 
     def use_client_mcp_servers(self, servers: list[Any]) -> None:
-        """The MCP server entries an ACP client passed (mcp/config.client_server): they
-        belong to the tool source and start with the next catalog."""
+        """An ACP client's MCP server entries: the tool source starts them with the next catalog."""
         self.tool_source.use_client_servers(servers)
         self.refresh_system()
 
-    def attach_notebook(self, shell: Any, path: str | None, live_edit: LiveNotebookEdit | None) -> None:
+    def attach_notebook(self, side: NotebookAttachment) -> None:
         """What only a notebook front has: the IPython shell (notebook tools), the
         notebook's path (named in the system text), live editing of open notebooks."""
-        self.notebook_shell, self.notebook_path, self.live_notebook_edit = shell, path, live_edit
+        self.notebook_side = side
         self.refresh_system()
+
+    @property
+    def notebook_path(self) -> str | None:  # named in the system text
+        return self.notebook_side.path if self.notebook_side else None
 
     @asynccontextmanager
     async def lend_provider(self, provider: Provider, *, without_person: bool) -> AsyncIterator[None]:
@@ -245,8 +246,7 @@ class Session(SessionState):
         return self.runtime.has_jobs
 
     async def close(self) -> None:
-        """Stop background jobs (BG-2), the tool source's MCP servers and the clients, once;
-        then let another front open this session."""
+        """Stop background jobs (BG-2), MCP servers and clients, once; then release the lock."""
         await self.runtime.aclose(private_temp=(Path(self.config.home), self.id))
         self.release_lock()
 
@@ -287,11 +287,11 @@ class Session(SessionState):
         """A new session with a copy of this one's conversation and todos."""
         child = Session(workspace=self.workspace, config=self.config, provider=self.provider, flags=self.flags,
                         person_present=self.person_present, notebook=self.notebook)
+        child.notebook_side = self.notebook_side  # the same notebook (the front attaches its own after)
         # The person's grants carry over to the fork: signed for the child's id.
         child.load_document(fork_document(self, self._meta(), self.home, child.id))
         child.forked_from = self.id
         child.mode, child.approval = self.mode, self.approval
-        child.attach_notebook(self.notebook_shell, self.notebook_path, self.live_notebook_edit)
         child.save()
         # The front moves to the child; the parent stays saved and may be resumed by any
         # front (it claims its lock again if it saves later).

@@ -112,9 +112,6 @@ class SessionState:
     # at which to try again; and whether "nothing left to summarise" was said already.
     compaction_retry_at: int = 0
     compaction_warned: bool = False
-    # Untrusted workspace files a notebook front has offered a Trust button for
-    # (jupyter/trust_view.py): (path, digest) pairs, each shown once per session.
-    trust_offered: set[tuple[str, str]] = field(default_factory=set)
     # TRUST-3: the workspace review texts as the session found them (host/review.py).
     review_baseline: str | None = None
     # English notes for the person, emitted by the loop as Note events.
@@ -124,14 +121,6 @@ class SessionState:
     def replace_todos(self, todos: list[Todo]) -> None:
         """todowrite's new list (MODE-5), in place: a front showing the list holds this object."""
         self.todos[:] = todos
-
-    def first_offer(self, key: tuple[str, str]) -> bool:
-        """True the first time a notebook front offers a Trust button for this (path,
-        digest) in this session; False after: each card is shown once."""
-        if key in self.trust_offered:
-            return False
-        self.trust_offered.add(key)
-        return True
 
     def note(self, text: str, *, once: bool = False) -> None:
         """Queue an English note for the person; the loop emits it as a Note event.

@@ -32,6 +32,7 @@ from crystal_kernel.jupyter.notebook_turn import KERNEL_HELP, CellOutcome
 
 if TYPE_CHECKING:
     from crystal_kernel.host.session import Session
+    from crystal_kernel.jupyter.notebook_front import NotebookState
 
 
 class CommandFront(Protocol):
@@ -40,6 +41,9 @@ class CommandFront(Protocol):
 
     @property
     def notebook(self) -> str | None: ...
+
+    @property
+    def notebook_state(self) -> NotebookState | None: ...
 
     def ensure_session(self) -> Session: ...
 
@@ -109,7 +113,9 @@ async def run_line(kernel: CommandFront, line: str) -> None:
         from crystal_kernel.jupyter.render import IPythonOutput
         from crystal_kernel.jupyter.trust_view import offer_trust
 
-        offer_trust(kernel.ensure_session(), IPythonOutput())  # TRUST-2: a Trust button
+        session = kernel.ensure_session()
+        assert kernel.notebook_state is not None  # attached with the session
+        offer_trust(session, kernel.notebook_state, IPythonOutput())  # TRUST-2: a Trust button
 
 
 def show_result(kernel: CommandFront, session: Session, result: CommandResult) -> None:

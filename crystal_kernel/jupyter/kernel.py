@@ -27,7 +27,8 @@ from traitlets import List
 
 from crystal_kernel import __version__ as _version
 from crystal_kernel.jupyter import notebook_identity, parameters
-from crystal_kernel.jupyter.notebook_turn import CellOutcome, attach_notebook, run_notebook_turn
+from crystal_kernel.jupyter.notebook_front import NotebookState, attach_notebook
+from crystal_kernel.jupyter.notebook_turn import CellOutcome, run_notebook_turn
 from crystal_kernel.jupyter.options import KernelOptions
 from crystal_kernel.jupyter.standing_stop import StandingStop
 
@@ -86,6 +87,7 @@ class CrystalKernel(IPythonKernel):
         _guard_process_group()
         self.options = current_options()
         self.crystal: Session | None = None  # the agent Session, opened on the first cell
+        self.notebook_state: NotebookState | None = None  # this notebook's side of it
         self.notebook = os.environ.get("JPY_SESSION_NAME")
         self._turn: Turn | None = None
         self._cell_task: asyncio.Task[CellOutcome] | None = None
@@ -168,7 +170,7 @@ class CrystalKernel(IPythonKernel):
         return self.crystal
 
     def _attach(self, session: Session) -> None:
-        attach_notebook(session, self.shell, self.notebook)
+        self.notebook_state = attach_notebook(session, self.shell, self.notebook)
         self.crystal = session
         notebook_identity.set_current(session.id)
 
@@ -302,7 +304,7 @@ class CrystalKernel(IPythonKernel):
         try:
             outcome = await run_notebook_turn(
                 session, code, notes=notes, person_cells=ran, interactive=not self.options.unattended,
-                ask_timeout=self.options.ask_timeout, log=self.log, offer_trust=True, track=track,
+                ask_timeout=self.options.ask_timeout, log=self.log, trust_cards=self.notebook_state, track=track,
                 stopped=lambda: self._stop_requested)
         finally:
             self._remember()

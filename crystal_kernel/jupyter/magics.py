@@ -31,7 +31,8 @@ from crystal_kernel.jupyter import notebook_identity
 from crystal_kernel.jupyter.magics_args import MagicOptions, interpolate, merged_flags, plan
 from crystal_kernel.jupyter.magics_sync import SyncForm, raise_for, running_loop
 from crystal_kernel.jupyter.nbrun import NOTEBOOK_RUN_ENV
-from crystal_kernel.jupyter.notebook_turn import TurnOutcome, attach_notebook, run_notebook_turn
+from crystal_kernel.jupyter.notebook_front import NotebookState, attach_notebook
+from crystal_kernel.jupyter.notebook_turn import TurnOutcome, run_notebook_turn
 from crystal_kernel.jupyter.standing_stop import StandingStop
 
 if TYPE_CHECKING:
@@ -87,6 +88,7 @@ class MagicsHost(SyncForm):
         self.shell = shell
         self.options = parse([])[0]  # CRYSTAL_ARGS, as for the kernel
         self.crystal: Session | None = None
+        self.notebook_state: NotebookState | None = None  # this notebook's side of it
         self.notebook = os.environ.get("JPY_SESSION_NAME")
         self.no_widgets = widget_problem(shell)
         self._told_no_widgets = False
@@ -132,7 +134,7 @@ class MagicsHost(SyncForm):
         from crystal_kernel.host.recorded_person import adopt_replayed_person
 
         adopt_replayed_person(session, self.options.unattended)  # replay: the cassette answers
-        attach_notebook(session, self.shell, self.notebook)
+        self.notebook_state = attach_notebook(session, self.shell, self.notebook)
         self.crystal = session
 
     def _remember(self) -> None:
@@ -264,7 +266,7 @@ class MagicsHost(SyncForm):
         try:
             return await run_notebook_turn(
                 session, text, notes=notes, interactive=interactive, ask_timeout=self.options.ask_timeout,
-                log=getattr(getattr(self.shell, "kernel", None), "log", None), offer_trust=False, track=track,
+                log=getattr(getattr(self.shell, "kernel", None), "log", None), trust_cards=None, track=track,
                 stopped=lambda: self._stop_requested)
         finally:
             self._remember()

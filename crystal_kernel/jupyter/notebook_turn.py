@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from crystal_kernel.core.messages import Part
     from crystal_kernel.host.loop import Turn
     from crystal_kernel.host.session import Session
+    from crystal_kernel.jupyter.notebook_front import NotebookState
     from crystal_kernel.jupyter.widgets import WidgetInteraction
 
 KERNEL_HELP = """
@@ -62,16 +63,6 @@ class CellOutcome:
         return cls()
 
 
-def attach_notebook(session: Session, shell: Any, notebook: str | None) -> None:
-    """Give a session what only a notebook has: the IPython shell (notebook tools), the
-    notebook's path, and live editing of notebooks open in JupyterLab."""
-    from crystal_kernel.jupyter import notebook_plugin
-    from crystal_kernel.jupyter.live_notebook import live_edit
-
-    notebook_plugin.register()  # the notebook tools come from this front
-    session.attach_notebook(shell, notebook, live_edit)
-
-
 def final_text(session: Session, start: int) -> str:
     """The text of the turn's last answer (history is never shortened by compaction)."""
     for message in reversed(session.history[start:]):
@@ -81,7 +72,7 @@ def final_text(session: Session, start: int) -> str:
 
 
 async def run_notebook_turn(session: Session, text: str, *, notes: list[str], interactive: bool,
-                            ask_timeout: float | None, log: Any, offer_trust: bool,
+                            ask_timeout: float | None, log: Any, trust_cards: NotebookState | None,
                             track: Callable[[Turn | None], None], stopped: Callable[[], bool] = lambda: False,
                             person_cells: str | None = None) -> TurnOutcome:
     """Run one turn of ``session`` on ``text`` and draw it in the current cell.
@@ -90,7 +81,8 @@ async def run_notebook_turn(session: Session, text: str, *, notes: list[str], in
     front can cancel it from its interrupt handler; ``stopped()`` says a stop arrived
     before the turn could be cancelled. ``person_cells``: the note on the person's own
     ``%%python`` cells since the last turn (NB-1, person_cells.py), sent to the model after
-    the cell's text. Cancelling the calling task ends the turn the
+    the cell's text. ``trust_cards``: the front's side of the session, to show Trust
+    cards in (TRUST-2; None: none shown). Cancelling the calling task ends the turn the
     normal way: the partial answer is kept and shown as interrupted.
     """
     from crystal_kernel.core.ops import UserTurn
@@ -114,12 +106,12 @@ async def run_notebook_turn(session: Session, text: str, *, notes: list[str], in
         prompt = with_person_cells(prompt, person_cells)
     for note in [*notes, *mention_notes]:
         renderer.show_note(note)
-    if offer_trust:
+    if trust_cards is not None:
         from crystal_kernel.jupyter.trust_view import covered_notes
         from crystal_kernel.jupyter.trust_view import offer_trust as offer
 
-        offer(session, output)  # TRUST-2: untrusted workspace config, with a Trust button
-        renderer.covered_notes = covered_notes(session)  # the card says it: once
+        offer(session, trust_cards, output)  # TRUST-2: untrusted workspace config, with a Trust button
+        renderer.covered_notes = covered_notes(session, trust_cards)  # the card says it: once
     live: WidgetInteraction | None = None
     if interactive:
         live = live_forms(session, output, ask_timeout=ask_timeout, before_ask=renderer.close, log=log)

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from crystal_kernel.host.session import Session
+    from crystal_kernel.jupyter.notebook_front import NotebookState
 
 _AMBER = palette.WARN
 _GREEN = palette.OK
@@ -92,14 +93,15 @@ def _pending(session: Session) -> list[WorkspaceFile]:
         return []
 
 
-def offer_trust(session: Session, output: Any) -> list[Any]:
+def offer_trust(session: Session, notebook: NotebookState, output: Any) -> list[Any]:
     """Show a card and a Trust button for each untrusted workspace file not shown yet in
-    this session. Returns the buttons (tests click them through the kernel's comms)."""
+    this session (``notebook``: the front's side of it, which remembers the cards shown).
+    Returns the buttons (tests click them through the kernel's comms)."""
     import ipywidgets as w
 
     buttons = []
     for state in _pending(session):
-        if not session.first_offer((str(state.path), state.digest)):
+        if not notebook.first_offer((str(state.path), state.digest)):
             continue
         card = output.show(trust_card(state, session.workspace))
         if state.problem:  # nothing to trust as it is: no button
@@ -113,11 +115,10 @@ def offer_trust(session: Session, output: Any) -> list[Any]:
     return buttons
 
 
-def covered_notes(session: Session) -> set[str]:
+def covered_notes(session: Session, notebook: NotebookState) -> set[str]:
     """The host's one-line notes about files a Trust card in this session already
     shows: the turn leaves them out, so nothing is said twice."""
-    offered = session.trust_offered
-    return {s.note() for s in _pending(session) if (str(s.path), s.digest) in offered}
+    return {s.note() for s in _pending(session) if (str(s.path), s.digest) in notebook.trust_offered}
 
 
 def _trust(session: Session, state: WorkspaceFile, button: Any, card: Any) -> None:

@@ -41,7 +41,7 @@ if TYPE_CHECKING:
 # A plugin's tool needs only this module (docs/plugins.md): the call vocabulary that
 # lives in core is re-exported here for tool authors.
 __all__ = [
-    "Authority", "Classification", "ComposePrompt", "EmptyInput", "FileChange", "LiveNotebookEdit", "Risk",
+    "Authority", "Classification", "ComposePrompt", "EmptyInput", "FileChange", "LiveNotebookEdit", "NotebookAttachment", "Risk",
     "Tool", "ToolContext", "ToolInput", "ToolResult", "ToolSpec", "format_validation_error", "input_schema",
     "truncate_output",
 ]
@@ -49,6 +49,20 @@ __all__ = [
 # Applies a notebook_edit (its arguments) to the shared document of a notebook open with
 # real-time collaboration; None or {"live": False} when it is not open (jupyter/live_notebook.py).
 LiveNotebookEdit = Callable[[Path, dict[str, Any]], Awaitable["dict[str, Any] | None"]]
+
+
+@dataclass
+class NotebookAttachment:
+    """What only a notebook front has, attached to a session by that front (the Jupyter
+    front's own state, jupyter/notebook_front.py, extends it): the IPython shell (typed
+    loosely: below the jupyter front nothing imports IPython), the notebook's path (named
+    in the system text) and live editing of notebooks open in JupyterLab."""
+
+    shell: Any = None
+    path: str | None = None
+    live_edit: LiveNotebookEdit | None = None
+
+
 # Composes a named prompt (image.system, image.user, ...) for the session, with the
 # per-call slots (PH-7) in the dict.
 ComposePrompt = Callable[[str, "dict[str, str] | None"], str]
