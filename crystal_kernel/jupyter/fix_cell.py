@@ -111,14 +111,21 @@ async def after_fixes(session: Session, output: Output) -> None:
     waited). An interrupt while it waits ends the wait, never the fix."""
     from crystal_kernel.jupyter.cards import note_bundle
 
-    running = [task for task, owner in _tasks.items() if owner is session and not task.done()]
-    if not running:
+    def running() -> list[asyncio.Task[None]]:
+        # Fixes run on the kernel's loop; a turn on another loop (the magics' synchronous
+        # form) cannot wait on them and meets the session's own busy check instead.
+        loop = asyncio.get_running_loop()
+        return [task for task, owner in _tasks.items()
+                if owner is session and not task.done() and task.get_loop() is loop]
+
+    waiting = running()
+    if not waiting:
         return
     handle = output.show(note_bundle(WAITING))
     try:
-        while running:
-            await asyncio.wait(running)
-            running = [task for task, owner in _tasks.items() if owner is session and not task.done()]
+        while waiting:
+            await asyncio.wait(waiting)
+            waiting = running()
     except asyncio.CancelledError:
         handle.update(note_bundle("Interrupted while it waited for Crystal's fix of another cell; the fix goes on."))
         raise
