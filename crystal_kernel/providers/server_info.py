@@ -11,8 +11,9 @@ usually serves less than the model could take. Each server says it its own way:
   ``model_info["<arch>.context_length"]``;
 - LM Studio: ``GET /api/v0/models/<model>`` has ``loaded_context_length``.
 
-Each probe is one short request that ends within ``PROBE_TIMEOUT`` seconds, and the
-probe as a whole ends by its deadline (the provider's ``requestTimeoutSeconds``, SPEC
+The four questions go out together (the answers are read in the order above). Each is
+one short request that ends within ``PROBE_TIMEOUT`` seconds, and the probe as a whole
+ends by its deadline (the provider's ``requestTimeoutSeconds``, SPEC
 §13 "Waits"): both are wall-clock limits, so a server (or a gateway in front of a stuck
 upstream) that keeps a probe alive with SSE keep-alive comments cannot hold the turn. A
 server that answers none of them leaves the table's guess in place. Nothing here raises.
@@ -20,6 +21,7 @@ server that answers none of them leaves the table's guess in place. Nothing here
 
 from __future__ import annotations
 
+import asyncio
 import re
 from typing import TYPE_CHECKING, Any
 
@@ -96,25 +98,31 @@ async def _probe(base_url: str, model: str, api_key: str | None) -> tuple[int, s
     # loads the system's CA certificates first (~20-40 ms of `crystal run`'s start). The
     # probe follows no redirects (httpx's default), so it never reaches an https URL.
     plain = base.lower().startswith("http://")
+    # The four questions go out together and are read in this order: the probe takes one
+    # round trip, not four (it runs beside a new conversation's first request, and the
+    # second step waits for its answer: docs/benchmarks.md).
     async with httpx.AsyncClient(timeout=PROBE_TIMEOUT, verify=not plain, follow_redirects=False) as client:
-        entry = _entry(await get_json(client, "GET", base + "/models"), model)
-        if entry is not None and _int(entry.get("max_model_len")):
-            return int(entry["max_model_len"]), "vLLM max_model_len"
-        props = await get_json(client, "GET", root + "/props")
-        if isinstance(props, dict):
-            settings = props.get("default_generation_settings")
-            n_ctx = _int(settings.get("n_ctx")) if isinstance(settings, dict) else None
-            if n_ctx:
-                return n_ctx, "llama.cpp n_ctx"
-        meta = entry.get("meta") if entry is not None else None
-        if isinstance(meta, dict) and _int(meta.get("n_ctx_train")):
-            return int(meta["n_ctx_train"]), "llama.cpp n_ctx_train"
-        tokens = _ollama(await get_json(client, "POST", root + "/api/show", json={"model": model}))
-        if tokens:
-            return tokens, "Ollama /api/show"
-        studio = await get_json(client, "GET", f"{root}/api/v0/models/{model}")
-        if isinstance(studio, dict):
-            for key in ("loaded_context_length", "max_context_length"):
-                if _int(studio.get(key)):
-                    return int(studio[key]), f"LM Studio {key}"
+        models, props, show, studio = await asyncio.gather(
+            get_json(client, "GET", base + "/models"),
+            get_json(client, "GET", root + "/props"),
+            get_json(client, "POST", root + "/api/show", json={"model": model}),
+            get_json(client, "GET", f"{root}/api/v0/models/{model}"))
+    entry = _entry(models, model)
+    if entry is not None and _int(entry.get("max_model_len")):
+        return int(entry["max_model_len"]), "vLLM max_model_len"
+    if isinstance(props, dict):
+        settings = props.get("default_generation_settings")
+        n_ctx = _int(settings.get("n_ctx")) if isinstance(settings, dict) else None
+        if n_ctx:
+            return n_ctx, "llama.cpp n_ctx"
+    meta = entry.get("meta") if entry is not None else None
+    if isinstance(meta, dict) and _int(meta.get("n_ctx_train")):
+        return int(meta["n_ctx_train"]), "llama.cpp n_ctx_train"
+    tokens = _ollama(show)
+    if tokens:
+        return tokens, "Ollama /api/show"
+    if isinstance(studio, dict):
+        for key in ("loaded_context_length", "max_context_length"):
+            if _int(studio.get(key)):
+                return int(studio[key]), f"LM Studio {key}"
     return None

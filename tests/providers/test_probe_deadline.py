@@ -49,3 +49,73 @@ async def test_the_probe_gives_up_on_its_deadline_in_process():
         took = time.monotonic() - started
     assert found is None
     assert took < 3, took
+
+
+class _HeldProbes:
+    """A model server whose four window questions are each held until all four are open
+    (or 2 s passed), counting how many were open at once; /api/show answers as Ollama."""
+
+    def __init__(self) -> None:
+        import threading
+
+        self.cond = threading.Condition()
+        self.open = 0
+        self.most = 0
+
+    def serve(self):  # -> (server, base_url)
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        held = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def _answer(self) -> None:
+                with held.cond:
+                    held.open += 1
+                    held.most = max(held.most, held.open)
+                    held.cond.notify_all()
+                    held.cond.wait_for(lambda: held.most >= 4, timeout=2.0)
+                    held.open -= 1
+                body = b"{}"
+                status = 404
+                if self.path == "/api/show":
+                    body, status = json.dumps({"parameters": "num_ctx 6144"}).encode(), 200
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def do_GET(self) -> None:
+                self._answer()
+
+            def do_POST(self) -> None:
+                self.rfile.read(int(self.headers.get("content-length") or 0))
+                self._answer()
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        return server, f"http://127.0.0.1:{server.server_address[1]}/v1"
+
+
+async def test_the_window_questions_go_out_together():
+    """The probe runs beside a new conversation's first request and the second step waits
+    for it (docs/benchmarks.md: it lengthened the first tool call's gap): its four
+    questions (vLLM, llama.cpp, Ollama, LM Studio) go out at once and are read in their
+    order, so it takes one round trip, not four. On the old code they went one by one."""
+    import threading
+
+    from crystal_kernel.providers.server_info import context_window
+
+    held = _HeldProbes()
+    server, base_url = held.serve()
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        found = await context_window(base_url, "llama3", None, deadline=30.0)
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert found == (6144, "Ollama /api/show")
+    assert held.most == 4, f"{held.most} of the four questions were open at once"
