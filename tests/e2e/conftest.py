@@ -20,6 +20,7 @@ and the contexts a module leaves are closed when it ends.
 from __future__ import annotations
 
 import fcntl
+import http.client
 import json
 import os
 import secrets
@@ -341,7 +342,7 @@ def served(argv: list[str], *, cwd: Path, env: dict[str, str], log: Path, ready:
             try:
                 with urllib.request.urlopen(urllib.request.Request(ready, headers=headers or {}), timeout=2):
                     break
-            except OSError:
+            except (OSError, http.client.HTTPException):  # not up yet, or another listener's port
                 if proc.poll() is not None or time.monotonic() > deadline:
                     raise RuntimeError(f"{what} did not start:\n{log.read_text()[-4000:]}") from None
                 time.sleep(0.2)
