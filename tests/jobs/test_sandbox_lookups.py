@@ -40,3 +40,26 @@ def test_the_credential_folders_follow_home(tmp_path: Path, monkeypatch):
     assert str(tmp_path / "b" / ".ssh") in second and not any(p.startswith(str(tmp_path / "a")) for p in second)
     second.append("changed")  # a caller's list is its own
     assert "changed" not in sandbox.credential_folders()
+
+
+def test_bwrap_hides_every_credential_name_there_is_and_only_those(tmp_path: Path, monkeypatch):
+    """Absent credential paths are left out before they are resolved (~290 lookups a
+    call otherwise); a folder, a file and a link to elsewhere are each still covered,
+    at the place they lead to (SANDBOX-2)."""
+    home = tmp_path / "home"
+    (home / ".ssh").mkdir(parents=True)
+    (home / ".netrc").write_text("machine x password y\n")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (home / ".aws").symlink_to(elsewhere)
+    monkeypatch.setenv("HOME", str(home))
+    hidden = sandbox.credential_folders()
+    assert str(home / ".gnupg") in hidden and not (home / ".gnupg").exists()
+    args = bwrap.arguments("/usr/bin/bwrap", roots=(), readable=(), protected=(), allowed=(), hidden=hidden,
+                           temp=None, network=False, whole_system=True)
+    covered = {args[i + 2] for i, item in enumerate(args[:-2]) if item in ("--tmpfs", "--ro-bind")
+               and (item == "--tmpfs" or args[i + 1] == "/dev/null")}
+    covered |= {args[i + 1] for i, item in enumerate(args[:-1]) if item == "--tmpfs"}
+    for shown in (home / ".ssh", home / ".netrc", elsewhere):
+        assert str(shown) in covered, (shown, args)
+    assert not any(str(home / ".gnupg") in item for item in args)
