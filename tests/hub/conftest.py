@@ -25,7 +25,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
-from contextlib import ExitStack
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -200,9 +200,9 @@ c.Spawner.default_url = "/lab"
 c.Spawner.start_timeout = {SERVER_START}
 c.Spawner.http_timeout = {SERVER_START}
 c.Spawner.environment.update(_t["extra_env"])
-c.JupyterHub.services = [{{"name": "crystal-tests", "api_token": {service_token!r}}}]
-c.JupyterHub.load_roles = [{{"name": "crystal-tests", "services": ["crystal-tests"],
-    "scopes": ["admin:users", "admin:servers", "tokens", "read:users", "access:servers"]}}]
+c.JupyterHub.services.append({{"name": "crystal-tests", "api_token": {service_token!r}}})
+c.JupyterHub.load_roles.append({{"name": "crystal-tests", "services": ["crystal-tests"],
+    "scopes": ["admin:users", "admin:servers", "tokens", "read:users", "access:servers"]}})
 """
 
 
@@ -270,24 +270,41 @@ class HubProcess:
 
 
 @pytest.fixture(scope="module")
-def hub_process() -> Iterator[HubProcess]:
+def hub_extra() -> str:
+    """Config lines a test module adds after the test hub's own (override in the module)."""
+    return ""
+
+
+@pytest.fixture(scope="module")
+def hub_process(hub_extra: str) -> Iterator[HubProcess]:
     """A hub with two people, ``a`` and ``b`` in ``hub.people``, their servers running."""
+    ensure_built()
+    with running_hub(["a", "b"], extra=hub_extra) as running:
+        yield running
+
+
+@contextmanager
+def running_hub(suffixes: list[str], extra: str = "", start_servers: bool = True,
+                max_hang: float = 60) -> Iterator[HubProcess]:
+    """A test hub with one person per suffix (user names share a random stem), each with a
+    key file and a hub token; their servers started (and each Home's config written) unless
+    ``start_servers`` is false (then :func:`start_person` does it). ``extra`` is appended to
+    the config. Everything is stopped and the users removed at the end."""
     if not CHP.exists():
         raise AssertionError(f"{CHP} is missing: run `make hub-deps` (npm install configurable-http-proxy).")
     if os.getuid() != 0:
         raise AssertionError("The hub tests make Unix users: they run as root (`make test` on this machine does).")
-    ensure_built()
     base = shared_folder(Path(tempfile.mkdtemp(prefix="crystal-hub-")))
     hub_dir = base / "hub"
     hub_dir.mkdir(mode=0o700)
     keys = hub_dir / "keys"
     keys.mkdir(mode=0o700)
     stem = "cr" + secrets.token_hex(3)
-    people = [Person(f"{stem}{letter}", secrets.token_hex(8), f"sk-{letter}-{secrets.token_hex(12)}",
-                     Path("/home") / f"{stem}{letter}") for letter in "ab"]
+    people = [Person(f"{stem}{suffix}", secrets.token_hex(8), f"sk-{suffix}-{secrets.token_hex(12)}",
+                     Path("/home") / f"{stem}{suffix}") for suffix in suffixes]
     for person in people[1:]:
         person.password = people[0].password  # DummyAuthenticator: one password for all
-    server = LLMServer(max_hang=60)
+    server = LLMServer(max_hang=max_hang)
     server.start()
     running: HubProcess | None = None
     made: list[str] = []
@@ -304,7 +321,7 @@ def hub_process() -> Iterator[HubProcess]:
         service_token = secrets.token_hex(24)
         ports = (free_port(), free_port(), free_port())
         (hub_dir / "jupyterhub_config.py").write_text(
-            documented_config() + hub_lines(hub_dir, data, config, server, people, ports, service_token))
+            documented_config() + hub_lines(hub_dir, data, config, server, people, ports, service_token) + extra)
         env = {k: v for k, v in os.environ.items() if not k.startswith(("CRYSTAL_", "JUPYTER", "OPENAI_"))}
         env.update({"CRYSTAL_KEYS_DIR": str(keys), "CRYSTAL_SHARED_PROMPTSETS": str(sets),
                     "PATH": f"{VENV_BIN}{os.pathsep}{os.environ.get('PATH', '')}"})
@@ -317,13 +334,9 @@ def hub_process() -> Iterator[HubProcess]:
                                    body={"note": "crystal hub tests", "expires_in": 3600})
             assert status == 201, (status, body)
             person.token = body["token"]
-        for person in people:
-            start_server(hub, person)
-            # The Home the documented pre_spawn_hook made; no kernel has started yet.
-            config_file = person.crystal_home / "config.json"
-            # No inline completions (NB-2): they would ask the scripted model server as a person types.
-            config_file.write_text(json.dumps({"topicNaming": False, "approval": "full", "inlineCompletion": "off"}))
-            os.chown(config_file, person.uid, person.uid)
+        if start_servers:
+            for person in people:
+                start_person(hub, person)
         yield running
     finally:
         if running is not None:
@@ -333,6 +346,20 @@ def hub_process() -> Iterator[HubProcess]:
             remove_user(name)
         stack.close()
         shutil.rmtree(base, ignore_errors=True)
+
+
+def start_person(hub: Hub, person: Person) -> None:
+    """Start the person's server, then write their Home's config (no kernel has started yet)."""
+    start_server(hub, person)
+    write_home_config(person)
+
+
+def write_home_config(person: Person) -> None:
+    """The person's Crystal config, in the Home the documented pre_spawn_hook made."""
+    config_file = person.crystal_home / "config.json"
+    # No inline completions (NB-2): they would ask the scripted model server as a person types.
+    config_file.write_text(json.dumps({"topicNaming": False, "approval": "full", "inlineCompletion": "off"}))
+    os.chown(config_file, person.uid, person.uid)
 
 
 def stop_everything(running: HubProcess, people: list[Person]) -> None:
@@ -365,7 +392,7 @@ def hub(hub_process: HubProcess) -> Hub:
 
 
 @pytest.fixture(scope="module")
-def people(hub) -> tuple[Person, Person]:
+def people(hub: Hub) -> tuple[Person, Person]:
     a, b = hub.people.values()
     return a, b
 
