@@ -54,6 +54,18 @@ def open_notebook(page, lab, name: str) -> None:
     page.locator(f"{NB} .jp-Spinner").wait_for(state="hidden", timeout=60_000)  # the notebook has loaded
 
 
+def into_view(locator) -> None:
+    """Scroll ``locator`` into view; the sidebar redraws its rows every few seconds (and
+    an output may be drawn again), so a row met mid-redraw is looked up again."""
+    for attempt in range(3):
+        try:
+            locator.scroll_into_view_if_needed(timeout=10_000)
+            return
+        except Exception:
+            if attempt == 2:
+                raise
+
+
 def session_id(page) -> str:
     return page.evaluate("() => window.jupyterapp.shell.currentWidget.content.model.getMetadata('crystal').session_id")
 
@@ -76,7 +88,7 @@ def test_allowed_once_is_on_the_card_above_the_result(browser, lab):
         assert decision < lines.index("counted-42"), lines
         below = [t for t in cell.locator(".jp-OutputArea-output").all_inner_texts() if "Allowed once" in t]
         assert len(below) == 1 and "bash" in below[0] and "counted-42" in below[0], below
-        card.scroll_into_view_if_needed()
+        into_view(card)
         shots_in_both_themes(page, "leftovers-allowed-on-card")
 
 
@@ -103,7 +115,7 @@ def test_sidebar_marks_a_planted_session_unverified(browser, lab):
             mine = page.locator(f"#crystal-sidebar .jp-crystal-session[data-id='{own}']")
             mine.wait_for(timeout=30_000)
             assert "unverified" not in mine.inner_text(), "the notebook's own session is signed by its Home"
-            row.scroll_into_view_if_needed()
+            into_view(row)
             for theme in THEMES:
                 set_theme(page, theme)
                 checked, bad = low_contrast(page, [f"#crystal-sidebar .jp-crystal-session[data-id='{PLANTED}']"])
