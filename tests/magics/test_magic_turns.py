@@ -61,7 +61,10 @@ def test_the_python_tools_output_shows_once(kernel):
     shown = run.streams + "\n".join(run.texts())
     assert shown.count("hello from python") == 1, shown
     card = run.find("[python] ")
-    assert card["text/plain"].endswith("— done\n42"), card["text/plain"]
+    # The card: its header, the approval's decision (FORM-2: on the card, above the
+    # result), then only the value the cell did not show.
+    assert card["text/plain"].endswith("— done\nAllowed once: python print('hello', 'from', 'python') …\n42"), \
+        card["text/plain"]
     assert tool_results(kernel.last_body())[-1] == "hello from python\n42\n"
 
 
