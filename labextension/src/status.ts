@@ -10,7 +10,7 @@ import { Kernel } from '@jupyterlab/services';
 import { Signal } from '@lumino/signaling';
 import { Widget } from '@lumino/widgets';
 
-import { api, IStatus } from './api';
+import { api, IStatus, serverInfo } from './api';
 import { isCrystalKernel, onKernelSpecsChanged } from './kernelspec';
 
 export { KERNEL_NAME } from './kernelspec';
@@ -158,15 +158,31 @@ export class CrystalStatus extends Widget {
   private async savedStatus(): Promise<IStatus | null> {
     const crystal = this.tracker.currentWidget?.model?.getMetadata('crystal') as { session_id?: unknown } | undefined;
     const id = crystal?.session_id;
-    if (typeof id !== 'string' || !id) {
+    // Asked once per session id: a session this server does not hold (its kernels run
+    // on a gateway, or the session is another Home's) was asked again at every status
+    // change of a running turn, many times a second, each a 404 in the server's log.
+    if (typeof id !== 'string' || !id || this.unsaved.has(id)) {
       return null;
+    }
+    this.gateway ??= serverInfo().then(
+      info => !!info.gateway,
+      () => false
+    );
+    if (await this.gateway) {
+      return null; // the sessions live beside the kernels, on the gateway's side
     }
     try {
       return await api.status(id);
     } catch {
+      this.unsaved.add(id);
       return null;
     }
   }
+
+  /** Session ids the server answered no saved status for. */
+  private unsaved = new Set<string>();
+  /** Whether this server's kernels run on a gateway (asked once). */
+  private gateway: Promise<boolean> | null = null;
 
   private render(status: IStatus | null, fallback: string): void {
     this.node.replaceChildren();

@@ -304,10 +304,20 @@ def scroll_to_the_last_cell(page) -> None:
         return nb.scrollToItem(nb.widgets.length - 1, 'center'); }""")
 
 
-def test_reload_while_an_approval_waits_through_the_gateway(page, gateway):
+def status_asks_refused(lab) -> int:
+    """The status bar's asks for a saved status that the lab server refused (it holds no
+    sessions: they are the gateway's)."""
+    return sum(1 for line in lab.log.read_text(errors="replace").splitlines()
+               if "/crystal/api/status" in line and " 404 " in line)
+
+
+def test_reload_while_an_approval_waits_through_the_gateway(page, lab, gateway):
     """FORM-2 through the gateway: a page reloaded while a form waits gets it back (the
     crystal.live comm and the widget's comms reconnect through the gateway's websocket),
-    and the click completes the cell."""
+    and the click completes the cell. Meanwhile the status bar, whose kernel answers
+    only when the turn ends, does not ask the lab server for a saved status it cannot
+    have (it asked at every status change, each a 404)."""
+    refused = status_asks_refused(lab)
     run_cell(page, "/approval default")
     wait_idle(page)
     gateway.server.add({"tool_calls": [{"name": "bash", "arguments": {"command": "echo after-the-reload"}}]},
@@ -337,6 +347,7 @@ def test_reload_while_an_approval_waits_through_the_gateway(page, gateway):
     page.keyboard.press("b")
     run_cell(page, "/approval full")
     wait_idle(page)
+    assert status_asks_refused(lab) == refused
 
 
 def open_sidebar(page) -> None:
