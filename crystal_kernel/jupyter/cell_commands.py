@@ -1,16 +1,16 @@
-"""Slash-command cells in the Crystal kernel.
+"""Slash-command cells in the Crystal kernel (and ``%crystal /command`` in the magics).
 
 Each non-empty line of a command cell is one command (``/mode plan`` then ``/approval
 edit`` in one cell works). Each line is parsed into an op (core/ops.py); most go to
 the host's ``submit`` and show its answer's text; the kernel adds what only a notebook can do: ``/jobs`` as a table with
 Stop buttons, ``/logs JOB --follow`` as a live view, ``/resume`` without an id
 continuing this notebook's last session, and ``/fork`` switching the kernel to the fork.
+Each runs against the front's :class:`~crystal_kernel.jupyter.notebook_front.NotebookFront`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Coroutine
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from typing_extensions import assert_never
 
@@ -32,26 +32,7 @@ from crystal_kernel.jupyter.notebook_turn import KERNEL_HELP, CellOutcome
 
 if TYPE_CHECKING:
     from crystal_kernel.host.session import Session
-    from crystal_kernel.jupyter.notebook_front import NotebookState
-
-
-class CommandFront(Protocol):
-    """What a command line needs from the front that runs it: the Crystal kernel, or
-    the magics' host (``%crystal /command``)."""
-
-    @property
-    def notebook(self) -> str | None: ...
-
-    @property
-    def notebook_state(self) -> NotebookState | None: ...
-
-    def ensure_session(self) -> Session: ...
-
-    def spawn(self, coro: Coroutine[Any, Any, None]) -> object: ...
-
-    def _attach(self, session: Session) -> None: ...
-
-    def _remember(self) -> None: ...
+    from crystal_kernel.jupyter.notebook_front import NotebookFront
 
 
 def _show_text(text: str) -> None:
@@ -60,7 +41,7 @@ def _show_text(text: str) -> None:
     IPythonOutput().show({"text/plain": text})
 
 
-async def run_command_cell(kernel: CommandFront, text: str, namespace: dict[str, Any]) -> CellOutcome:
+async def run_command_cell(front: NotebookFront, text: str, namespace: dict[str, Any]) -> CellOutcome:
     """Each line a command; ``/parameter`` lines set values in ``namespace`` (the
     kernel's Python namespace), which later cells use as ``{NAME}``."""
     lines = [line.strip() for line in text.splitlines() if line.strip()]
@@ -81,11 +62,11 @@ async def run_command_cell(kernel: CommandFront, text: str, namespace: dict[str,
             if raw is None:  # no value: show the parameters (or one)
                 _show_text(parameters.describe(namespace, name))
             continue
-        await run_line(kernel, line)
+        await run_line(front, line)
     return CellOutcome()
 
 
-async def run_line(kernel: CommandFront, line: str) -> None:
+async def run_line(front: NotebookFront, line: str) -> None:
     """One command line: parsed into an op (core/ops.py), the notebook's own ways with
     /help, /jobs, /logs and a bare /resume, the rest submitted to the host."""
     from crystal_kernel.host.commands import HELP, parse_for, submit
@@ -94,42 +75,42 @@ async def run_line(kernel: CommandFront, line: str) -> None:
     if isinstance(op, Help):
         _show_text(HELP + "\n" + KERNEL_HELP)
         return
-    session = kernel.ensure_session()
+    session = front.ensure_session()
     if isinstance(op, Jobs):
-        _show_jobs(kernel, session)
+        _show_jobs(front, session)
         return
     if isinstance(op, Logs):
-        _show_logs(kernel, session, op)
+        _show_logs(front, session, op)
         return
     if isinstance(op, Resume) and op.session_id is None:  # the notebook's own session, never another's
-        target, why = resume_target(session, kernel.notebook)
+        target, why = resume_target(session, front.notebook)
         if why:
             _show_text(why)
             return
         if target:
             op = Resume(session_id=target)
-    show_result(kernel, session, await submit(session, op, front="kernel"))
+    show_result(front, session, await submit(session, op, front="kernel"))
     if isinstance(op, Tools | Trust | Cd):
         from crystal_kernel.jupyter.render import IPythonOutput
         from crystal_kernel.jupyter.trust_view import offer_trust
 
-        session = kernel.ensure_session()
-        assert kernel.notebook_state is not None  # attached with the session
-        offer_trust(session, kernel.notebook_state, IPythonOutput())  # TRUST-2: a Trust button
+        session = front.ensure_session()
+        assert front.state is not None  # attached with the session
+        offer_trust(session, front.state, IPythonOutput())  # TRUST-2: a Trust button
 
 
-def show_result(kernel: CommandFront, session: Session, result: CommandResult) -> None:
+def show_result(front: NotebookFront, session: Session, result: CommandResult) -> None:
     """A command's answer in a cell: /sessions named by notebook, the kernel moved to a
     fork, a resumed or forked session remembered for this notebook; otherwise the text."""
     match result:
         case SessionsResult(sessions=rows) if rows:
             _show_text(sessions_by_notebook(session, list(rows)))
         case Forked():
-            kernel._attach(result.session)
-            kernel._remember()
+            front.attach(result.session)
+            front.remember()
             _show_text(result.text)
         case Resumed():
-            kernel._remember()
+            front.remember()
             _show_text(result.text)
         case TextResult() | HelpResult() | JobsResult() | LogsResult() | SessionsResult() | UsageResult():
             _show_text(result.text)
@@ -137,7 +118,7 @@ def show_result(kernel: CommandFront, session: Session, result: CommandResult) -
             assert_never(result)
 
 
-def _show_jobs(kernel: CommandFront, session: Session) -> None:
+def _show_jobs(front: NotebookFront, session: Session) -> None:
     from crystal_kernel.jupyter.jobs_view import JobsTable, jobs_table
     from crystal_kernel.jupyter.render import IPythonOutput
 
@@ -147,10 +128,10 @@ def _show_jobs(kernel: CommandFront, session: Session) -> None:
         return
     table = JobsTable(session.jobs, output)
     if not table.done:
-        kernel.spawn(table.keep_fresh())
+        front.spawn(table.keep_fresh())
 
 
-def _show_logs(kernel: CommandFront, session: Session, op: Logs) -> None:
+def _show_logs(front: NotebookFront, session: Session, op: Logs) -> None:
     from crystal_kernel.jupyter.jobs_view import LogView
     from crystal_kernel.jupyter.render import IPythonOutput
 
@@ -158,4 +139,4 @@ def _show_logs(kernel: CommandFront, session: Session, op: Logs) -> None:
         raise UserError(f"No background job '{op.job_id}' in this session (jobs: none).")
     view = LogView(session.jobs, op.job_id, IPythonOutput())
     if op.follow and view.info.active:
-        kernel.spawn(view.follow())
+        front.spawn(view.follow())

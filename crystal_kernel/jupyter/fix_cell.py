@@ -196,7 +196,7 @@ def _remember(kernel: Any) -> None:
         except Exception:
             return
     try:
-        owner._remember()
+        owner.front.remember()
     except Exception:
         pass  # never fails a fix
 

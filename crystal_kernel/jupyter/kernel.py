@@ -16,7 +16,7 @@ import asyncio
 import os
 import signal
 import threading
-from collections.abc import Coroutine, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -26,8 +26,8 @@ from jupyter_client.session import Session as WireSession
 from traitlets import List
 
 from crystal_kernel import __version__ as _version
-from crystal_kernel.jupyter import notebook_identity, parameters
-from crystal_kernel.jupyter.notebook_front import NotebookState, attach_notebook
+from crystal_kernel.jupyter import parameters
+from crystal_kernel.jupyter.notebook_front import NotebookFront
 from crystal_kernel.jupyter.notebook_turn import CellOutcome, run_notebook_turn
 from crystal_kernel.jupyter.options import KernelOptions
 from crystal_kernel.jupyter.standing_stop import StandingStop
@@ -86,13 +86,12 @@ class CrystalKernel(IPythonKernel):
         super().__init__(**kwargs)
         _guard_process_group()
         self.options = current_options()
-        self.crystal: Session | None = None  # the agent Session, opened on the first cell
-        self.notebook_state: NotebookState | None = None  # this notebook's side of it
-        self.notebook = os.environ.get("JPY_SESSION_NAME")
+        # The notebook's session (opened on the first cell) and the steps after the door.
+        self.front = NotebookFront(self.shell, open_session=self._open, continues_notebook=True,
+                                   unattended=self.options.unattended, log=self.log)
         self._turn: Turn | None = None
         self._cell_task: asyncio.Task[CellOutcome] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._background: set[asyncio.Task[None]] = set()
         self._stop_requested = False
         self._stop = StandingStop()  # ROBUST-3: a Stop holds until the turn has ended
         from crystal_kernel.jupyter.person_cells import PersonCells
@@ -149,42 +148,23 @@ class CrystalKernel(IPythonKernel):
             return self.crystal.workspace
         return Path(self.options.workspace or os.getcwd())
 
+    @property
+    def crystal(self) -> Session | None:
+        """The agent session, None until the first cell opens it."""
+        return self.front.session
+
     def ensure_session(self) -> Session:
-        if self.crystal is None:
-            from crystal_kernel.host.bootstrap import SessionOptions, open_session
+        return self.front.ensure_session()
 
-            # TRUST-4, TRUST-6: the door withdraws the key variables from this process,
-            # which runs the python tool's code (keys="withdraw", the default).
-            session = open_session(SessionOptions(
-                self.workspace, overrides=self.options.overrides, flags=self.options.process_flags(),
-                person_present=not self.options.unattended, notebook=True,
-            ))
-            from crystal_kernel.host.recorded_person import adopt_replayed_person
+    def _open(self) -> Session:
+        from crystal_kernel.host.bootstrap import SessionOptions, open_session
 
-            adopt_replayed_person(session, self.options.unattended)  # replay: the cassette answers
-            from crystal_kernel.jupyter.notebook_session import continue_notebook_session
-
-            continue_notebook_session(session)
-            self._attach(session)
-            return session
-        return self.crystal
-
-    def _attach(self, session: Session) -> None:
-        self.notebook_state = attach_notebook(session, self.shell, self.notebook)
-        self.crystal = session
-        notebook_identity.set_current(session.id)
-
-    def _remember(self) -> None:
-        from crystal_kernel.jupyter.notebook_map import remember_session
-
-        if self.crystal is None:  # no session yet: nothing to remember
-            return
-        notebook_identity.set_current(self.crystal.id)  # after /resume, too
-        # The notebook's name now (after a rename or move) when the page said it; the
-        # sidebar and /sessions name the session by it.
-        problem = remember_session(self.crystal, notebook_identity.notebook_path() or self.notebook)
-        if problem:
-            self.log.warning("%s", problem)
+        # TRUST-4, TRUST-6: the door withdraws the key variables from this process,
+        # which runs the python tool's code (keys="withdraw", the default).
+        return open_session(SessionOptions(
+            self.workspace, overrides=self.options.overrides, flags=self.options.process_flags(),
+            person_present=not self.options.unattended, notebook=True,
+        ))
 
     # ----- execution ------------------------------------------------------------------------------
     async def do_execute(self, code: str, silent: bool, store_history: bool = True,
@@ -282,7 +262,7 @@ class CrystalKernel(IPythonKernel):
             if text.startswith("/"):
                 from crystal_kernel.jupyter.cell_commands import run_command_cell
 
-                return await run_command_cell(self, text, shell.user_ns)
+                return await run_command_cell(self.front, text, shell.user_ns)
             from crystal_kernel.jupyter.live_outputs import running_cell
 
             with running_cell():  # a page reloaded mid-turn gets the cell back (FORM-2)
@@ -304,10 +284,10 @@ class CrystalKernel(IPythonKernel):
         try:
             outcome = await run_notebook_turn(
                 session, code, notes=notes, person_cells=ran, interactive=not self.options.unattended,
-                ask_timeout=self.options.ask_timeout, log=self.log, trust_cards=self.notebook_state, track=track,
+                ask_timeout=self.options.ask_timeout, log=self.log, trust_cards=self.front.state, track=track,
                 stopped=lambda: self._stop_requested)
         finally:
-            self._remember()
+            self.front.remember()
         return CellOutcome.of_turn(outcome)
 
     def _show_error(self, text: str) -> None:
@@ -315,14 +295,6 @@ class CrystalKernel(IPythonKernel):
         from crystal_kernel.jupyter.render import IPythonOutput
 
         IPythonOutput().show(error_bundle(text))
-
-    def spawn(self, coro: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
-        """A background task that outlives the cell (e.g. /logs --follow); cancelled at
-        shutdown."""
-        task = asyncio.ensure_future(coro)
-        self._background.add(task)
-        task.add_done_callback(self._background.discard)
-        return task
 
     # ----- interrupts -------------------------------------------------------------------------
     def _cancel_current(self) -> None:
@@ -405,8 +377,7 @@ class CrystalKernel(IPythonKernel):
 
     # ----- shutdown ----------------------------------------------------------------------------------
     async def do_shutdown(self, restart: bool) -> dict[str, Any]:
-        for task in list(self._background):
-            task.cancel()
+        self.front.cancel_background()
         if self.crystal is not None:
             try:
                 await asyncio.wait_for(self.crystal.close(), timeout=15)

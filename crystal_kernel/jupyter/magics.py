@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import os
 import re
-from collections.abc import Coroutine, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -27,11 +27,10 @@ from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, magics_class, no_var_expand
 
 from crystal_kernel.core.errors import UserError
-from crystal_kernel.jupyter import notebook_identity
 from crystal_kernel.jupyter.magics_args import MagicOptions, interpolate, merged_flags, plan
 from crystal_kernel.jupyter.magics_sync import SyncForm, raise_for, running_loop
 from crystal_kernel.jupyter.nbrun import NOTEBOOK_RUN_ENV
-from crystal_kernel.jupyter.notebook_front import NotebookState, attach_notebook
+from crystal_kernel.jupyter.notebook_front import NotebookFront
 from crystal_kernel.jupyter.notebook_turn import TurnOutcome, run_notebook_turn
 from crystal_kernel.jupyter.standing_stop import StandingStop
 
@@ -76,8 +75,10 @@ def widget_problem(shell: Any) -> str | None:
 class MagicsHost(SyncForm):
     """One per IPython shell: the session, the running turn and its interrupt.
 
-    It offers what :mod:`crystal_kernel.jupyter.cell_commands` expects of a kernel
-    (``ensure_session``, ``spawn``, ``_attach``, ``_remember``, ``notebook``).
+    The steps it shares with the Crystal kernel after the front door (attach the
+    notebook, remember the session, spawn a command's live view) are its
+    :class:`~crystal_kernel.jupyter.notebook_front.NotebookFront`, which slash commands
+    (:mod:`crystal_kernel.jupyter.cell_commands`) run against.
     """
 
     def __init__(self, shell: Any):
@@ -87,25 +88,36 @@ class MagicsHost(SyncForm):
         notebook_plugin.register()  # python, variables, cell_output: this front's own tools
         self.shell = shell
         self.options = parse([])[0]  # CRYSTAL_ARGS, as for the kernel
-        self.crystal: Session | None = None
-        self.notebook_state: NotebookState | None = None  # this notebook's side of it
-        self.notebook = os.environ.get("JPY_SESSION_NAME")
+        # The session (opened by the first magic) and the steps after the door; it neither
+        # continues the notebook's session nor names it current: the Crystal kernel's job.
+        self.front = NotebookFront(shell, open_session=lambda: self._open(None), continues_notebook=False,
+                                   unattended=self.options.unattended)
         self.no_widgets = widget_problem(shell)
         self._told_no_widgets = False
         self._turn: Turn | None = None
         self._turn_loop: asyncio.AbstractEventLoop | None = None
-        self._main_loop: asyncio.AbstractEventLoop | None = None
         self._stop_requested = False
         self._stop = StandingStop()
-        self._background: set[asyncio.Task[None]] = set()
 
     # ----- the session ------------------------------------------------------------------------
+    @property
+    def crystal(self) -> Session | None:
+        """The agent session, None until the first magic opens it."""
+        return self.front.session
+
+    @property
+    def _main_loop(self) -> asyncio.AbstractEventLoop | None:
+        """The kernel's loop, where the synchronous form's live views run."""
+        return self.front.main_loop
+
+    @_main_loop.setter
+    def _main_loop(self, loop: asyncio.AbstractEventLoop | None) -> None:
+        self.front.main_loop = loop
+
     def ensure_session(self, opts: MagicOptions | None = None) -> Session:
-        if self.crystal is None:
-            session = self._open(opts)
-            self._attach(session)
-            return session
-        return self.crystal
+        if self.crystal is None and opts is not None:
+            self.front.attach(self._open(opts))
+        return self.front.ensure_session()
 
     def _open(self, opts: MagicOptions | None) -> Session:
         from crystal_kernel.core.config import PROVIDERS
@@ -130,22 +142,6 @@ class MagicsHost(SyncForm):
         return open_session(SessionOptions(workspace, overrides=overrides, flags=flags, keys="person_keeps",
                                            person_present=not self.options.unattended, notebook=True))
 
-    def _attach(self, session: Session) -> None:
-        from crystal_kernel.host.recorded_person import adopt_replayed_person
-
-        adopt_replayed_person(session, self.options.unattended)  # replay: the cassette answers
-        self.notebook_state = attach_notebook(session, self.shell, self.notebook)
-        self.crystal = session
-
-    def _remember(self) -> None:
-        from crystal_kernel.jupyter.notebook_map import remember_session
-
-        if self.crystal is not None:  # no session yet: nothing to remember
-            # The notebook's name now when the page said it (JPY_SESSION_NAME keeps the
-            # name the kernel started with, also after a rename); a convenience for
-            # /resume and /sessions that never fails a turn.
-            remember_session(self.crystal, notebook_identity.notebook_path() or self.notebook)
-
     def _refuse_if_busy(self) -> None:
         if self.crystal is not None and self.crystal.busy:
             raise UserError("A Crystal turn is already running in this kernel.")
@@ -163,10 +159,10 @@ class MagicsHost(SyncForm):
         if opts.new or self.crystal is None:
             old = self.crystal
             session = self._open(opts)
-            self._attach(session)
+            self.front.attach(session)
             if old is not None:
                 await self._retire(old)
-                self._remember()
+                self.front.remember()
                 return [f"New session {session.id}."]
             return []
         session = self.crystal
@@ -197,32 +193,12 @@ class MagicsHost(SyncForm):
         if self._main_loop is not None and running_loop() is not self._main_loop:
             if session.has_jobs:
                 session.jobs.close()
-            self._main_loop.call_soon_threadsafe(lambda: self._track(asyncio.ensure_future(session.close())))
+            self._main_loop.call_soon_threadsafe(lambda: self.front.track(asyncio.ensure_future(session.close())))
             return
         try:
             await asyncio.wait_for(session.close(), timeout=15)
         except Exception as exc:  # the new session is in place; say why the old one lingered
             self._show_note(f"The previous session did not close cleanly: {exc}")
-
-    # ----- background tasks (live views) -----------------------------------------------------------
-    def _track(self, task: asyncio.Task[None]) -> asyncio.Task[None]:
-        self._background.add(task)
-        task.add_done_callback(self._background.discard)
-        return task
-
-    def spawn(self, coro: Coroutine[Any, Any, None]) -> asyncio.Task[None] | None:
-        """A task that outlives the cell (``/logs --follow``, the ``/jobs`` table), on the
-        kernel's loop even when the magic ran on the synchronous form's worker."""
-        loop = self._main_loop
-        running = running_loop()
-        if running is not None and (loop is None or running is loop):
-            return self._track(asyncio.ensure_future(coro))
-        if loop is not None and not loop.is_closed():
-            loop.call_soon_threadsafe(lambda: self._track(asyncio.ensure_future(coro)))
-            return None
-        coro.close()
-        self._show_note("Live updates need a running kernel event loop; the view shows its first state only.")
-        return None
 
     # ----- rendering helpers -----------------------------------------------------------------------
     def _show_note(self, text: str) -> None:
@@ -251,7 +227,7 @@ class MagicsHost(SyncForm):
                 continue
             # No blanket refusal during a turn: listing always works (PA-8, FL-1, FL-2);
             # each command refuses its own changes while the session is busy.
-            await run_line(self, line)
+            await run_line(self.front, line)
 
     # ----- turns --------------------------------------------------------------------------------------
     async def _turn_run(self, text: str, notes: list[str], interactive: bool) -> TurnOutcome:
@@ -269,7 +245,7 @@ class MagicsHost(SyncForm):
                 log=getattr(getattr(self.shell, "kernel", None), "log", None), trust_cards=None, track=track,
                 stopped=lambda: self._stop_requested)
         finally:
-            self._remember()
+            self.front.remember()
 
     def _cancel_turn(self) -> None:
         """The person's Stop, on the turn's loop. It holds until the turn has ended
@@ -340,8 +316,7 @@ class MagicsHost(SyncForm):
 
     def close(self) -> None:
         """Stop the session's jobs (unloading the extension)."""
-        for task in list(self._background):
-            task.cancel()
+        self.front.cancel_background()
         if self.crystal is not None and self.crystal.has_jobs:
             self.crystal.jobs.close()
 

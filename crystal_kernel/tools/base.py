@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import copy
 import inspect
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -22,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from crystal_kernel.core.access import AccessRules
 from crystal_kernel.core.config import Config
 from crystal_kernel.core.errors import ToolError
+from crystal_kernel.core.notebook import LiveNotebookEdit, NotebookAttachment
 from crystal_kernel.core.todos import Todo
 from crystal_kernel.core.tool_types import (
     Authority,
@@ -45,23 +46,6 @@ __all__ = [
     "Tool", "ToolContext", "ToolInput", "ToolResult", "ToolSpec", "format_validation_error", "input_schema",
     "truncate_output",
 ]
-
-# Applies a notebook_edit (its arguments) to the shared document of a notebook open with
-# real-time collaboration; None or {"live": False} when it is not open (jupyter/live_notebook.py).
-LiveNotebookEdit = Callable[[Path, dict[str, Any]], Awaitable["dict[str, Any] | None"]]
-
-
-@dataclass
-class NotebookAttachment:
-    """What only a notebook front has, attached to a session by that front (the Jupyter
-    front's own state, jupyter/notebook_front.py, extends it): the IPython shell (typed
-    loosely: below the jupyter front nothing imports IPython), the notebook's path (named
-    in the system text) and live editing of notebooks open in JupyterLab."""
-
-    shell: Any = None
-    path: str | None = None
-    live_edit: LiveNotebookEdit | None = None
-
 
 # Composes a named prompt (image.system, image.user, ...) for the session, with the
 # per-call slots (PH-7) in the dict.

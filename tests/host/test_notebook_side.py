@@ -10,10 +10,10 @@ from pathlib import Path
 
 from crystal_kernel.core.config import Config
 from crystal_kernel.core.interaction import NoPerson
+from crystal_kernel.core.notebook import NotebookAttachment
 from crystal_kernel.host.session import Session
 from crystal_kernel.host.state import SessionState
 from crystal_kernel.testing.scripted import ScriptedProvider
-from crystal_kernel.tools.base import NotebookAttachment
 
 NOTEBOOK_ONLY = {"notebook_shell", "notebook_path", "live_notebook_edit", "trust_offered"}
 
