@@ -335,8 +335,20 @@ async def _run_turn(session: Session, prompt: str, fmt: str) -> int:
         loop = asyncio.get_running_loop()
         loop.add_signal_handler(signal.SIGINT, turn.cancel)
         loop.add_signal_handler(signal.SIGTERM, turn.cancel)
+        reader_gone = False
         async for event in turn:
-            out.render(event)
+            if reader_gone:
+                continue  # the cancelled turn winds down (its journal is saved), unseen
+            try:
+                out.render(event)
+            except BrokenPipeError:
+                # Whoever read the output went away (`crystal run … | head -1`): the turn
+                # stops as at Ctrl-C, and nothing more is written (SIGPIPE's quiet end).
+                reader_gone = True
+                _stdout_to_devnull()
+                turn.cancel()
+        if reader_gone:
+            return EXIT_READER_GONE
         if turn.stop_reason == "error":
             # The model service failed (or a bug): one line on stderr, exit 2 (SPEC §11).
             say(f"crystal: {turn.error}", err=True)
@@ -351,6 +363,20 @@ async def _run_turn(session: Session, prompt: str, fmt: str) -> int:
         return code
     finally:
         await session.close()
+
+
+#: `crystal run`'s exit code when its output's reader went away: a shell's code for a
+#: command that SIGPIPE ended (128 + 13), without the traceback.
+EXIT_READER_GONE = 141
+
+
+def _stdout_to_devnull() -> None:
+    """Point stdout at /dev/null: what Python still flushes at exit finds no closed pipe."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, sys.stdout.fileno())
+    finally:
+        os.close(devnull)
 
 
 def resume_hint(session: Session) -> str:
