@@ -29,6 +29,11 @@ from docpages import PAGES, ROOT, blocks  # noqa: E402
 
 # Code spans that look like commands but are not checked here, and why.
 INLINE_UNCHECKED: dict[str, str] = {
+    'python -c "import asyncio"': "a measured process in a benchmark's explanation, not a step to run",
+    "python -c pass": "a measured process (Python's bare start) in a benchmark's explanation",
+    "python -S": "an interpreter option a benchmark section weighs, not a step to run",
+    "python -v": "an interpreter option a benchmark section names (what it shows), not a step to run",
+    "pip install": "the words of a case (a kernelspec missing after a bare install), not a command to run",
     "cd x && rm -rf .": "an example of a bash call a forbidden rule matches, not a command to run",
     "sudo -Eu root": "how a wrapper's combined short options are read, not a command to run",
     "sudo -- rm -rf x": "a bash call a forbidden rule matches (M4-57), not a command to run",
