@@ -201,7 +201,9 @@ def serve(workspace: Path, notebook: str, flags: list[str], data: Path, ns: argp
             return
         stopping = True
         say("Crystal space: stopping; shutting down the kernels…")
-        quiet_stop(server.io_loop.asyncio_loop)
+        loop = getattr(server.io_loop, "asyncio_loop", None)  # tornado's asyncio IOLoop (the only one left)
+        if loop is not None:
+            quiet_stop(loop)
         server.stop(from_signal=True)  # kernels shut down, then the loop ends
 
     # One Ctrl-C stops the space: no "Shut down this Jupyter server (y/[n])?" (the way
