@@ -300,22 +300,22 @@ async def auto_compact(session: Session, request: Any, emit: Callable[[Event], N
     size = estimate_tokens(request)
     if size < threshold_tokens(session):
         return False
-    if len(session.transcript) < session.compaction_retry_at:
+    if len(session.transcript) < session.live.compaction_retry_at:
         return False
     try:
         result = await compact(session)
     except NothingToCompact:
-        if not session.compaction_warned:
-            session.compaction_warned = True
+        if not session.live.compaction_warned:
+            session.live.compaction_warned = True
             _note(session, emit, f"The conversation (about {size} tokens) is near the context window "
                                  f"({context_window(session)}), and nothing older is left to summarise.")
         return False
     except SideCallError as exc:
         # Try again only once the conversation has grown a little, not on every step.
-        session.compaction_retry_at = len(session.transcript) + RETRY_AFTER_MESSAGES
+        session.live.compaction_retry_at = len(session.transcript) + RETRY_AFTER_MESSAGES
         _note(session, emit, f"Compaction failed ({exc}); the conversation was kept as it was.")
         return False
-    session.compaction_warned = False
+    session.live.compaction_warned = False
     if emit is not None:
         emit(result.event())
     else:

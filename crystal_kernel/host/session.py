@@ -24,7 +24,7 @@ from crystal_kernel.host.flags import ProcessFlags
 from crystal_kernel.host.review import review_fingerprint
 from crystal_kernel.host.runtime import SessionRuntime
 from crystal_kernel.host.session_file import SessionFile
-from crystal_kernel.host.state import SessionState, Usage
+from crystal_kernel.host.state import LiveState, SessionState, Usage
 from crystal_kernel.host.store import SessionStore, new_session_id
 from crystal_kernel.host.tool_sources import SessionTools
 from crystal_kernel.prompts.compose import compose_named, compose_system
@@ -57,9 +57,8 @@ class Session(SessionState):
         if not root.is_dir():
             raise UserError(f"The workspace '{workspace}' is not a folder.")
         super().__init__(workspace=root, mode=config.mode, approval=config.approval, access=AccessRules(root),
-                         id=session_id or new_session_id(), review_baseline=review_fingerprint(root))
+                         id=session_id or new_session_id(), live=LiveState(review_baseline=review_fingerprint(root)))
         self.config = config
-        self.home = config.home
         self.flags = flags or ProcessFlags()
         # Default sources for a session built by hand (tests, scripts); bootstrap passes its own.
         self.runtime = SessionRuntime(provider, tool_source or SessionTools())
@@ -72,7 +71,10 @@ class Session(SessionState):
         self.notebook = notebook
         # What a notebook front attaches (attach_notebook); the front keeps the rest.
         self.notebook_side: NotebookAttachment | None = None
-        self._system: str | None = None
+
+    @property
+    def home(self) -> Path:  # Crystal Home: the config's
+        return self.config.home
 
     # ----- the runtime's parts ----------------------------------------------------------
     @property
@@ -135,13 +137,13 @@ class Session(SessionState):
 
     def system_text(self) -> str:
         """The active system message; composed once, replaced by refresh_system()."""
-        if self._system is None:
-            self._system = compose_system(self)
-        return self._system
+        if self.live.system is None:
+            self.live.system = compose_system(self)
+        return self.live.system
 
     def refresh_system(self) -> None:
         """MODE-4/PH-12: replace the active system message and rebuild the catalog."""
-        self._system = None
+        self.live.system = None
         self.runtime.invalidate()
 
     def build_request(self, purpose: str = "turn") -> ModelRequest:
@@ -198,8 +200,7 @@ class Session(SessionState):
         self.refresh_system()
 
     def attach_notebook(self, side: NotebookAttachment) -> None:
-        """What only a notebook front has: the IPython shell (notebook tools), the
-        notebook's path (named in the system text), live editing of open notebooks."""
+        """What only a notebook front has (core/notebook.py): shell, notebook path, live editing."""
         self.notebook_side = side
         self.refresh_system()
 
@@ -273,8 +274,7 @@ class Session(SessionState):
         return self.file.save(self, self._meta(), self.note)
 
     def load_document(self, doc: dict[str, Any]) -> None:
-        """Fill this session from a saved document (a corrupt one raises UserError and
-        changes nothing)."""
+        """Fill this session from a saved document (a corrupt one: UserError, nothing changed)."""
         apply_document(self, doc, self.home, self.note)
         self.refresh_system()
 

@@ -81,6 +81,27 @@ class Usage:
 
 
 @dataclass(eq=False, repr=False)
+class LiveState:
+    """What a session holds only while this process has it open (never saved)."""
+
+    # Calls the person allowed for the rest of the session (host/approval.py).
+    allowances: SessionAllowances = field(default_factory=SessionAllowances)
+    # A turn is running: switches (mode, model, /cd) are refused meanwhile.
+    busy: bool = False
+    # Automatic compaction (host/compaction.py): after a failure, the transcript length
+    # at which to try again; and whether "nothing left to summarise" was said already.
+    compaction_retry_at: int = 0
+    compaction_warned: bool = False
+    # TRUST-3: the workspace review texts as the session found them (host/review.py).
+    review_baseline: str | None = None
+    # The active system message, composed on first use (Session.system_text).
+    system: str | None = None
+    # English notes for the person, emitted by the loop as Note events.
+    notes: list[str] = field(default_factory=list)
+    said_once: set[str] = field(default_factory=set)
+
+
+@dataclass(eq=False, repr=False)
 class SessionState:
     """The conversation and its settings: first what its document saves (host/document.py),
     with the unknown keys a loaded document brought (``extra_doc``, written back as they
@@ -103,20 +124,29 @@ class SessionState:
     audit: list[dict[str, Any]] = field(default_factory=list)
     extra_doc: dict[str, Any] = field(default_factory=dict)
 
-    # ----- not saved: this process's side of the conversation --------------------------
-    # Calls the person allowed for the rest of the session (host/approval.py).
-    allowances: SessionAllowances = field(default_factory=SessionAllowances)
-    # A turn is running: switches (mode, model, /cd) are refused meanwhile.
-    busy: bool = False
-    # Automatic compaction (host/compaction.py): after a failure, the transcript length
-    # at which to try again; and whether "nothing left to summarise" was said already.
-    compaction_retry_at: int = 0
-    compaction_warned: bool = False
-    # TRUST-3: the workspace review texts as the session found them (host/review.py).
-    review_baseline: str | None = None
-    # English notes for the person, emitted by the loop as Note events.
-    _notes: list[str] = field(default_factory=list)
-    _said_once: set[str] = field(default_factory=set)
+    # Not saved: this process's side of the conversation (the three read most often
+    # are properties below).
+    live: LiveState = field(default_factory=LiveState)
+
+    @property
+    def allowances(self) -> SessionAllowances:
+        return self.live.allowances
+
+    @property
+    def busy(self) -> bool:
+        return self.live.busy
+
+    @busy.setter
+    def busy(self, busy: bool) -> None:
+        self.live.busy = busy
+
+    @property
+    def review_baseline(self) -> str | None:
+        return self.live.review_baseline
+
+    @review_baseline.setter
+    def review_baseline(self, baseline: str | None) -> None:
+        self.live.review_baseline = baseline
 
     def replace_todos(self, todos: list[Todo]) -> None:
         """todowrite's new list (MODE-5), in place: a front showing the list holds this object."""
@@ -126,12 +156,12 @@ class SessionState:
         """Queue an English note for the person; the loop emits it as a Note event.
         ``once``: at most once per session (discovery notes repeat on every rebuild)."""
         if once:
-            if text in self._said_once:
+            if text in self.live.said_once:
                 return
-            self._said_once.add(text)
-        self._notes.append(text)
+            self.live.said_once.add(text)
+        self.live.notes.append(text)
 
     def drain_notes(self) -> list[str]:
         """The queued notes, oldest first; the queue is left empty."""
-        notes, self._notes = self._notes, []
+        notes, self.live.notes = self.live.notes, []
         return notes
