@@ -128,8 +128,9 @@ interop: $(STAMP)
 	CRYSTAL_INTEROP=1 $(PY) -m pytest -v -p no:cacheprovider --timeout 900 tests/interop
 
 # The reference rows' packages (the `bench` extra) first; a row whose package could not be
-# installed is skipped with the reason, never counted.
-bench: $(STAMP)
+# installed is skipped with the reason, never counted. The hub load rows need the hub's
+# proxy (hub-deps) and root (they make users).
+bench: $(STAMP) $(HUB_STAMP)
 	$(PY) -m pip install --quiet -e ".[bench]" || echo "make bench: the bench extra could not be installed (see above); the rows that need it are skipped with the reason"
 	# Measured as installed: byte-compiled like a wheel install (only stale files are redone).
 	$(PY) -m compileall -q crystal_kernel > /dev/null
