@@ -216,99 +216,140 @@ def read_journal(path: Path, parse_message: Callable[[bytes], Any] | None = None
     (host/journal_index.py, TRUST-7; ``unverified`` says why not when it is not). An
     unverified journal's messages are marked so, those read here by host/store.py, the
     unread ones when they are parsed."""
+    st, data = _read_bytes(path)
+    end = data.rfind(b"\n") + 1
+    body = data  # read up to ``end`` only; no copy of the whole file, nor of lines left unread
+    if not body[:min(end, 4096)].strip() and not body[:end].strip():  # (the full strip copies: only when needed)
+        raise UserError(f"Session journal {path} is empty.")
+    chain, unverified = _verified(signer, path.stem, data, end)
+    lazy_parse = _lazy_parser(path, parse_message, unverified=chain is None) if parse_message is not None else None
+    reading = _Reading(path, parse_message, lazy_parse)
+    start = 0
+    number = 0
+    while start < end:
+        stop = body.index(b"\n", start, end)
+        number += 1
+        reading.line(body, start, stop, number)
+        start = stop + 1
+    doc = reading.document()
+    return doc, JournalState(size=end, mtime_ns=st.st_mtime_ns, inode=st.st_ino, torn_bytes=len(data) - end,
+                             chain=chain, unverified=unverified)
+
+
+def _read_bytes(path: Path) -> tuple[os.stat_result, bytes]:
+    """The journal's stat and bytes, read through one open file; unreadable: one line."""
     try:
         with open(path, "rb") as handle:
             st = os.fstat(handle.fileno())
             data = handle.read()
     except OSError as exc:
         raise UserError(f"Cannot read session journal {path}: {exc.strerror or exc}.") from None
-    end = data.rfind(b"\n") + 1
-    body = data  # read up to ``end`` only; no copy of the whole file, nor of lines left unread
-    if not body[:min(end, 4096)].strip() and not body[:end].strip():  # (the full strip copies: only when needed)
-        raise UserError(f"Session journal {path} is empty.")
-    doc: dict[str, Any] | None = None
-    transcript: list[Any] = []
-    history: list[Any] = []
-    lists: dict[str, list[Any]] = {"audit": [], "usage.turns": []}
-    extra_lines: list[Any] = []
-    start = 0
-    number = 0
-    lazy = False
-    chain, unverified = _verified(signer, path.stem, data, end)
-    lazy_parse = _lazy_parser(path, parse_message, unverified=chain is None) if parse_message is not None else None
-    while start < end:
-        stop = body.index(b"\n", start, end)
-        number += 1
-        if lazy_parse is not None and number > 1 and body.startswith(_HISTORY_PREFIX, start, stop):
-            history.append(RawMessage(body, start, stop, number, lazy_parse))
-            lazy = True
-            start = stop + 1
-            continue
+    return st, data
+
+
+class _Reading:
+    """The document a journal's lines build up, one line at a time (see read_journal)."""
+
+    def __init__(self, path: Path, parse_message: Callable[[bytes], Any] | None,
+                 lazy_parse: Callable[[bytes, int], Any] | None) -> None:
+        self.path = path
+        self.parse_message = parse_message
+        self.lazy_parse = lazy_parse
+        self.doc: dict[str, Any] | None = None
+        self.transcript: list[Any] = []
+        self.history: list[Any] = []
+        self.lists: dict[str, list[Any]] = {"audit": [], "usage.turns": []}
+        self.extra_lines: list[Any] = []
+        self.lazy = False
+
+    def line(self, body: bytes, start: int, stop: int, number: int) -> None:
+        """Take in line ``number``, ``body[start:stop]``."""
+        if self.lazy_parse is not None and number > 1 and body.startswith(_HISTORY_PREFIX, start, stop):
+            self.history.append(RawMessage(body, start, stop, number, self.lazy_parse))
+            self.lazy = True
+            return
         raw = body[start:stop]
-        start = stop + 1
-        if parse_message is not None and number > 1 and raw.startswith(_MSG_PREFIX):
-            try:
-                to, message = parse_message(raw)
-            except (ValueError, RecursionError):
-                pass  # read it the slow way below, for the precise report
-            else:
-                if to in ("both", "history"):
-                    history.append(message)
-                if to in ("both", "transcript"):
-                    transcript.append(message)
-                continue
-        try:
-            line = json.loads(raw)
-        except UnicodeDecodeError as exc:
-            raise UserError(f"Session journal {path} is not valid UTF-8 at line {number} (byte {exc.start}); "
-                            "it was left as it is.") from None
-        except (ValueError, RecursionError) as exc:
-            what = exc.msg if isinstance(exc, json.JSONDecodeError) else "it cannot be read"
-            raise UserError(f"Session journal {path} is corrupt at line {number} ({what}); "
-                            "it was left as it is.") from None
-        # Counting brackets is cheap; only a line that could nest too deep is walked.
-        if raw.count(b"[") + raw.count(b"{") > MAX_FILE_DEPTH and nesting_depth(line, MAX_FILE_DEPTH) > MAX_FILE_DEPTH:
-            raise UserError(f"Session journal {path} nests deeper than {MAX_FILE_DEPTH} levels at line {number}; "
-                            "it was left as it is.")
-        if not isinstance(line, dict):
-            raise UserError(f"Session journal {path} is corrupt at line {number} (not a JSON object); "
-                            "it was left as it is.")
-        kind = line.get("t")
+        if self._parsed_message(raw, number):
+            return
+        line = _decode_line(self.path, raw, number)
         if number == 1:
-            if kind != "snapshot" or not isinstance(line.get("doc"), dict):
-                raise UserError(f"Session journal {path} does not start with a snapshot line; "
+            if line.get("t") != "snapshot" or not isinstance(line.get("doc"), dict):
+                raise UserError(f"Session journal {self.path} does not start with a snapshot line; "
                                 "it was left as it is.")
-            doc = dict(line["doc"])
-            continue
+            self.doc = dict(line["doc"])
+            return
+        self._apply(line)
+
+    def _parsed_message(self, raw: bytes, number: int) -> bool:
+        """True when ``parse_message`` read a message line in one pass (then it is kept)."""
+        if self.parse_message is None or number == 1 or not raw.startswith(_MSG_PREFIX):
+            return False
+        try:
+            to, message = self.parse_message(raw)
+        except (ValueError, RecursionError):
+            return False  # read it the slow way, for the precise report
+        self._message(message, to)
+        return True
+
+    def _message(self, message: Any, to: Any) -> None:
+        if to in ("both", "history"):
+            self.history.append(message)
+        if to in ("both", "transcript"):
+            self.transcript.append(message)
+
+    def _apply(self, line: dict[str, Any]) -> None:
+        """One line after the snapshot; a type this version does not know is kept."""
+        kind = line.get("t")
         if kind == "msg" and isinstance(line.get("m"), dict):
-            message, to = line["m"], line.get("to", "both")
-            if to in ("both", "history"):
-                history.append(message)
-            if to in ("both", "transcript"):
-                transcript.append(message)
-        elif kind == "set" and isinstance(line.get("k"), dict) and doc is not None:  # doc: from line 1
-            doc.update(line["k"])
+            self._message(line["m"], line.get("to", "both"))
+        elif kind == "set" and isinstance(line.get("k"), dict) and self.doc is not None:  # doc: from line 1
+            self.doc.update(line["k"])
         elif kind == "sig":
-            continue  # checked above
-        elif kind == "add" and line.get("k") in lists and isinstance(line.get("items"), list):
-            target = lists[line["k"]]
+            return  # checked by _verified
+        elif kind == "add" and line.get("k") in self.lists and isinstance(line.get("items"), list):
+            target = self.lists[line["k"]]
             target.extend(line["items"])
             keep = line.get("len")
             if isinstance(keep, int) and 0 <= keep < len(target):
                 del target[: len(target) - keep]
         else:
-            extra_lines.append(line)
-    assert doc is not None
-    doc["transcript"] = transcript
-    doc["history"] = MessageLog(history) if lazy else history
-    doc["audit"] = lists["audit"]
-    usage = doc.get("usage")
-    if isinstance(usage, dict):
-        doc["usage"] = dict(usage, turns=lists["usage.turns"])
-    if extra_lines:
-        doc[UNKNOWN_LINES_KEY] = extra_lines
-    return doc, JournalState(size=end, mtime_ns=st.st_mtime_ns, inode=st.st_ino, torn_bytes=len(data) - end,
-                             chain=chain, unverified=unverified)
+            self.extra_lines.append(line)
+
+    def document(self) -> dict[str, Any]:
+        """The whole document the lines described."""
+        doc = self.doc
+        assert doc is not None
+        doc["transcript"] = self.transcript
+        doc["history"] = MessageLog(self.history) if self.lazy else self.history
+        doc["audit"] = self.lists["audit"]
+        usage = doc.get("usage")
+        if isinstance(usage, dict):
+            doc["usage"] = dict(usage, turns=self.lists["usage.turns"])
+        if self.extra_lines:
+            doc[UNKNOWN_LINES_KEY] = self.extra_lines
+        return doc
+
+
+def _decode_line(path: Path, raw: bytes, number: int) -> dict[str, Any]:
+    """Line ``number`` as a JSON object; anything else is one line saying where the
+    journal is broken (the file is left as it is)."""
+    try:
+        line = json.loads(raw)
+    except UnicodeDecodeError as exc:
+        raise UserError(f"Session journal {path} is not valid UTF-8 at line {number} (byte {exc.start}); "
+                        "it was left as it is.") from None
+    except (ValueError, RecursionError) as exc:
+        what = exc.msg if isinstance(exc, json.JSONDecodeError) else "it cannot be read"
+        raise UserError(f"Session journal {path} is corrupt at line {number} ({what}); "
+                        "it was left as it is.") from None
+    # Counting brackets is cheap; only a line that could nest too deep is walked.
+    if raw.count(b"[") + raw.count(b"{") > MAX_FILE_DEPTH and nesting_depth(line, MAX_FILE_DEPTH) > MAX_FILE_DEPTH:
+        raise UserError(f"Session journal {path} nests deeper than {MAX_FILE_DEPTH} levels at line {number}; "
+                        "it was left as it is.")
+    if not isinstance(line, dict):
+        raise UserError(f"Session journal {path} is corrupt at line {number} (not a JSON object); "
+                        "it was left as it is.")
+    return line
 
 
 def _verified(signer: Signer | None, session_id: str, data: bytes, end: int) -> tuple[bytes | None, str | None]:
