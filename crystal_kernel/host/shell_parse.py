@@ -79,6 +79,28 @@ def parse_shell(source: str) -> ParsedShell:
     return out
 
 
+@dataclass
+class _ListState:
+    """Where :meth:`_Parser.parse_list` is in the simple command it reads: its words so
+    far, the word being read, where the command started, the subshells open in it, and
+    whether the next word is a redirection's target (not a word of the command)."""
+
+    start: int
+    words: list[Word] = field(default_factory=list)
+    cur: Word = field(default_factory=Word)
+    parens: int = 0
+    expect_redirect_target: bool = False
+
+    def finish_word(self) -> None:
+        """The word being read ends: a command word, or the redirection's target."""
+        if self.cur.started:
+            if self.expect_redirect_target:
+                self.expect_redirect_target = False
+            else:
+                self.words.append(self.cur)
+        self.cur = Word()
+
+
 class _Parser:
     def __init__(self, source: str, sink: list[SimpleCommand], depth: int) -> None:
         if depth > MAX_DEPTH:
@@ -106,101 +128,111 @@ class _Parser:
     # ----- the command list -----------------------------------------------------------
 
     def parse_list(self, stop: str | None) -> None:
-        s = self.s
-        words: list[Word] = []
-        cur = Word()
-        start = self.i
-        parens = 0
-        expect_redirect_target = False
-
-        def finish_word() -> None:
-            nonlocal cur, expect_redirect_target
-            if cur.started:
-                if expect_redirect_target:
-                    expect_redirect_target = False
-                else:
-                    words.append(cur)
-            cur = Word()
-
-        def end_command(end: int) -> None:
-            nonlocal words, start
-            finish_word()
-            if expect_redirect_target:
-                raise _Unsure("a redirection has no target")
-            if words:
-                self.emit(words, s[start:end])
-            words = []
-
-        while self.i < len(s):
-            c = s[self.i]
-            if c in _BLANKS:
-                finish_word()
-                self.i += 1
-                continue
-            if c == "\\" and s.startswith("\\\n", self.i):
-                self.i += 2
-                continue
-            if c == "#" and not cur.started:
-                while self.i < len(s) and s[self.i] != "\n":
-                    self.i += 1
-                continue
-            if c in _OPERATOR_CHARS:
-                if c == "&" and s.startswith("&>", self.i):
-                    finish_word()
-                    self.i += 3 if s.startswith("&>>", self.i) else 2
-                    expect_redirect_target = True
-                    continue
-                end_command(self.i)
-                self.i += 2 if s[self.i:self.i + 2] in ("&&", "||", "|&", ";;") else 1
-                if c == "\n":
-                    self.read_heredocs()
-                start = self.i
-                continue
-            if c in "<>":
-                if self.i + 1 < len(s) and s[self.i + 1] == "(" and not cur.started:
-                    # Process substitution <(…) / >(…): an argument whose body runs.
-                    self.i += 2
-                    cur.started = cur.dynamic = True
-                    cur.text += "<(…)"
-                    self.i = self.nested_until_paren()
-                    continue
-                if cur.started and cur.text.isdigit() and not cur.dynamic:
-                    cur = Word()  # "2>" : the digits name a file descriptor
-                else:
-                    finish_word()
-                expect_redirect_target = self.redirection()
-                continue
-            if c == "(":
-                if cur.started:
-                    if cur.text.endswith("=") and not words:
-                        # Array assignment a=(x y): its words are data.
-                        self.i = self.skip_balanced(self.i + 1)
-                        cur.text += "(…)"
-                        continue
-                    raise _Unsure("function definitions are not checked")
-                end_command(self.i)
-                parens += 1
-                self.i += 1
-                start = self.i
-                continue
-            if c == ")":
-                end_command(self.i)
-                self.i += 1
-                if parens:
-                    parens -= 1
-                    start = self.i
-                    continue
-                if stop == ")":
-                    self.check_heredocs_done()
-                    return
-                raise _Unsure("a ')' has no matching '('")
-            self.word_part(cur)
-        end_command(len(s))
+        """Parse simple commands from ``self.i`` to the end, or, ``stop`` being ``")"``,
+        to the ``)`` that closes the list (``self.i`` is then just after it)."""
+        st = _ListState(start=self.i)
+        while self.i < len(self.s):
+            if self._step(st, stop):
+                return
+        self.end_command(st, len(self.s))
         if stop == ")":
             raise _Unsure("a '$(' or '(' is not closed")
-        if parens:
+        if st.parens:
             raise _Unsure("a '(' is not closed")
         self.check_heredocs_done()
+
+    def _step(self, st: _ListState, stop: str | None) -> bool:
+        """Read what starts at ``self.i``; True when it was the ``)`` ending the list."""
+        s = self.s
+        c = s[self.i]
+        cur = st.cur
+        if c in _BLANKS:
+            st.finish_word()
+            self.i += 1
+        elif c == "\\" and s.startswith("\\\n", self.i):
+            self.i += 2
+        elif c == "#" and not cur.started:
+            while self.i < len(s) and s[self.i] != "\n":
+                self.i += 1
+        elif c in _OPERATOR_CHARS:
+            self._operator(st, c)
+        elif c in "<>":
+            self._angle(st)
+        elif c == "(":
+            self._open_paren(st)
+        elif c == ")":
+            return self._close_paren(st, stop)
+        else:
+            self.word_part(cur)
+        return False
+
+    def end_command(self, st: _ListState, end: int) -> None:
+        """The simple command being read ends before ``end``: keep it, if it has words."""
+        st.finish_word()
+        if st.expect_redirect_target:
+            raise _Unsure("a redirection has no target")
+        if st.words:
+            self.emit(st.words, self.s[st.start:end])
+        st.words = []
+
+    def _operator(self, st: _ListState, c: str) -> None:
+        """``;``, ``&``, ``|`` or a newline (or ``&>``, a redirection)."""
+        s = self.s
+        if c == "&" and s.startswith("&>", self.i):
+            st.finish_word()
+            self.i += 3 if s.startswith("&>>", self.i) else 2
+            st.expect_redirect_target = True
+            return
+        self.end_command(st, self.i)
+        self.i += 2 if s[self.i:self.i + 2] in ("&&", "||", "|&", ";;") else 1
+        if c == "\n":
+            self.read_heredocs()
+        st.start = self.i
+
+    def _angle(self, st: _ListState) -> None:
+        """``<`` or ``>``: a redirection, or a process substitution ``<(…)`` / ``>(…)``."""
+        s = self.s
+        cur = st.cur
+        if self.i + 1 < len(s) and s[self.i + 1] == "(" and not cur.started:
+            # Process substitution <(…) / >(…): an argument whose body runs.
+            self.i += 2
+            cur.started = cur.dynamic = True
+            cur.text += "<(…)"
+            self.i = self.nested_until_paren()
+            return
+        if cur.started and cur.text.isdigit() and not cur.dynamic:
+            st.cur = Word()  # "2>" : the digits name a file descriptor
+        else:
+            st.finish_word()
+        st.expect_redirect_target = self.redirection()
+
+    def _open_paren(self, st: _ListState) -> None:
+        """``(``: a subshell, or an array assignment's value; a function definition is unsure."""
+        cur = st.cur
+        if cur.started:
+            if cur.text.endswith("=") and not st.words:
+                # Array assignment a=(x y): its words are data.
+                self.i = self.skip_balanced(self.i + 1)
+                cur.text += "(…)"
+                return
+            raise _Unsure("function definitions are not checked")
+        self.end_command(st, self.i)
+        st.parens += 1
+        self.i += 1
+        st.start = self.i
+
+    def _close_paren(self, st: _ListState, stop: str | None) -> bool:
+        """``)``: closes a subshell, or the list itself (True) when it is a ``$(``'s."""
+        self.end_command(st, self.i)
+        self.i += 1
+        if st.parens:
+            st.parens -= 1
+            st.start = self.i
+            return False
+        if stop == ")":
+            self.check_heredocs_done()
+            return True
+        raise _Unsure("a ')' has no matching '('")
 
     def check_heredocs_done(self) -> None:
         if self.heredocs:
