@@ -46,6 +46,8 @@ def write_status(path: Path, data: dict[str, Any], *, durable: bool = True, insi
 
 
 def pid_alive(pid: int) -> bool:
+    """True while process ``pid`` exists (one owned by another user too: signal 0 to it
+    is refused, yet it is alive)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

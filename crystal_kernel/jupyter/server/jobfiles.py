@@ -23,6 +23,7 @@ from typing import Any
 from crystal_kernel.core import paths
 from crystal_kernel.core.errors import UserError
 from crystal_kernel.host.store import SessionStore
+from crystal_kernel.jobs.status import pid_alive
 from crystal_kernel.jupyter.server.ids import NotFound, check_id, inside
 from crystal_kernel.jupyter.server.workspaces import notebook_names, relative
 
@@ -234,13 +235,7 @@ def _host_alive(status: dict[str, Any]) -> bool:
     pid = status.get("hostPid")
     if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 1:
         return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+    return pid_alive(pid)
 
 
 def stop_job(workspace: Path, session: str, job: str) -> dict[str, Any]:
