@@ -34,8 +34,9 @@ the person's own choice.
 
 from __future__ import annotations
 
+import asyncio
 import json
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -93,6 +94,19 @@ def _same_questions(arguments: Any, questions: list[Question]) -> bool:
                for a, q in zip(asked, questions))
 
 
+async def prepare_ask(before_ask: Callable[[], Awaitable[None] | None] | None) -> None:
+    """What every person does before it asks (a replayed one here, the notebook's forms
+    in jupyter/widgets.py): let the front render the events queued before this ask (the
+    tool card) first, then run ``before_ask`` (the front's own step, awaited if it is a
+    coroutine)."""
+    for _ in range(3):
+        await asyncio.sleep(0)
+    if before_ask is not None:
+        result = before_ask()
+        if result is not None:
+            await result
+
+
 class ReplayedPerson:
     """Answers questions and approvals from the replayed cassette's ``person`` entries."""
 
@@ -140,19 +154,8 @@ class ReplayedPerson:
                         return str(call.get("id"))
         return None
 
-    async def _prepare(self) -> None:
-        import asyncio
-
-        # Let the front render the events queued before this ask (the tool card) first.
-        for _ in range(3):
-            await asyncio.sleep(0)
-        if self.before_ask is not None:
-            result = self.before_ask()
-            if result is not None:
-                await result
-
     async def ask_questions(self, questions: list[Question]) -> list[list[str]] | None:
-        await self._prepare()
+        await prepare_ask(self.before_ask)
         call_id = self._question_call(questions)
         entry = self._entry(call_id, "answers") if call_id else None
         answers = entry.get("answers") if entry else None
@@ -166,7 +169,7 @@ class ReplayedPerson:
         return answers
 
     async def ask_approval(self, request: ApprovalRequest) -> PersonDecision:
-        await self._prepare()
+        await prepare_ask(self.before_ask)
         entry = self._entry(request.call_id, "approval")
         if self.untrusted is not None:
             decision = PersonDecision(outcome="deny", reason="No person is present and the recording's answers "

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from crystal_kernel.core.deadline import within
 from crystal_kernel.core.interaction import CONFIRM_TITLE, ApprovalRequest, PersonDecision, Question, needs_confirmation
+from crystal_kernel.host.recorded_person import prepare_ask
 from crystal_kernel.jupyter import palette
 from crystal_kernel.jupyter.approval_form import BOX as _BOX
 from crystal_kernel.jupyter.approval_form import MUTED as _MUTED
@@ -269,15 +270,6 @@ class WidgetInteraction:
         # (no kernel): forms wait for ``timeout``.
         self.fronts = fronts
 
-    async def _prepare(self) -> None:
-        # Let the front render the events queued before this ask (the tool card).
-        for _ in range(3):
-            await asyncio.sleep(0)
-        if self.before_ask is not None:
-            result = self.before_ask()
-            if result is not None:
-                await result
-
     async def _wait(self, form: LiveForm[Any], future: asyncio.Future[T], what: str,
                     headless: str) -> tuple[T | None, str]:
         """``headless``: the outcome a headless run's log line names (Dismissed, Denied)."""
@@ -360,7 +352,7 @@ class WidgetInteraction:
             pass
 
     async def ask_questions(self, questions: list[Question]) -> list[list[str]] | None:
-        await self._prepare()
+        await prepare_ask(self.before_ask)
         future: asyncio.Future[list[list[str]] | None] = asyncio.get_running_loop().create_future()
         form = QuestionForm(questions, lambda answers: _settle(future, answers))
         value, note = await self._wait(form, future, "questions: " + "; ".join(q.header for q in questions),
@@ -375,7 +367,7 @@ class WidgetInteraction:
         return value
 
     async def ask_approval(self, request: ApprovalRequest) -> PersonDecision:
-        await self._prepare()
+        await prepare_ask(self.before_ask)
         future: asyncio.Future[PersonDecision] = asyncio.get_running_loop().create_future()
         form = ApprovalForm(request, lambda decision: _settle(future, decision))
         answered = await self._wait(form, future, f"an approval for {request.tool} "
