@@ -27,7 +27,7 @@ from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, magics_class, no_var_expand
 
 from crystal_kernel.core.errors import UserError
-from crystal_kernel.jupyter.magics_args import MagicOptions, interpolate, merged_flags, plan
+from crystal_kernel.jupyter.magics_args import MagicOptions, merged_flags
 from crystal_kernel.jupyter.magics_sync import SyncForm, raise_for, running_loop
 from crystal_kernel.jupyter.nbrun import NOTEBOOK_RUN_ENV
 from crystal_kernel.jupyter.notebook_front import NotebookFront
@@ -289,18 +289,15 @@ class MagicsHost(SyncForm):
         self._stop_requested = False
         self._turn_loop = None
         try:
-            opts, cell = plan(line, body)
-            what, prompt = cell.what, cell.prompt
-            notes: list[str] = []
-            if what == "prompt" and self.skipped_in_notebook_run():
+            opened = self.open_cell(line, body)
+            if opened is None:
                 return None
-            if what == "prompt":
-                prompt, notes = interpolate(prompt, self.shell.user_ns)
+            opts, cell, prompt, notes = opened
             shown = await self.apply(opts)
-            if what == "commands":
+            if cell.what == "commands":
                 await self._commands(list(cell.commands))
                 return None
-            if what == "status":
+            if cell.what == "status":
                 self._show_status(shown)
                 return None
         except UserError as exc:

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from IPython.core.error import UsageError
 
 from crystal_kernel.core.errors import UserError
-from crystal_kernel.jupyter.magics_args import MagicOptions, interpolate, plan
+from crystal_kernel.jupyter.magics_args import CellPlan, MagicOptions, interpolate, plan
 from crystal_kernel.jupyter.notebook_turn import TurnOutcome
 
 if TYPE_CHECKING:
@@ -156,17 +156,29 @@ class SyncForm(ABC):
     def _cancel_turn(self) -> None:
         """Cancel the running turn (on the turn's loop)."""
 
+    def open_cell(self, line: str, body: str | None) -> tuple[MagicOptions, CellPlan, str, list[str]] | None:
+        """How both forms of the magic start: what the cell asks, and for a prompt its
+        text with the notebook's ``{name}`` values filled in and the notes saying so;
+        None when a notebook run replaying this cell skips its prompt. Bad input is a
+        UserError."""
+        opts, cell = plan(line, body)
+        prompt = cell.prompt
+        notes: list[str] = []
+        if cell.what == "prompt":
+            if self.skipped_in_notebook_run():
+                return None
+            prompt, notes = interpolate(prompt, self.shell.user_ns)
+        return opts, cell, prompt, notes
+
     def run_sync(self, line: str, body: str | None) -> str | None:
         """Run the magic synchronously: the final answer's text for a turn, None for
         commands and option-only calls. Bad input is a one-line UsageError."""
         try:
-            opts, cell = plan(line, body)
-            what, prompt = cell.what, cell.prompt
-            notes: list[str] = []
-            if what == "prompt" and self.skipped_in_notebook_run():
+            opened = self.open_cell(line, body)
+            if opened is None:
                 return None
-            if what == "prompt":
-                prompt, notes = interpolate(prompt, self.shell.user_ns)
+            opts, cell, prompt, notes = opened
+            what = cell.what
             if what == "prompt" or opts.any():
                 self._refuse_if_busy()  # commands and the status line may run during a turn
         except UserError as exc:
