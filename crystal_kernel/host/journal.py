@@ -224,13 +224,7 @@ def read_journal(path: Path, parse_message: Callable[[bytes], Any] | None = None
     chain, unverified = _verified(signer, path.stem, data, end)
     lazy_parse = _lazy_parser(path, parse_message, unverified=chain is None) if parse_message is not None else None
     reading = _Reading(path, parse_message, lazy_parse)
-    start = 0
-    number = 0
-    while start < end:
-        stop = body.index(b"\n", start, end)
-        number += 1
-        reading.line(body, start, stop, number)
-        start = stop + 1
+    reading.read(body, end)
     doc = reading.document()
     return doc, JournalState(size=end, mtime_ns=st.st_mtime_ns, inode=st.st_ino, torn_bytes=len(data) - end,
                              chain=chain, unverified=unverified)
@@ -262,13 +256,26 @@ class _Reading:
         self.extra_lines: list[Any] = []
         self.lazy = False
 
-    def line(self, body: bytes, start: int, stop: int, number: int) -> None:
-        """Take in line ``number``, ``body[start:stop]``."""
-        if self.lazy_parse is not None and number > 1 and body.startswith(_HISTORY_PREFIX, start, stop):
-            self.history.append(RawMessage(body, start, stop, number, self.lazy_parse))
-            self.lazy = True
-            return
-        raw = body[start:stop]
+    def read(self, body: bytes, end: int) -> None:
+        """Take in the lines of ``body[:end]``. The loop is the hot path of a resume: a
+        history-only line is kept unparsed right here, without a call per line."""
+        history, lazy_parse = self.history, self.lazy_parse
+        start = 0
+        number = 0
+        lazy = False
+        while start < end:
+            stop = body.index(b"\n", start, end)
+            number += 1
+            if lazy_parse is not None and number > 1 and body.startswith(_HISTORY_PREFIX, start, stop):
+                history.append(RawMessage(body, start, stop, number, lazy_parse))
+                lazy = True
+            else:
+                self.line(body[start:stop], number)
+            start = stop + 1
+        self.lazy = lazy
+
+    def line(self, raw: bytes, number: int) -> None:
+        """Take in line ``number``, ``raw``."""
         if self._parsed_message(raw, number):
             return
         line = _decode_line(self.path, raw, number)
