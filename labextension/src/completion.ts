@@ -142,7 +142,8 @@ export class CrystalInlineProvider implements IInlineCompletionProvider {
   private _streams = new Map<string, IStreamState>();
   private _next = 0;
   private _offUntil = 0;
-  private _variables = new Map<string, { at: number; text: string }>();
+  private _variables = new Map<string, { at: number; text: Promise<string> }>();
+  private _watched = new WeakSet<Kernel.IKernelConnection>();
   private _warned = new Set<string>();
 
   async fetch(
@@ -158,6 +159,9 @@ export class CrystalInlineProvider implements IInlineCompletionProvider {
     if (Date.now() < this._offUntil) {
       return { items: [] };
     }
+    // Asked at the keystroke, not after the pause: the kernel answers while the person
+    // pauses (one question for the keystrokes of one pause: the answer is shared).
+    const variables = this._kernelVariables(context.session?.kernel ?? null);
     if (!(await sleep(PAUSE_MS, controller.signal))) {
       return { items: [] };
     }
@@ -166,7 +170,10 @@ export class CrystalInlineProvider implements IInlineCompletionProvider {
       suffix: request.text.slice(request.offset, request.offset + MAX_SUFFIX),
       language: languageOf(request.mimeType),
       cellsAbove: cellsAbove(context.widget),
-      variables: await this._kernelVariables(context.session?.kernel ?? null),
+      variables: await Promise.race([
+        variables,
+        new Promise<string>(resolve => window.setTimeout(() => resolve(''), VARIABLES_WAIT_MS))
+      ]),
       path: documentPath(context.widget)
     };
     if (controller.signal.aborted) {
@@ -283,32 +290,56 @@ export class CrystalInlineProvider implements IInlineCompletionProvider {
     }
   }
 
-  /** The kernel's variables where Crystal is in it (a silent user expression), cached. */
-  private async _kernelVariables(kernel: Kernel.IKernelConnection | null): Promise<string> {
-    if (!kernel || kernel.status !== 'idle') {
-      return '';
+  /** The kernel's variables where Crystal is in it (a silent user expression), asked at
+   * most once per VARIABLES_TTL_MS: the answer (or the question still in flight) is
+   * shared, so a reply that comes after a request stopped waiting serves the next one. */
+  private _kernelVariables(kernel: Kernel.IKernelConnection | null): Promise<string> {
+    if (!kernel) {
+      return Promise.resolve('');
     }
+    // The cache first: a keystroke's own question makes the kernel busy until it answers.
     const cached = this._variables.get(kernel.id);
     if (cached && Date.now() - cached.at < VARIABLES_TTL_MS) {
       return cached.text;
     }
-    let text = '';
-    if (isCrystalKernel(kernel.name) || (await this._isPython(kernel))) {
+    if (kernel.status !== 'idle') {
+      return Promise.resolve(''); // running the person's code: not asked now
+    }
+    this._forgetOnRun(kernel);
+    const text = this._askVariables(kernel);
+    this._variables.set(kernel.id, { at: Date.now(), text });
+    return text;
+  }
+
+  /** The person's code changes the variables: the kernel's answer is kept only until
+   * the kernel runs the next cell (an ``execute_input``; the silent question makes none). */
+  private _forgetOnRun(kernel: Kernel.IKernelConnection): void {
+    if (this._watched.has(kernel)) {
+      return;
+    }
+    this._watched.add(kernel);
+    kernel.iopubMessage.connect((_, msg) => {
+      if (msg.header.msg_type === 'execute_input') {
+        this._variables.delete(kernel.id);
+      }
+    });
+  }
+
+  private async _askVariables(kernel: Kernel.IKernelConnection): Promise<string> {
+    if (!(isCrystalKernel(kernel.name) || (await this._isPython(kernel)))) {
+      return '';
+    }
+    try {
       const future = kernel.requestExecute(
         { code: '', silent: true, store_history: false, user_expressions: { crystal: VARIABLES_EXPRESSION } },
         true
       );
-      const reply = await Promise.race([
-        future.done.catch(() => null),
-        new Promise<null>(resolve => window.setTimeout(() => resolve(null), VARIABLES_WAIT_MS))
-      ]);
-      const content = (reply as KernelMessage.IExecuteReplyMsg | null)?.content;
-      if (content && content.status === 'ok') {
-        text = plainText(content.user_expressions['crystal']);
-      }
+      const reply = (await future.done) as KernelMessage.IExecuteReplyMsg;
+      const content = reply?.content;
+      return content && content.status === 'ok' ? plainText(content.user_expressions['crystal']) : '';
+    } catch {
+      return '';
     }
-    this._variables.set(kernel.id, { at: Date.now(), text });
-    return text;
   }
 
   private async _isPython(kernel: Kernel.IKernelConnection): Promise<boolean> {
