@@ -42,7 +42,9 @@ E2E_GROUPS: dict[str, tuple[str, ...]] = {
     "tests/e2e/own-lab": ("tests/e2e/test_live_notebook_edit.py",
                           "tests/e2e/test_notebook7.py", "tests/e2e/test_jupyter_ai.py",
                           # Inline completions: the server extension calls the model (~1 min).
-                          "tests/e2e/test_inline_completion.py"),
+                          "tests/e2e/test_inline_completion.py",
+                          # A shared (real-time collaboration) lab of its own, reloaded mid-turn.
+                          "tests/e2e/test_reload_rtc.py"),
     # Labs of their own: a person's whole session (~2.5 min), `crystal space` (~1 min).
     "tests/e2e/person": ("tests/e2e/test_person_session.py", "tests/e2e/test_space.py"),
 }

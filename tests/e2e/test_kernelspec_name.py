@@ -7,6 +7,7 @@ back after a page reload — in real JupyterLab + Chromium."""
 from __future__ import annotations
 
 import json
+import shutil
 import sys
 
 from crystal_kernel.jupyter.kernelspec import kernel_json
@@ -69,3 +70,5 @@ def test_a_crystal_kernelspec_under_another_name_gets_the_extension(browser, lab
         raise
     finally:
         context.close()
+        # The lab is shared: the next modules see only the kernelspecs they expect.
+        shutil.rmtree(folder, ignore_errors=True)

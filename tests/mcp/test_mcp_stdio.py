@@ -194,7 +194,9 @@ async def test_a_server_that_never_answers_is_bounded_and_noted(home, workspace,
         assert len(pids(pidfile)) == 2 and len(pids(bad_pids)) == 2
         session.set_mode("work")
         await session.prepare_tools()
-        assert session.drain_notes() == [] and len(pids(pidfile)) == 2
+        # The hung server is not started again inside its window, nor noted again. (The
+        # bad one may be: on a loaded machine its own 2 s window can be over by now.)
+        assert not any("'hung'" in note for note in session.drain_notes()) and len(pids(pidfile)) == 2
     finally:
         await session.close()
 
