@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
 
 from crystal_kernel.jupyter.kernelspec import kernel_json, write_kernelspec
@@ -122,8 +123,6 @@ def remove_user(name: str) -> None:
         uid = pwd.getpwnam(name).pw_uid
     except KeyError:
         return
-    import psutil
-
     for proc in psutil.process_iter(["uids"]):
         if proc.info["uids"] and proc.info["uids"].real == uid:
             try:
@@ -448,3 +447,52 @@ def run_cell(page: Any, text: str) -> None:
 def last_request(hub: Hub) -> str:
     """Everything the model received in its last request, as one JSON text."""
     return json.dumps(hub.server.bodies()[-1])
+
+
+def start_a_long_job(hub: Hub, person: Person, browser: Any, marker: str) -> tuple[Any, dict[str, Any]]:
+    """``person`` opens ``culled.ipynb``, has the agent start a background job that runs
+    for ten minutes (its answer names ``marker``) and saves the notebook; returns the
+    still open page and the job as the sidebar's API lists it (running)."""
+    page = log_in(browser, hub, person)
+    page.add_locator_handler(page.locator(".jp-Dialog", has_text="Server unavailable"),
+                             lambda dialog: dialog.locator("button", has_text="Dismiss").click())
+    open_notebook(page, hub, person, "culled.ipynb")
+    hub.server.add({"tool_calls": [{"name": "bash_start", "arguments": {"command": "echo job-up; sleep 600"}}]},
+                   {"text": f"Started the long job {marker}."})
+    run_cell(page, "Start the long job")
+    page.locator(NB).get_by_text(f"Started the long job {marker}.").wait_for(timeout=60_000)
+    page.keyboard.press("Control+s")
+    page.wait_for_function("() => !window.jupyterapp.shell.currentWidget.context.model.dirty", timeout=30_000)
+    _, jobs = hub.api("GET", f"user/{person.name}/crystal/api/jobs", token=person.token)
+    [job] = jobs["jobs"]
+    assert job["state"] == "running"
+    return page, job
+
+
+def come_back_after_the_stop(hub: Hub, person: Person, browser: Any, job: dict[str, Any], marker: str) -> None:
+    """After ``person``'s server was stopped with ``job`` running (BG-2): no process of
+    theirs is left, the job is no longer listed as running nor stoppable; the person comes
+    back, the saved notebook shows the conversation and the next request holds it."""
+    def nothing_of_theirs_runs() -> bool:
+        return not [p for p in psutil.process_iter(["uids"]) if p.info["uids"] and p.info["uids"].real == person.uid]
+
+    wait_for(f"no process of {person.name} left (the job ended with its kernel)", nothing_of_theirs_runs, 30,
+             hub.log)
+    start_server(hub, person)
+    _, jobs = hub.api("GET", f"user/{person.name}/crystal/api/jobs", token=person.token)
+    [after] = [j for j in jobs["jobs"] if (j["session"], j["id"]) == (job["session"], job["id"])]
+    # "lost", not "stopped": the hub stops a server with SIGINT, on which jupyter_server
+    # (no terminal) exits without shutting its kernels down; ipykernel's parent poller then
+    # ends the kernel at once (os._exit), before Crystal can write the job's last status.
+    # The job still died with its kernel (no process left above), as BG-2 asks.
+    assert after["state"] in ("stopped", "killed", "lost") and not after["stoppable"], after
+    page = log_in(browser, hub, person)
+    page.goto(f"{hub.url}user/{person.name}/lab/tree/culled.ipynb")
+    page.wait_for_function("() => window.jupyterapp && window.jupyterapp.shell", timeout=120_000)
+    page.wait_for_function(READY, arg="crystal", timeout=120_000)
+    page.locator(NB).get_by_text(f"Started the long job {marker}.").wait_for(timeout=30_000)
+    hub.server.add({"text": "Welcome back."})
+    run_cell(page, "Where were we?")
+    seen = last_request(hub)
+    assert "Start the long job" in seen and marker in seen
+    page.context.close()

@@ -14,20 +14,15 @@ from __future__ import annotations
 import time
 from typing import Any
 
-import psutil
 import pytest
 
-from tests.e2e.conftest import NB, READY
 from tests.hub.conftest import (
     Hub,
     HubProcess,
     Person,
-    last_request,
-    log_in,
-    open_notebook,
-    run_cell,
+    come_back_after_the_stop,
     server_of,
-    start_server,
+    start_a_long_job,
     wait_for,
 )
 
@@ -66,46 +61,11 @@ def test_idle_culler_stops_a_server_with_a_job_running_and_the_session_resumes(
     notebook starts a new session."""
     hub = hub_process.hub
     _, b = people
-    page = log_in(browser, hub, b)
-    page.add_locator_handler(page.locator(".jp-Dialog", has_text="Server unavailable"),
-                             lambda dialog: dialog.locator("button", has_text="Dismiss").click())
-    open_notebook(page, hub, b, "culled.ipynb")
-    hub.server.add({"tool_calls": [{"name": "bash_start", "arguments": {"command": "echo job-up; sleep 600"}}]},
-                   {"text": "Started the long job CULL-JOB-9."})
-    run_cell(page, "Start the long job")
-    page.locator(NB).get_by_text("Started the long job CULL-JOB-9.").wait_for(timeout=60_000)
-    page.keyboard.press("Control+s")
-    page.wait_for_function("() => !window.jupyterapp.shell.currentWidget.context.model.dirty", timeout=30_000)
-    _, jobs = hub.api("GET", f"user/{b.name}/crystal/api/jobs", token=b.token)
-    [job] = jobs["jobs"]
-    assert job["state"] == "running"
+    page, job = start_a_long_job(hub, b, browser, "CULL-JOB-9")
     # B leaves: the page closes, the job goes on in B's kernel.
     page.context.close()
     left, before = time.monotonic(), cullings(hub, b)
     wait_for(f"the idle culler stopped {b.name}'s server",
              lambda: cullings(hub, b) > before and not server_of(hub, b), IDLE + 90, hub.log)
     assert time.monotonic() - left >= IDLE - 2  # idle for the timeout first, not stopped at once
-
-    def nothing_of_b_runs() -> bool:
-        return not [p for p in psutil.process_iter(["uids"]) if p.info["uids"] and p.info["uids"].real == b.uid]
-
-    wait_for(f"no process of {b.name} left (the job ended with its kernel)", nothing_of_b_runs, 30, hub.log)
-    # B comes back.
-    start_server(hub, b)
-    page = log_in(browser, hub, b)
-    page.add_locator_handler(page.locator(".jp-Dialog", has_text="Server unavailable"),
-                             lambda dialog: dialog.locator("button", has_text="Dismiss").click())
-    _, jobs = hub.api("GET", f"user/{b.name}/crystal/api/jobs", token=b.token)
-    [after] = [j for j in jobs["jobs"] if (j["session"], j["id"]) == (job["session"], job["id"])]
-    # "lost" as in test_hub_restart.py: the server exits on the hub's SIGINT without
-    # shutting its kernels down, and each kernel ends when it sees its parent gone.
-    assert after["state"] in ("stopped", "killed", "lost") and not after["stoppable"], after
-    page.goto(f"{hub.url}user/{b.name}/lab/tree/culled.ipynb")
-    page.wait_for_function("() => window.jupyterapp && window.jupyterapp.shell", timeout=120_000)
-    page.wait_for_function(READY, arg="crystal", timeout=120_000)
-    page.locator(NB).get_by_text("Started the long job CULL-JOB-9.").wait_for(timeout=30_000)
-    hub.server.add({"text": "Welcome back."})
-    run_cell(page, "Where were we?")
-    seen = last_request(hub)
-    assert "Start the long job" in seen and "CULL-JOB-9" in seen
-    page.context.close()
+    come_back_after_the_stop(hub, b, browser, job, "CULL-JOB-9")

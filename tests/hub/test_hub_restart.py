@@ -20,12 +20,13 @@ from tests.e2e.conftest import DELAY, NB, READY
 from tests.hub.conftest import (
     HubProcess,
     Person,
+    come_back_after_the_stop,
     last_request,
     log_in,
     open_notebook,
     run_cell,
     server_of,
-    start_server,
+    start_a_long_job,
     wait_for,
 )
 
@@ -96,41 +97,9 @@ def test_server_stopped_with_a_job_running_then_resumed(hub_process: HubProcess,
     a job still listed as running, or a notebook that starts a new session."""
     hub = hub_process.hub
     _, b = people
-    page = log_in(browser, hub, b)
-    page.add_locator_handler(page.locator(".jp-Dialog", has_text="Server unavailable"),
-                             lambda dialog: dialog.locator("button", has_text="Dismiss").click())
-    open_notebook(page, hub, b, "culled.ipynb")
-    hub.server.add({"tool_calls": [{"name": "bash_start", "arguments": {"command": "echo job-up; sleep 600"}}]},
-                   {"text": "Started the long job CULL-JOB-7."})
-    run_cell(page, "Start the long job")
-    page.locator(NB).get_by_text("Started the long job CULL-JOB-7.").wait_for(timeout=60_000)
-    page.keyboard.press("Control+s")
-    page.wait_for_function("() => !window.jupyterapp.shell.currentWidget.context.model.dirty", timeout=30_000)
-    _, jobs = hub.api("GET", f"user/{b.name}/crystal/api/jobs", token=b.token)
-    [job] = jobs["jobs"]
-    assert job["state"] == "running"
+    page, job = start_a_long_job(hub, b, browser, "CULL-JOB-7")
     status, body = hub.api("DELETE", f"hub/api/users/{b.name}/server")
     assert status in (202, 204), (status, body)
     wait_for(f"{b.name}'s server stopped", lambda: not server_of(hub, b), 90, hub.log)
-
-    def nothing_of_b_runs() -> bool:
-        return not [p for p in psutil.process_iter(["uids"]) if p.info["uids"] and p.info["uids"].real == b.uid]
-
-    wait_for(f"no process of {b.name} left", nothing_of_b_runs, 30, hub.log)
-    start_server(hub, b)
-    _, jobs = hub.api("GET", f"user/{b.name}/crystal/api/jobs", token=b.token)
-    [after] = [j for j in jobs["jobs"] if (j["session"], j["id"]) == (job["session"], job["id"])]
-    # "lost", not "stopped": the hub stops a server with SIGINT, on which jupyter_server
-    # (no terminal) exits without shutting its kernels down; ipykernel's parent poller then
-    # ends the kernel at once (os._exit), before Crystal can write the job's last status.
-    # The job still died with its kernel (no process left above), as BG-2 asks.
-    assert after["state"] in ("stopped", "killed", "lost") and not after["stoppable"], after
-    page.goto(f"{hub.url}user/{b.name}/lab/tree/culled.ipynb")
-    page.wait_for_function("() => window.jupyterapp && window.jupyterapp.shell", timeout=120_000)
-    page.wait_for_function(READY, arg="crystal", timeout=120_000)
-    page.locator(NB).get_by_text("Started the long job CULL-JOB-7.").wait_for(timeout=30_000)
-    hub.server.add({"text": "Welcome back."})
-    run_cell(page, "Where were we?")
-    seen = last_request(hub)
-    assert "Start the long job" in seen and "CULL-JOB-7" in seen
     page.context.close()
+    come_back_after_the_stop(hub, b, browser, job, "CULL-JOB-7")
