@@ -19,17 +19,7 @@ import re
 
 from typing_extensions import assert_never
 
-from crystal_kernel.host.command_results import (
-    CommandResult,
-    Forked,
-    HelpResult,
-    JobsResult,
-    LogsResult,
-    Resumed,
-    SessionsResult,
-    TextResult,
-    UsageResult,
-)
+from crystal_kernel.host import command_results as answers
 
 SYSTEM_NOTE = "System note:"
 HISTORY_END = "</conversation_history>"
@@ -65,15 +55,15 @@ def command_line(text: str) -> str | None:
     return rest if rest.startswith("/") else None
 
 
-def command_markdown(result: CommandResult) -> str:
+def command_markdown(result: answers.CommandResult) -> str:
     """A command's answer for a client that renders Markdown: the help as a list, every
     other answer as its text (ACP clients have no job table or live log; /resume and
     /fork are the client's own, so their answers do not come here but are shown if so)."""
     match result:
-        case HelpResult(rows=rows) if rows:
+        case answers.HelpResult(rows=rows) if rows:
             return help_markdown(rows)
-        case (HelpResult() | TextResult() | JobsResult() | LogsResult() | SessionsResult() | UsageResult()
-              | Resumed() | Forked()):
+        case (answers.HelpResult() | answers.TextResult() | answers.JobsResult() | answers.LogsResult()
+              | answers.SessionsResult() | answers.UsageResult() | answers.Resumed() | answers.Forked()):
             return verbatim(result.text)
         case _:
             assert_never(result)

@@ -36,24 +36,15 @@ from crystal_kernel.cli.printer import TurnPrinter
 from crystal_kernel.cli.terminal import say
 from crystal_kernel.cli.terminal_person import TerminalPerson
 from crystal_kernel.cli.visible_input import VisibleControls
-from crystal_kernel.core.commands import (
-    HelpResult,
-    JobsResult,
-    LogsResult,
-    Resumed,
-    SessionsResult,
-    TextResult,
-    UsageResult,
-)
 from crystal_kernel.core.errors import UserError
 from crystal_kernel.core.gc_pause import end_front_start
 from crystal_kernel.core.ops import UserTurn
 from crystal_kernel.core.textsafe import terminal_safe
+from crystal_kernel.host import command_results as answers
 from crystal_kernel.host.bootstrap import (
     SessionOptions,
     open_session,
 )
-from crystal_kernel.host.command_results import CommandResult, Forked
 from crystal_kernel.host.commands import is_command, run_command, submit
 from crystal_kernel.host.completion import complete, session_sources
 from crystal_kernel.host.flags import (
@@ -221,17 +212,18 @@ class Repl:
             self._cancel = None
 
     async def _command(self, line: str) -> None:
-        result: CommandResult = await run_command(self.session, line)
+        result: answers.CommandResult = await run_command(self.session, line)
         match result:
-            case Forked():
+            case answers.Forked():
                 await self.session.close()  # /fork: the front continues in the new session
                 self.session = result.session
                 self._answer(result.text)
-            case LogsResult():
+            case answers.LogsResult():
                 self._answer(result.text)
                 if result.follow:
                     await self._follow(result.job_id, result.next_offset)
-            case TextResult() | HelpResult() | JobsResult() | SessionsResult() | UsageResult() | Resumed():
+            case (answers.TextResult() | answers.HelpResult() | answers.JobsResult() | answers.SessionsResult()
+                  | answers.UsageResult() | answers.Resumed()):
                 self._answer(result.text)
             case _:
                 assert_never(result)

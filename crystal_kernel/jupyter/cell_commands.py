@@ -14,18 +14,9 @@ from typing import TYPE_CHECKING, Any
 
 from typing_extensions import assert_never
 
-from crystal_kernel.core.commands import (
-    HelpResult,
-    JobsResult,
-    LogsResult,
-    Resumed,
-    SessionsResult,
-    TextResult,
-    UsageResult,
-)
 from crystal_kernel.core.errors import UserError
 from crystal_kernel.core.ops import Cd, Help, Jobs, Logs, Resume, Tools, Trust
-from crystal_kernel.host.command_results import CommandResult, Forked
+from crystal_kernel.host import command_results as answers
 from crystal_kernel.jupyter import parameters
 from crystal_kernel.jupyter.notebook_session import resume_target, sessions_by_notebook
 from crystal_kernel.jupyter.notebook_turn import KERNEL_HELP, CellOutcome
@@ -99,20 +90,21 @@ async def run_line(front: NotebookFront, line: str) -> None:
         offer_trust(session, front.state, IPythonOutput())  # TRUST-2: a Trust button
 
 
-def show_result(front: NotebookFront, session: Session, result: CommandResult) -> None:
+def show_result(front: NotebookFront, session: Session, result: answers.CommandResult) -> None:
     """A command's answer in a cell: /sessions named by notebook, the kernel moved to a
     fork, a resumed or forked session remembered for this notebook; otherwise the text."""
     match result:
-        case SessionsResult(sessions=rows) if rows:
+        case answers.SessionsResult(sessions=rows) if rows:
             _show_text(sessions_by_notebook(session, list(rows)))
-        case Forked():
+        case answers.Forked():
             front.attach(result.session)
             front.remember()
             _show_text(result.text)
-        case Resumed():
+        case answers.Resumed():
             front.remember()
             _show_text(result.text)
-        case TextResult() | HelpResult() | JobsResult() | LogsResult() | SessionsResult() | UsageResult():
+        case (answers.TextResult() | answers.HelpResult() | answers.JobsResult() | answers.LogsResult()
+              | answers.SessionsResult() | answers.UsageResult()):
             _show_text(result.text)
         case _:
             assert_never(result)
