@@ -24,38 +24,10 @@ from typing import get_args
 
 import pytest
 
+from crystal_kernel.core import ops
 from crystal_kernel.core.commands import HelpResult, JobsResult, Resumed, SessionsResult, TextResult, UsageResult
 from crystal_kernel.core.config import load_config
 from crystal_kernel.core.errors import UserError
-from crystal_kernel.core.ops import (
-    COMMAND_NAMES,
-    Access,
-    AddAccess,
-    Cd,
-    Command,
-    Compact,
-    Fork,
-    Help,
-    Jobs,
-    Logs,
-    PromptAttach,
-    PromptSet,
-    RemoveAccess,
-    Resume,
-    Sessions,
-    SetApproval,
-    SetMode,
-    SetModel,
-    SetReasoning,
-    ShowSetting,
-    Stop,
-    Todos,
-    Tools,
-    Trust,
-    Usage,
-    UserTurn,
-    parse_command,
-)
 from crystal_kernel.host.command_results import CommandResult, Forked
 from crystal_kernel.host.commands import ROWS, run_command, submit
 from crystal_kernel.host.session import Session
@@ -64,31 +36,31 @@ from crystal_kernel.testing.scripted import ScriptedProvider, text_reply
 REPO = Path(__file__).resolve().parents[2]
 
 # Each command line a person can type, and the op it is.
-LINES: dict[str, Command] = {
-    "/help": Help(),
-    "/mode": ShowSetting(setting="mode"),
-    "/mode plan": SetMode(mode="plan"),
-    "/approval edit": SetApproval(approval="edit"),
-    "/model openai:gpt-5": SetModel(spec="openai:gpt-5"),
-    "/reasoning default": SetReasoning(effort="default"),
-    "/cd 'my dir'": Cd(path="my dir"),
-    "/access": Access(),
-    "/access add ~/data ro": AddAccess(path="~/data", mode="ro"),
-    "/access add data": AddAccess(path="data", mode="rw"),
-    "/access remove data": RemoveAccess(path="data"),
-    "/prompts terse": PromptSet(name="terse"),
-    "/promptattach up style": PromptAttach(action="up", name="style"),
-    "/todos": Todos(),
-    "/jobs": Jobs(),
-    "/logs j1 -f": Logs(job_id="j1", follow=True),
-    "/stop j1": Stop(job_id="j1"),
-    "/compact  focus on   tests ": Compact(focus="focus on tests"),
-    "/sessions": Sessions(),
-    "/resume": Resume(),
-    "/fork": Fork(),
-    "/usage": Usage(),
-    "/tools": Tools(),
-    "/trust all": Trust(target="all"),
+LINES: dict[str, ops.Command] = {
+    "/help": ops.Help(),
+    "/mode": ops.ShowSetting(setting="mode"),
+    "/mode plan": ops.SetMode(mode="plan"),
+    "/approval edit": ops.SetApproval(approval="edit"),
+    "/model openai:gpt-5": ops.SetModel(spec="openai:gpt-5"),
+    "/reasoning default": ops.SetReasoning(effort="default"),
+    "/cd 'my dir'": ops.Cd(path="my dir"),
+    "/access": ops.Access(),
+    "/access add ~/data ro": ops.AddAccess(path="~/data", mode="ro"),
+    "/access add data": ops.AddAccess(path="data", mode="rw"),
+    "/access remove data": ops.RemoveAccess(path="data"),
+    "/prompts terse": ops.PromptSet(name="terse"),
+    "/promptattach up style": ops.PromptAttach(action="up", name="style"),
+    "/todos": ops.Todos(),
+    "/jobs": ops.Jobs(),
+    "/logs j1 -f": ops.Logs(job_id="j1", follow=True),
+    "/stop j1": ops.Stop(job_id="j1"),
+    "/compact  focus on   tests ": ops.Compact(focus="focus on tests"),
+    "/sessions": ops.Sessions(),
+    "/resume": ops.Resume(),
+    "/fork": ops.Fork(),
+    "/usage": ops.Usage(),
+    "/tools": ops.Tools(),
+    "/trust all": ops.Trust(target="all"),
 }
 
 # Lines a person may mistype, and the one line each is answered with.
@@ -112,24 +84,24 @@ BAD_LINES = {
 
 
 def test_every_command_line_parses_to_its_op():
-    assert {line: parse_command(line) for line in LINES} == LINES
-    assert {type(op) for op in LINES.values()} | {ShowSetting} == set(get_args(Command))
+    assert {line: ops.parse_command(line) for line in LINES} == LINES
+    assert {type(op) for op in LINES.values()} | {ops.ShowSetting} == set(get_args(ops.Command))
 
 
 def test_help_lists_every_command_the_parser_knows():
     """/help's rows and parse_command name the same commands (the terminal's /expand is
     its own, never the host's)."""
     listed = {name for row in ROWS for name in row.names()}
-    assert listed - set(COMMAND_NAMES) == {"expand"}
-    assert set(COMMAND_NAMES) == listed - {"expand"}
+    assert listed - set(ops.COMMAND_NAMES) == {"expand"}
+    assert set(ops.COMMAND_NAMES) == listed - {"expand"}
     with pytest.raises(UserError, match=r"^Unknown command /expand;"):
-        parse_command("/expand 2")
+        ops.parse_command("/expand 2")
 
 
 @pytest.mark.parametrize("line", sorted(BAD_LINES))
 def test_a_mistyped_command_is_one_english_line(line):
     with pytest.raises(UserError) as caught:
-        parse_command(line)
+        ops.parse_command(line)
     assert str(caught.value) == BAD_LINES[line]
 
 
@@ -147,28 +119,28 @@ def test_a_session_answers_every_op(workspace, private_home):
 
     async def run() -> dict[str, CommandResult]:
         session = Session(workspace=workspace, config=load_config(), provider=ScriptedProvider([text_reply("Hi.")]))
-        turn = await submit(session, UserTurn(prompt="Say hi."))  # a prompt is an op too: a turn
+        turn = await submit(session, ops.UserTurn(prompt="Say hi."))  # a prompt is an op too: a turn
         kinds = [type(event).__name__ async for event in turn]
         assert kinds[0] == "TurnStarted" and "TextDelta" in kinds and kinds[-1] == "TurnEnd"
         assert turn.stop_reason == "end_turn" and session.transcript[-1].text() == "Hi."
         answers: dict[str, CommandResult] = {}
-        ops: list[tuple[str, Command]] = [
-            ("help", Help()), ("show", ShowSetting(setting="approval")), ("mode", SetMode(mode="plan")),
-            ("approval", SetApproval(approval="edit")), ("reasoning", SetReasoning(effort="low")),
-            ("add", AddAccess(path="data", mode="ro")), ("access", Access()), ("remove", RemoveAccess(path="data")),
-            ("promptset", PromptSet()), ("promptattach", PromptAttach()), ("todos", Todos()), ("jobs", Jobs()),
-            ("compact", Compact()), ("usage", Usage()), ("tools", Tools()), ("trust", Trust()),
+        commands: list[tuple[str, ops.Command]] = [
+            ("help", ops.Help()), ("show", ops.ShowSetting(setting="approval")), ("mode", ops.SetMode(mode="plan")),
+            ("approval", ops.SetApproval(approval="edit")), ("reasoning", ops.SetReasoning(effort="low")),
+            ("add", ops.AddAccess(path="data", mode="ro")), ("access", ops.Access()), ("remove", ops.RemoveAccess(path="data")),
+            ("promptset", ops.PromptSet()), ("promptattach", ops.PromptAttach()), ("todos", ops.Todos()), ("jobs", ops.Jobs()),
+            ("compact", ops.Compact()), ("usage", ops.Usage()), ("tools", ops.Tools()), ("trust", ops.Trust()),
         ]
-        for name, op in ops:
+        for name, op in commands:
             answers[name] = await submit(session, op, front="kernel")
-        answers["sessions"] = await submit(session, Sessions())  # the turn saved it
-        fork = answers["fork"] = await submit(session, Fork())
+        answers["sessions"] = await submit(session, ops.Sessions())  # the turn saved it
+        fork = answers["fork"] = await submit(session, ops.Fork())
         assert isinstance(fork, Forked) and fork.session.id != session.id
         fork.session.save()
         await fork.session.close()  # its lock given back: the first session may take it up
-        answers["resume"] = await submit(session, Resume(session_id=fork.session.id))
-        answers["cd"] = await submit(session, Cd(path="sub"))
-        for op in (Logs(job_id="j9"), Stop(job_id="j9"), SetModel(spec="nosuch:model")):
+        answers["resume"] = await submit(session, ops.Resume(session_id=fork.session.id))
+        answers["cd"] = await submit(session, ops.Cd(path="sub"))
+        for op in (ops.Logs(job_id="j9"), ops.Stop(job_id="j9"), ops.SetModel(spec="nosuch:model")):
             with pytest.raises(UserError):
                 await submit(session, op)
         await session.close()
