@@ -555,3 +555,39 @@ def pytest_runtest_makereport(item, call):
     lab = item.funcargs.get("lab")
     if lab is not None:
         (ARTIFACTS / f"FAILED-{name}.log").write_text(lab.log.read_text(errors="replace")[-20000:])
+
+
+def make_notebook(lab, name: str, kernel: str = "crystal") -> None:
+    """An empty notebook ``name`` for ``kernel`` in the lab's root, made through its API."""
+    language = "python" if kernel == "python3" else "markdown"
+    lab.api("PUT", f"api/contents/{name}", {"type": "notebook", "format": "json", "content": {
+        "cells": [], "nbformat": 4, "nbformat_minor": 5,
+        "metadata": {"kernelspec": {"name": kernel, "display_name": kernel, "language": language}}}})
+
+
+def open_notebook(page, lab, name: str, kernel: str = "crystal") -> None:
+    """Open ``name`` alone (?reset: not every notebook earlier tests left open) and wait
+    until its kernel is idle and the notebook has loaded."""
+    page.goto(f"{lab.url}lab/tree/{name}?reset&token={lab.token}")
+    page.wait_for_function("() => window.jupyterapp && window.jupyterapp.shell", timeout=60_000)
+    page.wait_for_function(READY, arg=kernel, timeout=90_000)
+    page.locator(f"{NB} .jp-Spinner").wait_for(state="hidden", timeout=60_000)
+
+
+def run_cell(page, text: str) -> None:
+    """Type a new cell at the end (lines joined with Enter) and run it with Shift+Enter."""
+    page.locator(f"{NB} .jp-Spinner").wait_for(state="hidden", timeout=60_000)  # the notebook has loaded
+    editor = page.locator(f"{NB} .jp-Cell .cm-content").last
+    editor.wait_for(state="visible", timeout=60_000)
+    editor.click(timeout=60_000)
+    for i, line in enumerate(text.split("\n")):
+        if i:
+            page.keyboard.press("Enter")
+            page.keyboard.press("Home")  # no auto-indent carried over
+        page.keyboard.type(line)
+    page.keyboard.press("Shift+Enter")
+
+
+def bash_then(command: str, answer: str) -> tuple[dict, dict]:
+    """The model's replies: one bash call, then ``answer``."""
+    return {"tool_calls": [{"name": "bash", "arguments": {"command": command}}]}, {"text": answer}

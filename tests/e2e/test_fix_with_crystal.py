@@ -12,8 +12,15 @@ from __future__ import annotations
 import json
 import time
 
-from tests.e2e.conftest import NB, READY, new_crystal_notebook, shots_in_both_themes, type_in_last_cell
-from tests.e2e.test_forms import make_notebook, open_notebook
+from tests.e2e.conftest import (
+    NB,
+    READY,
+    make_notebook,
+    new_crystal_notebook,
+    open_notebook,
+    shots_in_both_themes,
+    type_in_last_cell,
+)
 
 FAILING = "prices = {'apple': 3, 'pear': 4}\ntotal = prices['apple'] + prices['banana']\nprint('total', total)"
 FIXED = "prices = {'apple': 3, 'pear': 4}\ntotal = prices['apple'] + prices['pear']\nprint('total', total)"

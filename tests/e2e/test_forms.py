@@ -11,7 +11,17 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.conftest import DELAY, NB, READY, blank_page, run_saved_then_reload
+from tests.e2e.conftest import (
+    DELAY,
+    NB,
+    READY,
+    bash_then,
+    blank_page,
+    make_notebook,
+    open_notebook,
+    run_cell,
+    run_saved_then_reload,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 SCREENSHOTS = ROOT / "build" / "screenshots"
@@ -30,32 +40,7 @@ def shoot(page, name: str) -> None:
     page.screenshot(path=str(SCREENSHOTS / f"{name}.png"))
 
 
-def make_notebook(lab, name: str, kernel: str) -> None:
-    language = "python" if kernel == "python3" else "markdown"
-    lab.api("PUT", f"api/contents/{name}", {"type": "notebook", "format": "json", "content": {
-        "cells": [], "nbformat": 4, "nbformat_minor": 5,
-        "metadata": {"kernelspec": {"name": kernel, "display_name": kernel, "language": language}}}})
 
-
-def open_notebook(page, lab, name: str, kernel: str) -> None:
-    # ?reset: only this notebook opens (not every notebook the earlier tests left open).
-    page.goto(f"{lab.url}lab/tree/{name}?reset&token={lab.token}")
-    page.wait_for_function("() => window.jupyterapp && window.jupyterapp.shell", timeout=60_000)
-    page.wait_for_function(READY, arg=kernel, timeout=90_000)
-
-
-def run_cell(page, text: str) -> None:
-    """Type a new cell at the end (lines joined with Enter) and run it with Shift+Enter."""
-    page.locator(f"{NB} .jp-Spinner").wait_for(state="hidden", timeout=60_000)  # the notebook has loaded
-    editor = page.locator(f"{NB} .jp-Cell .cm-content").last
-    editor.wait_for(state="visible", timeout=60_000)
-    editor.click(timeout=60_000)
-    for i, line in enumerate(text.split("\n")):
-        if i:
-            page.keyboard.press("Enter")
-            page.keyboard.press("Home")  # no auto-indent carried over
-        page.keyboard.type(line)
-    page.keyboard.press("Shift+Enter")
 
 
 def type_into(page, locator, text: str) -> None:
@@ -170,9 +155,6 @@ def test_magics_front_receives_typed_text_and_deny_reason_whole(page, lab):
     assert "no, keep it" in result, result
     page.wait_for_function(READY, arg="python3")
 
-
-def bash_then(command: str, answer: str) -> tuple[dict, dict]:
-    return {"tool_calls": [{"name": "bash", "arguments": {"command": command}}]}, {"text": answer}
 
 
 def active_index(page) -> int:

@@ -15,8 +15,17 @@ import json
 import pytest
 
 from crystal_kernel.testing.llm_server import LLMServer
-from tests.e2e.conftest import DELAY, NB, blank_page, ensure_built, running_lab, shots_in_both_themes
-from tests.e2e.test_forms import make_notebook, open_notebook, run_cell
+from tests.e2e.conftest import (
+    DELAY,
+    NB,
+    blank_page,
+    ensure_built,
+    make_notebook,
+    open_notebook,
+    run_cell,
+    running_lab,
+    shots_in_both_themes,
+)
 
 FIRST_CELL = "%load_ext crystal_kernel\nrates = {'EUR': 1.1, 'GBP': 1.3}"
 COMPLETION = "sum(rates.values())"

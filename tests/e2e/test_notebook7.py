@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.e2e.conftest import ensure_built, running_lab
-from tests.e2e.test_forms import READY, make_notebook, reload_unsaved_and_answer
+from tests.e2e.conftest import READY, ensure_built, make_notebook, running_lab
+from tests.e2e.test_forms import reload_unsaved_and_answer
 
 
 @pytest.fixture(scope="module")

@@ -23,7 +23,10 @@ import shutil
 from tests.e2e.conftest import (
     NB,
     READY,
+    bash_then,
+    make_notebook,
     new_crystal_notebook,
+    open_notebook,
     run_saved_then_reload,
     shots_in_both_themes,
     type_and_run,
@@ -35,22 +38,7 @@ THEMES = ("JupyterLab Light", "JupyterLab Dark")
 PLANTED = "20200101-000000-planted"
 
 
-def bash_then(command: str, answer: str) -> tuple[dict, dict]:
-    return {"tool_calls": [{"name": "bash", "arguments": {"command": command}}]}, {"text": answer}
 
-
-def make_notebook(lab, name: str) -> None:
-    lab.api("PUT", f"api/contents/{name}", {"type": "notebook", "format": "json", "content": {
-        "cells": [], "nbformat": 4, "nbformat_minor": 5,
-        "metadata": {"kernelspec": {"name": "crystal", "display_name": "Crystal", "language": "markdown"}}}})
-
-
-def open_notebook(page, lab, name: str) -> None:
-    # ?reset: only this notebook opens (not every notebook the earlier tests left open).
-    page.goto(f"{lab.url}lab/tree/{name}?reset&token={lab.token}")
-    page.wait_for_function("() => window.jupyterapp && window.jupyterapp.shell", timeout=60_000)
-    page.wait_for_function(READY, arg="crystal", timeout=90_000)
-    page.locator(f"{NB} .jp-Spinner").wait_for(state="hidden", timeout=60_000)  # the notebook has loaded
 
 
 def into_view(locator) -> None:
